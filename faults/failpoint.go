@@ -1,0 +1,69 @@
+// Package faults injects failures: named failpoints that stores and the Run
+// flow pass through (a no-op unless a test arms them), with pause, crash and
+// yield actions, and an injectable clock with per-client skew.
+package faults
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Failpoint names used by the Run flow. Stores define their own beside the
+// statements they separate (for example "begin.after-select").
+const (
+	RunAfterClaim     = "run.after-claim"     // claimed, work not started
+	RunAfterWork      = "run.after-work"      // work done, response not saved
+	RunBeforeRelease  = "run.before-release"  // work failed, claim not released
+	RunAfterComplete  = "run.after-complete"  // response saved
+	BeginAfterSelect  = "begin.after-select"  // between a read and the write that depends on it
+	BeginBeforeCommit = "begin.before-commit" // inside Begin's transaction, before it commits
+)
+
+// ErrCrashed is returned by Hit when the armed action is a crash: the caller
+// must stop where it is and clean nothing up, as a killed process would.
+var ErrCrashed = errors.New("crashed at failpoint")
+
+// Handler decides what happens when a client reaches a failpoint. It may
+// block (a pause, or a scheduler holding the client) and returns ErrCrashed
+// (or any error) to make the client stop there.
+type Handler interface {
+	Hit(ctx context.Context, name string) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, name string) error
+
+// Hit calls f.
+func (f HandlerFunc) Hit(ctx context.Context, name string) error { return f(ctx, name) }
+
+type handlerKey struct{}
+
+// WithHandler returns a context whose failpoints are decided by h. Each
+// client of a harness gets its own, so failpoints are per client and tests
+// can run in parallel.
+func WithHandler(ctx context.Context, h Handler) context.Context {
+	return context.WithValue(ctx, handlerKey{}, h)
+}
+
+// Hit passes through the named failpoint: nothing happens unless the context
+// carries a Handler. Stores call it between the steps of an operation.
+func Hit(ctx context.Context, name string) error {
+	h, ok := ctx.Value(handlerKey{}).(Handler)
+	if !ok || h == nil {
+		return nil
+	}
+	return h.Hit(ctx, name)
+}
+
+// Pause blocks for d or until ctx ends, like a GC pause or a stalled disk.
+func Pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,323 @@
+// Package models holds the sequential specification of one idempotency key:
+// the decision table of DESIGN.md §1 as a pure function of state and input,
+// and a porcupine model built on it for checking concurrent histories.
+package models
+
+import (
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Kind is the store operation an Input stands for.
+type Kind int
+
+// The operations of the contract that change or read a key.
+const (
+	Begin Kind = iota + 1
+	Complete
+	Release
+	// Prune is the store-wide Prune call, copied into every key's history:
+	// keys older than the retention at its time may vanish.
+	Prune
+)
+
+// String names the operation.
+func (k Kind) String() string {
+	switch k {
+	case Begin:
+		return "Begin"
+	case Complete:
+		return "Complete"
+	case Release:
+		return "Release"
+	case Prune:
+		return "Prune"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Input is one call on one key, as the history recorded it.
+type Input struct {
+	Kind        Kind            `json:"kind"`
+	Key         stores.KeyRef   `json:"key"`
+	Fingerprint string          `json:"fingerprint,omitempty"` // Begin
+	Token       stores.Token    `json:"token,omitempty"`       // Complete, Release
+	Response    stores.Response `json:"response"`              // Complete
+	// Now is the caller's clock at the call: the Request's Now for Begin,
+	// and the best estimate of the store's time for Complete and Release.
+	Now time.Time `json:"now"`
+	// ID names the call uniquely in its history; an unknown Begin that may
+	// have claimed gets the placeholder token "?<ID>".
+	ID int `json:"id"`
+}
+
+// Output is what the call returned. Unknown means no answer came back
+// (timeout, lost reply, crash): the call may or may not have taken effect.
+type Output struct {
+	Unknown  bool            `json:"unknown,omitempty"`
+	Decision stores.Decision `json:"decision"` // Begin
+	Fenced   bool            `json:"fenced,omitempty"`
+}
+
+// Config holds the contract's parameters the model judges by.
+type Config struct {
+	LockTTL   time.Duration
+	Retention time.Duration
+	// Slack widens the LockTTL and retention boundaries by this much either
+	// way, for stores whose clocks are coarser than the history's.
+	Slack time.Duration
+}
+
+// State is one key's record, or its absence. Used lists every token ever
+// handed out for the key (sorted, comma-joined), so a repeat is caught.
+type State struct {
+	Exists      bool
+	Fingerprint string
+	Done        bool
+	Response    stores.Response
+	LockedAt    time.Time
+	CreatedAt   time.Time
+	Token       stores.Token
+	Used        string
+}
+
+// usedToken reports whether t was handed out before for this key.
+func (s State) usedToken(t stores.Token) bool {
+	if s.Used == "" {
+		return false
+	}
+	for _, u := range strings.Split(s.Used, ",") {
+		if u == string(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s State) withToken(t stores.Token) string {
+	var list []string
+	if s.Used != "" {
+		list = strings.Split(s.Used, ",")
+	}
+	list = append(list, string(t))
+	sort.Strings(list)
+	return strings.Join(list, ",")
+}
+
+// Expected is what the decision table says Begin must answer in a state.
+type Expected struct {
+	Outcome  stores.Outcome
+	Takeover bool
+	Response stores.Response
+	// Stale is set when the in-flight claim is exactly at the LockTTL
+	// boundary (within Slack): then both InFlight and a takeover are right.
+	Ambiguous bool
+}
+
+// Decide is the decision table as a pure function: the outcome Begin must
+// return for a request with this fingerprint at time now.
+func Decide(cfg Config, s State, fingerprint string, now time.Time) Expected {
+	switch {
+	case !s.Exists:
+		return Expected{Outcome: stores.Claimed}
+	case s.Fingerprint != fingerprint:
+		return Expected{Outcome: stores.Mismatch}
+	case s.Done:
+		return Expected{Outcome: stores.Replay, Response: s.Response}
+	}
+	age := now.Sub(s.LockedAt)
+	if age < cfg.LockTTL-cfg.Slack {
+		return Expected{Outcome: stores.InFlight}
+	}
+	return Expected{Outcome: stores.Claimed, Takeover: true, Ambiguous: age < cfg.LockTTL+cfg.Slack}
+}
+
+// mayBeExpired reports whether retention allows the record to be gone at now.
+func (cfg Config) mayBeExpired(s State, now time.Time) bool {
+	return s.Exists && now.Sub(s.CreatedAt) >= cfg.Retention-cfg.Slack
+}
+
+// beforeOp lists the states a key may be in when an operation at time now
+// takes effect: as it was, or, once old enough, pruned (retention is
+// allowed to remove it at any moment after that).
+func (cfg Config) beforeOp(s State, now time.Time) []State {
+	if cfg.mayBeExpired(s, now) {
+		gone := State{Used: s.Used}
+		return []State{s, gone}
+	}
+	return []State{s}
+}
+
+// Step returns every state the key may be in after the operation, given what
+// it returned; none means the output is impossible: a violation.
+func Step(cfg Config, s State, in Input, out Output) []State {
+	var next []State
+	for _, pre := range cfg.beforeOp(s, opTime(in, out)) {
+		next = append(next, step(cfg, pre, in, out)...)
+	}
+	return next
+}
+
+func opTime(in Input, out Output) time.Time {
+	if in.Kind == Begin && !out.Unknown && !out.Decision.DecidedAt.IsZero() {
+		return out.Decision.DecidedAt
+	}
+	return in.Now
+}
+
+func step(cfg Config, s State, in Input, out Output) []State {
+	switch in.Kind {
+	case Prune:
+		return []State{s}
+	case Begin:
+		return stepBegin(cfg, s, in, out)
+	case Complete, Release:
+		held := s.Exists && !s.Done && s.Token == in.Token
+		after := s
+		if in.Kind == Complete {
+			after.Done, after.Response = true, in.Response
+		} else {
+			after = State{Used: s.Used}
+		}
+		switch {
+		case out.Unknown && held:
+			return []State{s, after}
+		case out.Unknown:
+			return []State{s}
+		case out.Fenced && !held:
+			return []State{s}
+		case !out.Fenced && held:
+			return []State{after}
+		}
+		return nil
+	}
+	return nil
+}
+
+func stepBegin(cfg Config, s State, in Input, out Output) []State {
+	if out.Unknown {
+		return unknownBegin(cfg, s, in)
+	}
+	d := out.Decision
+	exp := Decide(cfg, s, in.Fingerprint, d.DecidedAt)
+	switch d.Outcome {
+	case stores.Claimed:
+		if exp.Outcome != stores.Claimed || exp.Takeover != d.Takeover {
+			return nil
+		}
+		if d.Token == "" || s.usedToken(d.Token) {
+			return nil // tokens must never repeat for a key
+		}
+		n := State{Exists: true, Fingerprint: in.Fingerprint, LockedAt: d.DecidedAt,
+			CreatedAt: d.DecidedAt, Token: d.Token, Used: s.withToken(d.Token)}
+		if d.Takeover {
+			n.CreatedAt = s.CreatedAt
+		}
+		return []State{n}
+	case stores.InFlight:
+		if exp.Outcome == stores.InFlight || exp.Ambiguous {
+			return []State{s}
+		}
+	case stores.Replay:
+		if exp.Outcome == stores.Replay && d.Response == exp.Response {
+			return []State{s}
+		}
+	case stores.Mismatch:
+		if exp.Outcome == stores.Mismatch {
+			return []State{s}
+		}
+	}
+	return nil
+}
+
+// unknownBegin: the call may have done nothing, or claimed (afresh or by
+// takeover) with a token nobody saw, named "?<ID>".
+func unknownBegin(cfg Config, s State, in Input) []State {
+	out := []State{s}
+	if s.Exists && (s.Done || s.Fingerprint != in.Fingerprint) {
+		return out
+	}
+	tok := stores.Token(fmt.Sprintf("?%d", in.ID))
+	n := State{Exists: true, Fingerprint: in.Fingerprint, LockedAt: in.Now, CreatedAt: in.Now,
+		Token: tok, Used: s.withToken(tok)}
+	if s.Exists {
+		n.CreatedAt = s.CreatedAt
+	}
+	return append(out, n)
+}
+
+// Equal compares two states.
+func Equal(a, b State) bool { return a == b }
+
+// Hash hashes a state consistently with Equal.
+func Hash(s State) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%v|%s|%v|%d|%s|%d|%d|%s|%s", s.Exists, s.Fingerprint, s.Done, s.Response.Status,
+		s.Response.Body, s.LockedAt.UnixNano(), s.CreatedAt.UnixNano(), s.Token, s.Used)
+	return h.Sum64()
+}
+
+// DescribeState prints a state for traces and the visualisation.
+func DescribeState(s State) string {
+	if !s.Exists {
+		return "no row"
+	}
+	if s.Done {
+		return fmt.Sprintf("done fp=%s resp=%d %q", s.Fingerprint, s.Response.Status, short(s.Response.Body))
+	}
+	return fmt.Sprintf("in_flight fp=%s token=%s locked_at=%s", s.Fingerprint, shortToken(s.Token), s.LockedAt.Format("15:04:05.000"))
+}
+
+// DescribeOperation prints a call and its answer for traces.
+func DescribeOperation(in Input, out Output) string {
+	var call string
+	switch in.Kind {
+	case Begin:
+		call = fmt.Sprintf("Begin(fp=%s)", in.Fingerprint)
+	case Complete:
+		call = fmt.Sprintf("Complete(token=%s, %d %q)", shortToken(in.Token), in.Response.Status, short(in.Response.Body))
+	case Release:
+		call = fmt.Sprintf("Release(token=%s)", shortToken(in.Token))
+	case Prune:
+		return fmt.Sprintf("Prune(now=%s)", in.Now.Format("15:04:05.000"))
+	}
+	switch {
+	case out.Unknown:
+		return call + " → ?"
+	case in.Kind != Begin && out.Fenced:
+		return call + " → fenced"
+	case in.Kind != Begin:
+		return call + " → ok"
+	}
+	d := out.Decision
+	switch d.Outcome {
+	case stores.Claimed:
+		tk := ""
+		if d.Takeover {
+			tk = " (takeover)"
+		}
+		return fmt.Sprintf("%s → claimed token=%s%s", call, shortToken(d.Token), tk)
+	case stores.Replay:
+		return fmt.Sprintf("%s → replay %d %q", call, d.Response.Status, short(d.Response.Body))
+	}
+	return fmt.Sprintf("%s → %s", call, d.Outcome)
+}
+
+func shortToken(t stores.Token) string {
+	if len(t) > 8 {
+		return string(t[:8])
+	}
+	return string(t)
+}
+
+func short(s string) string {
+	if len(s) > 40 {
+		return s[:37] + "..."
+	}
+	return s
+}

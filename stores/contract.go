@@ -1,0 +1,171 @@
+// Package stores defines the contract every idempotency-key store implements,
+// the Run flow built on it (the lesson card's run()), the errors a caller acts
+// on, and the registry of backends and their variants (correct and mutants).
+package stores
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Outcome is what Begin decided for a request.
+type Outcome int
+
+// The four outcomes of Begin, as in the decision table of DESIGN.md §1.
+const (
+	// Claimed: the caller owns the key and must run the work (HTTP: run).
+	Claimed Outcome = iota + 1
+	// Replay: the key is done with the same fingerprint; the saved response
+	// is returned and the work does not run.
+	Replay
+	// InFlight: another owner holds a live claim; retry later (HTTP 409).
+	InFlight
+	// Mismatch: the key was used with other parameters; never retry (HTTP 422).
+	Mismatch
+)
+
+// String names the outcome the way reports and traces print it.
+func (o Outcome) String() string {
+	switch o {
+	case Claimed:
+		return "claimed"
+	case Replay:
+		return "replay"
+	case InFlight:
+		return "in-flight"
+	case Mismatch:
+		return "mismatch"
+	}
+	return fmt.Sprintf("outcome(%d)", int(o))
+}
+
+// HTTPStatus is the status code an API answers for the outcome when the
+// work does not run (0 for Claimed and Replay, which answer with a response).
+func (o Outcome) HTTPStatus() int {
+	switch o {
+	case InFlight:
+		return 409
+	case Mismatch:
+		return 422
+	}
+	return 0
+}
+
+// MaxKeyLen is the longest key a store accepts, in bytes (Stripe's limit).
+const MaxKeyLen = 255
+
+// Token is a fencing token: proof that the caller still owns a claim. A
+// correct store never hands out the same token twice for one key, across the
+// key's whole life (claims, releases, prunes, takeovers).
+type Token string
+
+// Response is the answer saved by Complete and replayed to later requests.
+type Response struct {
+	Status int    `json:"status"`
+	Body   string `json:"body"`
+}
+
+// KeyRef names a key within its tenant; keys never collide across tenants.
+type KeyRef struct {
+	Tenant string `json:"tenant"`
+	Key    string `json:"key"`
+}
+
+// String prints tenant/key.
+func (k KeyRef) String() string { return k.Tenant + "/" + k.Key }
+
+// Request is one Begin call: the key, a fingerprint of the request's
+// parameters, and the caller's clock reading (used by stores that take time
+// from the caller; server-clock stores ignore it).
+type Request struct {
+	KeyRef
+	Fingerprint string    `json:"fingerprint"`
+	Now         time.Time `json:"now"`
+}
+
+// Decision is Begin's answer. DecidedAt is the clock reading the store decided
+// with (the caller's Now, or the server's clock), so a checker can verify the
+// staleness decision against the model.
+type Decision struct {
+	Outcome   Outcome   `json:"outcome"`
+	Token     Token     `json:"token,omitempty"`    // set when Claimed
+	Takeover  bool      `json:"takeover,omitempty"` // Claimed over a stale claim
+	Response  Response  `json:"response"`           // set when Replay
+	DecidedAt time.Time `json:"decided_at"`
+}
+
+// Store is the contract of DESIGN.md §1. Each method is one round trip to the
+// server and atomic: concurrent callers on one key see one of the outcomes of
+// the decision table, never a mix.
+type Store interface {
+	// Begin claims the key, or says why not (Replay, InFlight, Mismatch).
+	Begin(ctx context.Context, req Request) (Decision, error)
+	// Complete saves the response and marks the key done, only while the
+	// key is in flight under token; otherwise it returns ErrFenced.
+	Complete(ctx context.Context, key KeyRef, token Token, resp Response) error
+	// Release deletes the claim, only while the key is in flight under
+	// token; otherwise it returns ErrFenced and leaves the key alone.
+	Release(ctx context.Context, key KeyRef, token Token) error
+	// Prune removes keys older than the store's retention as of now (the
+	// caller's clock for caller-clock stores; server-clock stores use their
+	// own) and says how many it removed.
+	Prune(ctx context.Context, now time.Time) (int, error)
+	// Close releases the store's connections.
+	Close() error
+}
+
+// Errors a caller acts on.
+var (
+	// ErrFenced: the write came from a token that no longer owns the key
+	// (someone took over, or the claim is gone). The caller answers 409.
+	ErrFenced = errors.New("fenced: the claim is no longer held by this token")
+	// ErrInvalidKey: the key is empty or longer than MaxKeyLen bytes (HTTP 400).
+	ErrInvalidKey = errors.New("invalid idempotency key: must be 1-255 bytes")
+)
+
+// ValidateKey returns an error wrapping ErrInvalidKey unless the key is 1 to
+// MaxKeyLen bytes long. The tenant is validated the same way.
+func ValidateKey(k KeyRef) error {
+	if n := len(k.Key); n == 0 || n > MaxKeyLen {
+		return fmt.Errorf("%w (got %d bytes)", ErrInvalidKey, n)
+	}
+	if n := len(k.Tenant); n > MaxKeyLen {
+		return fmt.Errorf("%w: tenant longer than %d bytes (got %d)", ErrInvalidKey, MaxKeyLen, n)
+	}
+	return nil
+}
+
+// Config is what every backend needs besides its connection.
+type Config struct {
+	// LockTTL: an in-flight claim older than this is stale and may be taken
+	// over. It must outlast any honest run of the work.
+	LockTTL time.Duration
+	// Retention: keys younger than this are never pruned. It must exceed
+	// the clients' retry window.
+	Retention time.Duration
+	// Variant is "correct" or the name of a mutant of the backend.
+	Variant string
+	// Namespace isolates this store's keys from other stores on the same
+	// server, so tests can make many fresh stores cheaply: a schema in
+	// Postgres, a key prefix in Redis; SQLite and memory (one store per
+	// file or process) ignore it. Letters, digits and underscores only.
+	Namespace string
+}
+
+// Validate reports a configuration no store can honour.
+func (c Config) Validate() error {
+	if c.LockTTL <= 0 {
+		return fmt.Errorf("lock TTL must be positive, got %v", c.LockTTL)
+	}
+	if c.Retention <= 0 {
+		return fmt.Errorf("retention must be positive, got %v", c.Retention)
+	}
+	for _, r := range c.Namespace {
+		if !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return fmt.Errorf("namespace %q: letters, digits and underscores only", c.Namespace)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,261 @@
+// Package memory is the reference store: the decision table of DESIGN.md §1
+// over a map under one mutex, taking time from the caller's clock. Its
+// mutants sit in the same functions, each one line away from the correct
+// code, so the two can be read side by side.
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+func init() {
+	stores.Register(stores.Backend{
+		Name:    "memory",
+		Clock:   stores.CallerClock,
+		Mutants: Mutants,
+		Open: func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {
+			return New(cfg)
+		},
+	})
+}
+
+// Mutants lists the mutant variants this backend implements.
+var Mutants = []string{
+	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
+	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
+}
+
+type record struct {
+	fingerprint string
+	done        bool
+	response    stores.Response
+	lockedAt    time.Time
+	createdAt   time.Time
+	token       stores.Token
+}
+
+// Store is the in-memory reference store. It is safe for concurrent use.
+type Store struct {
+	cfg     stores.Config
+	variant string
+	mu      sync.Mutex
+	rows    map[stores.KeyRef]*record
+}
+
+// New makes an empty store of cfg.Variant.
+func New(cfg stores.Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	v := cfg.Variant
+	if v == "" {
+		v = stores.Correct
+	}
+	if v != stores.Correct && !contains(Mutants, v) {
+		return nil, fmt.Errorf("memory: unknown variant %q", v)
+	}
+	return &Store{cfg: cfg, variant: v, rows: map[stores.KeyRef]*record{}}, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// newToken returns a random 128-bit owner id: unique across the key's life.
+func newToken() stores.Token {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return stores.Token(hex.EncodeToString(b[:]))
+}
+
+// token picks the claim's fencing token. The token-reuse mutant uses the
+// card's scheme, locked_at in milliseconds, which comes back after a release.
+func (s *Store) token(now time.Time) stores.Token {
+	if s.variant == "token-reuse" {
+		return stores.Token(fmt.Sprint(now.UnixMilli()))
+	}
+	return newToken()
+}
+
+// Begin decides per the decision table, atomically under the mutex.
+func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	if err := stores.ValidateKey(req.KeyRef); err != nil {
+		return stores.Decision{}, err
+	}
+	switch s.variant {
+	case "select-then-insert":
+		return s.beginSelectThenInsert(ctx, req)
+	case "blind-takeover", "stale-overwrite":
+		return s.beginTakeoverOnRead(ctx, req)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[req.KeyRef]
+	return s.decide(req, r, ok), nil
+}
+
+// beginTakeoverOnRead re-creates two takeover bugs: the staleness is judged
+// on a read, and the write that follows does not compare-and-set on it.
+// blind-takeover re-checks only that the row is still in flight, so two
+// takers both win; stale-overwrite writes the whole row back, erasing a
+// response saved since the read.
+func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	s.mu.Lock()
+	r, ok := s.rows[req.KeyRef]
+	if !ok || r.done || r.fingerprint != req.Fingerprint || req.Now.Sub(r.lockedAt) < s.cfg.LockTTL {
+		defer s.mu.Unlock()
+		return s.decide(req, r, ok), nil
+	}
+	createdAt := r.createdAt
+	s.mu.Unlock()
+	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
+		return stores.Decision{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tok := s.token(req.Now)
+	cur, ok := s.rows[req.KeyRef]
+	if s.variant == "blind-takeover" {
+		if !ok || cur.done { // UPDATE … WHERE status = 'in_flight' (no token compared)
+			return s.decide(req, cur, ok), nil
+		}
+		cur.lockedAt, cur.token = req.Now, tok
+	} else { // stale-overwrite: INSERT OR REPLACE of the row as read
+		s.rows[req.KeyRef] = &record{fingerprint: req.Fingerprint, lockedAt: req.Now, createdAt: createdAt, token: tok}
+	}
+	return stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: req.Now}, nil
+}
+
+// decide applies the decision table to the row (held under the mutex).
+func (s *Store) decide(req stores.Request, r *record, ok bool) stores.Decision {
+	now := req.Now
+	if !ok {
+		tok := s.token(now)
+		s.rows[req.KeyRef] = &record{fingerprint: req.Fingerprint, lockedAt: now, createdAt: now, token: tok}
+		return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: now}
+	}
+	if r.fingerprint != req.Fingerprint && s.variant != "no-fingerprint" {
+		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: now}
+	}
+	if r.done {
+		return stores.Decision{Outcome: stores.Replay, Response: r.response, DecidedAt: now}
+	}
+	stale := now.Sub(r.lockedAt) >= s.cfg.LockTTL
+	if s.variant == "no-takeover" {
+		stale = false
+	}
+	if !stale {
+		return stores.Decision{Outcome: stores.InFlight, DecidedAt: now}
+	}
+	// Compare-and-set: the mutex makes the check and the write one step.
+	tok := s.token(now)
+	r.lockedAt, r.token = now, tok
+	return stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: now}
+}
+
+// beginSelectThenInsert is the classic bug: it reads, lets go, and writes.
+// Between the two, another request sees the same "no row" and both claim.
+func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	s.mu.Lock()
+	r, ok := s.rows[req.KeyRef]
+	var snapshot record
+	if ok {
+		snapshot = *r
+	}
+	s.mu.Unlock()
+	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
+		return stores.Decision{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok {
+		tok := s.token(req.Now)
+		s.rows[req.KeyRef] = &record{fingerprint: req.Fingerprint, lockedAt: req.Now, createdAt: req.Now, token: tok} // upsert: overwrites a concurrent claim
+		return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: req.Now}, nil
+	}
+	if cur := s.rows[req.KeyRef]; cur != nil {
+		return s.decide(req, cur, true), nil
+	}
+	return s.decide(req, &snapshot, false), nil
+}
+
+// Complete saves the response under the token (fenced).
+func (s *Store) Complete(_ context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
+	if err := stores.ValidateKey(key); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[key]
+	if !ok {
+		return stores.ErrFenced
+	}
+	fenced := r.done || r.token != tok
+	if s.variant == "unfenced-complete" {
+		fenced = false
+	}
+	if fenced {
+		return stores.ErrFenced
+	}
+	r.done, r.response = true, resp
+	return nil
+}
+
+// Release deletes the claim under the token (fenced).
+func (s *Store) Release(_ context.Context, key stores.KeyRef, tok stores.Token) error {
+	if err := stores.ValidateKey(key); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.rows[key]
+	if !ok {
+		return stores.ErrFenced
+	}
+	fenced := r.done || r.token != tok
+	if s.variant == "unfenced-release" {
+		fenced = false
+	}
+	if fenced {
+		return stores.ErrFenced
+	}
+	delete(s.rows, key)
+	return nil
+}
+
+// Prune removes keys created more than Retention before now. The
+// short-retention mutant keeps them only for LockTTL.
+func (s *Store) Prune(_ context.Context, now time.Time) (int, error) {
+	keep := s.cfg.Retention
+	if s.variant == "short-retention" {
+		keep = s.cfg.LockTTL
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, r := range s.rows {
+		if now.Sub(r.createdAt) >= keep {
+			delete(s.rows, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Close does nothing: the map goes with the store.
+func (s *Store) Close() error { return nil }

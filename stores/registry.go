@@ -1,0 +1,130 @@
+package stores
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// ClockSource says whose clock a backend judges staleness and retention by.
+type ClockSource string
+
+const (
+	// CallerClock: the Request's Now (embedded stores on one host).
+	CallerClock ClockSource = "caller"
+	// ServerClock: the database server's clock, one for every client.
+	ServerClock ClockSource = "server"
+)
+
+// Correct is the name of every backend's correct variant.
+const Correct = "correct"
+
+// Backend describes one store implementation and how to open it.
+type Backend struct {
+	Name  string
+	Clock ClockSource
+	// Mutants lists the mutant variants this backend implements, by name
+	// (see Mutants for what each re-creates).
+	Mutants []string
+	// Open connects to addr (a file path, DSN or host:port, as the backend
+	// documents) and returns a store of cfg.Variant. An unknown variant is
+	// an error.
+	Open func(ctx context.Context, addr string, cfg Config) (Store, error)
+}
+
+// Variants lists the backend's variants: correct first, then its mutants.
+func (b Backend) Variants() []string {
+	return append([]string{Correct}, b.Mutants...)
+}
+
+// HasVariant reports whether the backend implements the named variant.
+func (b Backend) HasVariant(name string) bool {
+	for _, v := range b.Variants() {
+		if v == name {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	registryMu sync.Mutex
+	registry   = map[string]Backend{}
+)
+
+// Register adds a backend; backend packages call it from init.
+func Register(b Backend) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[b.Name]; dup {
+		panic("stores: backend registered twice: " + b.Name)
+	}
+	for _, m := range b.Mutants {
+		if _, ok := Mutants[m]; !ok {
+			panic("stores: backend " + b.Name + " registers undocumented mutant " + m)
+		}
+	}
+	registry[b.Name] = b
+}
+
+// Lookup returns the named backend.
+func Lookup(name string) (Backend, error) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	b, ok := registry[name]
+	if !ok {
+		return Backend{}, fmt.Errorf("unknown store %q (known: %s)", name, strings.Join(backendNamesLocked(), ", "))
+	}
+	return b, nil
+}
+
+// Backends lists the registered backend names, sorted.
+func Backends() []string {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	return backendNamesLocked()
+}
+
+func backendNamesLocked() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Mutant documents one re-created classic bug.
+type Mutant struct {
+	Name string
+	// Bug is one line on the bug it re-creates.
+	Bug string
+	// Scenario is the scenario meant to kill it.
+	Scenario string
+}
+
+// Mutants is every store-side mutant, by name. Backends implement them
+// beside their correct code.
+var Mutants = map[string]Mutant{
+	"select-then-insert": {"select-then-insert", "reads the key, then inserts in a second statement: two concurrent requests both see none and both run", "race"},
+	"unfenced-complete":  {"unfenced-complete", "saves the response without checking the token: a stale owner overwrites the new owner's answer", "takeover"},
+	"unfenced-release":   {"unfenced-release", "deletes the claim without checking the token: a stale owner deletes the new owner's claim", "takeover"},
+	"no-fingerprint":     {"no-fingerprint", "ignores the fingerprint: a reused key with other parameters replays the wrong answer", "mismatch"},
+	"blind-takeover":     {"blind-takeover", "takes over a stale claim without compare-and-set: two takers both win", "takeover"},
+	"token-reuse":        {"token-reuse", "uses locked_at as the fencing token (the card's scheme): a token comes back after release and a stale save lands", "takeover"},
+	"no-takeover":        {"no-takeover", "never recovers a stale claim: a crashed owner's key is stuck in flight forever", "crash"},
+	"short-retention":    {"short-retention", "prunes keys younger than the retention window: a retry inside the window runs again", "retention"},
+	"stale-overwrite":    {"stale-overwrite", "decides a takeover on a stale read and overwrites a record that was finished meanwhile", "takeover"},
+}
+
+// MutantNames lists the documented mutants, sorted.
+func MutantNames() []string {
+	names := make([]string, 0, len(Mutants))
+	for n := range Mutants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
