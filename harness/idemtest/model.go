@@ -43,10 +43,10 @@ type modelTimes struct {
 
 func timesFor(c stores.ClockSource) modelTimes {
 	if c == stores.ServerClock {
-		ttl, ret := 60*time.Millisecond, 250*time.Millisecond
+		ttl, ret := 30*time.Millisecond, 120*time.Millisecond
 		return modelTimes{
 			cfg:      models.Config{LockTTL: ttl, Retention: ret, Slack: 5 * time.Millisecond},
-			advances: []time.Duration{2 * time.Millisecond, ttl / 2, ttl + 10*time.Millisecond, ret},
+			advances: []time.Duration{time.Millisecond, ttl / 2, ttl + 6*time.Millisecond, ret},
 		}
 	}
 	ttl, ret := 10*time.Second, 60*time.Second
@@ -221,8 +221,9 @@ func (d *driver) complete(rt *rapid.T) {
 	}
 	d.nextID++
 	resp := stores.Response{Status: 201, Body: fmt.Sprintf("charge-%d", d.nextID)}
-	in := models.Input{Kind: models.Complete, Key: c.key, Token: c.token, Response: resp, Now: d.now(0), ID: d.nextID}
+	in := models.Input{Kind: models.Complete, Key: c.key, Token: c.token, Response: resp, ID: d.nextID}
 	err := d.store.Complete(d.ctx, c.key, c.token, resp)
+	in.Now = d.now(0) // after the call: the store decided no later than this
 	if err != nil && !errors.Is(err, stores.ErrFenced) {
 		rt.Fatalf("Complete(%s): unexpected error: %v", c.key, err)
 	}
@@ -235,8 +236,9 @@ func (d *driver) release(rt *rapid.T) {
 		rt.Skip("no claim yet")
 	}
 	d.nextID++
-	in := models.Input{Kind: models.Release, Key: c.key, Token: c.token, Now: d.now(0), ID: d.nextID}
+	in := models.Input{Kind: models.Release, Key: c.key, Token: c.token, ID: d.nextID}
 	err := d.store.Release(d.ctx, c.key, c.token)
+	in.Now = d.now(0)
 	if err != nil && !errors.Is(err, stores.ErrFenced) {
 		rt.Fatalf("Release(%s): unexpected error: %v", c.key, err)
 	}
@@ -259,6 +261,7 @@ func (d *driver) prune(rt *rapid.T) {
 	if _, err := d.store.Prune(d.ctx, in.Now); err != nil {
 		rt.Fatalf("Prune: unexpected error: %v", err)
 	}
+	in.Now = d.now(0) // a server-clock store pruned by its own clock, no later than this
 	for k := range d.possible {
 		in.Key = k
 		d.check(rt, in, models.Output{})

@@ -22,7 +22,11 @@ func init() {
 		Clock:   stores.CallerClock,
 		Mutants: Mutants,
 		Open: func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {
-			return New(cfg)
+			s, err := New(cfg)
+			if err != nil {
+				return nil, err // not a typed nil inside the interface
+			}
+			return s, nil
 		},
 	})
 }

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/stores"
+	_ "github.com/idemcheck/idemcheck/stores/memory"
+	_ "github.com/idemcheck/idemcheck/stores/postgres"
+	_ "github.com/idemcheck/idemcheck/stores/redis"
+	_ "github.com/idemcheck/idemcheck/stores/sqlite"
+)
+
+const checkHelp = `Usage: idemcheck check [flags]
+
+Runs scenarios against one store variant under concurrent clients and
+injected faults, records every call, and checks the history with seven
+checkers (idemcheck list shows them). Each run writes
+<out>/<time>-<store>-<variant>/ (summary.json, history.jsonl, report.md, the
+porcupine visualisation, and traces of violated keys) and points <out>/latest
+at it.
+
+Postgres and Redis come from IDEM_POSTGRES_DSN / IDEM_REDIS_ADDR when set,
+else from containers started with testcontainers (removed on exit).
+
+Exit codes: 0 pass, 1 violation found, 2 bad usage or setup error, 3 undecided.
+`
+
+func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	def := harness.DefaultOptions()
+	fs := newFlagSet("check", checkHelp)
+	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", "))
+	variant := fs.String("variant", stores.Correct, "store variant: correct or a mutant (idemcheck list)")
+	scenario := fs.String("scenario", "all", "scenario to run, or all")
+	clients := fs.Int("clients", def.Clients, "concurrent clients per scenario")
+	keys := fs.Int("keys", def.Keys, "keys (orders) per scenario")
+	seed := fs.Int64("seed", def.Seed, "seed for the workload's random choices")
+	duration := fs.Duration("duration", 0, "repeat each scenario's rounds until this long has passed (0: one round)")
+	lockTTL := fs.Duration("lock-ttl", def.LockTTL, "the stores' LockTTL")
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	out := fs.String("out", "results", "directory for run results")
+	if err := parse(fs, checkHelp, args, stdout); err != nil {
+		return exitUsage, err
+	}
+	backend, err := stores.Lookup(*store)
+	if err != nil {
+		return exitUsage, usageError{err.Error()}
+	}
+	o := def
+	o.Backend, o.Variant, o.Clients, o.Keys, o.Seed, o.Duration, o.LockTTL = backend, *variant, *clients, *keys, *seed, *duration, *lockTTL
+	if *scenario != "all" {
+		o.Scenarios = strings.Split(*scenario, ",")
+	}
+	if err := o.Validate(); err != nil {
+		return exitUsage, usageError{err.Error()}
+	}
+	dir, err := harness.PrepareRunDir(*out, backend.Name, o.Variant, time.Now())
+	if err != nil {
+		return exitUsage, err
+	}
+	addr, cleanup, err := provision(ctx, backend, stderr)
+	if err != nil {
+		os.RemoveAll(dir.Path)
+		return exitUsage, err
+	}
+	defer cleanup()
+	o.Addr = addr
+	if !*asJSON && isTerminal(stderr) {
+		o.Progress = func(p harness.Progress) { printProgress(stderr, p) }
+	}
+	sum, err := harness.Run(ctx, o)
+	if err != nil {
+		os.RemoveAll(dir.Path)
+		return exitUsage, err
+	}
+	if err := dir.Write(sum); err != nil {
+		return exitUsage, fmt.Errorf("writing results to %s: %v", dir.Path, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(sum); err != nil {
+			return exitUsage, err
+		}
+	} else {
+		printSummary(stdout, sum)
+	}
+	switch sum.Verdict {
+	case harness.Pass:
+		return exitPass, nil
+	case harness.Fail:
+		return exitFail, nil
+	}
+	return exitUnknown, nil
+}
+
+// provision finds where the backend's data lives: a temporary directory
+// for SQLite files, a server for Postgres and Redis. cleanup removes what
+// it made, containers included.
+func provision(ctx context.Context, b stores.Backend, stderr io.Writer) (addr string, cleanup func(), err error) {
+	switch b.Name {
+	case "memory":
+		return "", func() {}, nil
+	case "sqlite":
+		dir, err := os.MkdirTemp("", "idemcheck-sqlite-")
+		if err != nil {
+			return "", nil, fmt.Errorf("cannot make a directory for the SQLite files: %v", err)
+		}
+		return dir, func() { os.RemoveAll(dir) }, nil
+	}
+	srv, err := servers.Start(ctx, servers.Kind(b.Name), servers.Options{})
+	if err != nil {
+		return "", nil, err
+	}
+	return srv.Addr, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Close(cctx); err != nil {
+			fmt.Fprintf(stderr, "idemcheck: %v\n", err)
+		}
+	}, nil
+}
+
+func printSummary(w io.Writer, sum *harness.Summary) {
+	fmt.Fprintf(w, "idemcheck check: store %s, variant %s, seed %d, %d clients, %d keys, LockTTL %s\n\n",
+		sum.Store, sum.Variant, sum.Seed, sum.Clients, sum.Keys, sum.LockTTL)
+	fmt.Fprintf(w, "  %-10s %-7s %6s %12s %-20s %6s\n", "scenario", "verdict", "ops", "concurrency", "faults", "time")
+	ops := 0
+	for _, s := range sum.Scenarios {
+		ops += s.Ops
+		fmt.Fprintf(w, "  %-10s %-7s %6d %12d %-20s %5.1fs\n", s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, faults(s.Faults), s.Seconds)
+	}
+	if len(sum.Violations) > 0 {
+		fmt.Fprintf(w, "\nviolations (%d):\n", len(sum.Violations))
+		for i, v := range sum.Violations {
+			if i == 10 {
+				fmt.Fprintf(w, "  … %d more in %s/report.md\n", len(sum.Violations)-10, sum.Dir)
+				break
+			}
+			fmt.Fprintf(w, "  %s on %s: %s\n", v.Checker, v.Key, v.Detail)
+		}
+	}
+	fmt.Fprintf(w, "\n%s: %d scenarios, %d store calls, %.1fs. Results: %s\n",
+		strings.ToUpper(string(sum.Verdict)), len(sum.Scenarios), ops, sum.Seconds, sum.Dir)
+}
+
+func faults(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range []string{"pause", "crash"} {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// isTerminal reports whether w is a terminal (progress goes only there).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func printProgress(w io.Writer, p harness.Progress) {
+	if p.Done {
+		fmt.Fprintf(w, "\r\033[K[%d/%d] %-10s %d ops, %d faults, %d violations\n", p.Index, p.Total, p.Scenario, p.Ops, p.Faults, p.Violations)
+		return
+	}
+	fmt.Fprintf(w, "\r\033[K[%d/%d] %-10s running…", p.Index, p.Total, p.Scenario)
+}

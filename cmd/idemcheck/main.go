@@ -1,0 +1,84 @@
+// Command idemcheck runs idempotency-key stores under concurrent clients and
+// faults and checks that each key's work ran at most once, that fencing
+// rejected stale writers and that replays were faithful.
+//
+// Exit codes: 0 every check passed; 1 a violation was found; 2 bad usage or
+// a setup error (one line on stderr says which); 3 the run could not decide
+// (interrupted, or a checker's evidence was incomplete).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes, as DESIGN.md §7 defines them (3 is ours: undecided).
+const (
+	exitPass    = 0
+	exitFail    = 1
+	exitUsage   = 2
+	exitUnknown = 3
+)
+
+// usageError is bad input: printed as one line, exit 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+const mainHelp = `idemcheck: a correctness harness for idempotency-key stores.
+
+Usage:
+  idemcheck check   [flags]   run scenarios against a store and check the history
+  idemcheck list    [--json]  list stores, variants (correct and mutants), scenarios and checkers
+  idemcheck help [command]    show help for a command
+
+Run 'idemcheck <command> --help' for a command's flags.
+
+Exit codes: 0 pass, 1 violation found, 2 bad usage or setup error, 3 undecided.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: testable.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, mainHelp)
+		return exitUsage
+	}
+	var err error
+	code := exitPass
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "check":
+		code, err = cmdCheck(ctx, rest, stdout, stderr)
+	case "list":
+		err = cmdList(rest, stdout)
+	case "help", "-h", "--help", "-help":
+		if len(rest) > 0 {
+			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, mainHelp)
+	default:
+		err = usagef("unknown command %q (commands: check, list, help)", cmd)
+	}
+	if err != nil {
+		if errors.Is(err, errHelp) {
+			return exitPass
+		}
+		// Bad usage and setup errors alike: one line, exit 2.
+		fmt.Fprintf(stderr, "idemcheck: %v\n", err)
+		return exitUsage
+	}
+	return code
+}

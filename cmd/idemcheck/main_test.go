@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestBadInputIsOneLineExit2(t *testing.T) {
+	out := t.TempDir()
+	ro := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(ro, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown command", []string{"frobnicate"}, "unknown command"},
+		{"unknown store", []string{"check", "--store", "mongo", "--out", out}, "unknown store"},
+		{"unknown variant", []string{"check", "--store", "memory", "--variant", "nope", "--out", out}, "no variant"},
+		{"unknown scenario", []string{"check", "--store", "memory", "--scenario", "nope", "--out", out}, "unknown scenario"},
+		{"unknown flag", []string{"check", "--frob", "--out", out}, "flag provided but not defined"},
+		{"zero clients", []string{"check", "--store", "memory", "--clients", "0", "--out", out}, "--clients"},
+		{"negative keys", []string{"check", "--store", "memory", "--keys", "-3", "--out", out}, "--keys"},
+		{"bad number", []string{"check", "--clients", "many", "--out", out}, "invalid value"},
+		{"unwritable out", []string{"check", "--store", "memory", "--out", filepath.Join(file, "sub")}, "cannot write results"},
+		{"extra argument", []string{"check", "--store", "memory", "extra", "--out", out}, "unexpected argument"},
+	}
+	if os.Geteuid() != 0 { // root can write anywhere
+		cases = append(cases, struct {
+			name string
+			args []string
+			want string
+		}{"read-only out", []string{"check", "--store", "memory", "--out", ro}, "cannot write results"})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, c.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if stdout != "" {
+				t.Errorf("stdout not empty: %q", stdout)
+			}
+			if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
+				t.Errorf("stderr should be one line containing %q, got %q", c.want, stderr)
+			}
+		})
+	}
+	entries, _ := os.ReadDir(out)
+	if len(entries) != 0 {
+		t.Errorf("bad input left files in --out: %v", entries)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"check", "--help"}, {"list", "--help"}, {"help", "check"}} {
+		code, stdout, _ := runCLI(t, args...)
+		if code != 0 || !strings.Contains(stdout, "Usage") && !strings.Contains(stdout, "idemcheck") {
+			t.Errorf("%v: exit %d, stdout %q", args, code, stdout)
+		}
+	}
+	_, stdout, _ := runCLI(t, "check", "--help")
+	for _, flag := range []string{"-store", "-variant", "-scenario", "-clients", "-keys", "-seed", "-duration", "-json", "-out"} {
+		if !strings.Contains(stdout, flag) {
+			t.Errorf("check --help does not mention %s", flag)
+		}
+	}
+}
+
+func TestList(t *testing.T) {
+	code, stdout, _ := runCLI(t, "list", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var l listing
+	if err := json.Unmarshal([]byte(stdout), &l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Checkers) != 7 || len(l.Scenarios) < 6 || len(l.Stores) < 2 {
+		t.Fatalf("list is short: %d checkers, %d scenarios, %d stores", len(l.Checkers), len(l.Scenarios), len(l.Stores))
+	}
+}
+
+// TestCheckSQLite is the skeleton's promise end to end: the correct SQLite
+// store passes every scenario with real concurrency, and the two classic
+// mutants fail with exit 1, naming the checker and the key.
+func TestCheckSQLite(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "check", "--store", "sqlite", "--json", "--out", out)
+	if code != exitPass {
+		t.Fatalf("correct sqlite: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var sum struct {
+		Verdict   string `json:"verdict"`
+		Store     string `json:"store"`
+		Variant   string `json:"variant"`
+		Scenarios []struct {
+			Name                string `json:"name"`
+			Verdict             string `json:"verdict"`
+			Ops                 int    `json:"ops"`
+			MaxConcurrentBegins int    `json:"max_concurrent_begins"`
+			Checkers            []struct {
+				Checker string `json:"checker"`
+				Verdict string `json:"verdict"`
+			} `json:"checkers"`
+		} `json:"scenarios"`
+		Violations []struct{ Checker, Key, Detail string } `json:"violations"`
+		Dir        string                                  `json:"results_dir"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Verdict != "pass" || sum.Store != "sqlite" || sum.Variant != "correct" || len(sum.Scenarios) != 6 {
+		t.Fatalf("summary: %+v", sum)
+	}
+	for _, s := range sum.Scenarios {
+		if s.Ops < 20 || len(s.Checkers) != 7 {
+			t.Errorf("scenario %s: %d ops, %d checkers", s.Name, s.Ops, len(s.Checkers))
+		}
+		if s.Name == "race" && s.MaxConcurrentBegins < 3 {
+			t.Errorf("race had at most %d Begins at once on a key", s.MaxConcurrentBegins)
+		}
+	}
+	for _, f := range []string{"summary.json", "history.jsonl", "report.md", "linearizability-race.html"} {
+		if _, err := os.Stat(filepath.Join(sum.Dir, f)); err != nil {
+			t.Errorf("results: %v", err)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(out, "latest")); err != nil || target != filepath.Base(sum.Dir) {
+		t.Errorf("latest -> %q (%v), want %s", target, err, filepath.Base(sum.Dir))
+	}
+	for _, m := range []struct{ variant, scenario, checker string }{
+		{"select-then-insert", "race", "exclusive-execution"},
+		{"unfenced-complete", "takeover", "fencing"},
+	} {
+		code, stdout, stderr := runCLI(t, "check", "--store", "sqlite", "--variant", m.variant, "--scenario", m.scenario, "--out", out)
+		if code != exitFail {
+			t.Fatalf("%s: exit %d, want 1\n%s%s", m.variant, code, stdout, stderr)
+		}
+		if !strings.Contains(stdout, m.checker+" on t0/order-") {
+			t.Errorf("%s: output does not name checker %s and a key:\n%s", m.variant, m.checker, stdout)
+		}
+		if _, err := os.Stat(filepath.Join(out, "latest", "trace-"+m.scenario+".txt")); err != nil {
+			t.Errorf("%s: no trace: %v", m.variant, err)
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Order is one logical operation a client wants done exactly once.
+type Order struct {
+	ID          string
+	Key         stores.KeyRef // the idempotency key: one per order
+	Fingerprint string        // a fingerprint of the order's parameters
+	Amount      int
+}
+
+// KeyPolicy is how a client picks the idempotency key for each attempt.
+type KeyPolicy string
+
+const (
+	// SameKey sends the order's key on every retry: the rule.
+	SameKey KeyPolicy = "same-key"
+	// KeyPerTry makes a new key per attempt: each retry is a new operation.
+	KeyPerTry KeyPolicy = "key-per-try"
+	// NoKey skips the store altogether.
+	NoKey KeyPolicy = "no-key"
+)
+
+// Client submits orders with retries: exponential backoff with full jitter,
+// the same key on 409 and unknown outcomes, never a retry after 422.
+type Client struct {
+	ID     int
+	Store  stores.Store // a Recorder around the scenario's store
+	Clock  faults.Clock
+	Hist   *History
+	Ledger *Ledger
+	Plan   *Plan
+	Policy stores.ErrorPolicy
+	Keys   KeyPolicy
+	// DownstreamKeyed passes charge:<orderId> to the provider; false is
+	// the "key only at the top hop" bug.
+	DownstreamKeyed bool
+	MaxAttempts     int
+	Backoff         time.Duration // first backoff; doubles per attempt
+	MaxBackoff      time.Duration
+	WorkTime        time.Duration
+	// FailWork, if set, says whether the work fails on this attempt.
+	FailWork func(order Order, attempt int) bool
+	Rand     *rand.Rand
+}
+
+// ErrGaveUp ends an operation whose attempts all failed retryably.
+var ErrGaveUp = errors.New("gave up after max attempts")
+
+// Submit runs the order to an answer and records the answer.
+func (c *Client) Submit(ctx context.Context, o Order) Answer {
+	a := c.submit(ctx, o)
+	a.At = c.Hist.Now()
+	c.Hist.AddAnswer(a)
+	return a
+}
+
+func (c *Client) submit(ctx context.Context, o Order) Answer {
+	ans := Answer{Client: c.ID, Key: o.Key, Order: o.ID, Fingerprint: o.Fingerprint}
+	var lastErr error
+	for attempt := 1; attempt <= c.MaxAttempts; attempt++ {
+		ans.Attempts = attempt
+		key := o.Key
+		if c.Keys == KeyPerTry {
+			key.Key = fmt.Sprintf("%s#try%d", o.Key.Key, attempt)
+		}
+		actx := faults.WithHandler(withKey(ctx, key), c.Plan)
+		work := c.work(o, key, attempt)
+		var res stores.Result
+		var err error
+		if c.Keys == NoKey {
+			var resp stores.Response
+			resp, err = work(actx, "")
+			res.Response = resp
+		} else {
+			req := stores.Request{KeyRef: key, Fingerprint: o.Fingerprint, Now: c.Clock.Now()}
+			res, err = stores.Run(actx, c.Store, req, c.Policy, work)
+		}
+		if err == nil {
+			ans.Response, ans.Status, ans.Replayed = res.Response, res.Response.Status, res.Replayed
+			return ans
+		}
+		lastErr = err
+		switch {
+		case errors.Is(err, faults.ErrCrashed):
+			ans.Err = "crashed"
+			return ans
+		case errors.Is(err, stores.ErrMismatch), errors.Is(err, stores.ErrInvalidKey):
+			ans.Status, ans.Err = stores.HTTPStatus(err), err.Error()
+			return ans
+		case ctx.Err() != nil:
+			ans.Err = ctx.Err().Error()
+			return ans
+		}
+		if err := faults.Pause(ctx, c.backoff(attempt)); err != nil {
+			ans.Err = err.Error()
+			return ans
+		}
+	}
+	ans.Status, ans.Err = stores.HTTPStatus(lastErr), fmt.Sprintf("%v: %v", ErrGaveUp, lastErr)
+	return ans
+}
+
+// backoff is exponential with full jitter.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.Backoff << (attempt - 1)
+	if d > c.MaxBackoff || d <= 0 {
+		d = c.MaxBackoff
+	}
+	return d/2 + time.Duration(c.Rand.Int63n(int64(d/2)+1))
+}
+
+// work is the operation the key guards: a charge at the provider.
+func (c *Client) work(o Order, key stores.KeyRef, attempt int) stores.Work {
+	return func(ctx context.Context, tok stores.Token) (stores.Response, error) {
+		i := c.Hist.AddWork(WorkRun{Client: c.ID, Key: key, Order: o.ID, Token: tok, Start: c.Hist.Now(), End: Never})
+		if err := faults.Pause(ctx, c.WorkTime); err != nil {
+			c.Hist.EndWork(i, true, "")
+			return stores.Response{}, err
+		}
+		if c.FailWork != nil && c.FailWork(o, attempt) {
+			c.Hist.EndWork(i, true, "")
+			return stores.Response{}, errors.New("payment provider unavailable")
+		}
+		downstream := ""
+		if c.DownstreamKeyed {
+			downstream = "charge:" + o.ID
+		}
+		id := c.Ledger.Charge(o.ID, downstream, c.ID, c.Hist.Now())
+		c.Hist.EndWork(i, false, id)
+		owner := string(tok)
+		if len(owner) > 8 {
+			owner = owner[:8]
+		}
+		return stores.Response{Status: 201, Body: fmt.Sprintf("charged %s %d cents (owner %s)", id, o.Amount, owner)}, nil
+	}
+}

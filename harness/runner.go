@@ -1,0 +1,332 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Options configure one run of scenarios against one store variant.
+type Options struct {
+	Backend stores.Backend
+	Variant string
+	// Addr is where the backend lives: a directory for SQLite files, a DSN
+	// for Postgres, host:port for Redis; memory ignores it.
+	Addr      string
+	Clients   int
+	Keys      int
+	Seed      int64
+	Duration  time.Duration // run rounds of each scenario until it elapses (0: one round)
+	LockTTL   time.Duration
+	Retention time.Duration
+	Scenarios []string
+	// Progress, if set, hears about each scenario as it starts and ends.
+	Progress func(Progress)
+}
+
+// Progress reports where a run is.
+type Progress struct {
+	Scenario   string
+	Index      int // 1-based
+	Total      int
+	Ops        int
+	Faults     int
+	Violations int
+	Done       bool
+}
+
+// DefaultOptions are the parameters `idemcheck check` runs with.
+func DefaultOptions() Options {
+	return Options{Variant: stores.Correct, Clients: 6, Keys: 8, Seed: 1,
+		LockTTL: 250 * time.Millisecond, Retention: 10 * time.Second}
+}
+
+// Validate reports options no run can use.
+func (o Options) Validate() error {
+	switch {
+	case o.Clients < 1:
+		return fmt.Errorf("--clients must be at least 1, got %d", o.Clients)
+	case o.Keys < 1:
+		return fmt.Errorf("--keys must be at least 1, got %d", o.Keys)
+	case o.Duration < 0:
+		return fmt.Errorf("--duration must not be negative, got %v", o.Duration)
+	case !o.Backend.HasVariant(o.Variant):
+		return fmt.Errorf("store %s has no variant %q (known: %v)", o.Backend.Name, o.Variant, o.Backend.Variants())
+	}
+	for _, s := range o.Scenarios {
+		if _, ok := LookupScenario(s); !ok {
+			return fmt.Errorf("unknown scenario %q (known: %s)", s, scenarioNames())
+		}
+	}
+	return stores.Config{LockTTL: o.LockTTL, Retention: o.Retention}.Validate()
+}
+
+func scenarioNames() string {
+	var b bytes.Buffer
+	for i, s := range Scenarios {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(s.Name)
+	}
+	return b.String()
+}
+
+// ScenarioResult is one scenario's outcome and what it measured.
+type ScenarioResult struct {
+	Name    string  `json:"name"`
+	Verdict Verdict `json:"verdict"`
+	Ops     int     `json:"ops"` // store calls
+	Rounds  int     `json:"rounds"`
+	Clients int     `json:"clients"` // clients that took part
+	Keys    int     `json:"keys"`
+	// MaxConcurrentBegins is the most Begin calls in flight at once on one
+	// key: proof the scenario raced for real.
+	MaxConcurrentBegins int            `json:"max_concurrent_begins"`
+	WorkRuns            int            `json:"work_runs"`
+	Charges             int            `json:"charges"`
+	Faults              map[string]int `json:"faults"`
+	Outcomes            map[string]int `json:"outcomes"`
+	Seconds             float64        `json:"seconds"`
+	Checkers            []CheckResult  `json:"checkers"`
+	Violations          []Violation    `json:"violations"`
+	Error               string         `json:"error,omitempty"`
+	hist                *History       `json:"-"`
+	ledger              *Ledger        `json:"-"`
+	visualization       *bytes.Buffer  `json:"-"`
+}
+
+// History returns the scenario's recorded history.
+func (r *ScenarioResult) History() *History { return r.hist }
+
+// Summary is a whole run's outcome: what `--json` prints.
+type Summary struct {
+	Verdict    Verdict          `json:"verdict"`
+	Store      string           `json:"store"`
+	Variant    string           `json:"variant"`
+	Seed       int64            `json:"seed"`
+	Clients    int              `json:"clients"`
+	Keys       int              `json:"keys"`
+	LockTTL    string           `json:"lock_ttl"`
+	Started    time.Time        `json:"started"`
+	Seconds    float64          `json:"seconds"`
+	Scenarios  []ScenarioResult `json:"scenarios"`
+	Violations []Violation      `json:"violations"`
+	Dir        string           `json:"results_dir,omitempty"`
+}
+
+// Run runs the scenarios one after another, each on a fresh store, and
+// checks each. An error means the run could not be set up (the store could
+// not be opened); violations are in the summary, not errors.
+func Run(ctx context.Context, o Options) (*Summary, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	names := o.Scenarios
+	if len(names) == 0 {
+		for _, s := range Scenarios {
+			names = append(names, s.Name)
+		}
+	}
+	sum := &Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
+		LockTTL: o.LockTTL.String(), Started: time.Now(), Violations: []Violation{}}
+	runID := time.Now().UnixNano() % 1_000_000_000
+	for i, name := range names {
+		sc, _ := LookupScenario(name)
+		if o.Progress != nil {
+			o.Progress(Progress{Scenario: name, Index: i + 1, Total: len(names)})
+		}
+		res, err := runScenario(ctx, o, sc, runID, int64(i))
+		if err != nil {
+			return nil, err
+		}
+		if o.Progress != nil {
+			o.Progress(Progress{Scenario: name, Index: i + 1, Total: len(names), Ops: res.Ops,
+				Faults: sumFaults(res.Faults), Violations: len(res.Violations), Done: true})
+		}
+		sum.Scenarios = append(sum.Scenarios, *res)
+		sum.Violations = append(sum.Violations, res.Violations...)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	sum.Seconds = time.Since(sum.Started).Seconds()
+	sum.Verdict = overall(sum.Scenarios)
+	if ctx.Err() != nil && sum.Verdict == Pass {
+		sum.Verdict = Unknown
+	}
+	return sum, nil
+}
+
+func sumFaults(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func overall(rs []ScenarioResult) Verdict {
+	v := Pass
+	for _, r := range rs {
+		switch r.Verdict {
+		case Fail:
+			return Fail
+		case Unknown:
+			v = Unknown
+		}
+	}
+	return v
+}
+
+// Open opens a fresh store of the run's backend for one scenario: its own
+// SQLite file, Postgres schema or Redis key prefix.
+func (o Options) Open(ctx context.Context, scenario string, runID int64, cfg stores.Config) (stores.Store, error) {
+	cfg.Namespace = fmt.Sprintf("idem_%d_%s", runID, scenario)
+	addr := o.Addr
+	if o.Backend.Name == "sqlite" {
+		addr = filepath.Join(o.Addr, fmt.Sprintf("%d-%s.db", runID, scenario))
+	}
+	return o.Backend.Open(ctx, addr, cfg)
+}
+
+func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64) (*ScenarioResult, error) {
+	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: o.Variant}
+	if sc.Retention > 0 {
+		cfg.Retention = sc.Retention
+	}
+	st, err := o.Open(ctx, sc.Name, runID, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open %s store: %w", o.Backend.Name, err)
+	}
+	defer st.Close()
+	env := &Env{Store: st, Config: cfg, Hist: NewHistory(), Ledger: NewLedger(), Clients: o.Clients, Keys: o.Keys,
+		Seed: o.Seed, rand: rand.New(rand.NewSource(o.Seed*1000 + index)), clock: faults.RealClock{}}
+	start := time.Now()
+	rounds := 0
+	for {
+		env.Tenant = fmt.Sprintf("t%d", rounds)
+		sc.run(ctx, env)
+		rounds++
+		if o.Duration <= 0 || time.Since(start) >= o.Duration || ctx.Err() != nil {
+			break
+		}
+	}
+	probe := env.NewClient()
+	quiet(ctx, env, probe.ID)
+	res := &ScenarioResult{Name: sc.Name, Rounds: rounds, hist: env.Hist, ledger: env.Ledger}
+	model := models.Config{LockTTL: cfg.LockTTL, Retention: cfg.Retention}
+	if o.Backend.Clock == stores.ServerClock {
+		model.Slack = 5 * time.Millisecond
+	}
+	res.visualization = &bytes.Buffer{}
+	res.Checkers = Check(Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: model, ProbeClient: probe.ID,
+		LinTimeout: 20 * time.Second, Visualization: res.visualization})
+	res.Violations = []Violation{}
+	res.Verdict = Pass
+	for _, c := range res.Checkers {
+		res.Violations = append(res.Violations, c.Violations...)
+		switch {
+		case c.Verdict == Fail:
+			res.Verdict = Fail
+		case c.Verdict == Unknown && res.Verdict == Pass:
+			res.Verdict = Unknown
+		}
+	}
+	if ctx.Err() != nil && res.Verdict == Pass {
+		res.Verdict, res.Error = Unknown, "interrupted: "+ctx.Err().Error()
+	}
+	res.Seconds = time.Since(start).Seconds()
+	measure(res, env)
+	return res, nil
+}
+
+// quiet waits until every claim is past LockTTL, then probes each key once
+// with its first fingerprint: a key still in flight now is stuck. A probe
+// that claims releases at once (it runs no work).
+func quiet(ctx context.Context, env *Env, probeID int) {
+	if err := faults.Pause(ctx, env.Config.LockTTL+50*time.Millisecond); err != nil {
+		return
+	}
+	rec := &Recorder{Store: env.Store, Client: probeID, Hist: env.Hist, Clock: env.clock}
+	keyed, order := byKey(env.Hist.Ops())
+	for _, k := range order {
+		fp := ""
+		for _, op := range keyed[k] {
+			if op.Input.Kind == models.Begin {
+				fp = op.Input.Fingerprint
+				break
+			}
+		}
+		if fp == "" {
+			continue
+		}
+		d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: env.clock.Now()})
+		if err == nil && d.Outcome == stores.Claimed {
+			_ = rec.Release(ctx, k, d.Token)
+		}
+	}
+}
+
+// measure fills in the counts the summary shows.
+func measure(res *ScenarioResult, env *Env) {
+	ops := env.Hist.Ops()
+	res.Ops = len(ops)
+	res.Faults = map[string]int{}
+	for _, f := range env.Hist.Faults() {
+		res.Faults[f.Kind]++
+	}
+	res.Outcomes = map[string]int{}
+	clients := map[int]bool{}
+	keys := map[stores.KeyRef]bool{}
+	type edge struct {
+		t     int64
+		delta int
+	}
+	edges := map[stores.KeyRef][]edge{}
+	for _, op := range ops {
+		clients[op.Client] = true
+		if op.Input.Kind == models.Prune {
+			res.Outcomes["prune"]++
+			continue
+		}
+		keys[op.Input.Key] = true
+		switch {
+		case op.Output.Unknown:
+			res.Outcomes["unknown"]++
+		case op.Input.Kind == models.Begin:
+			res.Outcomes[op.Output.Decision.Outcome.String()]++
+			edges[op.Input.Key] = append(edges[op.Input.Key], edge{op.Call, 1}, edge{op.Return, -1})
+		case op.Output.Fenced:
+			res.Outcomes["fenced"]++
+		default:
+			res.Outcomes[map[models.Kind]string{models.Complete: "completed", models.Release: "released"}[op.Input.Kind]]++
+		}
+	}
+	for _, es := range edges {
+		sort.Slice(es, func(i, j int) bool {
+			if es[i].t != es[j].t {
+				return es[i].t < es[j].t
+			}
+			return es[i].delta > es[j].delta
+		})
+		n := 0
+		for _, e := range es {
+			n += e.delta
+			if n > res.MaxConcurrentBegins {
+				res.MaxConcurrentBegins = n
+			}
+		}
+	}
+	res.Clients, res.Keys = len(clients), len(keys)
+	res.WorkRuns = len(env.Hist.Work())
+	res.Charges = len(env.Ledger.Charges())
+}

@@ -1,0 +1,56 @@
+package harness_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/stores"
+	_ "github.com/idemcheck/idemcheck/stores/memory"
+)
+
+func memoryOptions(t *testing.T, variant string, scenarios ...string) harness.Options {
+	t.Helper()
+	b, err := stores.Lookup("memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := harness.DefaultOptions()
+	o.Backend, o.Variant, o.Scenarios = b, variant, scenarios
+	return o
+}
+
+func TestMemoryCorrectPassesAll(t *testing.T) {
+	sum, err := harness.Run(context.Background(), memoryOptions(t, stores.Correct))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sum.Scenarios {
+		t.Logf("%-10s %-7s ops=%d conc=%d faults=%v outcomes=%v %.2fs", s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Faults, s.Outcomes, s.Seconds)
+		for _, c := range s.Checkers {
+			if c.Verdict != harness.Pass {
+				t.Errorf("%s/%s: %s: %s", s.Name, c.Checker, c.Verdict, c.Detail)
+			}
+		}
+	}
+	if sum.Verdict != harness.Pass {
+		t.Fatalf("verdict %s, violations %v", sum.Verdict, sum.Violations)
+	}
+}
+
+func TestMemoryMutantsCaught(t *testing.T) {
+	for _, m := range []string{"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint", "no-takeover", "short-retention", "blind-takeover"} {
+		t.Run(m, func(t *testing.T) {
+			sc := stores.Mutants[m].Scenario
+			sum, err := harness.Run(context.Background(), memoryOptions(t, m, sc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Verdict != harness.Fail {
+				t.Fatalf("mutant %s survived scenario %s", m, sc)
+			}
+			v := sum.Violations[0]
+			t.Logf("killed by %s on %s: %s", v.Checker, v.Key, v.Detail)
+		})
+	}
+}

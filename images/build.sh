@@ -1,0 +1,258 @@
+#!/bin/bash
+# Builds the local server images that stand in for the official postgres and
+# redis images on machines without a container registry (`make images`).
+#
+#   idemcheck/postgres:15   Debian bookworm's postgresql-15 (override: IDEM_POSTGRES_IMAGE)
+#   idemcheck/redis:7       Debian bookworm's redis-server 7.0 (override: IDEM_REDIS_IMAGE)
+#
+# The only network it uses is the Debian mirror named in this machine's apt
+# configuration: it debootstraps a minimal bookworm into a temporary folder,
+# installs both servers there, adds the entrypoints beside this script, and
+# `docker import`s that one root file system twice with different ENTRYPOINT,
+# CMD and EXPOSE (identical layers, so stored once).
+#
+# Idempotent: an image already built from these same scripts (the label
+# org.idemcheck.recipe holds their hash) is skipped unless FORCE=1.
+# Other knobs: DEBIAN_MIRROR (default: read from apt), DEBIAN_SUITE (bookworm),
+# BUILD_TMPDIR (where the root file system is assembled, default /var/tmp).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+pg_image="${IDEM_POSTGRES_IMAGE:-idemcheck/postgres:15}"
+redis_image="${IDEM_REDIS_IMAGE:-idemcheck/redis:7}"
+suite="${DEBIAN_SUITE:-bookworm}"
+force="${FORCE:-0}"
+start=$SECONDS
+
+log() { printf '[images %3ds] %s\n' "$((SECONDS - start))" "$*"; }
+die() {
+	printf 'images/build.sh: %s\n' "$*" >&2
+	exit 1
+}
+
+command -v docker >/dev/null || die "docker is not installed: apt-get install docker.io"
+docker info >/dev/null 2>&1 || die "docker is not running: start it (dockerd, or service docker start)"
+
+# The recipe hash is stored as a label: an image built by another version of
+# these scripts is rebuilt, an up-to-date one is skipped.
+recipe="$(cat "$here/build.sh" "$here/postgres-entrypoint.sh" "$here/redis-entrypoint.sh" | sha256sum | cut -c1-16)"
+up_to_date() {
+	[ "$(docker image inspect -f '{{index .Config.Labels "org.idemcheck.recipe"}}' "$1" 2>/dev/null || :)" = "$recipe" ]
+}
+need_pg=1
+need_redis=1
+if [ "$force" != 1 ]; then
+	if up_to_date "$pg_image"; then
+		log "$pg_image is up to date, skipping (FORCE=1 rebuilds)"
+		need_pg=0
+	elif docker image inspect "$pg_image" >/dev/null 2>&1; then
+		log "$pg_image was built by other scripts: rebuilding"
+	fi
+	if up_to_date "$redis_image"; then
+		log "$redis_image is up to date, skipping (FORCE=1 rebuilds)"
+		need_redis=0
+	elif docker image inspect "$redis_image" >/dev/null 2>&1; then
+		log "$redis_image was built by other scripts: rebuilding"
+	fi
+fi
+if [ "$need_pg" = 0 ] && [ "$need_redis" = 0 ]; then
+	log "nothing to do"
+	exit 0
+fi
+[ "$(id -u)" = 0 ] || die "debootstrap needs root: run as root (or with sudo)"
+
+# mirror SUITE prints the mirror URI that this machine's apt configuration
+# uses for SUITE (e.g. bookworm, bookworm-security): deb822 .sources files
+# first, then one-line sources.list files. Comments are ignored.
+mirror() {
+	local want="$1" f uri
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		uri="$(awk -v suite="$want" '
+			function flush() {
+				if (isdeb && hassuite && uri != "" && found == "") found = uri
+				isdeb = 0; hassuite = 0; uri = ""
+			}
+			/^[[:space:]]*$/ { flush(); next }
+			/^[[:space:]]*#/ { next }
+			tolower($1) == "types:" { for (i = 2; i <= NF; i++) if ($i == "deb") isdeb = 1 }
+			tolower($1) == "uris:" { uri = $2 }
+			tolower($1) == "suites:" { for (i = 2; i <= NF; i++) if ($i == suite) hassuite = 1 }
+			END { flush(); print found }
+		' "$f")"
+		if [ -n "$uri" ]; then
+			echo "${uri%/}"
+			return
+		fi
+	done
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -f "$f" ] || continue
+		uri="$(awk -v suite="$want" '
+			$1 == "deb" {
+				i = 2
+				if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+				if ($(i + 1) == suite) { print $i; exit }
+			}
+		' "$f")"
+		if [ -n "$uri" ]; then
+			echo "${uri%/}"
+			return
+		fi
+	done
+}
+
+mirror_url="${DEBIAN_MIRROR:-$(mirror "$suite")}"
+[ -n "$mirror_url" ] || die "no Debian mirror for $suite in /etc/apt/sources.list{,.d/}: set DEBIAN_MIRROR"
+mirror_url="${mirror_url%/}"
+log "mirror $mirror_url ($suite)"
+
+if ! command -v debootstrap >/dev/null; then
+	log "installing debootstrap"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -qq --no-install-recommends debootstrap >/dev/null 2>&1 ||
+		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; } ||
+		die "cannot install debootstrap with apt-get"
+fi
+
+work="$(mktemp -d "${BUILD_TMPDIR:-/var/tmp}/idemcheck-images.XXXXXX")"
+root="$work/rootfs"
+cleanup() {
+	local rc=$?
+	umount "$root/proc" 2>/dev/null || :
+	umount "$root/dev/pts" 2>/dev/null || :
+	rm -rf --one-file-system "$work"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+keyring=()
+if [ -f /usr/share/keyrings/debian-archive-keyring.gpg ]; then
+	keyring=(--keyring=/usr/share/keyrings/debian-archive-keyring.gpg)
+fi
+
+log "debootstrap --variant=minbase $suite (about half a minute)"
+debootstrap --variant=minbase "${keyring[@]}" "$suite" "$root" "$mirror_url" >"$work/debootstrap.log" 2>&1 || {
+	tail -n 20 "$work/debootstrap.log" >&2
+	die "debootstrap failed (log above)"
+}
+
+log "configuring the chroot (no docs, no services, no default cluster)"
+cat >"$root/etc/dpkg/dpkg.cfg.d/01-idemcheck-nodoc" <<'EOF'
+path-exclude=/usr/share/doc/*
+path-exclude=/usr/share/man/*
+path-exclude=/usr/share/info/*
+path-exclude=/usr/share/locale/*
+path-exclude=/usr/share/lintian/*
+EOF
+cat >"$root/etc/apt/apt.conf.d/01-idemcheck" <<'EOF'
+APT::Install-Recommends "false";
+APT::Install-Suggests "false";
+Acquire::Languages "none";
+EOF
+# Never start services inside the chroot.
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+chmod 755 "$root/usr/sbin/policy-rc.d"
+# The entrypoint creates the cluster at run time, as the official image does.
+mkdir -p "$root/etc/postgresql-common/createcluster.d"
+echo 'create_main_cluster = false' >"$root/etc/postgresql-common/createcluster.d/idemcheck.conf"
+# The same suite's updates and security fixes where the machine's apt has them.
+updates_url="$(mirror "$suite-updates")"
+security_url="$(mirror "$suite-security")"
+{
+	echo "deb $mirror_url $suite main"
+	if [ -n "$updates_url" ]; then echo "deb $updates_url $suite-updates main"; fi
+	if [ -n "$security_url" ]; then echo "deb $security_url $suite-security main"; fi
+} >"$root/etc/apt/sources.list"
+cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || :
+
+mount -t proc proc "$root/proc"
+chroot_apt() { chroot "$root" env DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 apt-get -y -qq -o Dpkg::Use-Pty=0 "$@"; }
+
+log "apt-get install postgresql-15 redis-server in the chroot"
+{
+	chroot_apt update &&
+		chroot_apt install postgresql-15 redis-server &&
+		chroot_apt clean
+} >"$work/apt.log" 2>&1 || {
+	tail -n 20 "$work/apt.log" >&2
+	die "installing the servers in the chroot failed (log above)"
+}
+umount "$root/proc"
+
+# LLVM (and z3) serve only PostgreSQL's optional JIT, a third of the size:
+# without llvmjit.so PostgreSQL silently runs with JIT unavailable.
+log "removing PostgreSQL's JIT (LLVM)"
+rm -rf "$root"/usr/lib/postgresql/*/lib/llvmjit* "$root"/usr/lib/postgresql/*/lib/bitcode
+# shellcheck disable=SC2016 # ${Package} is dpkg-query's, not ours.
+for pkg in $(chroot "$root" dpkg-query -W -f '${Package}\n' 'libllvm*' 'libz3-*' 2>/dev/null); do
+	chroot "$root" dpkg --purge --force-depends "$pkg" >>"$work/apt.log" 2>&1 || die "dpkg --purge $pkg failed"
+done
+
+log "adding entrypoints and trimming"
+install -m 0755 "$here/postgres-entrypoint.sh" "$root/usr/local/bin/postgres-entrypoint.sh"
+install -m 0755 "$here/redis-entrypoint.sh" "$root/usr/local/bin/redis-entrypoint.sh"
+ln -sf postgres-entrypoint.sh "$root/usr/local/bin/docker-entrypoint.sh"
+mkdir -p "$root/docker-entrypoint-initdb.d" "$root/var/lib/postgresql/data" "$root/var/run/postgresql" "$root/data"
+chroot "$root" chown postgres:postgres /var/lib/postgresql /var/lib/postgresql/data /var/run/postgresql
+chroot "$root" chown redis:redis /data
+chmod 0700 "$root/var/lib/postgresql/data"
+rm -f "$root/usr/sbin/policy-rc.d" "$root/etc/resolv.conf"
+rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
+	"$root"/var/log/*.log "$root"/var/log/apt/* "$root"/tmp/* "$root"/var/tmp/* \
+	"$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/usr/share/locale/*
+# Docker provides /dev at run time.
+rm -rf "${root:?}"/dev/*
+touch "$root/etc/resolv.conf"
+
+pgbin="$(cd "$root" && printf '%s\n' usr/lib/postgresql/*/bin | sort -V | tail -n1)"
+[ -x "$root/$pgbin/postgres" ] || die "postgres binary not found in the chroot"
+log "root file system: $(du -sh --one-file-system "$root" | cut -f1)"
+
+path="/$pgbin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+tar --numeric-owner -C "$root" -cf "$work/rootfs.tar" .
+
+# old_id IMAGE prints the ID IMAGE has now (nothing if it does not exist), so a
+# FORCE=1 rebuild can drop the image it replaces instead of leaving it dangling.
+old_id() { docker image inspect -f '{{.Id}}' "$1" 2>/dev/null || :; }
+drop_old() {
+	if [ -n "$1" ] && [ "$1" != "$(old_id "$2")" ]; then
+		docker image rm "$1" >/dev/null 2>&1 || :
+	fi
+}
+
+if [ "$need_pg" = 1 ]; then
+	log "docker import $pg_image"
+	old="$(old_id "$pg_image")"
+	docker import \
+		--change 'ENTRYPOINT ["docker-entrypoint.sh"]' \
+		--change 'CMD ["postgres"]' \
+		--change "ENV PATH=$path" \
+		--change 'ENV LANG=C.UTF-8' \
+		--change 'ENV PGDATA=/var/lib/postgresql/data' \
+		--change 'EXPOSE 5432' \
+		--change 'LABEL org.idemcheck.image=postgres' \
+		--change "LABEL org.idemcheck.recipe=$recipe" \
+		"$work/rootfs.tar" "$pg_image" >/dev/null
+	drop_old "$old" "$pg_image"
+fi
+if [ "$need_redis" = 1 ]; then
+	log "docker import $redis_image"
+	old="$(old_id "$redis_image")"
+	docker import \
+		--change 'ENTRYPOINT ["redis-entrypoint.sh"]' \
+		--change 'CMD ["redis-server"]' \
+		--change "ENV PATH=$path" \
+		--change 'ENV LANG=C.UTF-8' \
+		--change 'WORKDIR /data' \
+		--change 'EXPOSE 6379' \
+		--change 'LABEL org.idemcheck.image=redis' \
+		--change "LABEL org.idemcheck.recipe=$recipe" \
+		"$work/rootfs.tar" "$redis_image" >/dev/null
+	drop_old "$old" "$redis_image"
+fi
+
+log "smoke test"
+docker run --rm --entrypoint postgres "$pg_image" --version
+docker run --rm --entrypoint redis-server "$redis_image" --version
+log "done: $(docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -F -e "$pg_image" -e "$redis_image" | tr '\n' ' ')"

@@ -1,0 +1,356 @@
+// Package postgres is the Postgres store: the decision table of DESIGN.md §1
+// in single SQL statements over a pgx connection pool, judging staleness and
+// retention by the server's clock (clock_timestamp()), so every client agrees
+// on the time. Its mutants are SQL texts beside the correct ones
+// (statements.go), each a line or two away from them.
+//
+// Each store lives in one schema (Config.Namespace, else "idemcheck") with
+// one table, idempotency_keys, created on first use.
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+func init() {
+	stores.Register(stores.Backend{
+		Name:    "postgres",
+		Clock:   stores.ServerClock,
+		Mutants: Mutants,
+		Open: func(ctx context.Context, dsn string, cfg stores.Config) (stores.Store, error) {
+			return New(ctx, dsn, cfg)
+		},
+	})
+}
+
+// DefaultSchema holds the table when Config.Namespace is empty.
+const DefaultSchema = "idemcheck"
+
+// defaultMaxConns sizes the pool when the DSN does not (pool_max_conns):
+// pgxpool's default, max(4, CPUs), would queue a harness's many clients on
+// the client side and distort their timing.
+const defaultMaxConns = 16
+
+// cancelGrace is how long a call whose context has ended waits for the
+// server to confirm the cancel before dropping the connection.
+const cancelGrace = time.Second
+
+// schemaLockKey is the advisory lock that serializes schema creation
+// across every idemcheck store on the database.
+const schemaLockKey = "idemcheck.schema"
+
+// Store is the Postgres store. It is safe for concurrent use.
+type Store struct {
+	cfg     stores.Config
+	variant string
+	stmts   statements
+	sql     sqlTexts
+	pool    *pgxpool.Pool
+}
+
+// New connects to the Postgres server at dsn (a URL or key=value
+// connection string, as pgx accepts), creates the schema if missing, and
+// returns a store of cfg.Variant. The context bounds the connecting and the
+// schema creation only.
+func New(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	v := cfg.Variant
+	if v == "" {
+		v = stores.Correct
+	}
+	stmts, ok := variants[v]
+	if !ok {
+		return nil, fmt.Errorf("postgres: unknown variant %q", v)
+	}
+	schema := cfg.Namespace
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if len(schema) > 63 { // Postgres would silently truncate the name
+		return nil, fmt.Errorf("postgres: namespace %q longer than 63 bytes", schema)
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		pcfg.MaxConns = defaultMaxConns
+	}
+	rp := pcfg.ConnConfig.RuntimeParams
+	// The statements rely on READ COMMITTED: ON CONFLICT DO UPDATE acts on
+	// the latest row version there, while under REPEATABLE READ or
+	// SERIALIZABLE the loser of a race gets a serialization error.
+	rp["default_transaction_isolation"] = "read committed"
+	if rp["application_name"] == "" {
+		rp["application_name"] = "idemcheck"
+	}
+	// When a call's context ends, ask the server to cancel the statement
+	// (pgx's default only drops the connection, and the server then runs
+	// the statement anyway once it gets its row lock: a timed-out Begin
+	// would claim the key later, unseen, and hold it for LockTTL). The
+	// outcome is still unknown to the caller; if the cancel cannot reach
+	// the server, the connection is dropped after cancelGrace.
+	pcfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	schemaID := pgx.Identifier{schema}.Sanitize()
+	tableID := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
+	if err := ensureSchema(ctx, pool, schemaID, tableID); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID), pool: pool}, nil
+}
+
+// ensureSchema creates the schema, table and index unless the table is
+// there. Concurrent CREATE … IF NOT EXISTS can fail in Postgres (both
+// sessions see no entry, one loses on the catalog's unique index with
+// 23505 or 42P07), so creators take a transaction-scoped advisory lock
+// first and run the DDL in one transaction: all of it or none.
+func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID string) error {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tableID).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: look up table %s: %w", tableID, err)
+	}
+	if exists { // the common case, and needs no CREATE privilege
+		return nil
+	}
+	ddl := strings.NewReplacer("{s}", schemaID, "{t}", tableID).Replace(schemaSQL)
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, schemaLockKey); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, ddl)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: create schema %s: %w", schemaID, err)
+	}
+	return nil
+}
+
+// Variant is the name of the variant the store runs.
+func (s *Store) Variant() string { return s.variant }
+
+// Begin decides per the decision table. In the correct variant it is one
+// statement (beginSQL); the time it decides with is the server's, returned
+// as DecidedAt, and req.Now is ignored. A network error or timeout is
+// returned as an error: the claim may or may not have been made.
+func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	if err := stores.ValidateKey(req.KeyRef); err != nil {
+		return stores.Decision{}, err
+	}
+	switch s.stmts.split {
+	case selectThenInsert:
+		return s.beginSelectThenInsert(ctx, req)
+	case blindTakeover, staleOverwrite:
+		return s.beginTakeoverOnRead(ctx, req)
+	}
+	return s.begin(ctx, req)
+}
+
+// begin runs the one-statement Begin.
+func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	var (
+		decision, token string
+		status          *int32
+		body            []byte
+		at              time.Time
+	)
+	err := s.pool.QueryRow(ctx, s.sql.begin, raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), s.cfg.LockTTL).
+		Scan(&decision, &token, &status, &body, &at)
+	if err != nil {
+		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef), err)
+	}
+	d := stores.Decision{DecidedAt: at}
+	switch decision {
+	case "claimed":
+		d.Outcome, d.Token = stores.Claimed, stores.Token(token)
+	case "takeover":
+		d.Outcome, d.Token, d.Takeover = stores.Claimed, stores.Token(token), true
+	case "replay":
+		if status == nil {
+			return stores.Decision{}, fmt.Errorf("postgres: begin %s: done row without a response status", quote(req.KeyRef))
+		}
+		d.Outcome, d.Response = stores.Replay, stores.Response{Status: int(*status), Body: string(body)}
+	case "in_flight":
+		d.Outcome = stores.InFlight
+	case "mismatch":
+		d.Outcome = stores.Mismatch
+	default:
+		return stores.Decision{}, fmt.Errorf("postgres: begin %s: unknown decision %q", quote(req.KeyRef), decision)
+	}
+	return d, nil
+}
+
+// row is what the split mutants read before they write.
+type row struct {
+	status      string
+	fingerprint []byte
+	createdAt   time.Time
+	stale       bool
+}
+
+// read is the first statement of the split mutants; found is false when
+// there is no row.
+func (s *Store) read(ctx context.Context, req stores.Request) (r row, found bool, err error) {
+	err = s.pool.QueryRow(ctx, s.sql.read, raw(req.Tenant), raw(req.Key), s.cfg.LockTTL).
+		Scan(&r.status, &r.fingerprint, &r.createdAt, &r.stale)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row{}, false, nil
+	}
+	if err != nil {
+		return row{}, false, callErr(ctx, "begin "+quote(req.KeyRef)+": read", err)
+	}
+	return r, true, nil
+}
+
+// beginSelectThenInsert is the classic bug: it reads, and when it saw no
+// row it upserts a claim in a second statement. Between the two, another
+// request sees the same "no row", and both claim.
+func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	_, found, err := s.read(ctx, req)
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
+		return stores.Decision{}, err
+	}
+	if found { // decide on the row as it is now, as the reference store does
+		return s.begin(ctx, req)
+	}
+	return s.overwrite(ctx, req, nil, "claimed") // overwrites a concurrent claim
+}
+
+// beginTakeoverOnRead re-creates two takeover bugs: staleness is judged on
+// a read, and the write that follows does not compare-and-set on what was
+// read. blind-takeover re-checks only that the row is still in flight, so
+// two takers both win; stale-overwrite writes the whole row back, erasing a
+// response saved since the read.
+func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	r, found, err := s.read(ctx, req)
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	if !found || r.status == "done" || !bytes.Equal(r.fingerprint, []byte(req.Fingerprint)) || !r.stale {
+		return s.begin(ctx, req)
+	}
+	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
+		return stores.Decision{}, err
+	}
+	if s.stmts.split == staleOverwrite {
+		return s.overwrite(ctx, req, &r.createdAt, "takeover")
+	}
+	var token string
+	var at time.Time
+	err = s.pool.QueryRow(ctx, s.sql.blindTakeover, raw(req.Tenant), raw(req.Key)).Scan(&token, &at)
+	if errors.Is(err, pgx.ErrNoRows) { // gone or done since the read
+		return s.begin(ctx, req)
+	}
+	if err != nil {
+		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef)+": takeover", err)
+	}
+	return stores.Decision{Outcome: stores.Claimed, Token: stores.Token(token), Takeover: true, DecidedAt: at}, nil
+}
+
+// overwrite upserts a new claim over whatever row is there (overwriteSQL).
+func (s *Store) overwrite(ctx context.Context, req stores.Request, createdAt *time.Time, decision string) (stores.Decision, error) {
+	var token string
+	var at time.Time
+	err := s.pool.QueryRow(ctx, s.sql.overwrite, raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), createdAt, decision).
+		Scan(&token, &at)
+	if err != nil {
+		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef)+": upsert", err)
+	}
+	return stores.Decision{Outcome: stores.Claimed, Token: stores.Token(token), Takeover: decision == "takeover", DecidedAt: at}, nil
+}
+
+// Complete saves the response and marks the key done, in one statement
+// fenced on status and token; no row changed is ErrFenced.
+func (s *Store) Complete(ctx context.Context, key stores.KeyRef, token stores.Token, resp stores.Response) error {
+	if err := stores.ValidateKey(key); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.complete, raw(key.Tenant), raw(key.Key), string(token), resp.Status, raw(resp.Body))
+	if err != nil {
+		return callErr(ctx, "complete "+quote(key), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return stores.ErrFenced
+	}
+	return nil
+}
+
+// Release deletes the claim, in one statement fenced on status and token;
+// no row deleted is ErrFenced (the key is left alone).
+func (s *Store) Release(ctx context.Context, key stores.KeyRef, token stores.Token) error {
+	if err := stores.ValidateKey(key); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.release, raw(key.Tenant), raw(key.Key), string(token))
+	if err != nil {
+		return callErr(ctx, "release "+quote(key), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return stores.ErrFenced
+	}
+	return nil
+}
+
+// Prune deletes the keys first claimed at least Retention ago by the
+// server's clock (now is ignored) and returns how many it deleted.
+func (s *Store) Prune(ctx context.Context, _ time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, s.sql.prune, s.stmts.keep(s.cfg))
+	if err != nil {
+		return 0, callErr(ctx, "prune", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Close closes the pool's connections; the data stays on the server.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// raw passes a string as bytea, never NULL (pgx sends a nil []byte as NULL).
+func raw(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return []byte(s)
+}
+
+// callErr wraps a failed call's error. When the call's context had ended,
+// the error wraps ctx.Err() too: the server's answer to the cancel request
+// (57014) does not, and callers test for context.DeadlineExceeded.
+// Either way the outcome is unknown: the statement may have taken effect.
+func callErr(ctx context.Context, call string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("postgres: %s: %w: %w", call, cerr, err)
+	}
+	return fmt.Errorf("postgres: %s: %w", call, err)
+}
+
+// quote prints tenant/key for an error message, escaping binary bytes.
+func quote(k stores.KeyRef) string { return strconv.Quote(k.String()) }

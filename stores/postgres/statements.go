@@ -1,0 +1,246 @@
+package postgres
+
+import (
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// schemaSQL creates the namespace's schema, table and index. New runs it in
+// one transaction under an advisory lock (see ensureSchema), because
+// concurrent CREATE … IF NOT EXISTS can still fail on the catalog's unique
+// index. {s} is the quoted schema, {t} the quoted table.
+//
+// Tenant, key, fingerprint and response body are bytea: a Go string is any
+// bytes, and text would refuse \x00 and invalid UTF-8 (or, worse, a client
+// encoding could alter them), so replays would not be byte-for-byte.
+const schemaSQL = `
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {t} (
+    tenant          bytea       NOT NULL CHECK (octet_length(tenant) <= 255),
+    key             bytea       NOT NULL CHECK (octet_length(key) BETWEEN 1 AND 255),
+    fingerprint     bytea       NOT NULL,
+    status          text        NOT NULL CHECK (status IN ('in_flight', 'done')),
+    response_status integer,
+    response_body   bytea,
+    locked_at       timestamptz NOT NULL,  -- server clock, when the current owner claimed
+    token           text        NOT NULL,  -- fencing token: a random 128-bit owner id
+    created_at      timestamptz NOT NULL,  -- server clock, first claim: retention counts from here
+    decision        text        NOT NULL,  -- the latest Begin's outcome, so RETURNING can report it
+    PRIMARY KEY (tenant, key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON {t} (created_at);
+`
+
+// beginSQL is Begin in one statement: it claims the key, or locks the row
+// that is there and applies the decision table to it.
+//
+// INSERT … ON CONFLICT DO UPDATE waits for a concurrent inserter to finish,
+// then locks the conflicting row and evaluates the SET against its latest
+// committed version, even one the statement's snapshot cannot see. So the
+// loser of a race always gets the winner's row back, never an empty answer
+// (a SELECT beside INSERT … ON CONFLICT DO NOTHING would read the snapshot
+// and may see no row at all). The update always happens: when nothing
+// changes hands it writes the row back as it was, with the decision.
+// RETURNING sees only the new row (before Postgres 18), which is why the
+// decision is stored in the row.
+//
+// Parameters: $1 tenant, $2 key, $3 fingerprint, $4 LockTTL. The CTE reads
+// the server's clock once (the time the decision is made with, returned as
+// decided_at) and makes the token a new claim would get. It is read before
+// any wait for the row lock, so after a long wait a claim is judged by a
+// slightly earlier time: it can look younger than it is, never older, and
+// a claim made during the wait (locked_at after the clock) is live.
+// Holes in braces are filled from statements; each mutant of the
+// one-statement Begin changes one of them.
+const beginSQL = `
+WITH n AS MATERIALIZED (
+    SELECT clock_timestamp() AS clock, {fresh} AS token, $4::interval AS ttl)
+INSERT INTO {t} AS k (tenant, key, fingerprint, status, locked_at, token, created_at, decision)
+SELECT $1, $2, $3, 'in_flight', n.clock, n.token, n.clock, 'claimed' FROM n
+ON CONFLICT (tenant, key) DO UPDATE SET (decision, locked_at, token) = (
+    SELECT d.decision,
+           CASE d.decision WHEN 'takeover' THEN n.clock ELSE k.locked_at END,
+           CASE d.decision WHEN 'takeover' THEN {next} ELSE k.token END
+    FROM n, LATERAL (SELECT CASE
+        WHEN {mismatch} THEN 'mismatch'
+        WHEN k.status = 'done' THEN 'replay'
+        WHEN {live} THEN 'in_flight'
+        ELSE 'takeover' -- compare-and-set: the row is locked, the check and the write are one step
+    END AS decision) AS d)
+RETURNING k.decision, k.token, k.response_status, k.response_body, (SELECT clock FROM n)`
+
+// readSQL is the separate read of the mutants that split Begin into a read
+// and a dependent write: whether the row exists, and what the write would
+// depend on. $3 is LockTTL.
+const readSQL = `
+SELECT status, fingerprint, created_at, clock_timestamp() >= locked_at + $3::interval AS stale
+FROM {t} WHERE tenant = $1 AND key = $2`
+
+// overwriteSQL is the write of select-then-insert and stale-overwrite,
+// decided on an earlier read: an upsert that replaces whatever row is there
+// now (a concurrent claim, or a response saved since the read) with a new
+// claim. $4 keeps created_at as read (NULL: now); $5 is the decision.
+const overwriteSQL = `
+WITH n AS MATERIALIZED (SELECT clock_timestamp() AS clock, gen_random_uuid()::text AS token)
+INSERT INTO {t} AS k (tenant, key, fingerprint, status, locked_at, token, created_at, decision)
+SELECT $1, $2, $3, 'in_flight', n.clock, n.token, coalesce($4::timestamptz, n.clock), $5::text FROM n
+ON CONFLICT (tenant, key) DO UPDATE SET
+    fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status,
+    response_status = NULL, response_body = NULL,
+    locked_at = EXCLUDED.locked_at, token = EXCLUDED.token,
+    created_at = EXCLUDED.created_at, decision = EXCLUDED.decision
+RETURNING k.token, k.locked_at`
+
+// blindTakeoverSQL is the write of blind-takeover, decided on an earlier
+// read that found the claim stale: it re-checks only that the row is still
+// in flight, not that its token is the one read, so two takers both win.
+const blindTakeoverSQL = `
+UPDATE {t} SET locked_at = clock_timestamp(), token = gen_random_uuid()::text, decision = 'takeover'
+WHERE tenant = $1 AND key = $2 AND status = 'in_flight'
+RETURNING token, locked_at`
+
+// pruneSQL deletes the keys first claimed at least $1 ago, by the server's
+// clock.
+const pruneSQL = `DELETE FROM {t} WHERE created_at <= clock_timestamp() - $1::interval`
+
+// split names how Begin is split into a read and a dependent write, with
+// the faults.BeginAfterSelect failpoint between; the correct Begin is not.
+type split int
+
+const (
+	oneStatement     split = iota
+	selectThenInsert       // no row read → upsert a claim over whatever is there now
+	blindTakeover          // stale claim read → take it over without comparing tokens
+	staleOverwrite         // stale claim read → write the whole row back as a new claim
+)
+
+// statements is the SQL of one variant. The correct set is below; each
+// mutant copies it and overrides one field (two for token-reuse), so the
+// bug is the difference between the two.
+type statements struct {
+	// The holes of beginSQL.
+	fresh    string // the token of a new claim
+	next     string // the token of a takeover (k is the row, n the CTE)
+	mismatch string // the row's fingerprint differs from the request's
+	live     string // the row's lock is younger than LockTTL
+
+	split split
+
+	// complete saves the response: $1 tenant, $2 key, $3 token, $4 status,
+	// $5 body. No row changed means the caller is fenced.
+	complete string
+	// release deletes the claim: $1 tenant, $2 key, $3 token.
+	release string
+	// keep is how long Prune keeps a key.
+	keep func(stores.Config) time.Duration
+}
+
+// correct is the correct variant.
+var correct = statements{
+	fresh:    `gen_random_uuid()::text`,
+	next:     `n.token`,
+	mismatch: `k.fingerprint <> EXCLUDED.fingerprint`,
+	live:     `n.clock < k.locked_at + n.ttl`,
+	complete: `
+UPDATE {t} SET status = 'done', response_status = $4, response_body = $5
+WHERE tenant = $1 AND key = $2
+  AND status = 'in_flight' AND token = $3`,
+	release: `
+DELETE FROM {t}
+WHERE tenant = $1 AND key = $2
+  AND status = 'in_flight' AND token = $3`,
+	keep: func(c stores.Config) time.Duration { return c.Retention },
+}
+
+// Mutants lists the mutant variants this backend implements: all of
+// stores.Mutants.
+var Mutants = []string{
+	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
+	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
+}
+
+// variants maps each variant to its statements.
+var variants = map[string]statements{
+	stores.Correct: correct,
+
+	// SELECT, then an upsert in a second statement: two concurrent
+	// requests both read "no row" and both claim.
+	"select-then-insert": mutate(func(s *statements) { s.split = selectThenInsert }),
+
+	// The save does not check status or token: a stale owner overwrites
+	// the new owner's answer. ($3, the token, is passed and ignored.)
+	"unfenced-complete": mutate(func(s *statements) {
+		s.complete = `
+UPDATE {t} SET status = 'done', response_status = $4, response_body = $5
+WHERE tenant = $1 AND key = $2
+  AND $3::text IS NOT NULL`
+	}),
+
+	// The delete does not check status or token: a stale owner deletes the
+	// new owner's claim.
+	"unfenced-release": mutate(func(s *statements) {
+		s.release = `
+DELETE FROM {t}
+WHERE tenant = $1 AND key = $2
+  AND $3::text IS NOT NULL`
+	}),
+
+	// Fingerprints are never compared: a reused key with other parameters
+	// replays the first answer.
+	"no-fingerprint": mutate(func(s *statements) { s.mismatch = `false` }),
+
+	// Staleness judged on a read; the write re-checks only status.
+	"blind-takeover": mutate(func(s *statements) { s.split = blindTakeover }),
+
+	// A per-row counter as the token: it restarts at 1 when the row is
+	// deleted (release, prune), so an old owner's token comes back. (The
+	// card's locked_at-in-ms token needs a skewed or coarse clock to repeat;
+	// with one server clock it would not, and the mutant would survive.)
+	// A token that is not a counter (a row of another variant) counts as 0.
+	"token-reuse": mutate(func(s *statements) {
+		s.fresh = `'1'`
+		s.next = `(CASE WHEN k.token ~ '^[0-9]{1,18}$' THEN k.token::bigint ELSE 0 END + 1)::text`
+	}),
+
+	// A claim is never stale: a crashed owner's key stays in flight.
+	"no-takeover": mutate(func(s *statements) { s.live = `true` }),
+
+	// Keys are kept only for LockTTL, not Retention.
+	"short-retention": mutate(func(s *statements) {
+		s.keep = func(c stores.Config) time.Duration { return c.LockTTL }
+	}),
+
+	// Takeover decided on a read, then the whole row written back: a
+	// response saved since the read is erased.
+	"stale-overwrite": mutate(func(s *statements) { s.split = staleOverwrite }),
+}
+
+func mutate(f func(*statements)) statements {
+	s := correct
+	f(&s)
+	return s
+}
+
+// sqlTexts is a variant's statements with the schema and table filled in,
+// ready to run.
+type sqlTexts struct {
+	begin, read, overwrite, blindTakeover, complete, release, prune string
+}
+
+func (s statements) render(schema, table string) sqlTexts {
+	r := strings.NewReplacer(
+		"{s}", schema, "{t}", table,
+		"{fresh}", s.fresh, "{next}", s.next, "{mismatch}", s.mismatch, "{live}", s.live,
+	)
+	return sqlTexts{
+		begin:         r.Replace(beginSQL),
+		read:          r.Replace(readSQL),
+		overwrite:     r.Replace(overwriteSQL),
+		blindTakeover: r.Replace(blindTakeoverSQL),
+		complete:      r.Replace(s.complete),
+		release:       r.Replace(s.release),
+		prune:         r.Replace(pruneSQL),
+	}
+}

@@ -1,0 +1,188 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Each mutant gets a short deterministic scenario that makes its bug happen.
+// The same scenario runs against the correct store, where the bug must not
+// happen: that shows the scenario tests the bug, not the setup.
+var mutantScenarios = map[string]struct {
+	lockTTL, retention time.Duration
+	// run plays the scenario and reports whether the bug showed.
+	run func(t *testing.T, s *Store) bool
+}{
+	// Two requests both read "no key" before either writes: both claim.
+	"select-then-insert": {long, long, func(t *testing.T, s *Store) bool {
+		ds := concurrentBegins(t, s, req("k", "f"))
+		return ds[0].Outcome == stores.Claimed && ds[1].Outcome == stores.Claimed
+	}},
+	// A stale owner's save lands over the new owner's claim.
+	"unfenced-complete": {short, long, func(t *testing.T, s *Store) bool {
+		a := begin(t, s, req("k", "f"))
+		time.Sleep(past)
+		b := begin(t, s, req("k", "f"))
+		want(t, b, stores.Claimed)
+		err := s.Complete(context.Background(), ref("k"), a.Token, stores.Response{Status: 200, Body: "stale"})
+		if err == nil {
+			if got := begin(t, s, req("k", "f")); got.Response.Body != "stale" {
+				t.Errorf("stale save did not land: %+v", got)
+			}
+		}
+		return err == nil
+	}},
+	// A stale owner deletes the new owner's claim: a third request claims.
+	"unfenced-release": {short, long, func(t *testing.T, s *Store) bool {
+		a := begin(t, s, req("k", "f"))
+		time.Sleep(past)
+		want(t, begin(t, s, req("k", "f")), stores.Claimed)
+		err := s.Release(context.Background(), ref("k"), a.Token)
+		if err == nil {
+			want(t, begin(t, s, req("k", "f")), stores.Claimed) // B still runs: two owners
+		}
+		return err == nil
+	}},
+	// Another request's parameters replay the first answer.
+	"no-fingerprint": {long, long, func(t *testing.T, s *Store) bool {
+		d := begin(t, s, req("k", "amount=10"))
+		if err := s.Complete(context.Background(), ref("k"), d.Token, stores.Response{Status: 200, Body: "charged 10"}); err != nil {
+			t.Fatal(err)
+		}
+		return begin(t, s, req("k", "amount=99")).Outcome == stores.Replay
+	}},
+	// Two takers both judge the claim stale, then both write: two owners.
+	"blind-takeover": {short, long, func(t *testing.T, s *Store) bool {
+		begin(t, s, req("k", "f"))
+		time.Sleep(past)
+		ds := concurrentBegins(t, s, req("k", "f"))
+		return ds[0].Outcome == stores.Claimed && ds[1].Outcome == stores.Claimed
+	}},
+	// A claims (token 1); B takes over (2) and releases; C claims (1 again);
+	// A's stale save passes the fence and lands over C's claim.
+	"token-reuse": {short, long, func(t *testing.T, s *Store) bool {
+		ctx := context.Background()
+		a := begin(t, s, req("k", "f"))
+		time.Sleep(past)
+		b := begin(t, s, req("k", "f"))
+		if err := s.Release(ctx, ref("k"), b.Token); err != nil {
+			t.Fatal(err)
+		}
+		c := begin(t, s, req("k", "f"))
+		want(t, c, stores.Claimed)
+		err := s.Complete(ctx, ref("k"), a.Token, stores.Response{Status: 200, Body: "A"})
+		if err == nil && c.Token != a.Token {
+			t.Errorf("stale save passed with a different token: %s vs %s", a.Token, c.Token)
+		}
+		return err == nil
+	}},
+	// A crashed owner's key stays in flight forever.
+	"no-takeover": {short, long, func(t *testing.T, s *Store) bool {
+		begin(t, s, req("k", "f"))
+		time.Sleep(past)
+		return begin(t, s, req("k", "f")).Outcome == stores.InFlight
+	}},
+	// A done key is gone after LockTTL, well inside retention: a retry runs again.
+	"short-retention": {short, long, func(t *testing.T, s *Store) bool {
+		d := begin(t, s, req("k", "f"))
+		if err := s.Complete(context.Background(), ref("k"), d.Token, stores.Response{Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(past)
+		return begin(t, s, req("k", "f")).Outcome == stores.Claimed
+	}},
+	// B judges A's claim stale; A saves its answer; B writes the record it
+	// read back whole: A's answer is erased and B runs the work again.
+	"stale-overwrite": {short, long, func(t *testing.T, s *Store) bool {
+		ctx := context.Background()
+		a := begin(t, s, req("k", "f"))
+		time.Sleep(past)
+		var saveErr error = errors.New("A never saved")
+		hctx := faults.WithHandler(ctx, faults.HandlerFunc(func(_ context.Context, name string) error {
+			if name == faults.BeginAfterSelect {
+				saveErr = s.Complete(ctx, ref("k"), a.Token, stores.Response{Status: 200, Body: "A"})
+			}
+			return nil
+		}))
+		b, err := s.Begin(hctx, req("k", "f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		erased := saveErr == nil && b.Outcome == stores.Claimed
+		if erased {
+			want(t, begin(t, s, req("k", "f")), stores.InFlight) // not Replay: the answer is gone
+		}
+		return erased
+	}},
+}
+
+// concurrentBegins runs two Begins on r at once. If the store passes through
+// faults.BeginAfterSelect, each waits there until both have arrived, so both
+// read before either writes; an atomic store never stops there.
+func concurrentBegins(t *testing.T, s *Store, r stores.Request) [2]stores.Decision {
+	var mu sync.Mutex
+	arrived := 0
+	both := make(chan struct{})
+	h := faults.HandlerFunc(func(ctx context.Context, name string) error {
+		if name != faults.BeginAfterSelect {
+			return nil
+		}
+		mu.Lock()
+		arrived++
+		if arrived == 2 {
+			close(both)
+		}
+		mu.Unlock()
+		select {
+		case <-both:
+		case <-time.After(5 * time.Second):
+			t.Error("the other request never reached the failpoint")
+		}
+		return nil
+	})
+	var out [2]stores.Decision
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := s.Begin(faults.WithHandler(context.Background(), h), r)
+			if err != nil {
+				t.Error(err)
+			}
+			out[i] = d
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func testMutants(t *testing.T, addr string) {
+	t.Parallel()
+	for _, m := range Mutants {
+		sc, ok := mutantScenarios[m]
+		if !ok {
+			t.Errorf("mutant %s has no scenario", m)
+			continue
+		}
+		for _, variant := range []string{m, stores.Correct} {
+			t.Run(m+"/"+variant, func(t *testing.T) {
+				t.Parallel()
+				s := open(t, addr, variant, sc.lockTTL, sc.retention)
+				bug := sc.run(t, s)
+				switch {
+				case variant == m && !bug:
+					t.Errorf("mutant %s: the bug did not happen", m)
+				case variant == stores.Correct && bug:
+					t.Errorf("correct store shows the %s bug", m)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,467 @@
+// Package redis is the Redis store: the contract of DESIGN.md §1 as one Lua
+// script per operation, on go-redis/v9.
+//
+// # Scripts
+//
+// Begin, Complete and Release are each one Lua script (see scripts.go),
+// loaded once with SCRIPT LOAD at Open and run by SHA with EVALSHA. If the
+// server has lost its script cache (a restart, a failover, SCRIPT FLUSH) it
+// answers NOSCRIPT without running anything, so the store loads the script
+// again and retries once: that retry cannot run the script twice.
+//
+// A script runs atomically, so Begin's whole decision (claim, mismatch,
+// replay, in flight, takeover of a stale claim) is one step: the takeover is
+// a compare-and-set on the token it judged stale, and there is one winner.
+// Complete and Release write only while the key is in flight under the
+// caller's token, else ErrFenced.
+//
+// # Time
+//
+// Staleness is judged by the server's clock, read with TIME inside the Begin
+// script (one clock for every client; Request.Now is ignored), in whole
+// milliseconds. Decision.DecidedAt is that reading.
+//
+// # Keys
+//
+// Each key is one hash named
+//
+//	idem:<namespace>:<len(tenant)>:<tenant>:<key>
+//
+// The tenant's length prefix keeps tenants apart whatever bytes the tenant
+// and key hold (tenant "a:b" key "c" and tenant "a" key "b:c" differ), and
+// the namespace (Config.Namespace: letters, digits, underscores) lets many
+// stores share one server. Every script touches only its one key, so the
+// store also works on Redis Cluster.
+//
+// # Retention
+//
+// A key expires Retention after its first claim (PEXPIREAT created_at +
+// Retention, in the claim's script): Redis's expiry is the pruning, and
+// Prune does nothing. Nothing refreshes the expiry: not a takeover, not
+// Complete. So a key lives exactly Retention from the first request, the
+// window a client's retries are bounded by, and the rule matches the
+// reference store's (created_at + Retention). A claim still in flight at that
+// moment expires too; its Complete is then fenced.
+//
+// # Durability
+//
+// A claim is only as safe as its persistence. Redis acknowledges a script
+// before it reaches disk unless the server runs with AOF and
+// `appendfsync always`; with `everysec` a crash loses up to a second of
+// claims, and without AOF (RDB snapshots, or none) it loses everything since
+// the last snapshot. A forgotten claim lets a retry claim the key again and
+// run the work twice. Open reads `CONFIG GET appendonly` and `appendfsync`
+// and Durability reports the result, so a harness can warn; Open does not
+// fail when CONFIG is disabled or the settings are unsafe. Replication is
+// asynchronous too: a failover to a replica can forget acknowledged claims
+// just as a crash can, so run one primary (or accept that risk knowingly).
+//
+// The scripts need Redis 5 or later (TIME before writes relies on effects
+// replication of scripts, the default since 5.0); they are tested on 7.
+//
+// # Errors and retries
+//
+// The client is configured with no automatic retries (MaxRetries -1). A
+// Begin or Complete is not idempotent: if its reply is lost, the script may
+// have run, and a blind resend could answer "in flight" to the very caller
+// that now owns the claim, or "fenced" to a Complete that landed. So a
+// network error or a timeout is returned as an error, and the caller records
+// an unknown outcome; nothing is guessed. Context deadlines apply to the
+// socket (ContextTimeoutEnabled).
+//
+// # Mutants
+//
+// Every mutant of stores.Mutants is here, as the correct scripts with a line
+// or two replaced (the variants table in scripts.go). Three split Begin
+// into two round trips with the failpoint faults.BeginAfterSelect between
+// them, as the bug they re-create does.
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+func init() {
+	stores.Register(stores.Backend{
+		Name:    "redis",
+		Clock:   stores.ServerClock,
+		Mutants: Mutants,
+		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
+			return New(ctx, addr, cfg)
+		},
+	})
+}
+
+// Mutants lists the mutant variants this backend implements: all of
+// stores.Mutants.
+var Mutants = []string{
+	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
+	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
+}
+
+// ErrNotDurable is wrapped by the error Durability returns when the server's
+// persistence can lose an acknowledged claim in a crash.
+var ErrNotDurable = errors.New("redis persistence can lose acknowledged claims: run with appendonly yes and appendfsync always")
+
+// Store is an idempotency-key store on one Redis server. It is safe for
+// concurrent use.
+type Store struct {
+	rdb        *goredis.Client
+	variant    string
+	scripts    *scriptSet
+	prefix     string
+	lockTTL    int64 // ms
+	retention  int64 // ms
+	durability string
+	durErr     error
+}
+
+// New connects to addr, a host:port or a redis:// (rediss://, unix://) URL,
+// pings the server, loads the scripts of cfg.Variant and reads the server's
+// persistence settings. The client never retries a command by itself (see
+// the package doc), whatever the URL says.
+func New(ctx context.Context, addr string, cfg stores.Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	v := cfg.Variant
+	if v == "" {
+		v = stores.Correct
+	}
+	ss, ok := scriptSets[v]
+	if !ok {
+		return nil, fmt.Errorf("redis: unknown variant %q (known: %s, %s)", v, stores.Correct, strings.Join(Mutants, ", "))
+	}
+	opt, err := options(addr)
+	if err != nil {
+		return nil, err
+	}
+	rdb := goredis.NewClient(opt)
+	s := &Store{
+		rdb:       rdb,
+		variant:   v,
+		scripts:   ss,
+		prefix:    "idem:" + cfg.Namespace + ":",
+		lockTTL:   ceilMillis(cfg.LockTTL),
+		retention: ceilMillis(cfg.Retention),
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("redis: cannot reach server at %s: %w", opt.Addr, err)
+	}
+	for _, sc := range ss.all() {
+		if err := s.load(ctx, sc); err != nil {
+			rdb.Close()
+			return nil, err
+		}
+	}
+	s.durability, s.durErr = readDurability(ctx, rdb)
+	return s, nil
+}
+
+// options turns addr into client options with the store's settings.
+func options(addr string) (*goredis.Options, error) {
+	var opt *goredis.Options
+	if strings.Contains(addr, "://") {
+		o, err := goredis.ParseURL(addr)
+		if err != nil {
+			return nil, fmt.Errorf("redis: bad address %q: %w", addr, err)
+		}
+		opt = o
+	} else {
+		if addr == "" {
+			return nil, errors.New("redis: empty address (want host:port or redis://...)")
+		}
+		opt = &goredis.Options{Addr: addr}
+	}
+	opt.MaxRetries = -1 // never resend a script whose reply was lost: see the package doc
+	opt.ContextTimeoutEnabled = true
+	return opt, nil
+}
+
+// ceilMillis rounds d up to whole milliseconds, the server clock's unit.
+func ceilMillis(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// readDurability reads the persistence settings; the error says why they are
+// unsafe or could not be read.
+func readDurability(ctx context.Context, rdb *goredis.Client) (string, error) {
+	get := func(name string) (string, error) {
+		m, err := rdb.ConfigGet(ctx, name).Result()
+		if err != nil {
+			return "", err
+		}
+		val, ok := m[name]
+		if !ok {
+			return "", fmt.Errorf("CONFIG GET %s: no such setting", name)
+		}
+		return val, nil
+	}
+	aof, err := get("appendonly")
+	if err != nil {
+		return "unknown", fmt.Errorf("redis: cannot read persistence settings (CONFIG disabled?): %w", err)
+	}
+	fsync, err := get("appendfsync")
+	if err != nil {
+		return "unknown", fmt.Errorf("redis: cannot read persistence settings (CONFIG disabled?): %w", err)
+	}
+	return judgeDurability(aof, fsync)
+}
+
+// judgeDurability describes the settings and says whether a crash can lose
+// an acknowledged write.
+func judgeDurability(appendonly, appendfsync string) (string, error) {
+	desc := "appendonly=" + appendonly + " appendfsync=" + appendfsync
+	if appendonly != "yes" || appendfsync != "always" {
+		return desc, fmt.Errorf("%w (server has %s)", ErrNotDurable, desc)
+	}
+	return desc, nil
+}
+
+// Durability reports the server's persistence settings as read at Open
+// ("appendonly=yes appendfsync=always"), with an error when a server crash
+// can forget an acknowledged claim (wrapping ErrNotDurable) or when the
+// settings could not be read. Callers warn on the error; the store works
+// either way.
+func (s *Store) Durability() (string, error) { return s.durability, s.durErr }
+
+// Variant is the variant the store runs: "correct" or a mutant's name.
+func (s *Store) Variant() string { return s.variant }
+
+// load sends the script with SCRIPT LOAD and checks the server's SHA.
+func (s *Store) load(ctx context.Context, sc *script) error {
+	sha, err := s.rdb.ScriptLoad(ctx, sc.src).Result()
+	if err != nil {
+		return fmt.Errorf("redis: SCRIPT LOAD %s: %w", sc.name, err)
+	}
+	if sha != sc.sha {
+		return fmt.Errorf("redis: SCRIPT LOAD %s: server says SHA %s, want %s", sc.name, sha, sc.sha)
+	}
+	return nil
+}
+
+// eval runs the script by SHA. On NOSCRIPT (the server lost its script
+// cache; the script did not run) it loads the script and runs it once more.
+func (s *Store) eval(ctx context.Context, sc *script, key string, args ...any) (any, error) {
+	v, err := s.rdb.EvalSha(ctx, sc.sha, []string{key}, args...).Result()
+	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err := s.load(ctx, sc); err != nil {
+			return nil, err
+		}
+		v, err = s.rdb.EvalSha(ctx, sc.sha, []string{key}, args...).Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis: %s: %w", sc.name, err)
+	}
+	return v, nil
+}
+
+// redisKey names the key's hash: the namespace, then the tenant with its
+// length in front (so no tenant's bytes can run into the key's), then the key.
+func (s *Store) redisKey(k stores.KeyRef) string {
+	var b strings.Builder
+	b.Grow(len(s.prefix) + 8 + len(k.Tenant) + len(k.Key))
+	b.WriteString(s.prefix)
+	b.WriteString(strconv.Itoa(len(k.Tenant)))
+	b.WriteByte(':')
+	b.WriteString(k.Tenant)
+	b.WriteByte(':')
+	b.WriteString(k.Key)
+	return b.String()
+}
+
+// newToken returns a random 128-bit owner id: unique across the key's life.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it crashes the program instead)
+	return hex.EncodeToString(b[:])
+}
+
+// Begin decides per the decision table, in one atomic script (the split
+// mutants take two round trips).
+func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	if err := stores.ValidateKey(req.KeyRef); err != nil {
+		return stores.Decision{}, err
+	}
+	key := s.redisKey(req.KeyRef)
+	args := []any{req.Fingerprint, newToken(), s.lockTTL, s.retention, 0}
+	switch s.scripts.split {
+	case selectThenInsert:
+		return s.beginSelectThenInsert(ctx, key, args)
+	case takeoverOnRead:
+		return s.beginTakeoverOnRead(ctx, key, args)
+	}
+	return s.runBegin(ctx, s.scripts.begin, key, args)
+}
+
+// beginSelectThenInsert is the classic bug: HGETALL in one call, then, if it
+// saw no key, an unconditional claim in a second call. Two requests that
+// both read before either writes both claim.
+func (s *Store) beginSelectThenInsert(ctx context.Context, key string, args []any) (stores.Decision, error) {
+	row, err := s.rdb.HGetAll(ctx, key).Result()
+	if err != nil {
+		return stores.Decision{}, fmt.Errorf("redis: begin (select): %w", err)
+	}
+	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
+		return stores.Decision{}, err
+	}
+	if len(row) == 0 {
+		return s.runBegin(ctx, s.scripts.second, key, args) // the upsert
+	}
+	return s.runBegin(ctx, s.scripts.begin, key, args)
+}
+
+// beginTakeoverOnRead re-creates blind-takeover and stale-overwrite: the
+// first call judges staleness and, if stale, writes nothing; the second call
+// writes without comparing the token judged stale.
+func (s *Store) beginTakeoverOnRead(ctx context.Context, key string, args []any) (stores.Decision, error) {
+	v, err := s.eval(ctx, s.scripts.begin, key, args...)
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	rep, err := parseReply(v)
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	if rep.code != "stale" {
+		return rep.decision()
+	}
+	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
+		return stores.Decision{}, err
+	}
+	created, ok := rep.a.(int64)
+	if !ok {
+		return stores.Decision{}, fmt.Errorf("redis: begin: malformed stale reply %#v", v)
+	}
+	args[4] = created // created_at as read, for stale-overwrite's write-back
+	return s.runBegin(ctx, s.scripts.second, key, args)
+}
+
+// runBegin runs a Begin script and turns its reply into a Decision.
+func (s *Store) runBegin(ctx context.Context, sc *script, key string, args []any) (stores.Decision, error) {
+	v, err := s.eval(ctx, sc, key, args...)
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	rep, err := parseReply(v)
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	return rep.decision()
+}
+
+// beginReply is a Begin script's reply: {code, now, a, b}.
+type beginReply struct {
+	code string
+	now  int64
+	a, b any
+}
+
+func parseReply(v any) (beginReply, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 2 {
+		return beginReply{}, fmt.Errorf("redis: begin: unexpected reply %#v", v)
+	}
+	code, ok1 := arr[0].(string)
+	now, ok2 := arr[1].(int64)
+	if !ok1 || !ok2 {
+		return beginReply{}, fmt.Errorf("redis: begin: unexpected reply %#v", v)
+	}
+	r := beginReply{code: code, now: now}
+	if len(arr) > 2 {
+		r.a = arr[2]
+	}
+	if len(arr) > 3 {
+		r.b = arr[3]
+	}
+	return r, nil
+}
+
+func (r beginReply) decision() (stores.Decision, error) {
+	d := stores.Decision{DecidedAt: time.UnixMilli(r.now)}
+	bad := func() (stores.Decision, error) {
+		return stores.Decision{}, fmt.Errorf("redis: begin: malformed %q reply (%#v, %#v)", r.code, r.a, r.b)
+	}
+	switch r.code {
+	case "claimed":
+		tok, ok1 := r.a.(string)
+		takeover, ok2 := r.b.(int64)
+		if !ok1 || !ok2 || tok == "" {
+			return bad()
+		}
+		d.Outcome, d.Token, d.Takeover = stores.Claimed, stores.Token(tok), takeover == 1
+	case "replay":
+		st, ok1 := r.a.(string)
+		body, ok2 := r.b.(string)
+		code, err := strconv.Atoi(st)
+		if !ok1 || !ok2 || err != nil {
+			return bad()
+		}
+		d.Outcome, d.Response = stores.Replay, stores.Response{Status: code, Body: body}
+	case "in_flight":
+		d.Outcome = stores.InFlight
+	case "mismatch":
+		d.Outcome = stores.Mismatch
+	default:
+		return stores.Decision{}, fmt.Errorf("redis: begin: unknown reply code %q", r.code)
+	}
+	return d, nil
+}
+
+// Complete saves the response and marks the key done, only while it is in
+// flight under tok; otherwise ErrFenced.
+func (s *Store) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
+	if err := stores.ValidateKey(key); err != nil {
+		return err
+	}
+	return s.fenced(ctx, s.scripts.complete, key, string(tok), resp.Status, resp.Body)
+}
+
+// Release deletes the claim, only while the key is in flight under tok;
+// otherwise ErrFenced and the key is left alone.
+func (s *Store) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
+	if err := stores.ValidateKey(key); err != nil {
+		return err
+	}
+	return s.fenced(ctx, s.scripts.release, key, string(tok))
+}
+
+// fenced runs Complete's or Release's script: 1 written, 0 fenced.
+func (s *Store) fenced(ctx context.Context, sc *script, key stores.KeyRef, args ...any) error {
+	v, err := s.eval(ctx, sc, s.redisKey(key), args...)
+	if err != nil {
+		return err
+	}
+	switch v {
+	case int64(1):
+		return nil
+	case int64(0):
+		return stores.ErrFenced
+	}
+	return fmt.Errorf("redis: %s: unexpected reply %#v", sc.name, v)
+}
+
+// Prune does nothing and returns (0, nil): every key carries a server-side
+// expiry set when it is first claimed (created_at + Retention), and Redis
+// deletes it then. The server's clock decides, so now is ignored.
+func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) { return 0, nil }
+
+// Close closes the client's connections.
+func (s *Store) Close() error { return s.rdb.Close() }

@@ -1,0 +1,197 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Begin decides per the decision table, in one BEGIN IMMEDIATE transaction.
+func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	if err := stores.ValidateKey(req.KeyRef); err != nil {
+		return stores.Decision{}, err
+	}
+	if _, err := unixNano(req.Now); err != nil {
+		return stores.Decision{}, err
+	}
+	switch s.variant {
+	case "select-then-insert":
+		return s.beginSelectThenInsert(ctx, req)
+	case "blind-takeover", "stale-overwrite":
+		return s.beginTakeoverOnRead(ctx, req)
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) (stores.Decision, error) { return s.decide(ctx, tx, req) })
+}
+
+// inTx runs step in one write transaction (BEGIN IMMEDIATE, from the DSN's
+// _txlock) and commits it. The failpoint before the commit lets a harness
+// crash the caller there: the error rolls everything back.
+func (s *Store) inTx(ctx context.Context, step func(*sql.Tx) (stores.Decision, error)) (stores.Decision, error) {
+	done, err := s.write(ctx)
+	if err != nil {
+		return stores.Decision{}, fmt.Errorf("sqlite: begin: %w", err)
+	}
+	defer done()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return stores.Decision{}, fmt.Errorf("sqlite: begin: %w", busy(err))
+	}
+	defer tx.Rollback() // a no-op once committed; runs before done()
+	d, err := step(tx)
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	if err := faults.Hit(ctx, faults.BeginBeforeCommit); err != nil {
+		return stores.Decision{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return stores.Decision{}, fmt.Errorf("sqlite: begin: commit: %w", busy(err))
+	}
+	return d, nil
+}
+
+// beginArgs are the parameters of Begin's statements, with tok the token a
+// claim made now would get.
+func (s *Store) beginArgs(req stores.Request, tok stores.Token, extra ...any) []any {
+	return s.args(req.KeyRef, append([]any{
+		sql.Named("fingerprint", blob(req.Fingerprint)),
+		sql.Named("now", req.Now.UnixNano()), // range checked by Begin
+		sql.Named("token", string(tok)),
+	}, extra...)...)
+}
+
+// decide is the decision table, inside the caller's write transaction: claim
+// the key if absent; otherwise read the row in the same transaction and
+// answer Mismatch, Replay or InFlight, or take over a stale claim with a
+// compare-and-set on the token read.
+func (s *Store) decide(ctx context.Context, tx *sql.Tx, req stores.Request) (stores.Decision, error) {
+	now := req.Now
+	tok := s.tokenFor(now)
+	res, err := tx.ExecContext(ctx, s.sql.claim, s.beginArgs(req, tok)...)
+	if n, err := changed(res, err); err != nil {
+		return stores.Decision{}, fmt.Errorf("sqlite: begin: claim: %w", err)
+	} else if n == 1 {
+		return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: now}, nil
+	}
+	r, found, err := s.read(ctx, tx, req)
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	if !found { // the insert conflicted, so the row is there: we hold the write lock
+		return stores.Decision{}, errors.New("sqlite: begin: claim conflicted but no row found")
+	}
+	switch {
+	case !r.sameFP:
+		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: now}, nil
+	case r.done:
+		return stores.Decision{Outcome: stores.Replay, Response: r.response, DecidedAt: now}, nil
+	case !r.stale:
+		return stores.Decision{Outcome: stores.InFlight, DecidedAt: now}, nil
+	}
+	res, err = tx.ExecContext(ctx, s.sql.takeover, s.beginArgs(req, tok, sql.Named("old_token", string(r.token)))...)
+	if n, err := changed(res, err); err != nil {
+		return stores.Decision{}, fmt.Errorf("sqlite: begin: takeover: %w", err)
+	} else if n == 0 { // another taker won the compare-and-set
+		return stores.Decision{Outcome: stores.InFlight, DecidedAt: now}, nil
+	}
+	return stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: now}, nil
+}
+
+func changed(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// row is a key's row as Begin's read judges it.
+type row struct {
+	sameFP, done, stale bool
+	response            stores.Response
+	token               stores.Token
+	createdAt           int64
+}
+
+// querier is a transaction or, for the mutants' reads outside any write
+// transaction, the pool.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// read returns the key's row judged against the request (found false when
+// there is none).
+func (s *Store) read(ctx context.Context, q querier, req stores.Request) (row, bool, error) {
+	var (
+		r          row
+		respStatus sql.NullInt64
+		respBody   []byte
+		token      string
+	)
+	err := q.QueryRowContext(ctx, s.sql.read, s.beginArgs(req, "")...).
+		Scan(&r.sameFP, &r.done, &respStatus, &respBody, &r.stale, &token, &r.createdAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return row{}, false, nil
+	}
+	if err != nil {
+		return row{}, false, fmt.Errorf("sqlite: begin: read: %w", err)
+	}
+	r.token = stores.Token(token)
+	r.response = stores.Response{Status: int(respStatus.Int64), Body: string(respBody)}
+	return r, true, nil
+}
+
+// beginSelectThenInsert is the classic bug: it reads the key outside any
+// write transaction, lets go, and then writes. Between the two, another
+// request sees the same "no row", and both upsert and both claim.
+func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	_, found, err := s.read(ctx, s.db, req) // a plain SELECT, no lock held after it
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
+		return stores.Decision{}, err
+	}
+	if found { // decides on the row as it is now, as the reference store does
+		return s.inTx(ctx, func(tx *sql.Tx) (stores.Decision, error) { return s.decide(ctx, tx, req) })
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) (stores.Decision, error) {
+		tok := s.tokenFor(req.Now)
+		if _, err := tx.ExecContext(ctx, s.sql.claimAfterRead, s.beginArgs(req, tok)...); err != nil {
+			return stores.Decision{}, fmt.Errorf("sqlite: begin: upsert: %w", err)
+		}
+		return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: req.Now}, nil
+	})
+}
+
+// beginTakeoverOnRead re-creates two takeover bugs: staleness is judged on a
+// read outside any write transaction, and the write that follows does not
+// compare-and-set on what was read. blind-takeover updates any in-flight row,
+// so two takers both win; stale-overwrite writes the whole row back with
+// INSERT OR REPLACE, erasing a response saved since the read.
+func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	r, found, err := s.read(ctx, s.db, req)
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	if !found || !r.sameFP || r.done || !r.stale { // no takeover: decided as correct
+		return s.inTx(ctx, func(tx *sql.Tx) (stores.Decision, error) { return s.decide(ctx, tx, req) })
+	}
+	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
+		return stores.Decision{}, err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) (stores.Decision, error) {
+		tok := s.tokenFor(req.Now)
+		res, err := tx.ExecContext(ctx, s.sql.takeoverAfterRead,
+			s.beginArgs(req, tok, sql.Named("created_at", r.createdAt))...)
+		if n, err := changed(res, err); err != nil {
+			return stores.Decision{}, fmt.Errorf("sqlite: begin: takeover: %w", err)
+		} else if n == 0 { // blind-takeover: no longer in flight (done or gone)
+			return s.decide(ctx, tx, req)
+		}
+		return stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: req.Now}, nil
+	})
+}

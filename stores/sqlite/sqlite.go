@@ -1,0 +1,367 @@
+// Package sqlite is the embedded idempotency-key store: the decision table of
+// DESIGN.md §1 in one SQLite file, through database/sql and modernc.org/sqlite
+// (pure Go, no cgo), taking time from the caller's clock. Its mutants sit
+// beside the correct code: statements.go holds the SQL, each mutant replacing
+// one statement of the correct set; begin.go holds the flows.
+//
+// Design:
+//   - Every connection of the pool is configured by the DSN, so none can miss
+//     a setting: busy_timeout(5000), journal_mode(WAL), synchronous(FULL), and
+//     _txlock=immediate, which makes every database/sql transaction a BEGIN
+//     IMMEDIATE: it takes the write lock before reading (waiting under the
+//     busy timeout), so two writers can never both read and then both write.
+//     A deferred transaction would read first and upgrade to write later; in
+//     WAL mode that upgrade fails at once with SQLITE_BUSY_SNAPSHOT if another
+//     connection committed since the read, without the busy timeout helping.
+//   - Begin is one transaction: INSERT … ON CONFLICT DO NOTHING, and only on a
+//     conflict the row, read in the same transaction, then the decision, then
+//     a compare-and-set takeover on the token read when the claim is stale.
+//     Complete and Release are single fenced statements; Prune deletes in
+//     batches of single statements.
+//   - Writers queue inside the Store (first come, first served) so that one
+//     connection per Store contends for the file's write lock: SQLite's busy
+//     handler polls rather than queues, and starved a writer for the whole
+//     busy timeout when dozens of connections polled. Between Stores (and
+//     processes) the lock is still SQLite's poll, so under sustained
+//     contention one process can wait long. A write that cannot get the lock
+//     within BusyTimeout fails with ErrBusy, having written nothing.
+//   - Durability: WAL with synchronous=FULL fsyncs the WAL at every commit, so
+//     a Begin that returned Claimed survives the process being killed (-9)
+//     and the machine losing power. synchronous=NORMAL would also survive
+//     kill -9 (a commit is in the OS page cache once write() returns), but a
+//     power cut could forget the last claims: a retry would run the work again.
+//   - Time: Request.Now as int64 Unix nanoseconds. Nanoseconds keep every bit
+//     of a Go time.Time between 1678 and 2262, so staleness and retention are
+//     decided exactly as the reference store decides them, with no rounding at
+//     the LockTTL edge; times outside that range are refused with an error.
+//   - Tenant, key, fingerprint and response body are BLOBs: any byte string
+//     round-trips and compares by its bytes.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+func init() {
+	stores.Register(stores.Backend{
+		Name:    "sqlite",
+		Clock:   stores.CallerClock,
+		Mutants: Mutants,
+		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
+			s, err := New(ctx, addr, cfg)
+			if err != nil {
+				return nil, err // not a typed nil inside the interface
+			}
+			return s, nil
+		},
+	})
+}
+
+// BusyTimeout bounds how long a write waits for the write lock: first for the
+// Store's own writer ahead of it, then (SQLite's busy_timeout) for another
+// connection's, in this process or another. Past it the write fails with
+// ErrBusy.
+const BusyTimeout = 5 * time.Second
+
+// pruneBatch bounds how many rows one DELETE of Prune removes, so a large
+// prune does not hold the write lock for longer than the busy timeout.
+const pruneBatch = 1000
+
+// Store is an idempotency-key store in one SQLite file. It is safe for
+// concurrent use, and many Stores, in this process or others, may share the
+// file.
+type Store struct {
+	db      *sql.DB
+	cfg     stores.Config
+	variant string
+	sql     statements
+	// writer admits one write (transaction or statement) of this Store at a
+	// time; see write.
+	writer      chan struct{}
+	busyTimeout time.Duration
+}
+
+// ErrBusy is wrapped by the error of a write that waited BusyTimeout for the
+// write lock (held by another writer of this Store, or another connection
+// to the file) without getting it. Nothing was written: it is safe to retry.
+var ErrBusy = errors.New("database is locked: no write lock within the busy timeout")
+
+// write waits for this Store's turn to write and returns the function that
+// ends it, so that only one connection per Store contends for the file's
+// write lock. SQLite's busy handler is a poll with growing sleeps (up to
+// 100 ms), not a queue: with dozens of connections polling, one can lose
+// every poll for the whole busy timeout and fail with SQLITE_BUSY (seen with
+// 6 pools x 32 goroutines on one file). Waiting here instead is first come,
+// first served (a channel's queue of blocked senders), ends with ctx, and is
+// bounded by the busy timeout too, so that a writer stuck inside a
+// transaction (paused at a failpoint, say) makes the others fail with
+// ErrBusy rather than hang. Between Stores (processes) the poll remains.
+func (s *Store) write(ctx context.Context) (done func(), err error) {
+	select {
+	case s.writer <- struct{}{}:
+		return func() { <-s.writer }, nil
+	default:
+	}
+	t := time.NewTimer(s.busyTimeout)
+	defer t.Stop()
+	select {
+	case s.writer <- struct{}{}:
+		return func() { <-s.writer }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, fmt.Errorf("waited %v for this store's other writer: %w", s.busyTimeout, ErrBusy)
+	}
+}
+
+// busy marks SQLite's SQLITE_BUSY (the busy timeout ran out) as ErrBusy.
+func busy(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+		return fmt.Errorf("%w (%w)", ErrBusy, err)
+	}
+	return err
+}
+
+// dsn configures every connection the pool opens: the settings are
+// per-connection in SQLite (busy_timeout, synchronous) or must be seen by the
+// first one (journal_mode), so they belong in the DSN rather than in one Exec.
+func dsn(path string, busyTimeout time.Duration) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Set("_txlock", "immediate")
+	// A file: URI, so that a path holding '?', '#' or '%' stays a path.
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()} // file:///abs/path?…
+	return u.String()
+}
+
+// New opens (creating if needed) the store in the SQLite file at path and
+// makes its table if missing; it is safe to do from many processes at once.
+func New(ctx context.Context, path string, cfg stores.Config) (*Store, error) {
+	return newStore(ctx, path, cfg, BusyTimeout)
+}
+
+// newStore is New with another busy timeout (tests shorten it).
+func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout time.Duration) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	v := cfg.Variant
+	if v == "" {
+		v = stores.Correct
+	}
+	if v != stores.Correct && !contains(Mutants, v) {
+		return nil, fmt.Errorf("sqlite: unknown variant %q (known: %s, %v)", v, stores.Correct, Mutants)
+	}
+	abs, err := checkPath(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn(abs, busyTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v), writer: make(chan struct{}, 1), busyTimeout: busyTimeout}
+	if err := s.init(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	return s, nil
+}
+
+// checkPath turns the usual reasons a file cannot be opened into errors that
+// name them (SQLite says only "unable to open database file").
+func checkPath(path string) (string, error) {
+	if path == "" || path == ":memory:" {
+		return "", fmt.Errorf("sqlite: need a database file path, got %q (an in-memory database is private to one connection)", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("sqlite: path %q: %w", path, err)
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return "", fmt.Errorf("sqlite: open %s: is a directory, not a database file", abs)
+	}
+	dir := filepath.Dir(abs)
+	if fi, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("sqlite: open %s: directory %s: %w", abs, dir, err)
+	} else if !fi.IsDir() {
+		return "", fmt.Errorf("sqlite: open %s: %s is not a directory", abs, dir)
+	}
+	return abs, nil
+}
+
+// init creates the table (idempotently: every process may race to do it) and
+// checks that an existing one is ours.
+func (s *Store) init(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: one creator at a time
+	if err != nil {
+		return describe(busy(err))
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, createTable); err != nil {
+		return fmt.Errorf("create table: %w", describe(err))
+	}
+	if rows, err := tx.QueryContext(ctx, probe); err != nil {
+		return fmt.Errorf("table idempotency_keys exists with another layout: %w", err)
+	} else if err := rows.Close(); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, createIndex); err != nil {
+		return fmt.Errorf("create index: %w", describe(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create schema: %w", describe(err))
+	}
+	return nil
+}
+
+// describe adds SQLite's name for the error code to the driver's message,
+// which for open failures is easy to misread.
+func describe(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		if name, ok := sqlite.ErrorCodeString[se.Code()&0xff]; ok {
+			return fmt.Errorf("%w [%s]", err, name)
+		}
+	}
+	return err
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Variant names the variant the store runs: "correct" or a mutant.
+func (s *Store) Variant() string { return s.variant }
+
+// The range of times a Unix-nanosecond int64 holds.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// unixNano is t in the store's time unit, or an error if it does not fit.
+func unixNano(t time.Time) (int64, error) {
+	if t.Before(minTime) || t.After(maxTime) {
+		return 0, fmt.Errorf("sqlite: time %v is outside the storable range (%v to %v); is Now set?",
+			t, minTime.UTC(), maxTime.UTC())
+	}
+	return t.UnixNano(), nil
+}
+
+// blob is s as a non-nil []byte, which the driver binds as a BLOB (a nil
+// slice would be bound as NULL, a string as TEXT).
+func blob(s string) []byte {
+	b := make([]byte, len(s))
+	copy(b, s)
+	return b
+}
+
+// args are the named parameters every statement may use: the key, the
+// configuration, and the step's own (a statement ignores those it does not
+// name).
+func (s *Store) args(key stores.KeyRef, extra ...any) []any {
+	return append([]any{
+		sql.Named("tenant", blob(key.Tenant)),
+		sql.Named("key", blob(key.Key)),
+		sql.Named("lock_ttl", s.cfg.LockTTL.Nanoseconds()),
+		sql.Named("retention", s.cfg.Retention.Nanoseconds()),
+	}, extra...)
+}
+
+// Complete saves the response and marks the key done, in one statement
+// fenced by the token (status in flight and token unchanged); 0 rows changed
+// means the claim is no longer the caller's: ErrFenced.
+func (s *Store) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
+	if err := stores.ValidateKey(key); err != nil {
+		return err
+	}
+	return s.fencedWrite(ctx, "complete", s.sql.complete, s.args(key,
+		sql.Named("token", string(tok)),
+		sql.Named("resp_status", int64(resp.Status)),
+		sql.Named("resp_body", blob(resp.Body)))...)
+}
+
+// Release deletes the claim, in one statement fenced by the token; 0 rows
+// changed means the claim is not the caller's any more: ErrFenced, and the
+// row is left alone.
+func (s *Store) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
+	if err := stores.ValidateKey(key); err != nil {
+		return err
+	}
+	return s.fencedWrite(ctx, "release", s.sql.release, s.args(key, sql.Named("token", string(tok)))...)
+}
+
+// fencedWrite runs one fenced write: 0 rows changed is ErrFenced.
+func (s *Store) fencedWrite(ctx context.Context, op, stmt string, args ...any) error {
+	n, err := s.exec(ctx, stmt, args...)
+	if err != nil {
+		return fmt.Errorf("sqlite: %s: %w", op, err)
+	}
+	if n == 0 {
+		return stores.ErrFenced
+	}
+	return nil
+}
+
+// exec runs one write statement in its own (autocommit) transaction, in this
+// Store's turn to write, and says how many rows it changed.
+func (s *Store) exec(ctx context.Context, stmt string, args ...any) (int64, error) {
+	done, err := s.write(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	res, err := s.db.ExecContext(ctx, stmt, args...)
+	if err != nil {
+		return 0, busy(err)
+	}
+	return res.RowsAffected()
+}
+
+// Prune deletes the keys created at or before now - Retention (the caller's
+// clock), in batches so that no statement holds the write lock for long, and
+// says how many it deleted. The short-retention mutant keeps keys only for
+// LockTTL.
+func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
+	ns, err := unixNano(now)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		n, err := s.exec(ctx, s.sql.prune, s.args(stores.KeyRef{},
+			sql.Named("now", ns), sql.Named("batch", int64(pruneBatch)))...)
+		if err != nil {
+			return total, fmt.Errorf("sqlite: prune: %w", err)
+		}
+		total += int(n)
+		if n < pruneBatch {
+			return total, nil
+		}
+	}
+}
+
+// Close closes the store's connections; the file stays.
+func (s *Store) Close() error { return s.db.Close() }

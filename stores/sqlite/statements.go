@@ -1,0 +1,153 @@
+package sqlite
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// createTable is the lesson card's table, scoped by tenant, with a fencing token
+// that is not the clock and the timestamps Prune needs. Tenant, key,
+// fingerprint and body are BLOBs so that every byte string round-trips (NUL,
+// invalid UTF-8) and compares by its bytes; the CHECKs refuse a TEXT value
+// bound by mistake, which would never equal the BLOB of the same bytes.
+// Times are Unix nanoseconds from the caller's clock.
+const (
+	createTable = `CREATE TABLE IF NOT EXISTS idempotency_keys (
+		tenant      BLOB    NOT NULL CHECK (typeof(tenant) = 'blob' AND length(tenant) <= 255),
+		key         BLOB    NOT NULL CHECK (typeof(key) = 'blob' AND length(key) BETWEEN 1 AND 255),
+		fingerprint BLOB    NOT NULL,
+		status      TEXT    NOT NULL CHECK (status IN ('in_flight', 'done')),
+		resp_status INTEGER,          -- saved response, NULL while in flight
+		resp_body   BLOB,
+		locked_at   INTEGER NOT NULL, -- when the current owner claimed, Unix ns
+		token       TEXT    NOT NULL, -- the current owner's fencing token
+		created_at  INTEGER NOT NULL, -- first claim, Unix ns; Prune goes by it
+		PRIMARY KEY (tenant, key)
+	) WITHOUT ROWID`
+	createIndex = `CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON idempotency_keys (created_at)`
+)
+
+// probe fails on a file whose idempotency_keys table is not ours.
+const probe = `SELECT tenant, key, fingerprint, status, resp_status, resp_body, locked_at, token, created_at
+	FROM idempotency_keys LIMIT 0`
+
+// statements is the SQL one variant runs. Every statement takes named
+// parameters from Store.args (sqlite.go): :tenant :key :fingerprint :now
+// :lock_ttl :retention :token, and the extras a step names.
+type statements struct {
+	// claim inserts an in-flight row unless one exists: 1 row changed
+	// means the caller claimed the key.
+	claim string
+	// read returns the existing row judged for Begin: same_fp, done,
+	// resp_status, resp_body, stale, token, created_at.
+	read string
+	// takeover is the compare-and-set on the token read (:old_token): of
+	// two takers only one can change the row.
+	takeover string
+	// complete saves the response, fenced by the token.
+	complete string
+	// release deletes the claim, fenced by the token.
+	release string
+	// prune deletes up to :batch rows older than the retention.
+	prune string
+
+	// The mutants that split a read from the write depending on it run one
+	// more step after the read (the correct code never runs these).
+	//
+	// claimAfterRead: select-then-insert's write once its read found no row.
+	claimAfterRead string
+	// takeoverAfterRead: blind-takeover's and stale-overwrite's write once
+	// their read found a stale claim (:created_at is the one read).
+	takeoverAfterRead string
+}
+
+const (
+	insertInFlight = `INSERT INTO idempotency_keys (tenant, key, fingerprint, status, locked_at, token, created_at)
+	VALUES (:tenant, :key, :fingerprint, 'in_flight', :now, :token, :now)`
+	readRow = `SELECT %s AS same_fp, status = 'done', resp_status, resp_body, %s AS stale, token, created_at
+	FROM idempotency_keys WHERE tenant = :tenant AND key = :key`
+	sameFingerprint = `fingerprint = :fingerprint`
+	isStale         = `:now - locked_at >= :lock_ttl` // as memory: now.Sub(lockedAt) >= LockTTL
+	setTakeover     = `UPDATE idempotency_keys SET locked_at = :now, token = :token
+	WHERE tenant = :tenant AND key = :key AND status = 'in_flight'`
+	setDone = `UPDATE idempotency_keys SET status = 'done', resp_status = :resp_status, resp_body = :resp_body
+	WHERE tenant = :tenant AND key = :key`
+	deleteClaim = `DELETE FROM idempotency_keys
+	WHERE tenant = :tenant AND key = :key`
+	fence      = ` AND status = 'in_flight' AND token = :token`
+	pruneWhere = `DELETE FROM idempotency_keys WHERE (tenant, key) IN (
+		SELECT tenant, key FROM idempotency_keys WHERE created_at <= %s LIMIT :batch)`
+)
+
+// correct is the store as DESIGN.md §1 specifies it.
+var correct = statements{
+	claim:    insertInFlight + ` ON CONFLICT (tenant, key) DO NOTHING`,
+	read:     fmt.Sprintf(readRow, sameFingerprint, isStale),
+	takeover: setTakeover + ` AND token = :old_token`,
+	complete: setDone + fence,
+	release:  deleteClaim + fence,
+	prune:    fmt.Sprintf(pruneWhere, `:now - :retention`),
+}
+
+// Mutants lists the mutant variants this backend implements: every
+// documented one (stores.Mutants).
+var Mutants = []string{
+	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
+	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
+}
+
+// statementsFor returns the SQL of the variant: the correct set with the
+// mutant's one statement replaced. select-then-insert, blind-takeover and
+// stale-overwrite also split a read from the write that depends on it: their
+// write is here, their flow in begin.go. token-reuse changes only how the
+// token is made (tokenFor, below).
+func statementsFor(variant string) statements {
+	s := correct
+	switch variant {
+	case "select-then-insert":
+		// Upsert: overwrites whatever a concurrent claim wrote since the read.
+		s.claimAfterRead = insertInFlight + ` ON CONFLICT (tenant, key) DO UPDATE SET
+		fingerprint = excluded.fingerprint, status = 'in_flight', resp_status = NULL, resp_body = NULL,
+		locked_at = excluded.locked_at, token = excluded.token, created_at = excluded.created_at`
+	case "unfenced-complete":
+		s.complete = setDone // no fence: any caller's save lands
+	case "unfenced-release":
+		s.release = deleteClaim // no fence: any caller's release deletes
+	case "no-fingerprint":
+		s.read = fmt.Sprintf(readRow, `1`, isStale) // every fingerprint "matches"
+	case "no-takeover":
+		s.read = fmt.Sprintf(readRow, sameFingerprint, `0`) // no claim is ever stale
+	case "short-retention":
+		s.prune = fmt.Sprintf(pruneWhere, `:now - :lock_ttl`) // keeps keys only for LockTTL
+	case "blind-takeover":
+		s.takeoverAfterRead = setTakeover // no `AND token = :old_token`
+	case "stale-overwrite":
+		// Writes the row as read back whole, erasing a response saved since.
+		s.takeoverAfterRead = `INSERT OR REPLACE INTO idempotency_keys
+		(tenant, key, fingerprint, status, resp_status, resp_body, locked_at, token, created_at)
+	VALUES (:tenant, :key, :fingerprint, 'in_flight', NULL, NULL, :now, :token, :created_at)`
+	}
+	return s
+}
+
+// newToken returns a random 128-bit owner id: unique across the key's life,
+// whatever the clocks do and however often the row is deleted.
+func newToken() stores.Token {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (it crashes the program instead)
+	return stores.Token(hex.EncodeToString(b[:]))
+}
+
+// tokenFor picks the fencing token of a claim made at now. The token-reuse
+// mutant uses the card's scheme, locked_at in milliseconds, which comes back
+// after a release (or with a skewed or coarse clock).
+func (s *Store) tokenFor(now time.Time) stores.Token {
+	if s.variant == "token-reuse" {
+		return stores.Token(fmt.Sprint(now.UnixMilli()))
+	}
+	return newToken()
+}
