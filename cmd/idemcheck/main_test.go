@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -161,5 +162,30 @@ func TestCheckSQLite(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, "latest", "trace-"+m.scenario+".txt")); err != nil {
 			t.Errorf("%s: no trace: %v", m.variant, err)
 		}
+	}
+}
+
+// TestUnreachableServer: a DSN nobody answers, or a wrong password, is a
+// setup error: one line, exit 2, well within 15 seconds, no password shown.
+func TestUnreachableServer(t *testing.T) {
+	cases := []struct{ env, value, want string }{
+		{"IDEM_POSTGRES_DSN", "postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=5", "postgres"},
+		{"IDEM_REDIS_ADDR", "127.0.0.1:1", "redis"},
+	}
+	for _, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			t.Setenv(c.env, c.value)
+			start := time.Now()
+			code, stdout, stderr := runCLI(t, "check", "--store", c.want, "--out", t.TempDir())
+			if took := time.Since(start); took > 15*time.Second {
+				t.Errorf("took %v", took)
+			}
+			if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "cannot reach") {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+			if strings.Contains(stderr, "s3cret") {
+				t.Errorf("password printed: %q", stderr)
+			}
+		})
 	}
 }

@@ -1,0 +1,62 @@
+package harness_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/stores"
+	_ "github.com/idemcheck/idemcheck/stores/postgres"
+	_ "github.com/idemcheck/idemcheck/stores/redis"
+	_ "github.com/idemcheck/idemcheck/stores/sqlite"
+)
+
+// TestScenariosOnEveryBackend runs every scenario of the walking skeleton
+// on the correct store of each backend (Postgres and Redis on real
+// servers), and checks that the two classic mutants are caught there too.
+func TestScenariosOnEveryBackend(t *testing.T) {
+	for _, name := range []string{"sqlite", "postgres", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			b, err := stores.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := harness.DefaultOptions()
+			o.Backend = b
+			switch name {
+			case "sqlite":
+				o.Addr = t.TempDir()
+			default:
+				o.Addr = servers.ForTest(t, servers.Kind(name)).Addr
+			}
+			for _, sc := range []string{"race", "takeover", "crash", "error", "mismatch", "retention"} {
+				o.Scenarios = []string{sc}
+				o.Variant = stores.Correct
+				sum, err := harness.Run(context.Background(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := sum.Scenarios[0]
+				if s.Verdict != harness.Pass {
+					t.Errorf("%s/%s: %s: %v", name, sc, s.Verdict, s.Violations)
+				}
+				if sc == "race" && s.MaxConcurrentBegins < 3 {
+					t.Errorf("%s/race: only %d Begins at once on a key", name, s.MaxConcurrentBegins)
+				}
+			}
+			for _, m := range []struct{ variant, scenario string }{{"select-then-insert", "race"}, {"unfenced-complete", "takeover"}} {
+				o.Variant, o.Scenarios = m.variant, []string{m.scenario}
+				sum, err := harness.Run(context.Background(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sum.Verdict != harness.Fail {
+					t.Errorf("%s: mutant %s survived %s", name, m.variant, m.scenario)
+				} else {
+					t.Logf("%s: %s killed by %s on %s", name, m.variant, sum.Violations[0].Checker, sum.Violations[0].Key)
+				}
+			}
+		})
+	}
+}
