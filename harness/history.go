@@ -128,6 +128,13 @@ func (h *History) AddAnswer(a Answer) {
 	h.mu.Unlock()
 }
 
+// OpCount is the number of store calls recorded so far.
+func (h *History) OpCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ops)
+}
+
 // Ops returns the store calls sorted by call time.
 func (h *History) Ops() []Op {
 	h.mu.Lock()

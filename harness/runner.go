@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -28,17 +29,26 @@ type Options struct {
 	LockTTL   time.Duration
 	Retention time.Duration
 	Scenarios []string
-	// Progress, if set, hears about each scenario as it starts and ends.
-	Progress func(Progress)
+	// Progress, if set, hears where the run is: when a scenario starts,
+	// every ProgressEvery while it runs, and when it ends.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+	// OpenStore, if set, opens the store for each scenario instead of
+	// Backend.Open: how idemtest runs a store from outside the registry.
+	OpenStore func(ctx context.Context, scenario string, cfg stores.Config) (stores.Store, error)
 }
 
 // Progress reports where a run is.
 type Progress struct {
-	Scenario   string
-	Index      int // 1-based
-	Total      int
-	Ops        int
-	Faults     int
+	Scenario string
+	Index    int // 1-based
+	Total    int
+	// Ops and Faults count the store calls and injected faults of the
+	// current scenario so far.
+	Ops    int
+	Faults int
+	// Violations counts the violations found so far in the whole run
+	// (a scenario's are known when it ends).
 	Violations int
 	Done       bool
 }
@@ -107,6 +117,10 @@ type ScenarioResult struct {
 // History returns the scenario's recorded history.
 func (r *ScenarioResult) History() *History { return r.hist }
 
+// Ledger returns the scenario's payment-provider ledger: every charge the
+// work made, for reports that show a key's charges.
+func (r *ScenarioResult) Ledger() *Ledger { return r.ledger }
+
 // Summary is a whole run's outcome: what `--json` prints.
 type Summary struct {
 	Verdict    Verdict          `json:"verdict"`
@@ -141,17 +155,20 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	runID := time.Now().UnixNano() % 1_000_000_000
 	for i, name := range names {
 		sc, _ := LookupScenario(name)
+		report := func(Progress) {}
 		if o.Progress != nil {
-			o.Progress(Progress{Scenario: name, Index: i + 1, Total: len(names)})
+			found := len(sum.Violations)
+			report = func(p Progress) {
+				p.Scenario, p.Index, p.Total = name, i+1, len(names)
+				p.Violations += found
+				o.Progress(p)
+			}
 		}
-		res, err := runScenario(ctx, o, sc, runID, int64(i))
+		res, err := runScenario(ctx, o, sc, runID, int64(i), report)
 		if err != nil {
 			return nil, err
 		}
-		if o.Progress != nil {
-			o.Progress(Progress{Scenario: name, Index: i + 1, Total: len(names), Ops: res.Ops,
-				Faults: sumFaults(res.Faults), Violations: len(res.Violations), Done: true})
-		}
+		report(Progress{Ops: res.Ops, Faults: sumFaults(res.Faults), Violations: len(res.Violations), Done: true})
 		sum.Scenarios = append(sum.Scenarios, *res)
 		sum.Violations = append(sum.Violations, res.Violations...)
 		if ctx.Err() != nil {
@@ -190,7 +207,10 @@ func overall(rs []ScenarioResult) Verdict {
 // Open opens a fresh store of the run's backend for one scenario: its own
 // SQLite file, Postgres schema or Redis key prefix.
 func (o Options) Open(ctx context.Context, scenario string, runID int64, cfg stores.Config) (stores.Store, error) {
-	cfg.Namespace = fmt.Sprintf("idem_%d_%s", runID, scenario)
+	cfg.Namespace = fmt.Sprintf("idem_%d_%s", runID, strings.ReplaceAll(scenario, "-", "_"))
+	if o.OpenStore != nil {
+		return o.OpenStore(ctx, scenario, cfg)
+	}
 	addr := o.Addr
 	if o.Backend.Name == "sqlite" {
 		addr = filepath.Join(o.Addr, fmt.Sprintf("%d-%s.db", runID, scenario))
@@ -198,7 +218,7 @@ func (o Options) Open(ctx context.Context, scenario string, runID int64, cfg sto
 	return o.Backend.Open(ctx, addr, cfg)
 }
 
-func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64) (*ScenarioResult, error) {
+func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64, report func(Progress)) (*ScenarioResult, error) {
 	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: o.Variant}
 	if sc.Retention > 0 {
 		cfg.Retention = sc.Retention
@@ -211,6 +231,11 @@ func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64
 	env := &Env{Store: st, Config: cfg, Hist: NewHistory(), Ledger: NewLedger(), Clients: o.Clients, Keys: o.Keys,
 		Seed: o.Seed, rand: rand.New(rand.NewSource(o.Seed*1000 + index)), clock: faults.RealClock{}}
 	start := time.Now()
+	report(Progress{})
+	stopTicker := tick(o.ProgressEvery, func() {
+		report(Progress{Ops: env.Hist.OpCount(), Faults: len(env.Hist.Faults())})
+	})
+	defer stopTicker()
 	rounds := 0
 	for {
 		env.Tenant = fmt.Sprintf("t%d", rounds)
@@ -247,6 +272,29 @@ func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64
 	res.Seconds = time.Since(start).Seconds()
 	measure(res, env)
 	return res, nil
+}
+
+// tick calls f every d until stopped (never, when d is 0).
+func tick(d time.Duration, f func()) (stop func()) {
+	if d <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // quiet waits until every claim is past LockTTL, then probes each key once

@@ -19,6 +19,10 @@ type Scenario struct {
 	// Retention overrides the store's retention for this scenario (0: the
 	// run's default).
 	Retention time.Duration
+	// Needs names what the scenario needs beyond a Store (a server it can
+	// pause, a store worker processes can open); "" for none. idemtest
+	// skips such scenarios for stores from a Factory.
+	Needs string
 	run       func(ctx context.Context, env *Env)
 }
 

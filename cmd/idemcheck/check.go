@@ -73,7 +73,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	defer cleanup()
 	o.Addr = addr
 	if !*asJSON && isTerminal(stderr) {
-		o.Progress = func(p harness.Progress) { printProgress(stderr, p) }
+		o.Progress, o.ProgressEvery = func(p harness.Progress) { printProgress(stderr, p) }, 200*time.Millisecond
 	}
 	sum, err := harness.Run(ctx, o)
 	if err != nil {
@@ -174,10 +174,21 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
+// printProgress draws a one-line progress bar on the terminal: scenarios
+// done of all, then the current scenario's store calls, faults injected and
+// the violations found so far. A finished scenario keeps its line.
 func printProgress(w io.Writer, p harness.Progress) {
+	const width = 20
+	done := p.Index - 1
 	if p.Done {
-		fmt.Fprintf(w, "\r\033[K[%d/%d] %-10s %d ops, %d faults, %d violations\n", p.Index, p.Total, p.Scenario, p.Ops, p.Faults, p.Violations)
+		done = p.Index
+	}
+	filled := width * done / p.Total
+	bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
+	line := fmt.Sprintf("[%d/%d] %s %-10s %5d ops  %3d faults  %d violations so far", p.Index, p.Total, bar, p.Scenario, p.Ops, p.Faults, p.Violations)
+	if p.Done {
+		fmt.Fprintf(w, "\r\033[K%s\n", line)
 		return
 	}
-	fmt.Fprintf(w, "\r\033[K[%d/%d] %-10s running…", p.Index, p.Total, p.Scenario)
+	fmt.Fprintf(w, "\r\033[K%s", line)
 }

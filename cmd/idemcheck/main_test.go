@@ -109,6 +109,9 @@ func TestCheckSQLite(t *testing.T) {
 	if code != exitPass {
 		t.Fatalf("correct sqlite: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	if stderr != "" {
+		t.Errorf("not a terminal, yet something besides the result was printed: %q", stderr)
+	}
 	var sum struct {
 		Verdict   string `json:"verdict"`
 		Store     string `json:"store"`

@@ -20,11 +20,11 @@ func conformanceFactory(dsn string) idemtest.Factory {
 		}}
 }
 
-// TestModel runs the rapid model test on a real Postgres, then shows that
+// TestModel runs the conformance suite (model test and scenarios) on a real Postgres, then shows that
 // it fails on the mutants it can see without concurrency.
 func TestModel(t *testing.T) {
 	dsn := testDSN(t)
-	t.Run("correct", func(t *testing.T) { idemtest.ModelTest(t, conformanceFactory(dsn)) })
+	t.Run("correct", func(t *testing.T) { idemtest.Run(t, conformanceFactory(dsn)) })
 	for _, m := range []string{"unfenced-complete", "no-fingerprint", "token-reuse", "no-takeover"} {
 		t.Run(m, func(t *testing.T) {
 			if msg := idemtest.ExpectFailure(t, conformanceFactory(dsn), m); !strings.Contains(msg, "model forbids") {

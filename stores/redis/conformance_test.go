@@ -22,11 +22,11 @@ func factory(addr string) idemtest.Factory {
 		}}
 }
 
-// TestModel runs the rapid model test on a real Redis, then shows that it
+// TestModel runs the conformance suite (model test and scenarios) on a real Redis, then shows that it
 // fails on the mutants it can see without concurrency.
 func TestModel(t *testing.T) {
 	srv := servers.ForTest(t, servers.Redis)
-	t.Run("correct", func(t *testing.T) { idemtest.ModelTest(t, factory(srv.Addr)) })
+	t.Run("correct", func(t *testing.T) { idemtest.Run(t, factory(srv.Addr)) })
 	for _, m := range []string{"unfenced-complete", "no-fingerprint", "token-reuse", "no-takeover"} {
 		t.Run(m, func(t *testing.T) {
 			if msg := idemtest.ExpectFailure(t, factory(srv.Addr), m); !strings.Contains(msg, "model forbids") {

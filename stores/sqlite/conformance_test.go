@@ -27,9 +27,10 @@ func factory(t *testing.T) idemtest.Factory {
 		}}
 }
 
-// TestModel: the rapid model test on real SQLite files.
-func TestModel(t *testing.T) {
-	idemtest.ModelTest(t, factory(t))
+// TestConformance: the whole suite (model test and scenarios) on real
+// SQLite files.
+func TestConformance(t *testing.T) {
+	idemtest.Run(t, factory(t))
 }
 
 // TestModelCatchesMutants: the model test fails, shrunk, on each mutant

@@ -1,4 +1,4 @@
-package idemtest_test
+package memory_test
 
 import (
 	"strings"
@@ -9,13 +9,20 @@ import (
 	"github.com/idemcheck/idemcheck/stores/memory"
 )
 
-func memoryFactory() idemtest.Factory {
+func factory() idemtest.Factory {
 	return idemtest.Factory{Name: "memory", Clock: stores.CallerClock,
-		Open: func(cfg stores.Config) (stores.Store, error) { return memory.New(cfg) }}
+		Open: func(cfg stores.Config) (stores.Store, error) {
+			s, err := memory.New(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		}}
 }
 
-func TestModelMemory(t *testing.T) {
-	idemtest.ModelTest(t, memoryFactory())
+// TestConformance: the reference store passes the whole suite.
+func TestConformance(t *testing.T) {
+	idemtest.Run(t, factory())
 }
 
 // TestModelCatchesMutants shows the model test has teeth: pointed at each
@@ -23,7 +30,7 @@ func TestModelMemory(t *testing.T) {
 func TestModelCatchesMutants(t *testing.T) {
 	for _, m := range []string{"unfenced-complete", "unfenced-release", "no-fingerprint", "token-reuse", "no-takeover", "short-retention"} {
 		t.Run(m, func(t *testing.T) {
-			msg := idemtest.ExpectFailure(t, memoryFactory(), m)
+			msg := idemtest.ExpectFailure(t, factory(), m)
 			if !strings.Contains(msg, "model forbids") {
 				t.Fatalf("mutant %s: failure does not come from the model:\n%s", m, msg)
 			}

@@ -1,0 +1,96 @@
+package idemtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Run is the whole conformance suite, as named subtests: "model" (the rapid
+// model test) and one per applicable scenario ("race", "takeover", …).
+// Each failure names the checker, the key and the path of its report; a
+// skipped scenario says why. A run's reports are kept under
+// $IDEM_RESULTS (default: the system's temporary directory)/idemtest-*
+// when something fails, and removed when everything passes.
+func Run(t *testing.T, f Factory) {
+	t.Helper()
+	t.Run("model", func(t *testing.T) { ModelTest(t, f) })
+	for _, sc := range harness.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) {
+			if why := Inapplicable(f, sc); why != "" {
+				t.Skip(why)
+			}
+			sum, dir, err := CheckScenario(context.Background(), f, sc.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := sum.Scenarios[0]
+			switch s.Verdict {
+			case harness.Pass:
+				os.RemoveAll(dir)
+				t.Logf("%d store calls, %d keys, at most %d Begins at once on a key, faults %v", s.Ops, s.Keys, s.MaxConcurrentBegins, s.Faults)
+			case harness.Fail:
+				for _, v := range s.Violations {
+					t.Errorf("%s: %s on key %s: %s", sc.Name, v.Checker, v.Key, v.Detail)
+				}
+				t.Errorf("report: %s", filepath.Join(dir, "report.md"))
+			default:
+				for _, c := range s.Checkers {
+					if c.Verdict == harness.Unknown {
+						t.Errorf("%s: %s could not decide: %s (report: %s)", sc.Name, c.Checker, c.Detail, filepath.Join(dir, "report.md"))
+					}
+				}
+			}
+		})
+	}
+}
+
+// Inapplicable says why a scenario cannot run on the factory's store, or ""
+// if it can.
+func Inapplicable(f Factory, sc harness.Scenario) string {
+	if sc.Needs != "" {
+		return fmt.Sprintf("scenario %s needs %s, which a Factory cannot provide", sc.Name, sc.Needs)
+	}
+	return ""
+}
+
+// CheckScenario runs one scenario of the harness on a fresh store from the
+// factory and writes its results directory (report.md, traces, history).
+// It is Run without the testing.T, for programs and examples.
+func CheckScenario(ctx context.Context, f Factory, scenario string) (*harness.Summary, string, error) {
+	o := harness.DefaultOptions()
+	o.Backend = stores.Backend{Name: f.Name, Clock: f.Clock}
+	o.Scenarios = []string{scenario}
+	o.OpenStore = func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {
+		return f.Open(cfg)
+	}
+	sum, err := harness.Run(ctx, o)
+	if err != nil {
+		return nil, "", err
+	}
+	root := os.Getenv("IDEM_RESULTS")
+	if root == "" {
+		root = filepath.Join(os.TempDir(), "idemtest")
+	}
+	name := strings.Map(func(r rune) rune {
+		if r == '/' || r == ' ' || r == os.PathSeparator {
+			return '_'
+		}
+		return r
+	}, f.Name)
+	dir, err := harness.PrepareRunDir(root, name, scenario, time.Now())
+	if err != nil {
+		return sum, "", err
+	}
+	if err := dir.Write(sum); err != nil {
+		return sum, dir.Path, err
+	}
+	return sum, dir.Path, nil
+}
