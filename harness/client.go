@@ -52,6 +52,42 @@ type Client struct {
 	// FailWork, if set, says whether the work fails on this attempt.
 	FailWork func(order Order, attempt int) bool
 	Rand     *rand.Rand
+	// Handler, if set, decides the client's failpoints instead of Plan: a
+	// worker process uses it to stop at a failpoint and ask the harness.
+	Handler faults.Handler
+	// Charge, if set, charges the provider instead of Ledger: a worker
+	// process asks the harness, which holds the one ledger.
+	Charge func(order, key string, client int, at int64) string
+	// GiveUp, if set, is asked after each failed attempt; true stops
+	// retrying the order (a client whose request timed out a few times
+	// reconciles later instead of hammering an unreachable server).
+	GiveUp func(err error) bool
+	// Yield, if set, hears every failpoint of the client's attempts after
+	// its Plan (or Handler) let it pass: the controlled scheduler
+	// (harness/sched) parks the client there until it may run.
+	Yield faults.Handler
+	// DownstreamByKey passes charge:<the attempt's idempotency key> to the
+	// provider instead of charge:<orderId>: the same while the key is one
+	// per order, a new charge per attempt under KeyPerTry.
+	DownstreamByKey bool
+	// FailAfterCharge makes the work's failures (FailWork) happen after
+	// the provider charged, as when its reply is lost, not before.
+	FailAfterCharge bool
+	// FirstWorkTime, if set, is how long the first attempt's work takes
+	// (a slow provider call); later attempts take WorkTime.
+	FirstWorkTime time.Duration
+}
+
+// chain passes a failpoint to each handler in turn, stopping at an error.
+type chain []faults.Handler
+
+func (c chain) Hit(ctx context.Context, name string) error {
+	for _, h := range c {
+		if err := h.Hit(ctx, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ErrGaveUp ends an operation whose attempts all failed retryably.
@@ -74,11 +110,20 @@ func (c *Client) submit(ctx context.Context, o Order) Answer {
 		if c.Keys == KeyPerTry {
 			key.Key = fmt.Sprintf("%s#try%d", o.Key.Key, attempt)
 		}
-		actx := faults.WithHandler(withKey(ctx, key), c.Plan)
+		var h faults.Handler = c.Plan
+		if c.Handler != nil {
+			h = c.Handler
+		}
+		if c.Yield != nil {
+			h = chain{h, c.Yield}
+		}
+		actx := faults.WithHandler(withKey(ctx, key), h)
 		work := c.work(o, key, attempt)
 		var res stores.Result
-		var err error
-		if c.Keys == NoKey {
+		err := faults.Hit(actx, faults.RunBeforeBegin)
+		if err != nil {
+			// stopped before sending (crashed, or the run ended)
+		} else if c.Keys == NoKey {
 			var resp stores.Response
 			resp, err = work(actx, "")
 			res.Response = resp
@@ -100,6 +145,9 @@ func (c *Client) submit(ctx context.Context, o Order) Answer {
 			return ans
 		case ctx.Err() != nil:
 			ans.Err = ctx.Err().Error()
+			return ans
+		case c.GiveUp != nil && c.GiveUp(err):
+			ans.Status, ans.Err = stores.HTTPStatus(err), fmt.Sprintf("%v: %v", ErrGaveUp, err)
 			return ans
 		}
 		if err := faults.Pause(ctx, c.backoff(attempt)); err != nil {
@@ -124,19 +172,44 @@ func (c *Client) backoff(attempt int) time.Duration {
 func (c *Client) work(o Order, key stores.KeyRef, attempt int) stores.Work {
 	return func(ctx context.Context, tok stores.Token) (stores.Response, error) {
 		i := c.Hist.AddWork(WorkRun{Client: c.ID, Key: key, Order: o.ID, Token: tok, Start: c.Hist.Now(), End: Never})
-		if err := faults.Pause(ctx, c.WorkTime); err != nil {
+		d := c.WorkTime
+		if attempt == 1 && c.FirstWorkTime > 0 {
+			d = c.FirstWorkTime
+		}
+		if err := faults.Pause(ctx, d); err != nil {
 			c.Hist.EndWork(i, true, "")
 			return stores.Response{}, err
 		}
-		if c.FailWork != nil && c.FailWork(o, attempt) {
+		fail := c.FailWork != nil && c.FailWork(o, attempt)
+		if fail && !c.FailAfterCharge {
 			c.Hist.EndWork(i, true, "")
+			faults.Trace(ctx, "POST /charges (provider)", "error: payment provider unavailable, nothing charged")
 			return stores.Response{}, errors.New("payment provider unavailable")
 		}
 		downstream := ""
 		if c.DownstreamKeyed {
 			downstream = "charge:" + o.ID
+			if c.DownstreamByKey {
+				downstream = "charge:" + key.Key
+			}
 		}
-		id := c.Ledger.Charge(o.ID, downstream, c.ID, c.Hist.Now())
+		var id string
+		if c.Charge != nil {
+			id = c.Charge(o.ID, downstream, c.ID, c.Hist.Now())
+		} else {
+			id = c.Ledger.Charge(o.ID, downstream, c.ID, c.Hist.Now())
+		}
+		if faults.Tracing(ctx) {
+			sent := "no idempotency key"
+			if downstream != "" {
+				sent = "idempotency key " + downstream
+			}
+			faults.Tracef(ctx, "POST /charges (provider)", "%s for order %s (%s)", id, o.ID, sent)
+		}
+		if fail { // charged, but the reply was lost
+			c.Hist.EndWork(i, true, id)
+			return stores.Response{}, errors.New("payment provider: reply lost (charged " + id + ")")
+		}
 		c.Hist.EndWork(i, false, id)
 		owner := string(tok)
 		if len(owner) > 8 {

@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,6 +79,9 @@ type History struct {
 	faults  []Fault
 	answers []Answer
 	nextID  int
+	// sink, when set, hears each record as it is made: a worker process
+	// streams its history to the harness this way (workers_main.go).
+	sink historySink
 }
 
 // NewHistory starts an empty history; its clock starts now.
@@ -104,6 +109,9 @@ func (h *History) AddWork(w WorkRun) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.work = append(h.work, w)
+	if h.sink != nil {
+		h.sink.work(len(h.work)-1, w)
+	}
 	return len(h.work) - 1
 }
 
@@ -112,12 +120,18 @@ func (h *History) EndWork(i int, failed bool, chargeID string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.work[i].End, h.work[i].Failed, h.work[i].ChargeID = h.Now(), failed, chargeID
+	if h.sink != nil {
+		h.sink.workEnd(i, h.work[i].End, failed, chargeID)
+	}
 }
 
 // AddFault records an injected fault.
 func (h *History) AddFault(f Fault) {
 	h.mu.Lock()
 	h.faults = append(h.faults, f)
+	if h.sink != nil {
+		h.sink.fault(f)
+	}
 	h.mu.Unlock()
 }
 
@@ -125,6 +139,9 @@ func (h *History) AddFault(f Fault) {
 func (h *History) AddAnswer(a Answer) {
 	h.mu.Lock()
 	h.answers = append(h.answers, a)
+	if h.sink != nil {
+		h.sink.answer(a)
+	}
 	h.mu.Unlock()
 }
 
@@ -196,12 +213,46 @@ func definite(err error) bool {
 	return err == nil || errors.Is(err, stores.ErrFenced) || errors.Is(err, stores.ErrInvalidKey)
 }
 
+// noEffect reports whether a failed call certainly never reached the
+// server, so it had no effect and is left out of the history (as an
+// invalid key is): the dial failed (server down or restarting), or the
+// driver says nothing was sent (pgx's SafeToRetry). Recording such calls as
+// unknown would be sound but would bury porcupine in calls that may
+// "take effect at any time" during a server outage.
+func noEffect(err error) bool {
+	if err == nil {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var safe interface{ SafeToRetry() bool }
+	if errors.As(err, &safe) && safe.SafeToRetry() {
+		return true
+	}
+	// Redis refuses commands it has not run with these replies (go-redis
+	// marks its reply errors with a RedisError method).
+	var reply interface {
+		error
+		RedisError()
+	}
+	if errors.As(err, &reply) {
+		for _, p := range []string{"LOADING ", "BUSY ", "MASTERDOWN ", "TRYAGAIN "} {
+			if strings.HasPrefix(reply.Error(), p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Begin records the call and its decision.
 func (r *Recorder) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	in := models.Input{Kind: models.Begin, Key: req.KeyRef, Fingerprint: req.Fingerprint, Now: req.Now, ID: r.Hist.id()}
 	call := r.Hist.Now()
 	d, err := r.Store.Begin(ctx, req)
-	if errors.Is(err, stores.ErrInvalidKey) {
+	if errors.Is(err, stores.ErrInvalidKey) || noEffect(err) {
 		return d, err // rejected before the store: no effect, nothing to check
 	}
 	r.record(in, call, models.Output{Decision: d, Unknown: err != nil}, err)
@@ -214,7 +265,7 @@ func (r *Recorder) Complete(ctx context.Context, key stores.KeyRef, tok stores.T
 	call := r.Hist.Now()
 	err := r.Store.Complete(ctx, key, tok, resp)
 	in.Now = r.Clock.Now() // the store decided no later than this
-	if errors.Is(err, stores.ErrInvalidKey) {
+	if errors.Is(err, stores.ErrInvalidKey) || noEffect(err) {
 		return err
 	}
 	r.record(in, call, models.Output{Fenced: errors.Is(err, stores.ErrFenced), Unknown: !definite(err)}, err)
@@ -227,7 +278,7 @@ func (r *Recorder) Release(ctx context.Context, key stores.KeyRef, tok stores.To
 	call := r.Hist.Now()
 	err := r.Store.Release(ctx, key, tok)
 	in.Now = r.Clock.Now()
-	if errors.Is(err, stores.ErrInvalidKey) {
+	if errors.Is(err, stores.ErrInvalidKey) || noEffect(err) {
 		return err
 	}
 	r.record(in, call, models.Output{Fenced: errors.Is(err, stores.ErrFenced), Unknown: !definite(err)}, err)
@@ -239,6 +290,9 @@ func (r *Recorder) Prune(ctx context.Context, now time.Time) (int, error) {
 	in := models.Input{Kind: models.Prune, Now: now, ID: r.Hist.id()}
 	call := r.Hist.Now()
 	n, err := r.Store.Prune(ctx, now)
+	if noEffect(err) {
+		return n, err
+	}
 	if after := r.Clock.Now(); after.After(in.Now) {
 		in.Now = after // a server-clock store pruned by its own clock, no later than this
 	}

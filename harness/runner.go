@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -36,6 +37,15 @@ type Options struct {
 	// OpenStore, if set, opens the store for each scenario instead of
 	// Backend.Open: how idemtest runs a store from outside the registry.
 	OpenStore func(ctx context.Context, scenario string, cfg stores.Config) (stores.Store, error)
+	// Server is the Postgres or Redis server behind Addr, if known: the
+	// store-faults and chaos scenarios pause, kill and restart it when it
+	// is Managed (a container this process started), and skip those
+	// faults, saying why, otherwise.
+	Server *servers.Server
+	// WorkerCommand starts an `idemcheck worker` process (argv), for the
+	// scenarios that run clients in processes the harness kills; empty
+	// means no worker processes (those scenarios skip, or do without).
+	WorkerCommand []string
 }
 
 // Progress reports where a run is.
@@ -68,8 +78,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--keys must be at least 1, got %d", o.Keys)
 	case o.Duration < 0:
 		return fmt.Errorf("--duration must not be negative, got %v", o.Duration)
-	case !o.Backend.HasVariant(o.Variant):
-		return fmt.Errorf("store %s has no variant %q (known: %v)", o.Backend.Name, o.Variant, o.Backend.Variants())
+	case !o.Backend.HasVariant(o.Variant) && !IsClientMutant(o.Variant):
+		return fmt.Errorf("store %s has no variant %q (known: %v, and the client-side %v)", o.Backend.Name, o.Variant, o.Backend.Variants(), ClientMutantNames())
 	}
 	for _, s := range o.Scenarios {
 		if _, ok := LookupScenario(s); !ok {
@@ -112,6 +122,16 @@ type ScenarioResult struct {
 	hist                *History       `json:"-"`
 	ledger              *Ledger        `json:"-"`
 	visualization       *bytes.Buffer  `json:"-"`
+
+	// Skipped says why the scenario did not run (its verdict is "skipped").
+	Skipped string `json:"skipped,omitempty"`
+	// Findings counts expected effects a scenario measures that are not
+	// violations, e.g. skew_takeovers: healthy owners taken over by a
+	// client whose clock runs ahead, which caller-clock stores allow.
+	Findings map[string]int `json:"findings,omitempty"`
+	// Schedule lists the faults the scenario planned, in order: a pure
+	// function of the seed, so a failing run can be replayed.
+	Schedule []string `json:"schedule,omitempty"`
 }
 
 // History returns the scenario's recorded history.
@@ -155,6 +175,13 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	runID := time.Now().UnixNano() % 1_000_000_000
 	for i, name := range names {
 		sc, _ := LookupScenario(name)
+		if sc.Skip != nil {
+			if why := sc.Skip(o); why != "" {
+				sum.Scenarios = append(sum.Scenarios, ScenarioResult{Name: name, Verdict: Skipped, Skipped: why,
+					Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []CheckResult{}, Violations: []Violation{}})
+				continue
+			}
+		}
 		report := func(Progress) {}
 		if o.Progress != nil {
 			found := len(sum.Violations)
@@ -211,15 +238,24 @@ func (o Options) Open(ctx context.Context, scenario string, runID int64, cfg sto
 	if o.OpenStore != nil {
 		return o.OpenStore(ctx, scenario, cfg)
 	}
-	addr := o.Addr
-	if o.Backend.Name == "sqlite" {
-		addr = filepath.Join(o.Addr, fmt.Sprintf("%d-%s.db", runID, scenario))
-	}
-	return o.Backend.Open(ctx, addr, cfg)
+	return o.Backend.Open(ctx, o.storeAddr(scenario, runID), cfg)
 }
 
+// storeAddr is where the scenario's store lives: its own SQLite file, or
+// the server's address. Worker processes open the same.
+func (o Options) storeAddr(scenario string, runID int64) string {
+	if o.Backend.Name == "sqlite" {
+		return filepath.Join(o.Addr, fmt.Sprintf("%d-%s.db", runID, scenario))
+	}
+	return o.Addr
+}
+
+// Skipped is the verdict of a scenario that could not run with the run's
+// options (ScenarioResult.Skipped says why); it is neither pass nor fail.
+const Skipped Verdict = "skipped"
+
 func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64, report func(Progress)) (*ScenarioResult, error) {
-	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: o.Variant}
+	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: o.StoreVariant()}
 	if sc.Retention > 0 {
 		cfg.Retention = sc.Retention
 	}
@@ -229,7 +265,9 @@ func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64
 	}
 	defer st.Close()
 	env := &Env{Store: st, Config: cfg, Hist: NewHistory(), Ledger: NewLedger(), Clients: o.Clients, Keys: o.Keys,
-		Seed: o.Seed, rand: rand.New(rand.NewSource(o.Seed*1000 + index)), clock: faults.RealClock{}}
+		Seed: o.Seed, rand: rand.New(rand.NewSource(o.Seed*1000 + index)), clock: faults.RealClock{},
+		opts: o, storeAddr: o.storeAddr(sc.Name, runID)}
+	env.Config.Namespace = fmt.Sprintf("idem_%d_%s", runID, strings.ReplaceAll(sc.Name, "-", "_"))
 	start := time.Now()
 	report(Progress{})
 	stopTicker := tick(o.ProgressEvery, func() {
@@ -251,7 +289,11 @@ func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64
 	model := models.Config{LockTTL: cfg.LockTTL, Retention: cfg.Retention}
 	if o.Backend.Clock == stores.ServerClock {
 		model.Slack = 5 * time.Millisecond
+		if env.slack > model.Slack {
+			model.Slack = env.slack // effects delayed by server faults or killed callers
+		}
 	}
+	res.Schedule = env.schedule
 	res.visualization = &bytes.Buffer{}
 	res.Checkers = Check(Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: model, ProbeClient: probe.ID,
 		LinTimeout: 20 * time.Second, Visualization: res.visualization})
@@ -268,6 +310,9 @@ func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64
 	}
 	if ctx.Err() != nil && res.Verdict == Pass {
 		res.Verdict, res.Error = Unknown, "interrupted: "+ctx.Err().Error()
+	}
+	if len(env.incomplete) > 0 && res.Verdict == Pass {
+		res.Verdict, res.Error = Unknown, "workload incomplete: "+strings.Join(env.incomplete, "; ")
 	}
 	res.Seconds = time.Since(start).Seconds()
 	measure(res, env)
@@ -331,6 +376,15 @@ func measure(res *ScenarioResult, env *Env) {
 	res.Faults = map[string]int{}
 	for _, f := range env.Hist.Faults() {
 		res.Faults[f.Kind]++
+	}
+	for k, n := range env.counted {
+		res.Faults[k] += n
+	}
+	if len(env.findings) > 0 {
+		res.Findings = map[string]int{}
+		for k, n := range env.findings {
+			res.Findings[k] = n
+		}
 	}
 	res.Outcomes = map[string]int{}
 	clients := map[int]bool{}

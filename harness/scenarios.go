@@ -23,7 +23,13 @@ type Scenario struct {
 	// pause, a store worker processes can open); "" for none. idemtest
 	// skips such scenarios for stores from a Factory.
 	Needs string
-	run       func(ctx context.Context, env *Env)
+	// Skip, if set, says why the scenario cannot run with these options
+	// (the memory store cannot be shared with worker processes; a server
+	// from a DSN cannot be paused); "" means it can. A skipped scenario
+	// reports its reason, verdict "skipped", and counts as neither pass
+	// nor fail.
+	Skip func(Options) string
+	run  func(ctx context.Context, env *Env)
 }
 
 // Scenarios lists every scenario, in the order `all` runs them.
@@ -61,6 +67,23 @@ type Env struct {
 	clock   faults.Clock
 	nextID  int
 	mu      sync.Mutex
+
+	// What fault scenarios need besides (workers_*.go, chaos.go,
+	// scenarios_store.go): the run's options, where the store lives, how far
+	// the model must widen its time boundaries, and notes for the result.
+	opts       Options
+	storeAddr  string        // the address Options.Open gave the store
+	slack      time.Duration // the model's Slack, at least (delayed effects)
+	incomplete []string      // why the workload could not finish, if it could not
+	schedule   []string      // the fault schedule, printed with the result
+
+	// Counts a scenario adds to its result (scenarios_net.go,
+	// scenarios_skew.go): faults injected that the history does not record
+	// one by one (network faults, counted by the proxy), and findings:
+	// expected, counted effects that are not violations (a skewed clock
+	// taking over a healthy owner).
+	counted  map[string]int
+	findings map[string]int
 }
 
 // Order makes the i-th order of the scenario (fingerprint variant v).
@@ -74,12 +97,11 @@ func (e *Env) Order(i int, v string) Order {
 // NewClient makes a client with the default retry policy and the given
 // failpoint rules. Client ids are handed out in order.
 func (e *Env) NewClient(rules ...Rule) *Client {
+	id := e.newClientID()
 	e.mu.Lock()
-	id := e.nextID
-	e.nextID++
 	seed := e.rand.Int63()
 	e.mu.Unlock()
-	return &Client{
+	c := &Client{
 		ID: id, Clock: e.clock, Hist: e.Hist, Ledger: e.Ledger,
 		Store:           &Recorder{Store: e.Store, Client: id, Hist: e.Hist, Clock: e.clock},
 		Plan:            NewPlan(id, e.Hist, rules...),
@@ -91,6 +113,18 @@ func (e *Env) NewClient(rules ...Rule) *Client {
 		WorkTime:        3 * time.Millisecond,
 		Rand:            rand.New(rand.NewSource(seed)),
 	}
+	e.applyWorkload(c) // a client-side mutant's workload option (mutants_client.go)
+	return c
+}
+
+// newClientID hands out the next client id (worker processes get theirs
+// from the same sequence).
+func (e *Env) newClientID() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id := e.nextID
+	e.nextID++
+	return id
 }
 
 // jitter returns a random duration in [0, d).

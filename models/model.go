@@ -84,6 +84,11 @@ type State struct {
 	CreatedAt   time.Time
 	Token       stores.Token
 	Used        string
+	// LockUncertain marks a claim whose call never answered: it took effect
+	// at some moment after its call (a frozen server, a killed worker), so
+	// LockedAt (the call's time) is only a lower bound and staleness is
+	// undecided from LockTTL on.
+	LockUncertain bool
 }
 
 // usedToken reports whether t was handed out before for this key.
@@ -134,7 +139,7 @@ func Decide(cfg Config, s State, fingerprint string, now time.Time) Expected {
 	if age < cfg.LockTTL-cfg.Slack {
 		return Expected{Outcome: stores.InFlight}
 	}
-	return Expected{Outcome: stores.Claimed, Takeover: true, Ambiguous: age < cfg.LockTTL+cfg.Slack}
+	return Expected{Outcome: stores.Claimed, Takeover: true, Ambiguous: age < cfg.LockTTL+cfg.Slack || s.LockUncertain}
 }
 
 // mayBeExpired reports whether retention allows the record to be gone at now.
@@ -244,7 +249,7 @@ func unknownBegin(cfg Config, s State, in Input) []State {
 	}
 	tok := stores.Token(fmt.Sprintf("?%d", in.ID))
 	n := State{Exists: true, Fingerprint: in.Fingerprint, LockedAt: in.Now, CreatedAt: in.Now,
-		Token: tok, Used: s.withToken(tok)}
+		Token: tok, Used: s.withToken(tok), LockUncertain: true}
 	if s.Exists {
 		n.CreatedAt = s.CreatedAt
 	}
@@ -257,8 +262,8 @@ func Equal(a, b State) bool { return a == b }
 // Hash hashes a state consistently with Equal.
 func Hash(s State) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%v|%s|%v|%d|%s|%d|%d|%s|%s", s.Exists, s.Fingerprint, s.Done, s.Response.Status,
-		s.Response.Body, s.LockedAt.UnixNano(), s.CreatedAt.UnixNano(), s.Token, s.Used)
+	fmt.Fprintf(h, "%v|%s|%v|%d|%s|%d|%d|%s|%s|%v", s.Exists, s.Fingerprint, s.Done, s.Response.Status,
+		s.Response.Body, s.LockedAt.UnixNano(), s.CreatedAt.UnixNano(), s.Token, s.Used, s.LockUncertain)
 	return h.Sum64()
 }
 

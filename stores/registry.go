@@ -101,28 +101,45 @@ type Mutant struct {
 	Name string
 	// Bug is one line on the bug it re-creates.
 	Bug string
-	// Scenario is the scenario meant to kill it.
+	// Scenario is the scenario meant to kill it: a scheduled one
+	// (harness/scenarios_sched.go), which kills it on every backend in a
+	// few episodes whatever the seed.
 	Scenario string
 }
 
 // Mutants is every store-side mutant, by name. Backends implement them
 // beside their correct code.
 var Mutants = map[string]Mutant{
-	"select-then-insert": {"select-then-insert", "reads the key, then inserts in a second statement: two concurrent requests both see none and both run", "race"},
-	"unfenced-complete":  {"unfenced-complete", "saves the response without checking the token: a stale owner overwrites the new owner's answer", "takeover"},
-	"unfenced-release":   {"unfenced-release", "deletes the claim without checking the token: a stale owner deletes the new owner's claim", "takeover"},
-	"no-fingerprint":     {"no-fingerprint", "ignores the fingerprint: a reused key with other parameters replays the wrong answer", "mismatch"},
-	"blind-takeover":     {"blind-takeover", "takes over a stale claim without compare-and-set: two takers both win", "takeover"},
-	"token-reuse":        {"token-reuse", "uses locked_at as the fencing token (the card's scheme): a token comes back after release and a stale save lands", "takeover"},
-	"no-takeover":        {"no-takeover", "never recovers a stale claim: a crashed owner's key is stuck in flight forever", "crash"},
-	"short-retention":    {"short-retention", "prunes keys younger than the retention window: a retry inside the window runs again", "retention"},
-	"stale-overwrite":    {"stale-overwrite", "decides a takeover on a stale read and overwrites a record that was finished meanwhile", "takeover"},
+	"select-then-insert": {"select-then-insert", "reads the key, then inserts in a second statement: two concurrent requests both see none and both run", "sched-race"},
+	"unfenced-complete":  {"unfenced-complete", "saves the response without checking the token: a stale owner overwrites the new owner's answer", "sched-takeover"},
+	"unfenced-release":   {"unfenced-release", "deletes the claim without checking the token: a stale owner deletes the new owner's claim", "sched-takeover"},
+	"no-fingerprint":     {"no-fingerprint", "ignores the fingerprint: a reused key with other parameters replays the wrong answer", "sched-mismatch"},
+	"blind-takeover":     {"blind-takeover", "takes over a stale claim without compare-and-set: two takers both win", "sched-crash"},
+	"token-reuse":        {"token-reuse", "uses locked_at as the fencing token (the card's scheme): a token comes back after release and a stale save lands", "sched-takeover"},
+	"no-takeover":        {"no-takeover", "never recovers a stale claim: a crashed owner's key is stuck in flight forever", "sched-crash"},
+	"short-retention":    {"short-retention", "prunes keys younger than the retention window: a retry inside the window runs again", "sched-retention"},
+	"stale-overwrite":    {"stale-overwrite", "decides a takeover on a stale read and overwrites a record that was finished meanwhile", "sched-takeover"},
+	// A configuration mutant: the Redis store's scripts are correct, its
+	// server runs without persistence (see ConfigMutants).
+	"redis-no-persistence": {"redis-no-persistence", "runs Redis without persistence (no AOF, no snapshots): a server restart forgets acknowledged claims and saved answers, and retries run the work again", "store-faults"},
 }
 
-// MutantNames lists the documented mutants, sorted.
+// ConfigMutants maps each configuration mutant to the one backend it
+// applies to: the store's code is correct, the deployment it needs is not.
+// Store-side mutants, which every backend implements, are not in it.
+var ConfigMutants = map[string]string{
+	"redis-no-persistence": "redis",
+}
+
+// MutantNames lists the store-side mutants, sorted: those every backend
+// implements (configuration mutants, in ConfigMutants, belong to one
+// backend and are listed by its Backend.Mutants only).
 func MutantNames() []string {
 	names := make([]string, 0, len(Mutants))
 	for n := range Mutants {
+		if _, config := ConfigMutants[n]; config {
+			continue
+		}
 		names = append(names, n)
 	}
 	sort.Strings(names)

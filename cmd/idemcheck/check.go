@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/htmlreport"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
@@ -65,13 +67,13 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err != nil {
 		return exitUsage, err
 	}
-	addr, cleanup, err := provision(ctx, backend, stderr)
+	addr, srv, cleanup, err := provisionServer(ctx, backend, stderr)
 	if err != nil {
 		os.RemoveAll(dir.Path)
 		return exitUsage, err
 	}
 	defer cleanup()
-	o.Addr = addr
+	o.Addr, o.Server, o.WorkerCommand = addr, srv, workerCommand()
 	if !*asJSON && isTerminal(stderr) {
 		o.Progress, o.ProgressEvery = func(p harness.Progress) { printProgress(stderr, p) }, 200*time.Millisecond
 	}
@@ -81,6 +83,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return exitUsage, err
 	}
 	if err := dir.Write(sum); err != nil {
+		return exitUsage, fmt.Errorf("writing results to %s: %v", dir.Path, err)
+	}
+	if err := htmlreport.Write(dir.Path, sum); err != nil {
 		return exitUsage, fmt.Errorf("writing results to %s: %v", dir.Path, err)
 	}
 	if *asJSON {
@@ -105,21 +110,29 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 // for SQLite files, a server for Postgres and Redis. cleanup removes what
 // it made, containers included.
 func provision(ctx context.Context, b stores.Backend, stderr io.Writer) (addr string, cleanup func(), err error) {
+	addr, _, cleanup, err = provisionServer(ctx, b, stderr)
+	return addr, cleanup, err
+}
+
+// provisionServer is provision that also returns the Postgres or Redis
+// server (nil for embedded stores), so the harness can pause, kill and
+// restart it when it is a container of this run.
+func provisionServer(ctx context.Context, b stores.Backend, stderr io.Writer) (addr string, srv *servers.Server, cleanup func(), err error) {
 	switch b.Name {
 	case "memory":
-		return "", func() {}, nil
+		return "", nil, func() {}, nil
 	case "sqlite":
 		dir, err := os.MkdirTemp("", "idemcheck-sqlite-")
 		if err != nil {
-			return "", nil, fmt.Errorf("cannot make a directory for the SQLite files: %v", err)
+			return "", nil, nil, fmt.Errorf("cannot make a directory for the SQLite files: %v", err)
 		}
-		return dir, func() { os.RemoveAll(dir) }, nil
+		return dir, nil, func() { os.RemoveAll(dir) }, nil
 	}
-	srv, err := servers.Start(ctx, servers.Kind(b.Name), servers.Options{})
+	srv, err = servers.Start(ctx, servers.Kind(b.Name), servers.Options{})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return srv.Addr, func() {
+	return srv.Addr, srv, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := srv.Close(cctx); err != nil {
@@ -131,11 +144,41 @@ func provision(ctx context.Context, b stores.Backend, stderr io.Writer) (addr st
 func printSummary(w io.Writer, sum *harness.Summary) {
 	fmt.Fprintf(w, "idemcheck check: store %s, variant %s, seed %d, %d clients, %d keys, LockTTL %s\n\n",
 		sum.Store, sum.Variant, sum.Seed, sum.Clients, sum.Keys, sum.LockTTL)
-	fmt.Fprintf(w, "  %-10s %-7s %6s %12s %-20s %6s\n", "scenario", "verdict", "ops", "concurrency", "faults", "time")
+	// Faults last: with every kind of fault, the column gets long.
+	nw := len("scenario")
+	for _, s := range sum.Scenarios {
+		nw = max(nw, len(s.Name))
+	}
+	fmt.Fprintf(w, "  %-*s %-7s %6s %12s %6s  %s\n", nw, "scenario", "verdict", "ops", "concurrency", "time", "faults")
 	ops := 0
 	for _, s := range sum.Scenarios {
 		ops += s.Ops
-		fmt.Fprintf(w, "  %-10s %-7s %6d %12d %-20s %5.1fs\n", s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, faults(s.Faults), s.Seconds)
+		if s.Verdict == harness.Skipped {
+			fmt.Fprintf(w, "  %-*s %-7s %s\n", nw, s.Name, s.Verdict, s.Skipped)
+			continue
+		}
+		fmt.Fprintf(w, "  %-*s %-7s %6d %12d %5.1fs  %s\n", nw, s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Seconds, faults(s.Faults))
+	}
+	for _, s := range sum.Scenarios {
+		if len(s.Schedule) > 0 {
+			fmt.Fprintf(w, "\nfault schedule of %s (seed %d):\n", s.Name, sum.Seed)
+			for _, line := range s.Schedule {
+				fmt.Fprintf(w, "  %s\n", line)
+			}
+		}
+	}
+	for _, s := range sum.Scenarios {
+		if len(s.Findings) > 0 {
+			names := make([]string, 0, len(s.Findings))
+			for k := range s.Findings {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			for i, k := range names {
+				names[i] = fmt.Sprintf("%s %d", k, s.Findings[k])
+			}
+			fmt.Fprintf(w, "\nfindings of %s (expected effects, not violations): %s\n", s.Name, strings.Join(names, ", "))
+		}
 	}
 	if len(sum.Violations) > 0 {
 		fmt.Fprintf(w, "\nviolations (%d):\n", len(sum.Violations))
@@ -155,11 +198,22 @@ func faults(m map[string]int) string {
 	if len(m) == 0 {
 		return "-"
 	}
+	// Client faults first, then the rest by name.
+	kinds := make([]string, 0, len(m))
+	for k := range m {
+		if k != "pause" && k != "crash" {
+			kinds = append(kinds, k)
+		}
+	}
+	sort.Strings(kinds)
 	var parts []string
-	for _, k := range []string{"pause", "crash"} {
+	for _, k := range append([]string{"pause", "crash"}, kinds...) {
 		if m[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
 		}
+	}
+	if len(parts) == 0 {
+		return "-"
 	}
 	return strings.Join(parts, ", ")
 }

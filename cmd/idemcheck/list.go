@@ -48,6 +48,9 @@ func cmdList(args []string, stdout io.Writer) error {
 			mu := stores.Mutants[m]
 			s.Variants = append(s.Variants, listItem{m, fmt.Sprintf("%s (killed by scenario %s)", mu.Bug, mu.Scenario)})
 		}
+		for _, cm := range harness.ClientMutants { // the correct store, with clients that make the mistake
+			s.Variants = append(s.Variants, listItem{cm.Name, fmt.Sprintf("client-side: %s (killed by scenario %s)", cm.Bug, cm.Scenario)})
+		}
 		l.Stores = append(l.Stores, s)
 	}
 	for _, s := range harness.Scenarios {
@@ -65,7 +68,7 @@ func cmdList(args []string, stdout io.Writer) error {
 	for _, s := range l.Stores {
 		fmt.Fprintf(stdout, "  %s (%s clock)\n", s.Name, s.Clock)
 		for _, v := range s.Variants {
-			fmt.Fprintf(stdout, "    %-20s %s\n", v.Name, v.Doc)
+			fmt.Fprintf(stdout, "    %-24s %s\n", v.Name, v.Doc)
 		}
 	}
 	fmt.Fprintln(stdout, "\nScenarios:")

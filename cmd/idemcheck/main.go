@@ -37,6 +37,9 @@ const mainHelp = `idemcheck: a correctness harness for idempotency-key stores.
 Usage:
   idemcheck check   [flags]   run scenarios against a store and check the history
   idemcheck list    [--json]  list stores, variants (correct and mutants), scenarios and checkers
+  idemcheck lab     [flags]   the lesson card's lab: no-key, key-per-try, same-key over a lossy link
+  idemcheck mutants [flags]   hunt every mutant with the scenario meant to kill it; the correct store must pass
+  idemcheck demo <mutant> [flags]  replay a mutant's minimal interleaving step by step, then on the correct store
   idemcheck help [command]    show help for a command
 
 Run 'idemcheck <command> --help' for a command's flags.
@@ -64,13 +67,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		code, err = cmdCheck(ctx, rest, stdout, stderr)
 	case "list":
 		err = cmdList(rest, stdout)
+	case "lab":
+		code, err = cmdLab(ctx, rest, stdout, stderr)
+	case "mutants":
+		code, err = cmdMutants(ctx, rest, stdout, stderr)
+	case "demo":
+		code, err = cmdDemo(ctx, rest, stdout, stderr)
+	case "worker": // internal: the harness's worker processes (not in the help)
+		code, err = cmdWorker(ctx, rest, os.Stdin, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		if len(rest) > 0 {
 			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, mainHelp)
 	default:
-		err = usagef("unknown command %q (commands: check, list, help)", cmd)
+		err = usagef("unknown command %q (commands: check, list, lab, mutants, demo, help)", cmd)
 	}
 	if err != nil {
 		if errors.Is(err, errHelp) {

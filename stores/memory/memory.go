@@ -110,7 +110,35 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.rows[req.KeyRef]
-	return s.decide(req, r, ok), nil
+	d := s.decide(req, r, ok)
+	faults.Trace(ctx, "lock; decide on rows[key]; unlock", traceDecision(d))
+	return d, nil
+}
+
+// traceDecision says what Begin decided, for faults.Trace.
+func traceDecision(d stores.Decision) string {
+	switch d.Outcome {
+	case stores.Claimed:
+		tk := ""
+		if d.Takeover {
+			tk = " (takeover)"
+		}
+		return fmt.Sprintf("claimed, token %s%s", faults.ShortToken(string(d.Token)), tk)
+	case stores.Replay:
+		return fmt.Sprintf("replay %d %q", d.Response.Status, d.Response.Body)
+	}
+	return fmt.Sprintf("%s (%d)", d.Outcome, d.Outcome.HTTPStatus())
+}
+
+// traceRow says what a split mutant's read saw, for faults.Trace.
+func traceRow(r *record, ok bool) string {
+	switch {
+	case !ok:
+		return "no row"
+	case r.done:
+		return "done"
+	}
+	return fmt.Sprintf("in flight, token %s", faults.ShortToken(string(r.token)))
 }
 
 // beginTakeoverOnRead re-creates two takeover bugs: the staleness is judged
@@ -123,9 +151,12 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 	r, ok := s.rows[req.KeyRef]
 	if !ok || r.done || r.fingerprint != req.Fingerprint || req.Now.Sub(r.lockedAt) < s.cfg.LockTTL {
 		defer s.mu.Unlock()
-		return s.decide(req, r, ok), nil
+		d := s.decide(req, r, ok)
+		faults.Trace(ctx, "lock; decide on rows[key]; unlock", traceDecision(d))
+		return d, nil
 	}
 	createdAt := r.createdAt
+	faults.Trace(ctx, "lock; read rows[key]; unlock", traceRow(r, ok)+", stale")
 	s.mu.Unlock()
 	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
 		return stores.Decision{}, err
@@ -136,13 +167,17 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 	cur, ok := s.rows[req.KeyRef]
 	if s.variant == "blind-takeover" {
 		if !ok || cur.done { // UPDATE … WHERE status = 'in_flight' (no token compared)
-			return s.decide(req, cur, ok), nil
+			d := s.decide(req, cur, ok)
+			faults.Trace(ctx, "lock; decide on rows[key]; unlock", traceDecision(d))
+			return d, nil
 		}
 		cur.lockedAt, cur.token = req.Now, tok
 	} else { // stale-overwrite: INSERT OR REPLACE of the row as read
 		s.rows[req.KeyRef] = &record{fingerprint: req.Fingerprint, lockedAt: req.Now, createdAt: createdAt, token: tok}
 	}
-	return stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: req.Now}, nil
+	d := stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: req.Now}
+	faults.Trace(ctx, "lock; rows[key] = new claim, decided on the read; unlock", traceDecision(d))
+	return d, nil
 }
 
 // decide applies the decision table to the row (held under the mutex).
@@ -181,6 +216,7 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 	if ok {
 		snapshot = *r
 	}
+	faults.Trace(ctx, "lock; read rows[key]; unlock", traceRow(r, ok))
 	s.mu.Unlock()
 	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
 		return stores.Decision{}, err
@@ -190,23 +226,31 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 	if !ok {
 		tok := s.token(req.Now)
 		s.rows[req.KeyRef] = &record{fingerprint: req.Fingerprint, lockedAt: req.Now, createdAt: req.Now, token: tok} // upsert: overwrites a concurrent claim
-		return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: req.Now}, nil
+		d := stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: req.Now}
+		faults.Trace(ctx, "lock; rows[key] = new claim (the read saw none); unlock", traceDecision(d))
+		return d, nil
 	}
+	var d stores.Decision
 	if cur := s.rows[req.KeyRef]; cur != nil {
-		return s.decide(req, cur, true), nil
+		d = s.decide(req, cur, true)
+	} else {
+		d = s.decide(req, &snapshot, false)
 	}
-	return s.decide(req, &snapshot, false), nil
+	faults.Trace(ctx, "lock; decide on rows[key]; unlock", traceDecision(d))
+	return d, nil
 }
 
 // Complete saves the response under the token (fenced).
-func (s *Store) Complete(_ context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
+func (s *Store) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
 	if err := stores.ValidateKey(key); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	const stmt = "lock; if rows[key] in flight under my token: save done + response; unlock"
 	r, ok := s.rows[key]
 	if !ok {
+		faults.Trace(ctx, stmt, "no row: fenced")
 		return stores.ErrFenced
 	}
 	fenced := r.done || r.token != tok
@@ -214,21 +258,25 @@ func (s *Store) Complete(_ context.Context, key stores.KeyRef, tok stores.Token,
 		fenced = false
 	}
 	if fenced {
+		faults.Trace(ctx, stmt, "fenced")
 		return stores.ErrFenced
 	}
 	r.done, r.response = true, resp
+	faults.Tracef(ctx, stmt, "saved %d", resp.Status)
 	return nil
 }
 
 // Release deletes the claim under the token (fenced).
-func (s *Store) Release(_ context.Context, key stores.KeyRef, tok stores.Token) error {
+func (s *Store) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
 	if err := stores.ValidateKey(key); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	const stmt = "lock; if rows[key] in flight under my token: delete rows[key]; unlock"
 	r, ok := s.rows[key]
 	if !ok {
+		faults.Trace(ctx, stmt, "no row: fenced")
 		return stores.ErrFenced
 	}
 	fenced := r.done || r.token != tok
@@ -236,15 +284,17 @@ func (s *Store) Release(_ context.Context, key stores.KeyRef, tok stores.Token) 
 		fenced = false
 	}
 	if fenced {
+		faults.Trace(ctx, stmt, "fenced")
 		return stores.ErrFenced
 	}
 	delete(s.rows, key)
+	faults.Trace(ctx, stmt, "deleted")
 	return nil
 }
 
 // Prune removes keys created more than Retention before now. The
 // short-retention mutant keeps them only for LockTTL.
-func (s *Store) Prune(_ context.Context, now time.Time) (int, error) {
+func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 	keep := s.cfg.Retention
 	if s.variant == "short-retention" {
 		keep = s.cfg.LockTTL
@@ -258,6 +308,7 @@ func (s *Store) Prune(_ context.Context, now time.Time) (int, error) {
 			n++
 		}
 	}
+	faults.Tracef(ctx, "lock; delete rows created before now - retention; unlock", "%d deleted", n)
 	return n, nil
 }
 

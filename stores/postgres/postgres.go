@@ -180,8 +180,10 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 	err := s.pool.QueryRow(ctx, s.sql.begin, raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), s.cfg.LockTTL).
 		Scan(&decision, &token, &status, &body, &at)
 	if err != nil {
+		faults.Tracef(ctx, s.sql.begin, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef), err)
 	}
+	faults.Tracef(ctx, s.sql.begin, "decision=%s token=%s", decision, faults.ShortToken(token))
 	d := stores.Decision{DecidedAt: at}
 	switch decision {
 	case "claimed":
@@ -217,11 +219,14 @@ func (s *Store) read(ctx context.Context, req stores.Request) (r row, found bool
 	err = s.pool.QueryRow(ctx, s.sql.read, raw(req.Tenant), raw(req.Key), s.cfg.LockTTL).
 		Scan(&r.status, &r.fingerprint, &r.createdAt, &r.stale)
 	if errors.Is(err, pgx.ErrNoRows) {
+		faults.Trace(ctx, s.sql.read, "no row")
 		return row{}, false, nil
 	}
 	if err != nil {
+		faults.Tracef(ctx, s.sql.read, "error: %v", err)
 		return row{}, false, callErr(ctx, "begin "+quote(req.KeyRef)+": read", err)
 	}
+	faults.Tracef(ctx, s.sql.read, "status=%s stale=%v", r.status, r.stale)
 	return r, true, nil
 }
 
@@ -265,11 +270,14 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 	var at time.Time
 	err = s.pool.QueryRow(ctx, s.sql.blindTakeover, raw(req.Tenant), raw(req.Key)).Scan(&token, &at)
 	if errors.Is(err, pgx.ErrNoRows) { // gone or done since the read
+		faults.Trace(ctx, s.sql.blindTakeover, "0 rows: no longer in flight")
 		return s.begin(ctx, req)
 	}
 	if err != nil {
+		faults.Tracef(ctx, s.sql.blindTakeover, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef)+": takeover", err)
 	}
+	faults.Tracef(ctx, s.sql.blindTakeover, "1 row: taken over, token %s", faults.ShortToken(token))
 	return stores.Decision{Outcome: stores.Claimed, Token: stores.Token(token), Takeover: true, DecidedAt: at}, nil
 }
 
@@ -280,8 +288,10 @@ func (s *Store) overwrite(ctx context.Context, req stores.Request, createdAt *ti
 	err := s.pool.QueryRow(ctx, s.sql.overwrite, raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), createdAt, decision).
 		Scan(&token, &at)
 	if err != nil {
+		faults.Tracef(ctx, s.sql.overwrite, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef)+": upsert", err)
 	}
+	faults.Tracef(ctx, s.sql.overwrite, "1 row: claimed, token %s", faults.ShortToken(token))
 	return stores.Decision{Outcome: stores.Claimed, Token: stores.Token(token), Takeover: decision == "takeover", DecidedAt: at}, nil
 }
 
@@ -293,8 +303,10 @@ func (s *Store) Complete(ctx context.Context, key stores.KeyRef, token stores.To
 	}
 	tag, err := s.pool.Exec(ctx, s.sql.complete, raw(key.Tenant), raw(key.Key), string(token), resp.Status, raw(resp.Body))
 	if err != nil {
+		faults.Tracef(ctx, s.sql.complete, "error: %v", err)
 		return callErr(ctx, "complete "+quote(key), err)
 	}
+	faults.Tracef(ctx, s.sql.complete, "%d row(s) changed", tag.RowsAffected())
 	if tag.RowsAffected() == 0 {
 		return stores.ErrFenced
 	}
@@ -309,8 +321,10 @@ func (s *Store) Release(ctx context.Context, key stores.KeyRef, token stores.Tok
 	}
 	tag, err := s.pool.Exec(ctx, s.sql.release, raw(key.Tenant), raw(key.Key), string(token))
 	if err != nil {
+		faults.Tracef(ctx, s.sql.release, "error: %v", err)
 		return callErr(ctx, "release "+quote(key), err)
 	}
+	faults.Tracef(ctx, s.sql.release, "%d row(s) changed", tag.RowsAffected())
 	if tag.RowsAffected() == 0 {
 		return stores.ErrFenced
 	}
@@ -322,8 +336,10 @@ func (s *Store) Release(ctx context.Context, key stores.KeyRef, token stores.Tok
 func (s *Store) Prune(ctx context.Context, _ time.Time) (int, error) {
 	tag, err := s.pool.Exec(ctx, s.sql.prune, s.stmts.keep(s.cfg))
 	if err != nil {
+		faults.Tracef(ctx, s.sql.prune, "error: %v", err)
 		return 0, callErr(ctx, "prune", err)
 	}
+	faults.Tracef(ctx, s.sql.prune, "%d row(s) deleted", tag.RowsAffected())
 	return int(tag.RowsAffected()), nil
 }
 

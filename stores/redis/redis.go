@@ -97,7 +97,7 @@ func init() {
 	stores.Register(stores.Backend{
 		Name:    "redis",
 		Clock:   stores.ServerClock,
-		Mutants: Mutants,
+		Mutants: append(append([]string(nil), Mutants...), NoPersistence),
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			return New(ctx, addr, cfg)
 		},
@@ -126,6 +126,7 @@ type Store struct {
 	retention  int64 // ms
 	durability string
 	durErr     error
+	restore    func() // redis-no-persistence: the server's settings back, at Close
 }
 
 // New connects to addr, a host:port or a redis:// (rediss://, unix://) URL,
@@ -141,12 +142,21 @@ func New(ctx context.Context, addr string, cfg stores.Config) (*Store, error) {
 		v = stores.Correct
 	}
 	ss, ok := scriptSets[v]
+	if v == NoPersistence {
+		ss, ok = scriptSets[stores.Correct], true // correct scripts, a server without persistence
+	}
 	if !ok {
 		return nil, fmt.Errorf("redis: unknown variant %q (known: %s, %s)", v, stores.Correct, strings.Join(Mutants, ", "))
 	}
 	opt, err := options(addr)
 	if err != nil {
 		return nil, err
+	}
+	var restore func()
+	if v == NoPersistence {
+		if restore, err = disablePersistence(ctx, opt); err != nil {
+			return nil, err
+		}
 	}
 	rdb := goredis.NewClient(opt)
 	s := &Store{
@@ -156,14 +166,15 @@ func New(ctx context.Context, addr string, cfg stores.Config) (*Store, error) {
 		prefix:    "idem:" + cfg.Namespace + ":",
 		lockTTL:   ceilMillis(cfg.LockTTL),
 		retention: ceilMillis(cfg.Retention),
+		restore:   restore,
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
+		s.Close()
 		return nil, fmt.Errorf("redis: cannot reach server at %s: %w", opt.Addr, err)
 	}
 	for _, sc := range ss.all() {
 		if err := s.load(ctx, sc); err != nil {
-			rdb.Close()
+			s.Close()
 			return nil, err
 		}
 	}
@@ -268,9 +279,29 @@ func (s *Store) eval(ctx context.Context, sc *script, key string, args ...any) (
 		v, err = s.rdb.EvalSha(ctx, sc.sha, []string{key}, args...).Result()
 	}
 	if err != nil {
+		faults.Tracef(ctx, "EVALSHA "+sc.name, "error: %v", err)
 		return nil, fmt.Errorf("redis: %s: %w", sc.name, err)
 	}
+	if faults.Tracing(ctx) {
+		faults.Trace(ctx, "EVALSHA "+sc.name, traceReply(v))
+	}
 	return v, nil
+}
+
+// traceReply prints a script's reply for faults.Trace, tokens shortened.
+func traceReply(v any) string {
+	arr, ok := v.([]any)
+	if !ok {
+		return fmt.Sprint(v)
+	}
+	parts := make([]string, len(arr))
+	for i, x := range arr {
+		if str, ok := x.(string); ok {
+			x = faults.ShortToken(str)
+		}
+		parts[i] = fmt.Sprint(x)
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 // redisKey names the key's hash: the namespace, then the tenant with its
@@ -317,7 +348,13 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 func (s *Store) beginSelectThenInsert(ctx context.Context, key string, args []any) (stores.Decision, error) {
 	row, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
+		faults.Tracef(ctx, "HGETALL key", "error: %v", err)
 		return stores.Decision{}, fmt.Errorf("redis: begin (select): %w", err)
+	}
+	if len(row) == 0 {
+		faults.Trace(ctx, "HGETALL key", "(empty): no key")
+	} else {
+		faults.Tracef(ctx, "HGETALL key", "status=%s", row["status"])
 	}
 	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
 		return stores.Decision{}, err
@@ -464,4 +501,9 @@ func (s *Store) fenced(ctx context.Context, sc *script, key stores.KeyRef, args 
 func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) { return 0, nil }
 
 // Close closes the client's connections.
-func (s *Store) Close() error { return s.rdb.Close() }
+func (s *Store) Close() error {
+	if s.restore != nil {
+		s.restore()
+	}
+	return s.rdb.Close()
+}

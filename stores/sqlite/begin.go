@@ -40,6 +40,7 @@ func (s *Store) inTx(ctx context.Context, step func(*sql.Tx) (stores.Decision, e
 	if err != nil {
 		return stores.Decision{}, fmt.Errorf("sqlite: begin: %w", busy(err))
 	}
+	faults.Trace(ctx, "BEGIN IMMEDIATE", "write lock taken")
 	defer tx.Rollback() // a no-op once committed; runs before done()
 	d, err := step(tx)
 	if err != nil {
@@ -51,6 +52,7 @@ func (s *Store) inTx(ctx context.Context, step func(*sql.Tx) (stores.Decision, e
 	if err := tx.Commit(); err != nil {
 		return stores.Decision{}, fmt.Errorf("sqlite: begin: commit: %w", busy(err))
 	}
+	faults.Trace(ctx, "COMMIT", "write lock released")
 	return d, nil
 }
 
@@ -75,8 +77,10 @@ func (s *Store) decide(ctx context.Context, tx *sql.Tx, req stores.Request) (sto
 	if n, err := changed(res, err); err != nil {
 		return stores.Decision{}, fmt.Errorf("sqlite: begin: claim: %w", err)
 	} else if n == 1 {
+		faults.Tracef(ctx, s.sql.claim, "1 row: claimed, token %s", faults.ShortToken(string(tok)))
 		return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: now}, nil
 	}
+	faults.Trace(ctx, s.sql.claim, "0 rows: the key exists")
 	r, found, err := s.read(ctx, tx, req)
 	if err != nil {
 		return stores.Decision{}, err
@@ -96,8 +100,10 @@ func (s *Store) decide(ctx context.Context, tx *sql.Tx, req stores.Request) (sto
 	if n, err := changed(res, err); err != nil {
 		return stores.Decision{}, fmt.Errorf("sqlite: begin: takeover: %w", err)
 	} else if n == 0 { // another taker won the compare-and-set
+		faults.Trace(ctx, s.sql.takeover, "0 rows: another taker won")
 		return stores.Decision{Outcome: stores.InFlight, DecidedAt: now}, nil
 	}
+	faults.Tracef(ctx, s.sql.takeover, "1 row: taken over, token %s", faults.ShortToken(string(tok)))
 	return stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: now}, nil
 }
 
@@ -134,6 +140,7 @@ func (s *Store) read(ctx context.Context, q querier, req stores.Request) (row, b
 	err := q.QueryRowContext(ctx, s.sql.read, s.beginArgs(req, "")...).
 		Scan(&r.sameFP, &r.done, &respStatus, &respBody, &r.stale, &token, &r.createdAt)
 	if errors.Is(err, sql.ErrNoRows) {
+		faults.Trace(ctx, s.sql.read, "no row")
 		return row{}, false, nil
 	}
 	if err != nil {
@@ -141,6 +148,7 @@ func (s *Store) read(ctx context.Context, q querier, req stores.Request) (row, b
 	}
 	r.token = stores.Token(token)
 	r.response = stores.Response{Status: int(respStatus.Int64), Body: string(respBody)}
+	faults.Tracef(ctx, s.sql.read, "same_fp=%v done=%v stale=%v token=%s", r.sameFP, r.done, r.stale, faults.ShortToken(string(r.token)))
 	return r, true, nil
 }
 
@@ -163,6 +171,7 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 		if _, err := tx.ExecContext(ctx, s.sql.claimAfterRead, s.beginArgs(req, tok)...); err != nil {
 			return stores.Decision{}, fmt.Errorf("sqlite: begin: upsert: %w", err)
 		}
+		faults.Tracef(ctx, s.sql.claimAfterRead, "1 row: claimed, token %s", faults.ShortToken(string(tok)))
 		return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: req.Now}, nil
 	})
 }
@@ -190,8 +199,10 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 		if n, err := changed(res, err); err != nil {
 			return stores.Decision{}, fmt.Errorf("sqlite: begin: takeover: %w", err)
 		} else if n == 0 { // blind-takeover: no longer in flight (done or gone)
+			faults.Trace(ctx, s.sql.takeoverAfterRead, "0 rows: no longer in flight")
 			return s.decide(ctx, tx, req)
 		}
+		faults.Tracef(ctx, s.sql.takeoverAfterRead, "1 row: taken over, token %s", faults.ShortToken(string(tok)))
 		return stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: req.Now}, nil
 	})
 }

@@ -52,6 +52,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -335,9 +336,12 @@ func (s *Store) exec(ctx context.Context, stmt string, args ...any) (int64, erro
 	defer done()
 	res, err := s.db.ExecContext(ctx, stmt, args...)
 	if err != nil {
+		faults.Tracef(ctx, stmt, "error: %v", err)
 		return 0, busy(err)
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	faults.Tracef(ctx, stmt, "%d row(s) changed", n)
+	return n, err
 }
 
 // Prune deletes the keys created at or before now - Retention (the caller's

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+const mutantsHelp = `Usage: idemcheck mutants --store S [--json] [--seed N] [--seeds N] [--mutant M,...]
+
+Hunts every mutant of the store (its store-side mutants, then the
+client-side ones: the correct store with clients that make the mistake)
+with the scenario meant to kill it, until a checker fails, and then runs
+the correct store on the same scenarios, which must pass. Store-side mutants
+die in scheduled scenarios: the controlled scheduler interleaves the
+clients' statements, moves the clock past LockTTL and lags clients' clocks,
+as a seeded PRNG chooses.
+
+Prints the matrix: each mutant, killed or survived, by which checker, the
+seconds from the start of the hunt to the end of the episode (or round)
+whose check found the first violation, and the shortest trace. With
+--seeds N each mutant is hunted with seeds N consecutive seeds and must die
+on every one; the seconds are then the median over the seeds.
+
+Exit codes: 0 every mutant killed and the correct store passed; 1 a mutant
+survived or the correct store failed; 2 bad usage or setup error.
+`
+
+func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	def := harness.DefaultOptions()
+	fs := newFlagSet("mutants", mutantsHelp)
+	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", "))
+	seed := fs.Int64("seed", def.Seed, "first seed")
+	seeds := fs.Int("seeds", 1, "how many consecutive seeds each mutant must die on")
+	budget := fs.Duration("budget", time.Minute, "give up on a mutant (it survives) after this long, per seed")
+	only := fs.String("mutant", "", "hunt only these mutants (comma-separated)")
+	shrinkFor := fs.Duration("shrink", 3*time.Second, "after a scheduled kill (on the first seed), shrink its trace for up to this long (0: off)")
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	if err := parse(fs, mutantsHelp, args, stdout); err != nil {
+		return exitUsage, err
+	}
+	backend, err := stores.Lookup(*store)
+	if err != nil {
+		return exitUsage, usageError{err.Error()}
+	}
+	if *seeds < 1 {
+		return exitUsage, usagef("--seeds must be at least 1, got %d", *seeds)
+	}
+	if *budget <= 0 {
+		return exitUsage, usagef("--budget must be positive, got %v", *budget)
+	}
+	var mutants []string
+	if *only != "" {
+		known := harness.MutantsFor(backend)
+		for _, m := range strings.Split(*only, ",") {
+			if !contains(known, m) {
+				return exitUsage, usagef("store %s has no mutant %q (known: %s)", backend.Name, m, strings.Join(known, ", "))
+			}
+			mutants = append(mutants, m)
+		}
+	}
+	addr, srv, cleanup, err := provisionServer(ctx, backend, stderr)
+	if err != nil {
+		return exitUsage, err
+	}
+	defer cleanup()
+	o := def
+	o.Backend, o.Seed, o.Addr, o.Server, o.WorkerCommand = backend, *seed, addr, srv, workerCommand()
+	mo := harness.MutantsOptions{Seeds: *seeds, Mutants: mutants, Hunt: harness.HuntOptions{Budget: *budget, Keys: 2, Shrink: *shrinkFor}}
+	if !*asJSON && isTerminal(stderr) {
+		mo.Progress = func(s string) { fmt.Fprintf(stderr, "\r\033[K%s…", s) }
+	}
+	rep, err := harness.RunMutants(ctx, o, mo)
+	if mo.Progress != nil {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if err != nil && rep == nil {
+		return exitUsage, err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return exitUsage, err
+		}
+	} else {
+		printMutants(stdout, rep)
+	}
+	if ctx.Err() != nil {
+		return exitUnknown, nil
+	}
+	if len(rep.Survivors()) > 0 || rep.Correct.Verdict != harness.Pass {
+		return exitFail, nil
+	}
+	return exitPass, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// printMutants prints the matrix, the correct store's verdict and each
+// mutant's shortest trace.
+func printMutants(w io.Writer, rep *harness.MutantsReport) {
+	seeds := fmt.Sprintf("seed %d", rep.Seed)
+	if rep.Seeds > 1 {
+		seeds = fmt.Sprintf("seeds %d..%d", rep.Seed, rep.Seed+int64(rep.Seeds)-1)
+	}
+	fmt.Fprintf(w, "idemcheck mutants: store %s, %s\n\n", rep.Store, seeds)
+	secs := "seconds"
+	if rep.Seeds > 1 {
+		secs = "median s"
+	}
+	fmt.Fprintf(w, "  %-26s %-6s %-18s %-9s %-20s %8s %8s\n", "mutant", "side", "scenario", "result", "checker", secs, "episodes")
+	killed, skipped := 0, 0
+	for _, m := range rep.Mutants {
+		result := "SURVIVED"
+		switch {
+		case m.Skipped != "":
+			result = "skipped"
+			skipped++
+		case m.Killed:
+			result = "killed"
+			killed++
+		}
+		if rep.Seeds > 1 && m.Skipped == "" {
+			result = fmt.Sprintf("%d/%d", m.Kills, m.Seeds)
+		}
+		if m.Skipped != "" {
+			fmt.Fprintf(w, "  %-26s %-6s %-18s %-9s %s\n", m.Name, m.Side, m.Scenario, result, m.Skipped)
+			continue
+		}
+		episodes := 0
+		for _, r := range m.Runs {
+			episodes += r.Episodes
+		}
+		if len(m.Runs) > 0 {
+			episodes /= len(m.Runs)
+		}
+		fmt.Fprintf(w, "  %-26s %-6s %-18s %-9s %-20s %8.3f %8d\n", m.Name, m.Side, m.Scenario, result, m.Checker, m.Seconds, episodes)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "seconds: from the start of the hunt to the end of the episode (or round) whose check found the first violation\n")
+	fmt.Fprintf(w, "\ncorrect store on the same scenarios: %s\n", strings.ToUpper(string(rep.Correct.Verdict)))
+	for _, r := range rep.Correct.Runs {
+		if r.Verdict != harness.Pass && r.Verdict != harness.Skipped {
+			fmt.Fprintf(w, "  %s seed %d: %s\n", r.Scenario, r.Seed, r.Verdict)
+			for i, v := range r.Violations {
+				if i == 3 {
+					break
+				}
+				fmt.Fprintf(w, "    %s on %s: %s\n", v.Checker, v.Key, v.Detail)
+			}
+		}
+	}
+	var names []string
+	for _, r := range rep.Correct.Runs {
+		if !contains(names, r.Scenario) {
+			names = append(names, r.Scenario)
+		}
+	}
+	fmt.Fprintf(w, "  (%s; %d run(s))\n", strings.Join(names, ", "), len(rep.Correct.Runs))
+	fmt.Fprintf(w, "\nshortest traces:\n")
+	for _, m := range rep.Mutants {
+		if len(m.Trace) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s (%s, %s):\n  %s\n", m.Name, m.Scenario, m.Checker, m.Detail)
+		for _, l := range m.Trace {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+	verdict := "PASS"
+	if len(rep.Survivors()) > 0 || rep.Correct.Verdict != harness.Pass {
+		verdict = "FAIL"
+	}
+	extra := ""
+	if skipped > 0 {
+		extra = fmt.Sprintf(", %d skipped", skipped)
+	}
+	fmt.Fprintf(w, "\n%s: %d of %d mutants killed%s; the correct store: %s. %.1fs\n",
+		verdict, killed, len(rep.Mutants), extra, rep.Correct.Verdict, rep.Seconds)
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/idemcheck/idemcheck/harness"
+)
+
+// workerHelp is printed by `idemcheck worker --help`. The command is
+// internal: the harness starts it, so the main help does not list it.
+const workerHelp = `Usage: idemcheck worker   (internal)
+
+A worker process of the harness: it reads a setup line and orders as JSON
+lines on stdin, runs the orders as one client against the store the setup
+names (the same SQLite file, Postgres schema or Redis namespace as the
+harness), and writes its history (store calls, work, answers) as JSON lines
+on stdout. The harness kills it with SIGKILL at chosen moments. It is not
+meant to be run by hand.
+`
+
+// cmdWorker runs a worker process; it returns the process's exit code.
+func cmdWorker(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	fs := newFlagSet("worker", workerHelp)
+	if err := parse(fs, workerHelp, args, stdout); err != nil {
+		return exitUsage, err
+	}
+	return harness.WorkerMain(ctx, stdin, stdout, stderr), nil
+}
+
+// workerCommand is how the harness starts a worker: this program, with the
+// worker command (or nothing when the program's path is unknown, and the
+// scenarios that need workers are then skipped, saying why).
+func workerCommand() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{exe, "worker"}
+}

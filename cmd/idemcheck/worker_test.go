@@ -1,0 +1,20 @@
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/idemcheck/idemcheck/harness"
+)
+
+// TestMain lets this test binary serve as the harness's worker process:
+// `idemcheck check` in a test starts os.Executable() (this binary) with
+// the worker command and IDEMCHECK_WORKER=1, which must run the worker, not
+// the tests again.
+func TestMain(m *testing.M) {
+	if os.Getenv(harness.WorkerEnv) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,292 @@
+package sched
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/idemcheck/idemcheck/faults"
+)
+
+// fast keeps the tests quick while leaving a loaded machine room.
+var fast = Options{Block: 100 * time.Millisecond, Stuck: 2 * time.Second, MaxSteps: 200}
+
+// TestOneAtATime: between failpoints only one client runs, and every client
+// gets to finish.
+func TestOneAtATime(t *testing.T) {
+	var inside, overlaps, steps atomic.Int32
+	s := New(NewRandom(7), fast)
+	for i := 0; i < 3; i++ {
+		s.Client(fmt.Sprintf("c%d", i), func(ctx context.Context) {
+			for j := 0; j < 5; j++ {
+				if err := faults.Hit(ctx, fmt.Sprintf("step-%d", j)); err != nil {
+					t.Error(err)
+					return
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(time.Millisecond) // widen any overlap
+				steps.Add(1)
+				inside.Add(-1)
+			}
+		})
+	}
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if overlaps.Load() != 0 {
+		t.Errorf("%d steps overlapped another client's", overlaps.Load())
+	}
+	if steps.Load() != 15 {
+		t.Errorf("%d steps ran, want 15", steps.Load())
+	}
+	if n := len(s.Decisions()); n != 15 {
+		t.Errorf("%d decisions, want 15 (one per failpoint): %v", n, s.Decisions())
+	}
+}
+
+// TestSameSeedSameSchedule: with no client blocked, a seed fixes the
+// interleaving.
+func TestSameSeedSameSchedule(t *testing.T) {
+	run := func(seed int64) string {
+		s := New(NewRandom(seed), fast)
+		for i := 0; i < 3; i++ {
+			s.Client(fmt.Sprintf("c%d", i), func(ctx context.Context) {
+				for j := 0; j < 4; j++ {
+					_ = faults.Hit(ctx, fmt.Sprintf("p%d", j))
+				}
+			})
+		}
+		s.Action("tick", 2, func() {})
+		if err := s.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(s.Decisions(), " ")
+	}
+	a, b, c := run(1), run(1), run(2)
+	if a != b {
+		t.Fatalf("seed 1 gave two schedules:\n%s\n%s", a, b)
+	}
+	if a == c {
+		t.Errorf("seeds 1 and 2 gave the same schedule: %s", a)
+	}
+	if !strings.Contains(a+c, "tick") {
+		t.Errorf("the tick action was never chosen: %s / %s", a, c)
+	}
+}
+
+// TestBlockedClientLetsAnotherRun: A parks holding a lock (as SQLite's
+// Begin holds the write lock at begin.before-commit); B, let run, blocks on
+// it. The scheduler sees B reach no failpoint, lets A run, and B finishes.
+func TestBlockedClientLetsAnotherRun(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	var lock sync.Mutex
+	s := New(NewScript(Step{Client: "A", Until: []string{"holding"}}, Step{Client: "B"}), fast)
+	s.Client("A", func(ctx context.Context) {
+		_ = faults.Hit(ctx, "before")
+		lock.Lock()
+		note("A locked")
+		_ = faults.Hit(ctx, "holding")
+		note("A unlocks")
+		lock.Unlock()
+	})
+	s.Client("B", func(ctx context.Context) {
+		_ = faults.Hit(ctx, "before")
+		lock.Lock()
+		note("B locked")
+		lock.Unlock()
+		_ = faults.Hit(ctx, "after")
+	})
+	start := time.Now()
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(order, ", "); got != "A locked, A unlocks, B locked" {
+		t.Errorf("order %q", got)
+	}
+	blocked := false
+	for _, e := range s.Log() {
+		if e.Kind == Blocked && e.Client == "B" {
+			blocked = true
+		}
+	}
+	if !blocked {
+		t.Errorf("B was never seen blocked: %v", s.Log())
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
+// TestStuckIsReported: a client that never reaches a failpoint (blocked
+// for good) ends the run with ErrStuck; its context is cancelled.
+func TestStuckIsReported(t *testing.T) {
+	o := fast
+	o.Stuck = 300 * time.Millisecond
+	s := New(NewRandom(1), o)
+	never := make(chan struct{})
+	s.Client("forever", func(ctx context.Context) {
+		select {
+		case <-never:
+		case <-ctx.Done():
+		}
+	})
+	s.Client("ok", func(ctx context.Context) { _ = faults.Hit(ctx, "x") })
+	start := time.Now()
+	err := s.Run(context.Background())
+	if !errors.Is(err, ErrStuck) {
+		t.Fatalf("got %v, want ErrStuck", err)
+	}
+	if !strings.Contains(err.Error(), "forever") {
+		t.Errorf("error does not name the blocked client: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %v to give up", d)
+	}
+}
+
+// TestMaxStepsRunsFreely: a client that loops over failpoints forever
+// stops being scheduled after MaxSteps, and the run ends when it does.
+func TestMaxStepsRunsFreely(t *testing.T) {
+	o := fast
+	o.MaxSteps = 20
+	s := New(NewRandom(3), o)
+	var n atomic.Int32
+	s.Client("spinner", func(ctx context.Context) {
+		for n.Load() < 100 {
+			_ = faults.Hit(ctx, "spin")
+			n.Add(1)
+		}
+	})
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := len(s.Decisions()); d != 20 {
+		t.Errorf("%d decisions, want 20", d)
+	}
+}
+
+// checkThenAct is the toy SELECT-then-INSERT: each client reads the
+// "table", passes a failpoint, and inserts if it read nothing. It returns
+// how many clients believed they inserted.
+func checkThenAct(t interface{ Fatal(...any) }, ch Chooser, clients int) (winners int, s *Scheduler) {
+	var mu sync.Mutex
+	table := map[string]string{}
+	s = New(ch, fast)
+	var wins atomic.Int32
+	for i := 0; i < clients; i++ {
+		name := fmt.Sprintf("c%d", i)
+		s.Client(name, func(ctx context.Context) {
+			_ = faults.Hit(ctx, "before-select")
+			mu.Lock()
+			_, found := table["k"]
+			mu.Unlock()
+			_ = faults.Hit(ctx, "after-select")
+			if !found {
+				mu.Lock()
+				table["k"] = name
+				mu.Unlock()
+				wins.Add(1)
+			}
+		})
+	}
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return int(wins.Load()), s
+}
+
+// TestRapidShrinksToTheShortestRace: rapid's draws steer the scheduler; the
+// race is found and shrinks to the four decisions that make it: c0 reads,
+// c1 reads, then both write.
+func TestRapidShrinksToTheShortestRace(t *testing.T) {
+	if f := flag.Lookup("rapid.nofailfile"); f != nil {
+		old := f.Value.String()
+		_ = f.Value.Set("true")
+		defer f.Value.Set(old)
+	}
+	var shortest []string
+	rec := &recordingTB{name: t.Name()}
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != errFailNow {
+				panic(r)
+			}
+		}()
+		rapid.Check(rec, func(rt *rapid.T) {
+			w, s := checkThenAct(rt, Rapid{T: rt}, 3)
+			if w > 1 {
+				shortest = s.Decisions()
+				rt.Fatalf("%d clients inserted: %v", w, s.Decisions())
+			}
+		})
+	}()
+	if !rec.Failed() {
+		t.Fatal("rapid did not find the check-then-act race")
+	}
+	// The last failing run rapid makes is its shrunk counterexample: two
+	// clients read, then both write, with nothing in between (rapid's
+	// shrinking finds a local minimum, so which two clients varies).
+	t.Logf("shrunk schedule: %s", strings.Join(shortest, " "))
+	if len(shortest) < 4 {
+		t.Fatalf("shrunk schedule too short: %v", shortest)
+	}
+	a, b := strings.TrimSuffix(shortest[0], "@before-select"), strings.TrimSuffix(shortest[1], "@before-select")
+	if a == shortest[0] || b == shortest[1] || a == b ||
+		!(shortest[2] == a+"@after-select" && shortest[3] == b+"@after-select" ||
+			shortest[2] == b+"@after-select" && shortest[3] == a+"@after-select") {
+		t.Errorf("shrunk schedule does not start read, read, write, write: %v", shortest)
+	}
+}
+
+// TestScriptFollowsSteps: a script runs the named clients to the named
+// failpoints, then finishes the rest round-robin.
+func TestScriptFollowsSteps(t *testing.T) {
+	w, s := checkThenAct(t, NewScript(
+		Step{Client: "c0", Until: []string{"after-select"}},
+		Step{Client: "c1", Until: []string{"after-select"}},
+	), 2)
+	if w != 2 {
+		t.Errorf("%d winners, want 2 (both read before either wrote): %v", w, s.Decisions())
+	}
+	w, s = checkThenAct(t, NewScript(Step{Client: "c0"}, Step{Client: "c0"}, Step{Client: "c0"}), 2)
+	if w != 1 {
+		t.Errorf("%d winners, want 1 (c0 ran to the end first): %v", w, s.Decisions())
+	}
+}
+
+var errFailNow = errors.New("FailNow")
+
+// recordingTB is a rapid.TB that keeps rapid's verdict instead of failing
+// the enclosing test.
+type recordingTB struct {
+	name   string
+	mu     sync.Mutex
+	failed bool
+}
+
+func (r *recordingTB) Helper()                   {}
+func (r *recordingTB) Name() string              { return r.name }
+func (r *recordingTB) Logf(string, ...any)       {}
+func (r *recordingTB) Log(...any)                {}
+func (r *recordingTB) Skipf(string, ...any)      { panic(errFailNow) }
+func (r *recordingTB) Skip(...any)               { panic(errFailNow) }
+func (r *recordingTB) SkipNow()                  { panic(errFailNow) }
+func (r *recordingTB) Errorf(string, ...any)     { r.Fail() }
+func (r *recordingTB) Error(...any)              { r.Fail() }
+func (r *recordingTB) Fatalf(f string, a ...any) { r.Fail(); panic(errFailNow) }
+func (r *recordingTB) Fatal(...any)              { r.Fail(); panic(errFailNow) }
+func (r *recordingTB) FailNow()                  { r.Fail(); panic(errFailNow) }
+func (r *recordingTB) Fail()                     { r.mu.Lock(); r.failed = true; r.mu.Unlock() }
+func (r *recordingTB) Failed() bool              { r.mu.Lock(); defer r.mu.Unlock(); return r.failed }

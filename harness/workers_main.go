@@ -1,0 +1,307 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// errParentGone: the harness closed the worker's stdin without saying
+// "close" (it died, or killed the run): the worker stops.
+var errParentGone = errors.New("the harness went away")
+
+// WorkerMain is the body of a worker process (`idemcheck worker`): it reads
+// a WorkerSetup and orders from stdin, runs the orders as one client on the
+// store the setup names, and writes its history to stdout as JSON lines
+// (the protocol of workers_proto.go). It returns the process's exit code:
+// 0 after a "close" line and the last order, 1 if the harness went away,
+// 2 if the setup was bad or the store could not be opened. The store
+// backends it can open are those linked into the program.
+func WorkerMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
+	out := &lineWriter{w: stdout}
+	in := bufio.NewScanner(stdin)
+	in.Buffer(make([]byte, 64<<10), 8<<20)
+	fail := func(format string, args ...any) int {
+		msg := fmt.Sprintf(format, args...)
+		out.send(fromWorker{Error: msg})
+		fmt.Fprintln(stderr, "idemcheck worker: "+msg)
+		return 2
+	}
+	if !in.Scan() {
+		return fail("no setup line on stdin")
+	}
+	var first toWorker
+	if err := json.Unmarshal(in.Bytes(), &first); err != nil || first.Setup == nil {
+		return fail("the first line must be a setup: %.80q", in.Text())
+	}
+	setup := *first.Setup
+	b, err := stores.Lookup(setup.Backend)
+	if err != nil {
+		return fail("%v", err)
+	}
+	octx, cancel := context.WithTimeout(ctx, workerStartTimeout)
+	st, err := b.Open(octx, setup.Addr, setup.Config)
+	cancel()
+	if err != nil {
+		return fail("open %s store: %v", setup.Backend, err)
+	}
+	defer st.Close()
+
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	hist := historyFromMono(setup.MonoStart, out)
+	waits := &waiter{m: map[int64]chan string{}, gone: make(chan struct{})}
+	announce := map[string]bool{}
+	for _, n := range setup.Announce {
+		announce[n] = true
+	}
+	c := &Client{
+		ID: setup.Client, Clock: faults.RealClock{}, Hist: hist,
+		Store:           &workerRecorder{store: withDeadline(st, setup.CallTimeout), client: setup.Client, hist: hist, clock: faults.RealClock{}, out: out},
+		Policy:          setup.Policy,
+		Keys:            setup.Keys,
+		DownstreamKeyed: setup.DownstreamKeyed,
+		DownstreamByKey: setup.DownstreamByKey,
+		FirstWorkTime:   setup.FirstWorkTime,
+		MaxAttempts:     setup.MaxAttempts,
+		Backoff:         setup.Backoff,
+		MaxBackoff:      setup.MaxBackoff,
+		WorkTime:        setup.WorkTime,
+		Rand:            rand.New(rand.NewSource(setup.Seed)),
+		Handler:         &announcer{names: announce, out: out, hist: hist, waits: waits},
+		Charge: func(order, key string, client int, at int64) string {
+			seq, ch := waits.add()
+			out.send(fromWorker{Charge: &chargeEvent{Seq: seq, Order: order, Key: key, At: at}})
+			id, _ := waits.wait(ctx, seq, ch) // the harness charged even if we never hear back
+			return id
+		},
+	}
+	orders := make(chan Order, 4096)
+	var closeOrders sync.Once
+	go func() {
+		defer closeOrders.Do(func() { close(orders) })
+		// After "close" the harness still answers failpoints and charges:
+		// read until stdin ends.
+		closed := false
+		for in.Scan() {
+			var m toWorker
+			if err := json.Unmarshal(in.Bytes(), &m); err != nil {
+				fmt.Fprintf(stderr, "idemcheck worker: bad line %.80q: %v\n", in.Text(), err)
+				continue
+			}
+			switch {
+			case m.Order != nil && !closed:
+				orders <- *m.Order
+			case m.Go != 0:
+				waits.deliver(m.Go, "")
+			case m.Charge != nil:
+				waits.deliver(m.Charge.Seq, m.Charge.ID)
+			case m.Close:
+				closed = true
+				closeOrders.Do(func() { close(orders) })
+			}
+		}
+		// stdin ended: the harness is gone, nobody is listening any more.
+		waits.abandon()
+		stop()
+	}()
+	out.send(fromWorker{Ready: true})
+	for o := range orders {
+		if ctx.Err() != nil {
+			break
+		}
+		if setup.MaxUnknown > 0 {
+			c.GiveUp = unknownBudget(setup.MaxUnknown)
+		}
+		c.Submit(ctx, o)
+	}
+	if ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+// lineWriter writes JSON lines, one write per line, so every line that was
+// written before the process is killed reaches the harness whole. It is
+// also the worker history's sink.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) send(m fromWorker) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err) // our own types always marshal
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.w.Write(append(b, '\n'))
+}
+
+func (l *lineWriter) work(i int, w WorkRun) { l.send(fromWorker{Work: &workEvent{Seq: i, Run: w}}) }
+func (l *lineWriter) workEnd(i int, end int64, failed bool, id string) {
+	l.send(fromWorker{WorkEnd: &workEndEvent{Seq: i, End: end, Failed: failed, ChargeID: id}})
+}
+func (l *lineWriter) fault(f Fault)   { l.send(fromWorker{Fault: &f}) }
+func (l *lineWriter) answer(a Answer) { l.send(fromWorker{Answer: &a}) }
+
+// historySink hears each record of a History as it is made.
+type historySink interface {
+	work(i int, w WorkRun)
+	workEnd(i int, end int64, failed bool, chargeID string)
+	fault(f Fault)
+	answer(a Answer)
+}
+
+// waiter matches the harness's replies (go, charge) to the requests the
+// worker is blocked on.
+type waiter struct {
+	mu   sync.Mutex
+	seq  int64
+	m    map[int64]chan string
+	gone chan struct{}
+	once sync.Once
+}
+
+func (w *waiter) add() (int64, chan string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	ch := make(chan string, 1)
+	w.m[w.seq] = ch
+	return w.seq, ch
+}
+
+func (w *waiter) deliver(seq int64, v string) {
+	w.mu.Lock()
+	ch := w.m[seq]
+	delete(w.m, seq)
+	w.mu.Unlock()
+	if ch != nil {
+		ch <- v
+	}
+}
+
+func (w *waiter) wait(ctx context.Context, seq int64, ch chan string) (string, error) {
+	select {
+	case v := <-ch:
+		return v, nil
+	case <-w.gone:
+		return "", errParentGone
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func (w *waiter) abandon() { w.once.Do(func() { close(w.gone) }) }
+
+// announcer is the worker's failpoint handler: at an announced failpoint it
+// tells the harness and waits to be let go (or killed).
+type announcer struct {
+	names map[string]bool
+	out   *lineWriter
+	hist  *History
+	waits *waiter
+}
+
+func (a *announcer) Hit(ctx context.Context, name string) error {
+	if !a.names[name] {
+		return nil
+	}
+	seq, ch := a.waits.add()
+	a.out.send(fromWorker{Failpoint: &failpointEvent{Seq: seq, Name: name, Key: keyOf(ctx), At: a.hist.Now()}})
+	_, err := a.waits.wait(ctx, seq, ch)
+	return err
+}
+
+// workerRecorder is the Recorder of a worker process: it announces each
+// call before making it, so a call cut short by SIGKILL is still in the
+// history (as an unknown outcome), and reports how it returned.
+type workerRecorder struct {
+	store  stores.Store
+	client int
+	hist   *History
+	clock  faults.Clock
+	out    *lineWriter
+	seq    atomic.Int64
+}
+
+var _ stores.Store = (*workerRecorder)(nil)
+
+func (r *workerRecorder) call(in models.Input) (int64, int64) {
+	seq := r.seq.Add(1)
+	t := r.hist.Now()
+	r.out.send(fromWorker{Call: &opEvent{Seq: seq, Op: Op{Client: r.client, Input: in, Call: t, Return: Never}}})
+	return seq, t
+}
+
+func (r *workerRecorder) ret(seq int64, in models.Input, call int64, out models.Output, err error) {
+	if errors.Is(err, stores.ErrInvalidKey) || noEffect(err) {
+		r.out.send(fromWorker{Ret: &opEvent{Seq: seq, Drop: true}})
+		return
+	}
+	op := Op{Client: r.client, Input: in, Output: out, Call: call, Return: r.hist.Now()}
+	if err != nil {
+		op.Err = err.Error()
+	}
+	if out.Unknown {
+		op.Return = Never
+	}
+	r.out.send(fromWorker{Ret: &opEvent{Seq: seq, Op: op}})
+}
+
+// Begin announces, calls and reports.
+func (r *workerRecorder) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	in := models.Input{Kind: models.Begin, Key: req.KeyRef, Fingerprint: req.Fingerprint, Now: req.Now}
+	seq, call := r.call(in)
+	d, err := r.store.Begin(ctx, req)
+	r.ret(seq, in, call, models.Output{Decision: d, Unknown: err != nil}, err)
+	return d, err
+}
+
+// Complete announces, calls and reports; ErrFenced is a definite answer.
+func (r *workerRecorder) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
+	in := models.Input{Kind: models.Complete, Key: key, Token: tok, Response: resp, Now: r.clock.Now()}
+	seq, call := r.call(in)
+	err := r.store.Complete(ctx, key, tok, resp)
+	in.Now = r.clock.Now()
+	r.ret(seq, in, call, models.Output{Fenced: errors.Is(err, stores.ErrFenced), Unknown: !definite(err)}, err)
+	return err
+}
+
+// Release announces, calls and reports; ErrFenced is a definite answer.
+func (r *workerRecorder) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
+	in := models.Input{Kind: models.Release, Key: key, Token: tok, Now: r.clock.Now()}
+	seq, call := r.call(in)
+	err := r.store.Release(ctx, key, tok)
+	in.Now = r.clock.Now()
+	r.ret(seq, in, call, models.Output{Fenced: errors.Is(err, stores.ErrFenced), Unknown: !definite(err)}, err)
+	return err
+}
+
+// Prune announces, calls and reports.
+func (r *workerRecorder) Prune(ctx context.Context, now time.Time) (int, error) {
+	in := models.Input{Kind: models.Prune, Now: now}
+	seq, call := r.call(in)
+	n, err := r.store.Prune(ctx, now)
+	if after := r.clock.Now(); after.After(in.Now) {
+		in.Now = after
+	}
+	r.ret(seq, in, call, models.Output{Unknown: err != nil}, err)
+	return n, err
+}
+
+// Close closes nothing: WorkerMain owns the store.
+func (r *workerRecorder) Close() error { return nil }

@@ -1,0 +1,161 @@
+package harness
+
+import (
+	"context"
+	"time"
+
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// The worker protocol: JSON lines on the worker's stdin (toWorker) and
+// stdout (fromWorker). The harness sends a setup line, then orders; the
+// worker runs them one after another as one client and reports, as they
+// happen, every store call (a "call" line before the call, a "ret" line
+// after it), work run, fault and answer, with times on the harness's
+// history clock (see workers_clock.go). A call with a "call" but no "ret"
+// line when the worker dies was in flight: the harness records it as an
+// unknown outcome. At an announced failpoint the worker stops and asks; the
+// harness answers "go", or kills it there. Charges go to the harness, which
+// holds the one ledger (the provider is foreign state, shared by everyone).
+
+// WorkerEnv is set to "1" in every worker process's environment, so a test
+// binary started as a worker can tell (its TestMain then calls WorkerMain).
+const WorkerEnv = "IDEMCHECK_WORKER"
+
+// WorkerSetup is the first line the harness sends a worker process: what
+// store to open (the same file, DSN or address, and namespace as the
+// harness's), which client it is, and how the client behaves.
+type WorkerSetup struct {
+	Backend string        `json:"backend"`
+	Addr    string        `json:"addr"`
+	Config  stores.Config `json:"config"`
+	Client  int           `json:"client"`
+	// MonoStart is the harness history's start on CLOCK_MONOTONIC (ns):
+	// the worker stamps its events in the history's own time.
+	MonoStart       int64              `json:"mono_start"`
+	Seed            int64              `json:"seed"`
+	MaxAttempts     int                `json:"max_attempts"`
+	Backoff         time.Duration      `json:"backoff"`
+	MaxBackoff      time.Duration      `json:"max_backoff"`
+	WorkTime        time.Duration      `json:"work_time"`
+	CallTimeout     time.Duration      `json:"call_timeout,omitempty"`
+	MaxUnknown      int                `json:"max_unknown,omitempty"` // per order; 0: no limit
+	Policy          stores.ErrorPolicy `json:"policy"`
+	Keys            KeyPolicy          `json:"keys"`
+	DownstreamKeyed bool               `json:"downstream_keyed"`
+	DownstreamByKey bool               `json:"downstream_by_key,omitempty"`
+	FirstWorkTime   time.Duration      `json:"first_work_time,omitempty"`
+	// Announce lists the failpoints at which the worker stops and asks.
+	Announce []string `json:"announce,omitempty"`
+}
+
+// toWorker is one line from the harness to a worker.
+type toWorker struct {
+	Setup  *WorkerSetup `json:"setup,omitempty"`
+	Order  *Order       `json:"order,omitempty"`
+	Go     int64        `json:"go,omitempty"`     // resume the failpoint with this seq
+	Charge *chargeReply `json:"charge,omitempty"` // the provider's answer
+	Close  bool         `json:"close,omitempty"`  // no more orders: finish and exit
+}
+
+type chargeReply struct {
+	Seq int64  `json:"seq"`
+	ID  string `json:"id"`
+}
+
+// fromWorker is one line from a worker to the harness.
+type fromWorker struct {
+	Ready     bool            `json:"ready,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Call      *opEvent        `json:"call,omitempty"`
+	Ret       *opEvent        `json:"ret,omitempty"`
+	Work      *workEvent      `json:"work,omitempty"`
+	WorkEnd   *workEndEvent   `json:"work_end,omitempty"`
+	Answer    *Answer         `json:"answer,omitempty"`
+	Fault     *Fault          `json:"fault,omitempty"`
+	Failpoint *failpointEvent `json:"failpoint,omitempty"`
+	Charge    *chargeEvent    `json:"charge,omitempty"`
+}
+
+// opEvent is a store call: announced (call) or finished (ret). Drop means
+// the call failed without reaching the server: leave it out.
+type opEvent struct {
+	Seq  int64 `json:"seq"`
+	Op   Op    `json:"op"`
+	Drop bool  `json:"drop,omitempty"`
+}
+
+type workEvent struct {
+	Seq int     `json:"seq"`
+	Run WorkRun `json:"run"`
+}
+
+type workEndEvent struct {
+	Seq      int    `json:"seq"`
+	End      int64  `json:"end"`
+	Failed   bool   `json:"failed,omitempty"`
+	ChargeID string `json:"charge_id,omitempty"`
+}
+
+type failpointEvent struct {
+	Seq  int64         `json:"seq"`
+	Name string        `json:"name"`
+	Key  stores.KeyRef `json:"key"`
+	At   int64         `json:"at"`
+}
+
+type chargeEvent struct {
+	Seq   int64  `json:"seq"`
+	Order string `json:"order"`
+	Key   string `json:"key,omitempty"`
+	At    int64  `json:"at"`
+}
+
+// definite reports whether the answer settles the operation: a response
+// (the work's, a replay, or a saved error), or a 4xx that retrying cannot
+// change. Crashes, give-ups and cancellations do not.
+func (a Answer) definite() bool {
+	return a.Err == "" || a.Status == 400 || a.Status == 422
+}
+
+// deadlineStore bounds each store call with a timeout, as a real client
+// does: a call to a frozen server returns an error (an unknown outcome)
+// instead of hanging until the server comes back.
+type deadlineStore struct {
+	stores.Store
+	d time.Duration
+}
+
+func withDeadline(s stores.Store, d time.Duration) stores.Store {
+	if d <= 0 {
+		return s
+	}
+	return deadlineStore{s, d}
+}
+
+func (s deadlineStore) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.Begin(ctx, req)
+}
+
+func (s deadlineStore) Complete(ctx context.Context, k stores.KeyRef, t stores.Token, r stores.Response) error {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.Complete(ctx, k, t, r)
+}
+
+func (s deadlineStore) Release(ctx context.Context, k stores.KeyRef, t stores.Token) error {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.Release(ctx, k, t)
+}
+
+func (s deadlineStore) Prune(ctx context.Context, now time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.Prune(ctx, now)
+}
+
+// Close closes nothing: the owner of the wrapped store closes it.
+func (s deadlineStore) Close() error { return nil }
