@@ -162,16 +162,6 @@ func runChaos(ctx context.Context, env *Env) {
 		env.note("%s: %s", env.Tenant, ev)
 		live = append(live, ev)
 	}
-	slack := effectDelay
-	for _, ev := range live {
-		switch {
-		case ev.Kind == chaosServerPause && ev.For+effectDelay > slack:
-			slack = ev.For + effectDelay // calls the frozen server runs when it thaws
-		case len(ev.Kind) > len(chaosNet) && ev.Kind[:len(chaosNet)] == chaosNet && slack < 100*time.Millisecond:
-			slack = 100 * time.Millisecond // a request's trip through the proxy on a loaded machine
-		}
-	}
-	env.allowDelay(slack)
 
 	// The network: a proxy in front of the server, and a store through it
 	// for half the client slots.

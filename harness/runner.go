@@ -289,9 +289,6 @@ func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64
 	model := models.Config{LockTTL: cfg.LockTTL, Retention: cfg.Retention}
 	if o.Backend.Clock == stores.ServerClock {
 		model.Slack = 5 * time.Millisecond
-		if env.slack > model.Slack {
-			model.Slack = env.slack // effects delayed by server faults or killed callers
-		}
 	}
 	res.Schedule = env.schedule
 	res.visualization = &bytes.Buffer{}

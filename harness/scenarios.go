@@ -72,10 +72,9 @@ type Env struct {
 	// scenarios_store.go): the run's options, where the store lives, how far
 	// the model must widen its time boundaries, and notes for the result.
 	opts       Options
-	storeAddr  string        // the address Options.Open gave the store
-	slack      time.Duration // the model's Slack, at least (delayed effects)
-	incomplete []string      // why the workload could not finish, if it could not
-	schedule   []string      // the fault schedule, printed with the result
+	storeAddr  string   // the address Options.Open gave the store
+	incomplete []string // why the workload could not finish, if it could not
+	schedule   []string // the fault schedule, printed with the result
 
 	// Counts a scenario adds to its result (scenarios_net.go,
 	// scenarios_skew.go): faults injected that the history does not record

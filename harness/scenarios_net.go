@@ -40,11 +40,6 @@ func init() {
 
 const netNeeds = "a Postgres or Redis server to put a network proxy in front of"
 
-// netSlack widens the model's LockTTL boundary in the network scenarios:
-// a claim whose reply was lost is modelled as locked at its call, and the
-// server decided it up to a request's trip (and a loaded scheduler) later.
-const netSlack = 100 * time.Millisecond
-
 // netSkip says why a run cannot fault the network between store and data.
 func netSkip(o Options) string {
 	switch {
@@ -138,9 +133,6 @@ func netSchedule(r *rand.Rand, ttl time.Duration) []netStep {
 // 10ms between them, so claims, saves and replays all meet faults.
 func runNetwork(ctx context.Context, env *Env) {
 	env.mu.Lock()
-	if env.slack < netSlack {
-		env.slack = netSlack
-	}
 	r := rand.New(rand.NewSource(env.rand.Int63()))
 	env.mu.Unlock()
 	p, st, err := netProxied(ctx, env, "network")
@@ -223,9 +215,6 @@ func runNetwork(ctx context.Context, env *Env) {
 // sends the same order straight to the server.
 func runLostReply(ctx context.Context, env *Env) {
 	env.mu.Lock()
-	if env.slack < netSlack {
-		env.slack = netSlack
-	}
 	env.mu.Unlock()
 	ttl := env.Config.LockTTL
 	parallel(env.Keys, func(k int) {

@@ -156,9 +156,6 @@ func runStoreFaults(ctx context.Context, env *Env) {
 	pauseAt := ttl + jitter(ttl)
 	pauseFor := 2*ttl + jitter(ttl)
 	restartAt := pauseAt + pauseFor + ttl + jitter(ttl)
-	// A call the frozen server received runs when it thaws, and a
-	// server-clock store stamps its claim then.
-	env.allowDelay(pauseFor + effectDelay)
 	env.note("%s: +%v pause the %s server for %v", env.Tenant, pauseAt.Round(time.Millisecond), sf.srv.Kind, pauseFor.Round(time.Millisecond))
 	env.note("%s: +%v kill the %s server (SIGKILL) and start it again", env.Tenant, restartAt.Round(time.Millisecond), sf.srv.Kind)
 

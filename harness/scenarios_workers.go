@@ -26,24 +26,6 @@ func init() {
 	)
 }
 
-// effectDelay is how late a call may take effect after it was made when
-// nothing stalls the server: a killed caller's last request still runs, a
-// little later on a loaded machine. The model's time boundaries widen by it
-// (Env.allowDelay) wherever calls can end without an answer.
-const effectDelay = 100 * time.Millisecond
-
-// allowDelay widens the model's time boundaries to d at least: a call
-// whose outcome is unknown may take effect up to d after it was made (a
-// frozen server runs it when it thaws), and a server-clock store stamps
-// the claim with that later time.
-func (e *Env) allowDelay(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if d > e.slack {
-		e.slack = d
-	}
-}
-
 // note records a line of the scenario's fault schedule.
 func (e *Env) note(format string, args ...any) {
 	e.mu.Lock()
@@ -282,7 +264,6 @@ func waitAnswered(ctx context.Context, env *Env, orders []Order, idle func() boo
 func runWorkers(ctx context.Context, env *Env) {
 	backend := env.opts.Backend.Name
 	plan := planWorkerKills(env, backend)
-	env.allowDelay(effectDelay)
 	calls := map[int]bool{}
 	for _, k := range plan {
 		switch {
