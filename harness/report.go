@@ -169,6 +169,14 @@ func writeReport(w io.Writer, sum *Summary) error {
 		}
 		fmt.Fprintln(w)
 	}
+	for _, s := range sum.Scenarios {
+		if len(s.Schedule) > 0 {
+			fmt.Fprintf(w, "\n## Fault schedule of %s (seed %d)\n\n", s.Name, sum.Seed)
+			for _, line := range s.Schedule {
+				fmt.Fprintf(w, "- %s\n", line)
+			}
+		}
+	}
 	fmt.Fprintf(w, "\n## Checkers\n\n")
 	for _, s := range sum.Scenarios {
 		fmt.Fprintf(w, "### %s\n\n", s.Name)

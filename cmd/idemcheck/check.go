@@ -159,13 +159,14 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 		}
 		fmt.Fprintf(w, "  %-*s %-7s %6d %12d %5.1fs  %s\n", nw, s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Seconds, faults(s.Faults))
 	}
+	var scheduled []string
 	for _, s := range sum.Scenarios {
 		if len(s.Schedule) > 0 {
-			fmt.Fprintf(w, "\nfault schedule of %s (seed %d):\n", s.Name, sum.Seed)
-			for _, line := range s.Schedule {
-				fmt.Fprintf(w, "  %s\n", line)
-			}
+			scheduled = append(scheduled, s.Name)
 		}
+	}
+	if len(scheduled) > 0 {
+		fmt.Fprintf(w, "\nfault schedules of %s (a function of --seed %d): %s/report.md\n", strings.Join(scheduled, ", "), sum.Seed, sum.Dir)
 	}
 	for _, s := range sum.Scenarios {
 		if len(s.Findings) > 0 {
