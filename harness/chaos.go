@@ -213,27 +213,17 @@ func runChaos(ctx context.Context, env *Env) {
 	// Workers, killed at failpoints by the plan.
 	var p *pool
 	if can.workers == "" {
-		var mu sync.Mutex
-		armed := map[string]bool{}
+		kills := newKillList()
 		for _, ev := range live {
 			if ev.Kind == chaosWorkerKillAt {
-				armed[ev.Failpoint+"\x00"+env.Order(ev.Order, "").Key.String()] = true
+				kills.arm(ev.Failpoint, env.Order(ev.Order, "").Key)
 			}
 		}
 		p = newPool(ctx, env, WorkerOptions{
 			Announce:    []string{faults.RunAfterClaim, faults.RunAfterWork},
 			CallTimeout: callTimeout,
 			MaxUnknown:  maxUnknown,
-			Decide: func(w *Worker, name string, key stores.KeyRef) WorkerAction {
-				mu.Lock()
-				defer mu.Unlock()
-				id := name + "\x00" + key.String()
-				if armed[id] {
-					delete(armed, id)
-					return WorkerAction{Kill: true}
-				}
-				return WorkerAction{}
-			},
+			Decide:      kills.decide,
 		})
 		var startErr error
 		var smu sync.Mutex

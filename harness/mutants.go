@@ -383,24 +383,7 @@ func probeKeys(ctx context.Context, env *Env, probeID int) {
 	} else if err := faults.Pause(ctx, env.Config.LockTTL+tickMargin); err != nil {
 		return
 	}
-	rec := &Recorder{Store: env.Store, Client: probeID, Hist: env.Hist, Clock: env.clock}
-	keyed, order := byKey(env.Hist.Ops())
-	for _, key := range order {
-		fp := ""
-		for _, op := range keyed[key] {
-			if op.Input.Kind == models.Begin {
-				fp = op.Input.Fingerprint
-				break
-			}
-		}
-		if fp == "" {
-			continue
-		}
-		d, err := rec.Begin(ctx, stores.Request{KeyRef: key, Fingerprint: fp, Now: env.clock.Now()})
-		if err == nil && d.Outcome == stores.Claimed {
-			_ = rec.Release(ctx, key, d.Token)
-		}
-	}
+	probe(ctx, env, probeID)
 }
 
 // describeLog prints an episode's log: who ran from where, what each

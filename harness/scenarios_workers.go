@@ -26,6 +26,33 @@ func init() {
 	)
 }
 
+// killList arms worker kills at (failpoint, key) pairs: each fires once,
+// the first time a worker announces that failpoint on that key.
+type killList struct {
+	mu    sync.Mutex
+	armed map[string]bool
+}
+
+func newKillList() *killList { return &killList{armed: map[string]bool{}} }
+
+func (l *killList) arm(failpoint string, key stores.KeyRef) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.armed[failpoint+"\x00"+key.String()] = true
+}
+
+// decide is a WorkerOptions.Decide: kill the worker at an armed point.
+func (l *killList) decide(_ *Worker, failpoint string, key stores.KeyRef) WorkerAction {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := failpoint + "\x00" + key.String()
+	if l.armed[id] {
+		delete(l.armed, id)
+		return WorkerAction{Kill: true}
+	}
+	return WorkerAction{}
+}
+
 // note records a line of the scenario's fault schedule.
 func (e *Env) note(format string, args ...any) {
 	e.mu.Lock()
@@ -282,24 +309,15 @@ func runWorkers(ctx context.Context, env *Env) {
 		orders[i] = env.Order(i, "")
 	}
 	var mu sync.Mutex
-	armed := map[string]bool{}
+	kills := newKillList()
 	for _, k := range plan {
 		if k.Failpoint != "" {
-			armed[k.Failpoint+"\x00"+orders[k.Order].Key.String()] = true
+			kills.arm(k.Failpoint, orders[k.Order].Key)
 		}
 	}
 	p := newPool(ctx, env, WorkerOptions{
 		Announce: workerFailpoints(backend),
-		Decide: func(w *Worker, name string, key stores.KeyRef) WorkerAction {
-			mu.Lock()
-			defer mu.Unlock()
-			id := name + "\x00" + key.String()
-			if armed[id] {
-				delete(armed, id)
-				return WorkerAction{Kill: true}
-			}
-			return WorkerAction{}
-		},
+		Decide:   kills.decide,
 		OnCall: func(w *Worker, op Op) bool {
 			mu.Lock()
 			defer mu.Unlock()

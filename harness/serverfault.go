@@ -11,6 +11,7 @@ import (
 	"github.com/moby/moby/client"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness/servers"
 )
 
@@ -117,7 +118,7 @@ func (f *ServerFaults) Kill(ctx context.Context) error {
 		if st := res.Container.State; st == nil || !st.Running {
 			break
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := faults.Pause(ctx, 20*time.Millisecond); err != nil {
 			return fmt.Errorf("kill %s: still running: %w", f.srv.Kind, err)
 		}
 	}
@@ -178,7 +179,7 @@ func (f *ServerFaults) Ready(ctx context.Context) error {
 		if last == nil {
 			return nil
 		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+		if err := faults.Pause(ctx, 50*time.Millisecond); err != nil {
 			return fmt.Errorf("%s did not come back: %v", f.srv.Kind, last)
 		}
 	}
@@ -219,16 +220,4 @@ func ping(ctx context.Context, srv *servers.Server) error {
 		return c.Ping(ctx).Err()
 	}
 	return fmt.Errorf("unknown server kind %q", srv.Kind)
-}
-
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
