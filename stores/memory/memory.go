@@ -242,53 +242,44 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 
 // Complete saves the response under the token (fenced).
 func (s *Store) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
-	if err := stores.ValidateKey(key); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	const stmt = "lock; if rows[key] in flight under my token: save done + response; unlock"
-	r, ok := s.rows[key]
-	if !ok {
-		faults.Trace(ctx, stmt, "no row: fenced")
-		return stores.ErrFenced
-	}
-	fenced := r.done || r.token != tok
-	if s.variant == "unfenced-complete" {
-		fenced = false
-	}
-	if fenced {
-		faults.Trace(ctx, stmt, "fenced")
-		return stores.ErrFenced
-	}
-	r.done, r.response = true, resp
-	faults.Tracef(ctx, stmt, "saved %d", resp.Status)
-	return nil
+	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-complete", func(r *record) string {
+		r.done, r.response = true, resp
+		return fmt.Sprintf("saved %d", resp.Status)
+	})
 }
 
 // Release deletes the claim under the token (fenced).
 func (s *Store) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
+	const stmt = "lock; if rows[key] in flight under my token: delete rows[key]; unlock"
+	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-release", func(*record) string {
+		delete(s.rows, key)
+		return "deleted"
+	})
+}
+
+// fencedWrite applies write to the key's row only while the row is in
+// flight under tok; otherwise ErrFenced. The named mutant skips the fence.
+func (s *Store) fencedWrite(ctx context.Context, key stores.KeyRef, tok stores.Token, stmt, unfencedMutant string, write func(*record) string) error {
 	if err := stores.ValidateKey(key); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	const stmt = "lock; if rows[key] in flight under my token: delete rows[key]; unlock"
 	r, ok := s.rows[key]
 	if !ok {
 		faults.Trace(ctx, stmt, "no row: fenced")
 		return stores.ErrFenced
 	}
 	fenced := r.done || r.token != tok
-	if s.variant == "unfenced-release" {
+	if s.variant == unfencedMutant {
 		fenced = false
 	}
 	if fenced {
 		faults.Trace(ctx, stmt, "fenced")
 		return stores.ErrFenced
 	}
-	delete(s.rows, key)
-	faults.Trace(ctx, stmt, "deleted")
+	faults.Trace(ctx, stmt, write(r))
 	return nil
 }
 
