@@ -24,13 +24,7 @@ func backendOptions(t *testing.T, name string) harness.Options {
 		t.Fatal(err)
 	}
 	o := harness.DefaultOptions()
-	o.Backend = b
-	switch name {
-	case "sqlite":
-		o.Addr = t.TempDir()
-	case "postgres", "redis":
-		o.Addr = servers.ForTest(t, servers.Kind(name)).Addr
-	}
+	o.Backend, o.Addr = b, servers.AddrForTest(t, name)
 	return o
 }
 

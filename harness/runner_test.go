@@ -11,12 +11,8 @@ import (
 
 func memoryOptions(t *testing.T, variant string, scenarios ...string) harness.Options {
 	t.Helper()
-	b, err := stores.Lookup("memory")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := harness.DefaultOptions()
-	o.Backend, o.Variant, o.Scenarios = b, variant, scenarios
+	o := backendOptions(t, "memory")
+	o.Variant, o.Scenarios = variant, scenarios
 	return o
 }
 

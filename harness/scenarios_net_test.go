@@ -18,12 +18,7 @@ import (
 func TestNetworkScenarios(t *testing.T) {
 	for _, name := range []string{"postgres", "redis"} {
 		t.Run(name, func(t *testing.T) {
-			b, err := stores.Lookup(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o := harness.DefaultOptions()
-			o.Backend, o.Addr = b, servers.ForTest(t, servers.Kind(name)).Addr
+			o := backendOptions(t, name)
 			o.Scenarios = []string{"lost-reply", "network"}
 			sum, err := harness.Run(context.Background(), o)
 			if err != nil {

@@ -5,13 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"pgregory.net/rapid"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/sched"
+	"github.com/idemcheck/idemcheck/internal/rapidrec"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -73,23 +73,15 @@ func TestSearchFindsTheTokenReuseCounterexample(t *testing.T) {
 	var last *harness.Episode
 	var found string
 	runs := 0
-	rec := &recordingTB{name: t.Name()}
-	func() {
-		defer func() {
-			if r := recover(); r != nil && r != errFailNow {
-				panic(r)
-			}
-		}()
-		rapid.Check(rec, func(rt *rapid.T) {
-			runs++
-			ep := eps.Run(context.Background(), sched.Rapid{T: rt})
-			if what, ok := staleWriteLanded(ep.Hist); ok {
-				last, found = ep, what
-				rt.Fatal(what)
-			}
-		})
-	}()
-	if !rec.Failed() {
+	failed, _ := rapidrec.Check(t.Name(), func(rt *rapid.T) {
+		runs++
+		ep := eps.Run(context.Background(), sched.Rapid{T: rt})
+		if what, ok := staleWriteLanded(ep.Hist); ok {
+			last, found = ep, what
+			rt.Fatal(what)
+		}
+	})
+	if !failed {
 		t.Fatalf("rapid found no stale save landing in %d runs on token-reuse", runs)
 	}
 	// The last failing run is rapid's shrunk counterexample.
@@ -140,28 +132,3 @@ func TestSearchFindsTheTokenReuseCounterexample(t *testing.T) {
 		}
 	})
 }
-
-var errFailNow = fmt.Errorf("FailNow")
-
-// recordingTB is a rapid.TB that keeps rapid's verdict instead of failing
-// the enclosing test (the test expects rapid to find a failure).
-type recordingTB struct {
-	name   string
-	mu     sync.Mutex
-	failed bool
-}
-
-func (r *recordingTB) Helper()                   {}
-func (r *recordingTB) Name() string              { return r.name }
-func (r *recordingTB) Logf(string, ...any)       {}
-func (r *recordingTB) Log(...any)                {}
-func (r *recordingTB) Skipf(string, ...any)      { panic(errFailNow) }
-func (r *recordingTB) Skip(...any)               { panic(errFailNow) }
-func (r *recordingTB) SkipNow()                  { panic(errFailNow) }
-func (r *recordingTB) Errorf(string, ...any)     { r.Fail() }
-func (r *recordingTB) Error(...any)              { r.Fail() }
-func (r *recordingTB) Fatalf(f string, a ...any) { r.Fail(); panic(errFailNow) }
-func (r *recordingTB) Fatal(...any)              { r.Fail(); panic(errFailNow) }
-func (r *recordingTB) FailNow()                  { r.Fail(); panic(errFailNow) }
-func (r *recordingTB) Fail()                     { r.mu.Lock(); r.failed = true; r.mu.Unlock() }
-func (r *recordingTB) Failed() bool              { r.mu.Lock(); defer r.mu.Unlock(); return r.failed }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness"
-	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 	_ "github.com/idemcheck/idemcheck/stores/postgres"
@@ -20,18 +19,8 @@ import (
 func TestSkew(t *testing.T) {
 	for _, name := range []string{"memory", "sqlite", "postgres", "redis"} {
 		t.Run(name, func(t *testing.T) {
-			b, err := stores.Lookup(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o := harness.DefaultOptions()
-			o.Backend, o.Scenarios = b, []string{"skew"}
-			switch name {
-			case "sqlite":
-				o.Addr = t.TempDir()
-			case "postgres", "redis":
-				o.Addr = servers.ForTest(t, servers.Kind(name)).Addr
-			}
+			o := backendOptions(t, name)
+			o.Scenarios = []string{"skew"}
 			sum, err := harness.Run(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)
@@ -48,7 +37,7 @@ func TestSkew(t *testing.T) {
 			if _, ok := s.Findings["skew_takeovers"]; !ok {
 				t.Fatalf("no skew_takeovers finding in %v", s.Findings)
 			}
-			switch b.Clock {
+			switch o.Backend.Clock {
 			case stores.CallerClock:
 				// Each key's skewed client arrives while the owner works; on a
 				// loaded machine the owner may rarely be done first.

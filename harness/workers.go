@@ -179,15 +179,7 @@ func (e *Env) StartWorker(ctx context.Context, wo WorkerOptions) (*Worker, error
 }
 
 // send writes one line to the worker; a dead worker's pipe is ignored.
-func (w *Worker) send(m toWorker) {
-	b, err := json.Marshal(m)
-	if err != nil {
-		panic(err) // our own types always marshal
-	}
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	_, _ = w.stdin.Write(append(b, '\n'))
-}
+func (w *Worker) send(m toWorker) { writeLine(&w.wmu, w.stdin, m) }
 
 // Submit gives the worker an order; it runs its orders in turn.
 func (w *Worker) Submit(o Order) {

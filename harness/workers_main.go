@@ -140,15 +140,7 @@ type lineWriter struct {
 	w  io.Writer
 }
 
-func (l *lineWriter) send(m fromWorker) {
-	b, err := json.Marshal(m)
-	if err != nil {
-		panic(err) // our own types always marshal
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, _ = l.w.Write(append(b, '\n'))
-}
+func (l *lineWriter) send(m fromWorker) { writeLine(&l.mu, l.w, m) }
 
 func (l *lineWriter) work(i int, w WorkRun) { l.send(fromWorker{Work: &workEvent{Seq: i, Run: w}}) }
 func (l *lineWriter) workEnd(i int, end int64, failed bool, id string) {

@@ -2,6 +2,9 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/stores"
@@ -159,3 +162,16 @@ func (s deadlineStore) Prune(ctx context.Context, now time.Time) (int, error) {
 
 // Close closes nothing: the owner of the wrapped store closes it.
 func (s deadlineStore) Close() error { return nil }
+
+// writeLine writes m as one JSON line under mu, the protocol's framing in
+// both directions. A write error (the other end died) is ignored: the
+// reader side records what was lost.
+func writeLine(mu *sync.Mutex, w io.Writer, m any) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err) // our own types always marshal
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	_, _ = w.Write(append(b, '\n'))
+}

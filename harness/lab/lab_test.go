@@ -20,14 +20,7 @@ func options(t *testing.T, store string, seed int64) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Backend: b, Seed: seed, Orders: 100}
-	switch store {
-	case "sqlite":
-		o.Addr = t.TempDir()
-	case "postgres", "redis":
-		o.Addr = servers.ForTest(t, servers.Kind(store)).Addr
-	}
-	return o
+	return Options{Backend: b, Seed: seed, Orders: 100, Addr: servers.AddrForTest(t, store)}
 }
 
 func run(t *testing.T, o Options) *Result {

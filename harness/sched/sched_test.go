@@ -14,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/internal/rapidrec"
 )
 
 // fast keeps the tests quick while leaving a loaded machine room.
@@ -217,22 +218,14 @@ func TestRapidShrinksToTheShortestRace(t *testing.T) {
 		defer f.Value.Set(old)
 	}
 	var shortest []string
-	rec := &recordingTB{name: t.Name()}
-	func() {
-		defer func() {
-			if r := recover(); r != nil && r != errFailNow {
-				panic(r)
-			}
-		}()
-		rapid.Check(rec, func(rt *rapid.T) {
-			w, s := checkThenAct(rt, Rapid{T: rt}, 3)
-			if w > 1 {
-				shortest = s.Decisions()
-				rt.Fatalf("%d clients inserted: %v", w, s.Decisions())
-			}
-		})
-	}()
-	if !rec.Failed() {
+	failed, _ := rapidrec.Check(t.Name(), func(rt *rapid.T) {
+		w, s := checkThenAct(rt, Rapid{T: rt}, 3)
+		if w > 1 {
+			shortest = s.Decisions()
+			rt.Fatalf("%d clients inserted: %v", w, s.Decisions())
+		}
+	})
+	if !failed {
 		t.Fatal("rapid did not find the check-then-act race")
 	}
 	// The last failing run rapid makes is its shrunk counterexample: two
@@ -265,28 +258,3 @@ func TestScriptFollowsSteps(t *testing.T) {
 		t.Errorf("%d winners, want 1 (c0 ran to the end first): %v", w, s.Decisions())
 	}
 }
-
-var errFailNow = errors.New("FailNow")
-
-// recordingTB is a rapid.TB that keeps rapid's verdict instead of failing
-// the enclosing test.
-type recordingTB struct {
-	name   string
-	mu     sync.Mutex
-	failed bool
-}
-
-func (r *recordingTB) Helper()                   {}
-func (r *recordingTB) Name() string              { return r.name }
-func (r *recordingTB) Logf(string, ...any)       {}
-func (r *recordingTB) Log(...any)                {}
-func (r *recordingTB) Skipf(string, ...any)      { panic(errFailNow) }
-func (r *recordingTB) Skip(...any)               { panic(errFailNow) }
-func (r *recordingTB) SkipNow()                  { panic(errFailNow) }
-func (r *recordingTB) Errorf(string, ...any)     { r.Fail() }
-func (r *recordingTB) Error(...any)              { r.Fail() }
-func (r *recordingTB) Fatalf(f string, a ...any) { r.Fail(); panic(errFailNow) }
-func (r *recordingTB) Fatal(...any)              { r.Fail(); panic(errFailNow) }
-func (r *recordingTB) FailNow()                  { r.Fail(); panic(errFailNow) }
-func (r *recordingTB) Fail()                     { r.mu.Lock(); r.failed = true; r.mu.Unlock() }
-func (r *recordingTB) Failed() bool              { r.mu.Lock(); defer r.mu.Unlock(); return r.failed }

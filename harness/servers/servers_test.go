@@ -330,11 +330,18 @@ func requireDocker(t *testing.T) {
 		err = checkDocker(ctx15(t), cli, Postgres)
 	}
 	if err != nil {
-		if Required() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		skipOrFail(t, "%v", err)
 	}
+}
+
+// skipOrFail skips the test for a missing prerequisite, or fails it when
+// servers are required (CI): a missing server must not pass as a skip.
+func skipOrFail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if Required() {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
 }
 
 // TestCloseAllAndReap covers the signal-handler path and leftovers of killed runs.
@@ -530,7 +537,7 @@ func TestFailedStartLeavesNothing(t *testing.T) {
 	}
 	defer cli.Close()
 	if !present(ctx15(t), cli, img) {
-		t.Skipf("%s not present", img)
+		skipOrFail(t, "%s not present: run `make images`", img)
 	}
 	t0 := time.Now()
 	s, err := Start(context.Background(), Postgres, Options{Image: img, StartTimeout: 20 * time.Second, Logf: t.Logf})
@@ -558,7 +565,7 @@ func TestChooseImage(t *testing.T) {
 	defer cli.Close()
 	ctx := ctx15(t)
 	if !present(ctx, cli, LocalRedisImage) {
-		t.Skipf("%s not present: run `make images`", LocalRedisImage)
+		skipOrFail(t, "%s not present: run `make images`", LocalRedisImage)
 	}
 	t.Setenv(EnvRedisImage, "")
 	saved := officialImage[Redis]

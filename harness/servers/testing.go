@@ -47,3 +47,18 @@ func ForTestOptions(t testing.TB, kind Kind, opts Options) *Server {
 	})
 	return s
 }
+
+// AddrForTest returns where a test finds the data of the named backend: a
+// fresh temporary directory for sqlite, nothing for memory, and a running
+// server's address (ForTest: skipped or failed as ForTest says when none can
+// be had) for postgres and redis.
+func AddrForTest(t testing.TB, backend string) string {
+	t.Helper()
+	switch Kind(backend) {
+	case Postgres, Redis:
+		return ForTest(t, Kind(backend)).Addr
+	case "sqlite":
+		return t.TempDir()
+	}
+	return ""
+}

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idemcheck/idemcheck/faults/netfault"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -518,11 +517,17 @@ func testLostReply(t *testing.T, addr string) {
 	if strings.Contains(addr, "://") {
 		t.Skip("proxying needs a host:port address")
 	}
-	p := startDropProxy(t, addr)
+	p, err := netfault.Start("redis-lost-reply", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
 	ns := freshNamespace()
-	s := openNS(t, p.addr(), stores.Correct, ns, long, long)
+	s := openNS(t, p.Addr(), stores.Correct, ns, long, long)
 	direct := openNS(t, addr, stores.Correct, ns, long, long)
-	p.dropNext.Store(true)
+	if err := p.LoseNextReply(); err != nil {
+		t.Fatal(err)
+	}
 	d, err := s.Begin(context.Background(), req("k", "f"))
 	if err == nil {
 		t.Fatalf("begin with a lost reply answered %+v, want an error", d)
@@ -533,79 +538,3 @@ func testLostReply(t *testing.T, addr string) {
 	// The store keeps working on a fresh connection.
 	want(t, begin(t, s, req("k2", "f")), stores.Claimed)
 }
-
-// dropProxy forwards TCP to a server; when dropNext is set it swallows the
-// next reply from the server and cuts that client's connection, as a network
-// fault after the server acted would.
-type dropProxy struct {
-	ln       net.Listener
-	target   string
-	dropNext atomic.Bool
-}
-
-func startDropProxy(t *testing.T, target string) *dropProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &dropProxy{ln: ln, target: target}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			track(c)
-			track(u)
-			wg.Add(2)
-			go func() { defer wg.Done(); io.Copy(u, c); u.Close() }()
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := u.Read(buf)
-					if n > 0 {
-						if p.dropNext.CompareAndSwap(true, false) {
-							u.Close()
-							return
-						}
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return p
-}
-
-func (p *dropProxy) addr() string { return p.ln.Addr().String() }
