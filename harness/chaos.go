@@ -121,7 +121,7 @@ func chaosAllowed(o Options) chaosCan {
 	switch {
 	case o.OpenStore != nil:
 		c.net = "the store comes from a factory: no server address to put a proxy in front of"
-	case o.Backend.Name != "postgres" && o.Backend.Name != "redis":
+	case o.Backend.Lives != stores.Server:
 		c.net = fmt.Sprintf("the %s store is embedded: there is no network between it and its data", o.Backend.Name)
 	}
 	return c

@@ -244,7 +244,7 @@ func (o Options) Open(ctx context.Context, scenario string, runID int64, cfg sto
 // storeAddr is where the scenario's store lives: its own SQLite file, or
 // the server's address. Worker processes open the same.
 func (o Options) storeAddr(scenario string, runID int64) string {
-	if o.Backend.Name == "sqlite" {
+	if o.Backend.Lives == stores.File {
 		return filepath.Join(o.Addr, fmt.Sprintf("%d-%s.db", runID, scenario))
 	}
 	return o.Addr

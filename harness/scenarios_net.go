@@ -45,7 +45,7 @@ func netSkip(o Options) string {
 	switch {
 	case o.OpenStore != nil:
 		return "the store comes from a factory: no server address to put a proxy in front of"
-	case o.Backend.Name != "postgres" && o.Backend.Name != "redis":
+	case o.Backend.Lives != stores.Server:
 		return fmt.Sprintf("network faults need a server between the store and its data; %s is embedded (run with --store postgres or redis)", o.Backend.Name)
 	case o.Addr == "":
 		return "no server address to put a proxy in front of"

@@ -79,15 +79,11 @@ type workerKill struct {
 	Victim    int // index among the live workers, for kills at a moment
 }
 
-// workerFailpoints are the failpoints worker processes announce, for the
-// backend: the Run flow's, and SQLite's inside Begin's transaction (a
-// worker killed there holds the file's write lock).
-func workerFailpoints(backend string) []string {
-	fps := []string{faults.RunAfterClaim, faults.RunAfterWork}
-	if backend == "sqlite" {
-		fps = append(fps, faults.BeginBeforeCommit)
-	}
-	return fps
+// workerFailpoints are the failpoints worker processes announce: the Run
+// flow's, and the backend's own (SQLite's inside Begin's transaction, where
+// a worker killed holds the file's write lock).
+func workerFailpoints(b stores.Backend) []string {
+	return append([]string{faults.RunAfterClaim, faults.RunAfterWork}, b.Failpoints...)
 }
 
 // planRand is the PRNG a fault scenario draws its schedule from: a
@@ -103,7 +99,7 @@ func planRand(e *Env, scenario string) *rand.Rand {
 
 // planWorkerKills draws the round's kills: one at each failpoint, on
 // distinct orders, two in flight, and two at random moments.
-func planWorkerKills(e *Env, backend string) []workerKill {
+func planWorkerKills(e *Env, backend stores.Backend) []workerKill {
 	r := planRand(e, "workers")
 	var plan []workerKill
 	perm := r.Perm(e.Keys)
@@ -289,7 +285,7 @@ func waitAnswered(ctx context.Context, env *Env, orders []Order, idle func() boo
 // one that retries its unanswered orders with the same keys. Every order
 // must end with one answer for all, its claim taken over after LockTTL.
 func runWorkers(ctx context.Context, env *Env) {
-	backend := env.opts.Backend.Name
+	backend := env.opts.Backend
 	plan := planWorkerKills(env, backend)
 	calls := map[int]bool{}
 	for _, k := range plan {

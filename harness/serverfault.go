@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // Fault kinds of the server, as ScenarioResult.Faults counts them.
@@ -46,7 +47,7 @@ type ServerFaults struct {
 // if it can.
 func ServerFaultsSkip(o Options) string {
 	switch {
-	case o.Backend.Name == "memory" || o.Backend.Name == "sqlite":
+	case o.Backend.Lives != stores.Server:
 		return fmt.Sprintf("the %s store is embedded: there is no server to pause or restart (killed processes are the workers scenario)", o.Backend.Name)
 	case o.OpenStore != nil:
 		return "the store comes from a factory: its server, if any, is not known to the harness"

@@ -90,7 +90,7 @@ const workerStartTimeout = 30 * time.Second
 // "" if they can.
 func WorkersSkip(o Options) string {
 	switch {
-	case o.Backend.Name == "memory":
+	case o.Backend.Lives == stores.InProcess:
 		return "the memory store lives inside one process: worker processes cannot share it"
 	case o.OpenStore != nil:
 		return "the store comes from a factory, which a worker process cannot open"

@@ -3,6 +3,7 @@ package stores
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,10 +22,36 @@ const (
 // Correct is the name of every backend's correct variant.
 const Correct = "correct"
 
+// Location says where a backend keeps its data. It decides what a harness
+// can do to the data besides calling the store: share it with worker
+// processes, put a network proxy in front of it, pause or restart it.
+type Location string
+
+const (
+	// InProcess: the data lives in the store's own process (the memory
+	// store) and dies with it; another process cannot open it.
+	InProcess Location = "process"
+	// File: the data is a file on this machine (SQLite); other processes
+	// open the same file, and there is no network to fault.
+	File Location = "file"
+	// Server: the data lives in a server reached over the network
+	// (Postgres, Redis): other processes connect to it, a proxy can sit in
+	// front of it, and the server can be paused and restarted.
+	Server Location = "server"
+)
+
 // Backend describes one store implementation and how to open it.
 type Backend struct {
 	Name  string
 	Clock ClockSource
+	// Lives says where the backend keeps its data: what Open's addr names
+	// (nothing, a file path, a server address) and which faults apply.
+	Lives Location
+	// Failpoints lists the failpoints the backend's own operations pass
+	// through, besides those of the Run flow (which every store passes):
+	// for example faults.BeginBeforeCommit inside SQLite's Begin
+	// transaction, where a process killed holds the file's write lock.
+	Failpoints []string
 	// Mutants lists the mutant variants this backend implements, by name
 	// (see Mutants for what each re-creates).
 	Mutants []string
@@ -41,12 +68,7 @@ func (b Backend) Variants() []string {
 
 // HasVariant reports whether the backend implements the named variant.
 func (b Backend) HasVariant(name string) bool {
-	for _, v := range b.Variants() {
-		if v == name {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(b.Variants(), name)
 }
 
 var (

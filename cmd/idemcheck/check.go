@@ -118,10 +118,10 @@ func provision(ctx context.Context, b stores.Backend, stderr io.Writer) (addr st
 // server (nil for embedded stores), so the harness can pause, kill and
 // restart it when it is a container of this run.
 func provisionServer(ctx context.Context, b stores.Backend, stderr io.Writer) (addr string, srv *servers.Server, cleanup func(), err error) {
-	switch b.Name {
-	case "memory":
+	switch b.Lives {
+	case stores.InProcess:
 		return "", nil, func() {}, nil
-	case "sqlite":
+	case stores.File:
 		dir, err := os.MkdirTemp("", "idemcheck-sqlite-")
 		if err != nil {
 			return "", nil, nil, fmt.Errorf("cannot make a directory for the SQLite files: %v", err)

@@ -177,7 +177,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	runID := time.Now().UnixNano()
 	addr := o.Addr
-	if o.Backend.Name == "sqlite" {
+	if o.Backend.Lives == stores.File {
 		addr = filepath.Join(o.Addr, fmt.Sprintf("lab-%d-%d.db", o.Seed, runID))
 	}
 	st, err := o.Backend.Open(ctx, addr, stores.Config{LockTTL: 30 * time.Second, Retention: time.Hour,

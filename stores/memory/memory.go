@@ -20,6 +20,7 @@ func init() {
 	stores.Register(stores.Backend{
 		Name:    "memory",
 		Clock:   stores.CallerClock,
+		Lives:   stores.InProcess,
 		Mutants: Mutants,
 		Open: func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {
 			s, err := New(cfg)

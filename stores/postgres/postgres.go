@@ -30,6 +30,7 @@ func init() {
 	stores.Register(stores.Backend{
 		Name:    "postgres",
 		Clock:   stores.ServerClock,
+		Lives:   stores.Server,
 		Mutants: Mutants,
 		Open: func(ctx context.Context, dsn string, cfg stores.Config) (stores.Store, error) {
 			return New(ctx, dsn, cfg)

@@ -97,6 +97,7 @@ func init() {
 	stores.Register(stores.Backend{
 		Name:    "redis",
 		Clock:   stores.ServerClock,
+		Lives:   stores.Server,
 		Mutants: append(append([]string(nil), Mutants...), NoPersistence),
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			return New(ctx, addr, cfg)

@@ -58,9 +58,11 @@ import (
 
 func init() {
 	stores.Register(stores.Backend{
-		Name:    "sqlite",
-		Clock:   stores.CallerClock,
-		Mutants: Mutants,
+		Name:       "sqlite",
+		Clock:      stores.CallerClock,
+		Lives:      stores.File,
+		Failpoints: []string{faults.BeginBeforeCommit},
+		Mutants:    Mutants,
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			s, err := New(ctx, addr, cfg)
 			if err != nil {
