@@ -1,17 +1,31 @@
+// Package harness is the thin runner: it opens a fresh store for each
+// scenario, runs the scenario's workload (harness/scenario) with its
+// faults, probes every key once the clients are done, checks the history
+// (harness/check) and sums the verdicts up. The parts it joins live in one
+// package per role, in the order the data flows:
+//
+//	workload → nemesis (faults) → history → check → report
+//
+// with scenario tying a workload to its faults, worker running clients in
+// processes, hunt hunting mutants, and servers providing Postgres and
+// Redis. Producers never import consumers, nor the reverse.
 package harness
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/idemcheck/idemcheck/faults"
-	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -19,6 +33,8 @@ import (
 // Options configure one run of scenarios against one store variant.
 type Options struct {
 	Backend stores.Backend
+	// Variant is the store variant ("correct" or a mutant), or a
+	// client-side mutant run on the correct store.
 	Variant string
 	// Addr is where the backend lives: a directory for SQLite files, a DSN
 	// for Postgres, host:port for Redis; memory ignores it.
@@ -35,13 +51,18 @@ type Options struct {
 	Progress      func(Progress)
 	ProgressEvery time.Duration
 	// OpenStore, if set, opens the store for each scenario instead of
-	// Backend.Open: how idemtest runs a store from outside the registry.
+	// Backend.Open: how idemtest runs a store from outside the registry
+	// (a factory). OpenAt then opens it at another address, if it can.
 	OpenStore func(ctx context.Context, scenario string, cfg stores.Config) (stores.Store, error)
-	// Server is the Postgres or Redis server behind Addr, if known: the
-	// store-faults and chaos scenarios pause, kill and restart it when it
-	// is Managed (a container this process started), and skip those
-	// faults, saying why, otherwise.
-	Server *servers.Server
+	OpenAt    func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error)
+	// Net starts network proxies in front of the server at Addr, for the
+	// network, lost-reply and chaos scenarios; nil: those faults skip.
+	Net nemesis.Network
+	// Server pauses, kills and restarts the server at Addr, for the
+	// store-faults and chaos scenarios; nil: those faults skip, and
+	// NoServer says why.
+	Server   nemesis.Server
+	NoServer string
 	// WorkerCommand starts an `idemcheck worker` process (argv), for the
 	// scenarios that run clients in processes the harness kills; empty
 	// means no worker processes (those scenarios skip, or do without).
@@ -78,50 +99,50 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--keys must be at least 1, got %d", o.Keys)
 	case o.Duration < 0:
 		return fmt.Errorf("--duration must not be negative, got %v", o.Duration)
-	case !o.Backend.HasVariant(o.Variant) && !IsClientMutant(o.Variant):
-		return fmt.Errorf("store %s has no variant %q (known: %v, and the client-side %v)", o.Backend.Name, o.Variant, o.Backend.Variants(), ClientMutantNames())
+	case !o.Backend.HasVariant(o.Variant) && !workload.IsClientMutant(o.Variant):
+		return fmt.Errorf("store %s has no variant %q (known: %s; client-side: %s)", o.Backend.Name, o.Variant,
+			strings.Join(o.Backend.Variants(), ", "), strings.Join(workload.ClientMutantNames(), ", "))
 	}
 	for _, s := range o.Scenarios {
-		if _, ok := LookupScenario(s); !ok {
-			return fmt.Errorf("unknown scenario %q (known: %s)", s, scenarioNames())
+		if _, ok := scenario.Lookup(s); !ok {
+			return fmt.Errorf("unknown scenario %q (known: %s)", s, scenario.NamesString())
 		}
 	}
 	return stores.Config{LockTTL: o.LockTTL, Retention: o.Retention}.Validate()
 }
 
-func scenarioNames() string {
-	var b bytes.Buffer
-	for i, s := range Scenarios {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(s.Name)
+// Caps is what the run can do besides calling its store, as the
+// scenarios' Skip functions read it.
+func (o Options) Caps() scenario.Caps {
+	c := scenario.Caps{Backend: o.Backend, Factory: o.OpenStore != nil, Addr: o.Addr,
+		Net: o.Net, Server: o.Server, NoServer: o.NoServer, WorkerCommand: o.WorkerCommand, OpenAt: o.OpenAt}
+	if o.OpenStore == nil && o.Backend.Open != nil {
+		c.OpenAt = o.Backend.Open
 	}
-	return b.String()
+	return c
 }
 
 // ScenarioResult is one scenario's outcome and what it measured.
 type ScenarioResult struct {
-	Name    string  `json:"name"`
-	Verdict Verdict `json:"verdict"`
-	Ops     int     `json:"ops"` // store calls
-	Rounds  int     `json:"rounds"`
-	Clients int     `json:"clients"` // clients that took part
-	Keys    int     `json:"keys"`
+	Name string `json:"name"`
+	// Doc says in a line what the scenario does (scenario.Scenario.Doc).
+	Doc     string        `json:"doc"`
+	Verdict check.Verdict `json:"verdict"`
+	Ops     int           `json:"ops"` // store calls
+	Rounds  int           `json:"rounds"`
+	Clients int           `json:"clients"` // clients that took part
+	Keys    int           `json:"keys"`
 	// MaxConcurrentBegins is the most Begin calls in flight at once on one
 	// key: proof the scenario raced for real.
-	MaxConcurrentBegins int            `json:"max_concurrent_begins"`
-	WorkRuns            int            `json:"work_runs"`
-	Charges             int            `json:"charges"`
-	Faults              map[string]int `json:"faults"`
-	Outcomes            map[string]int `json:"outcomes"`
-	Seconds             float64        `json:"seconds"`
-	Checkers            []CheckResult  `json:"checkers"`
-	Violations          []Violation    `json:"violations"`
-	Error               string         `json:"error,omitempty"`
-	hist                *History       `json:"-"`
-	ledger              *Ledger        `json:"-"`
-	visualization       *bytes.Buffer  `json:"-"`
+	MaxConcurrentBegins int               `json:"max_concurrent_begins"`
+	WorkRuns            int               `json:"work_runs"`
+	Charges             int               `json:"charges"`
+	Faults              map[string]int    `json:"faults"`
+	Outcomes            map[string]int    `json:"outcomes"`
+	Seconds             float64           `json:"seconds"`
+	Checkers            []check.Result    `json:"checkers"`
+	Violations          []check.Violation `json:"violations"`
+	Error               string            `json:"error,omitempty"`
 
 	// Skipped says why the scenario did not run (its verdict is "skipped").
 	Skipped string `json:"skipped,omitempty"`
@@ -132,29 +153,45 @@ type ScenarioResult struct {
 	// Schedule lists the faults the scenario planned, in order: a pure
 	// function of the seed, so a failing run can be replayed.
 	Schedule []string `json:"schedule,omitempty"`
+	// Check is what the checkers judged the history by (nil if the
+	// scenario did not run): with history.jsonl, enough to re-check it.
+	Check *check.Params `json:"check,omitempty"`
+
+	hist          *history.History
+	ledger        *history.Ledger
+	visualization *bytes.Buffer
 }
 
-// History returns the scenario's recorded history.
-func (r *ScenarioResult) History() *History { return r.hist }
+// History returns the scenario's recorded history (nil if it was skipped).
+func (r *ScenarioResult) History() *history.History { return r.hist }
 
 // Ledger returns the scenario's payment-provider ledger: every charge the
 // work made, for reports that show a key's charges.
-func (r *ScenarioResult) Ledger() *Ledger { return r.ledger }
+func (r *ScenarioResult) Ledger() *history.Ledger { return r.ledger }
+
+// Visualization returns porcupine's HTML page of the scenario's history
+// (nil if none was made).
+func (r *ScenarioResult) Visualization() []byte {
+	if r.visualization == nil {
+		return nil
+	}
+	return r.visualization.Bytes()
+}
 
 // Summary is a whole run's outcome: what `--json` prints.
 type Summary struct {
-	Verdict    Verdict          `json:"verdict"`
-	Store      string           `json:"store"`
-	Variant    string           `json:"variant"`
-	Seed       int64            `json:"seed"`
-	Clients    int              `json:"clients"`
-	Keys       int              `json:"keys"`
-	LockTTL    string           `json:"lock_ttl"`
-	Started    time.Time        `json:"started"`
-	Seconds    float64          `json:"seconds"`
-	Scenarios  []ScenarioResult `json:"scenarios"`
-	Violations []Violation      `json:"violations"`
-	Dir        string           `json:"results_dir,omitempty"`
+	Verdict    check.Verdict     `json:"verdict"`
+	Store      string            `json:"store"`
+	Variant    string            `json:"variant"`
+	Seed       int64             `json:"seed"`
+	Clients    int               `json:"clients"`
+	Keys       int               `json:"keys"`
+	LockTTL    string            `json:"lock_ttl"`
+	Started    time.Time         `json:"started"`
+	Seconds    float64           `json:"seconds"`
+	Scenarios  []ScenarioResult  `json:"scenarios"`
+	Violations []check.Violation `json:"violations"`
+	Dir        string            `json:"results_dir,omitempty"`
 }
 
 // Run runs the scenarios one after another, each on a fresh store, and
@@ -166,21 +203,17 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	names := o.Scenarios
 	if len(names) == 0 {
-		for _, s := range Scenarios {
-			names = append(names, s.Name)
-		}
+		names = scenario.Names()
 	}
 	sum := &Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
-		LockTTL: o.LockTTL.String(), Started: time.Now(), Violations: []Violation{}}
-	runID := time.Now().UnixNano() % 1_000_000_000
+		LockTTL: o.LockTTL.String(), Started: time.Now(), Violations: []check.Violation{}}
+	runID := NewRunID()
 	for i, name := range names {
-		sc, _ := LookupScenario(name)
-		if sc.Skip != nil {
-			if why := sc.Skip(o); why != "" {
-				sum.Scenarios = append(sum.Scenarios, ScenarioResult{Name: name, Verdict: Skipped, Skipped: why,
-					Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []CheckResult{}, Violations: []Violation{}})
-				continue
-			}
+		sc, _ := scenario.Lookup(name)
+		if why := sc.WhyNot(o.Caps()); why != "" {
+			sum.Scenarios = append(sum.Scenarios, ScenarioResult{Name: name, Doc: sc.Doc, Verdict: check.Skipped, Skipped: why,
+				Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}})
+			continue
 		}
 		report := func(Progress) {}
 		if o.Progress != nil {
@@ -191,7 +224,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 				o.Progress(p)
 			}
 		}
-		res, err := runScenario(ctx, o, sc, runID, int64(i), report)
+		res, err := RunScenario(ctx, o, sc, runID, int64(i), report)
 		if err != nil {
 			return nil, err
 		}
@@ -204,8 +237,8 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	sum.Seconds = time.Since(sum.Started).Seconds()
 	sum.Verdict = overall(sum.Scenarios)
-	if ctx.Err() != nil && sum.Verdict == Pass {
-		sum.Verdict = Unknown
+	if ctx.Err() != nil && sum.Verdict == check.Pass {
+		sum.Verdict = check.Unknown
 	}
 	return sum, nil
 }
@@ -218,102 +251,142 @@ func sumFaults(m map[string]int) int {
 	return n
 }
 
-func overall(rs []ScenarioResult) Verdict {
-	v := Pass
+func overall(rs []ScenarioResult) check.Verdict {
+	v := check.Pass
 	for _, r := range rs {
 		switch r.Verdict {
-		case Fail:
-			return Fail
-		case Unknown:
-			v = Unknown
+		case check.Fail:
+			return check.Fail
+		case check.Unknown:
+			v = check.Unknown
 		}
 	}
 	return v
 }
 
-// Open opens a fresh store of the run's backend for one scenario: its own
-// SQLite file, Postgres schema or Redis key prefix.
-func (o Options) Open(ctx context.Context, scenario string, runID int64, cfg stores.Config) (stores.Store, error) {
-	cfg.Namespace = fmt.Sprintf("idem_%d_%s", runID, strings.ReplaceAll(scenario, "-", "_"))
-	if o.OpenStore != nil {
-		return o.OpenStore(ctx, scenario, cfg)
-	}
-	return o.Backend.Open(ctx, o.storeAddr(scenario, runID), cfg)
+var runSeq atomic.Int64
+
+// NewRunID names a run's stores (SQLite files, Postgres schemas, Redis
+// prefixes) apart from every other run's: the clock, and a sequence for
+// runs started in the same microsecond by one process.
+func NewRunID() int64 {
+	return (time.Now().UnixNano()/1000)%1_000_000_000 + runSeq.Add(1)*1_000_000_000
 }
 
-// storeAddr is where the scenario's store lives: its own SQLite file, or
+// Namespace is the namespace of a scenario's store in a run: the Postgres
+// schema or Redis key prefix that isolates it (stores.Config.Namespace).
+// Worker processes open the same one.
+func Namespace(runID int64, scenario string) string {
+	return fmt.Sprintf("idem_%d_%s", runID, strings.ReplaceAll(scenario, "-", "_"))
+}
+
+// Open opens a fresh store of the run's backend for one scenario: its own
+// SQLite file, Postgres schema or Redis key prefix (cfg.Namespace is set
+// here). It returns the store and the address it lives at.
+func (o Options) Open(ctx context.Context, scenario string, runID int64, cfg stores.Config) (stores.Store, stores.Config, string, error) {
+	cfg.Namespace = Namespace(runID, scenario)
+	addr := o.StoreAddr(scenario, runID)
+	var st stores.Store
+	var err error
+	if o.OpenStore != nil {
+		st, err = o.OpenStore(ctx, scenario, cfg)
+	} else {
+		st, err = o.Backend.Open(ctx, addr, cfg)
+	}
+	return st, cfg, addr, err
+}
+
+// StoreAddr is where the scenario's store lives: its own SQLite file, or
 // the server's address. Worker processes open the same.
-func (o Options) storeAddr(scenario string, runID int64) string {
+func (o Options) StoreAddr(scenario string, runID int64) string {
 	if o.Backend.Lives == stores.File {
 		return filepath.Join(o.Addr, fmt.Sprintf("%d-%s.db", runID, scenario))
 	}
 	return o.Addr
 }
 
-// Skipped is the verdict of a scenario that could not run with the run's
-// options (ScenarioResult.Skipped says why); it is neither pass nor fail.
-const Skipped Verdict = "skipped"
-
-func runScenario(ctx context.Context, o Options, sc Scenario, runID, index int64, report func(Progress)) (*ScenarioResult, error) {
-	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: o.StoreVariant()}
+// StoreConfig is the configuration a scenario's store opens with.
+func (o Options) StoreConfig(sc scenario.Scenario) stores.Config {
+	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: workload.StoreVariant(o.Variant)}
 	if sc.Retention > 0 {
 		cfg.Retention = sc.Retention
 	}
-	st, err := o.Open(ctx, sc.Name, runID, cfg)
+	return cfg
+}
+
+// NewEnv opens the scenario's store and makes its Env; randSeed seeds the
+// Env's PRNG. Close the Env's store when done.
+func (o Options) NewEnv(ctx context.Context, sc scenario.Scenario, runID, randSeed int64) (*scenario.Env, error) {
+	st, cfg, addr, err := o.Open(ctx, sc.Name, runID, o.StoreConfig(sc))
 	if err != nil {
 		return nil, fmt.Errorf("open %s store: %w", o.Backend.Name, err)
 	}
-	defer st.Close()
-	env := &Env{Store: st, Config: cfg, Hist: NewHistory(), Ledger: NewLedger(), Clients: o.Clients, Keys: o.Keys,
-		Seed: o.Seed, rand: rand.New(rand.NewSource(o.Seed*1000 + index)), clock: faults.RealClock{},
-		opts: o, storeAddr: o.storeAddr(sc.Name, runID)}
-	env.Config.Namespace = fmt.Sprintf("idem_%d_%s", runID, strings.ReplaceAll(sc.Name, "-", "_"))
+	return scenario.NewEnv(scenario.Setup{Caps: o.Caps(), Store: st, Config: cfg, Addr: addr, Variant: o.Variant,
+		Clients: o.Clients, Keys: o.Keys, Seed: o.Seed, RandSeed: randSeed}), nil
+}
+
+// LinTimeout is porcupine's budget per scenario.
+const LinTimeout = 20 * time.Second
+
+// RunScenario runs one scenario (its rounds) on a fresh store, probes its
+// keys, and checks its history. index is the scenario's place in the run
+// (it seeds the scenario's PRNG with the run's seed).
+func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID, index int64, report func(Progress)) (*ScenarioResult, error) {
+	env, err := o.NewEnv(ctx, sc, runID, o.Seed*1000+index)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Store.Close()
 	start := time.Now()
 	report(Progress{})
 	stopTicker := tick(o.ProgressEvery, func() {
-		report(Progress{Ops: env.Hist.OpCount(), Faults: len(env.Hist.Faults())})
+		report(Progress{Ops: env.Hist.OpCount(), Faults: env.Hist.FaultCount()})
 	})
 	defer stopTicker()
 	rounds := 0
 	for {
-		env.Tenant = fmt.Sprintf("t%d", rounds)
-		sc.run(ctx, env)
+		env.SetRound(rounds)
+		sc.Run(ctx, env)
 		rounds++
 		if o.Duration <= 0 || time.Since(start) >= o.Duration || ctx.Err() != nil {
 			break
 		}
 	}
-	probe := env.NewClient()
-	quiet(ctx, env, probe.ID)
-	res := &ScenarioResult{Name: sc.Name, Rounds: rounds, hist: env.Hist, ledger: env.Ledger}
-	model := models.Config{LockTTL: cfg.LockTTL, Retention: cfg.Retention}
-	if o.Backend.Clock == stores.ServerClock {
-		model.Slack = 5 * time.Millisecond
-	}
-	res.Schedule = env.schedule
+	probe := env.NewClientID()
+	env.ProbeAfterLockTTL(ctx, probe)
+	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Rounds: rounds, hist: env.Hist, ledger: env.Ledger}
+	res.Schedule = env.Schedule()
 	res.visualization = &bytes.Buffer{}
-	res.Checkers = Check(Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: model, ProbeClient: probe.ID,
-		LinTimeout: 20 * time.Second, Visualization: res.visualization})
-	res.Violations = []Violation{}
-	res.Verdict = Pass
-	for _, c := range res.Checkers {
-		res.Violations = append(res.Violations, c.Violations...)
-		switch {
-		case c.Verdict == Fail:
-			res.Verdict = Fail
-		case c.Verdict == Unknown && res.Verdict == Pass:
-			res.Verdict = Unknown
-		}
+	m := check.ModelFor(o.Backend.Clock, env.Config)
+	res.Check = &check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probe}
+	res.judge(res.visualization)
+	if ctx.Err() != nil && res.Verdict == check.Pass {
+		res.Verdict, res.Error = check.Unknown, "interrupted: "+ctx.Err().Error()
 	}
-	if ctx.Err() != nil && res.Verdict == Pass {
-		res.Verdict, res.Error = Unknown, "interrupted: "+ctx.Err().Error()
-	}
-	if len(env.incomplete) > 0 && res.Verdict == Pass {
-		res.Verdict, res.Error = Unknown, "workload incomplete: "+strings.Join(env.incomplete, "; ")
+	if inc := env.Incomplete(); len(inc) > 0 && res.Verdict == check.Pass {
+		res.Verdict, res.Error = check.Unknown, "workload incomplete: "+strings.Join(inc, "; ")
 	}
 	res.Seconds = time.Since(start).Seconds()
 	measure(res, env)
 	return res, nil
+}
+
+// judge runs the checkers on the result's history with its Check params
+// and sets its checkers, violations and verdict.
+func (r *ScenarioResult) judge(vis *bytes.Buffer) {
+	r.Checkers = check.Run(check.Evidence{Hist: r.hist, Ledger: r.ledger, Model: r.Check.Model(),
+		ProbeClient: r.Check.ProbeClient, LinTimeout: LinTimeout, Visualization: vis})
+	r.Violations = []check.Violation{}
+	r.Verdict = check.Pass
+	for _, c := range r.Checkers {
+		r.Violations = append(r.Violations, c.Violations...)
+		switch {
+		case c.Verdict == check.Fail:
+			r.Verdict = check.Fail
+		case c.Verdict == check.Unknown && r.Verdict == check.Pass:
+			r.Verdict = check.Unknown
+		}
+	}
 }
 
 // tick calls f every d until stopped (never, when d is 0).
@@ -339,57 +412,18 @@ func tick(d time.Duration, f func()) (stop func()) {
 	return func() { close(done); <-finished }
 }
 
-// quiet waits until every claim is past LockTTL, then probes each key once
-// with its first fingerprint: a key still in flight now is stuck. A probe
-// that claims releases at once (it runs no work).
-func quiet(ctx context.Context, env *Env, probeID int) {
-	if err := faults.Pause(ctx, env.Config.LockTTL+50*time.Millisecond); err != nil {
-		return
-	}
-	probe(ctx, env, probeID)
-}
-
-// probe sends one Begin per key of the history, with the key's first
-// fingerprint, as client probeID; a probe that claims releases at once (it
-// runs no work). The liveness checker reads the answers.
-func probe(ctx context.Context, env *Env, probeID int) {
-	rec := &Recorder{Store: env.Store, Client: probeID, Hist: env.Hist, Clock: env.clock}
-	keyed, order := byKey(env.Hist.Ops())
-	for _, k := range order {
-		fp := ""
-		for _, op := range keyed[k] {
-			if op.Input.Kind == models.Begin {
-				fp = op.Input.Fingerprint
-				break
-			}
-		}
-		if fp == "" {
-			continue
-		}
-		d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: env.clock.Now()})
-		if err == nil && d.Outcome == stores.Claimed {
-			_ = rec.Release(ctx, k, d.Token)
-		}
-	}
-}
-
 // measure fills in the counts the summary shows.
-func measure(res *ScenarioResult, env *Env) {
+func measure(res *ScenarioResult, env *scenario.Env) {
 	ops := env.Hist.Ops()
 	res.Ops = len(ops)
 	res.Faults = map[string]int{}
 	for _, f := range env.Hist.Faults() {
-		res.Faults[f.Kind]++
+		res.Faults[string(f.Kind)]++
 	}
-	for k, n := range env.counted {
+	for k, n := range env.Counted() {
 		res.Faults[k] += n
 	}
-	if len(env.findings) > 0 {
-		res.Findings = map[string]int{}
-		for k, n := range env.findings {
-			res.Findings[k] = n
-		}
-	}
+	res.Findings = env.Findings()
 	res.Outcomes = map[string]int{}
 	clients := map[int]bool{}
 	keys := map[stores.KeyRef]bool{}

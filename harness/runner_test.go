@@ -5,15 +5,18 @@ import (
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/harnesstest"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 )
 
+// TestMain lets this test binary serve as a worker process.
+func TestMain(m *testing.M) { harnesstest.Main(m) }
+
 func memoryOptions(t *testing.T, variant string, scenarios ...string) harness.Options {
 	t.Helper()
-	o := backendOptions(t, "memory")
-	o.Variant, o.Scenarios = variant, scenarios
-	return o
+	return harnesstest.Options(t, "memory", variant, scenarios...)
 }
 
 func TestMemoryCorrectPassesAll(t *testing.T) {
@@ -24,12 +27,12 @@ func TestMemoryCorrectPassesAll(t *testing.T) {
 	for _, s := range sum.Scenarios {
 		t.Logf("%-10s %-7s ops=%d conc=%d faults=%v outcomes=%v %.2fs", s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Faults, s.Outcomes, s.Seconds)
 		for _, c := range s.Checkers {
-			if c.Verdict != harness.Pass {
+			if c.Verdict != check.Pass {
 				t.Errorf("%s/%s: %s: %s", s.Name, c.Checker, c.Verdict, c.Detail)
 			}
 		}
 	}
-	if sum.Verdict != harness.Pass {
+	if sum.Verdict != check.Pass {
 		t.Fatalf("verdict %s, violations %v", sum.Verdict, sum.Violations)
 	}
 }
@@ -42,7 +45,7 @@ func TestMemoryMutantsCaught(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sum.Verdict != harness.Fail {
+			if sum.Verdict != check.Fail {
 				t.Fatalf("mutant %s survived scenario %s", m, sc)
 			}
 			v := sum.Violations[0]

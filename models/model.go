@@ -1,5 +1,5 @@
 // Package models holds the sequential specification of one idempotency key:
-// the decision table of DESIGN.md §1 as a pure function of state and input,
+// the decision table of docs/DESIGN.md §1 as a pure function of state and input,
 // and a porcupine model built on it for checking concurrent histories.
 package models
 
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -275,7 +276,7 @@ func DescribeState(s State) string {
 	if s.Done {
 		return fmt.Sprintf("done fp=%s resp=%d %q", s.Fingerprint, s.Response.Status, short(s.Response.Body))
 	}
-	return fmt.Sprintf("in_flight fp=%s token=%s locked_at=%s", s.Fingerprint, shortToken(s.Token), s.LockedAt.Format("15:04:05.000"))
+	return fmt.Sprintf("in_flight fp=%s token=%s locked_at=%s", s.Fingerprint, faults.ShortToken(string(s.Token)), s.LockedAt.Format("15:04:05.000"))
 }
 
 // DescribeOperation prints a call and its answer for traces.
@@ -285,9 +286,9 @@ func DescribeOperation(in Input, out Output) string {
 	case Begin:
 		call = fmt.Sprintf("Begin(fp=%s)", in.Fingerprint)
 	case Complete:
-		call = fmt.Sprintf("Complete(token=%s, %d %q)", shortToken(in.Token), in.Response.Status, short(in.Response.Body))
+		call = fmt.Sprintf("Complete(token=%s, %d %q)", faults.ShortToken(string(in.Token)), in.Response.Status, short(in.Response.Body))
 	case Release:
-		call = fmt.Sprintf("Release(token=%s)", shortToken(in.Token))
+		call = fmt.Sprintf("Release(token=%s)", faults.ShortToken(string(in.Token)))
 	case Prune:
 		return fmt.Sprintf("Prune(now=%s)", in.Now.Format("15:04:05.000"))
 	}
@@ -306,18 +307,11 @@ func DescribeOperation(in Input, out Output) string {
 		if d.Takeover {
 			tk = " (takeover)"
 		}
-		return fmt.Sprintf("%s → claimed token=%s%s", call, shortToken(d.Token), tk)
+		return fmt.Sprintf("%s → claimed token=%s%s", call, faults.ShortToken(string(d.Token)), tk)
 	case stores.Replay:
 		return fmt.Sprintf("%s → replay %d %q", call, d.Response.Status, short(d.Response.Body))
 	}
 	return fmt.Sprintf("%s → %s", call, d.Outcome)
-}
-
-func shortToken(t stores.Token) string {
-	if len(t) > 8 {
-		return string(t[:8])
-	}
-	return string(t)
 }
 
 func short(s string) string {

@@ -13,7 +13,7 @@ import (
 // Outcome is what Begin decided for a request.
 type Outcome int
 
-// The four outcomes of Begin, as in the decision table of DESIGN.md §1.
+// The four outcomes of Begin, as in the decision table of docs/DESIGN.md §1.
 const (
 	// Claimed: the caller owns the key and must run the work (HTTP: run).
 	Claimed Outcome = iota + 1
@@ -96,7 +96,7 @@ type Decision struct {
 	DecidedAt time.Time `json:"decided_at"`
 }
 
-// Store is the contract of DESIGN.md §1. Each method is one round trip to the
+// Store is the contract of docs/DESIGN.md §1. Each method is one round trip to the
 // server and atomic: concurrent callers on one key see one of the outcomes of
 // the decision table, never a mix.
 type Store interface {

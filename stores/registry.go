@@ -124,7 +124,7 @@ type Mutant struct {
 	// Bug is one line on the bug it re-creates.
 	Bug string
 	// Scenario is the scenario meant to kill it: a scheduled one
-	// (harness/scenarios_sched.go), which kills it on every backend in a
+	// (harness/scenario/sched.go), which kills it on every backend in a
 	// few episodes whatever the seed.
 	Scenario string
 }

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
-	"github.com/idemcheck/idemcheck/harness/htmlreport"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
@@ -63,17 +65,16 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err := o.Validate(); err != nil {
 		return exitUsage, usageError{err.Error()}
 	}
-	dir, err := harness.PrepareRunDir(*out, backend.Name, o.Variant, time.Now())
+	dir, err := report.PrepareRunDir(*out, backend.Name, o.Variant, time.Now())
 	if err != nil {
 		return exitUsage, err
 	}
-	addr, srv, cleanup, err := provisionServer(ctx, backend, stderr)
+	cleanup, err := provision(ctx, &o, stderr)
 	if err != nil {
 		os.RemoveAll(dir.Path)
 		return exitUsage, err
 	}
 	defer cleanup()
-	o.Addr, o.Server, o.WorkerCommand = addr, srv, workerCommand()
 	if !*asJSON && isTerminal(stderr) {
 		o.Progress, o.ProgressEvery = func(p harness.Progress) { printProgress(stderr, p) }, 200*time.Millisecond
 	}
@@ -98,47 +99,55 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		printSummary(stdout, sum)
 	}
 	switch sum.Verdict {
-	case harness.Pass:
+	case check.Pass:
 		return exitPass, nil
-	case harness.Fail:
+	case check.Fail:
 		return exitFail, nil
 	}
 	return exitUnknown, nil
 }
 
-// provision finds where the backend's data lives: a temporary directory
-// for SQLite files, a server for Postgres and Redis. cleanup removes what
-// it made, containers included.
-func provision(ctx context.Context, b stores.Backend, stderr io.Writer) (addr string, cleanup func(), err error) {
-	addr, _, cleanup, err = provisionServer(ctx, b, stderr)
-	return addr, cleanup, err
-}
-
-// provisionServer is provision that also returns the Postgres or Redis
-// server (nil for embedded stores), so the harness can pause, kill and
-// restart it when it is a container of this run.
-func provisionServer(ctx context.Context, b stores.Backend, stderr io.Writer) (addr string, srv *servers.Server, cleanup func(), err error) {
-	switch b.Lives {
+// provision finds where the backend's data lives (a temporary directory
+// for SQLite files, a server for Postgres and Redis) and the fault tools
+// that go with it: network proxies in front of a server, pause and restart
+// of a server this run started, worker processes of this program. It sets
+// them in o; cleanup removes what it made, containers included.
+func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (cleanup func(), err error) {
+	o.WorkerCommand = workerCommand()
+	switch o.Backend.Lives {
 	case stores.InProcess:
-		return "", nil, func() {}, nil
+		return func() {}, nil
 	case stores.File:
 		dir, err := os.MkdirTemp("", "idemcheck-sqlite-")
 		if err != nil {
-			return "", nil, nil, fmt.Errorf("cannot make a directory for the SQLite files: %v", err)
+			return nil, fmt.Errorf("cannot make a directory for the SQLite files: %v", err)
 		}
-		return dir, nil, func() { os.RemoveAll(dir) }, nil
+		o.Addr = dir
+		return func() { os.RemoveAll(dir) }, nil
 	}
-	srv, err = servers.Start(ctx, servers.Kind(b.Name), servers.Options{})
+	srv, err := servers.Start(ctx, servers.Kind(o.Backend.Name), servers.Options{})
 	if err != nil {
-		return "", nil, nil, err
+		return nil, err
 	}
-	return srv.Addr, srv, func() {
+	o.Addr, o.Net = srv.Addr, servers.Network(o.Backend.Name)
+	closeSrv := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := srv.Close(cctx); err != nil {
 			fmt.Fprintf(stderr, "idemcheck: %v\n", err)
 		}
-	}, nil
+	}
+	if why := srv.NoFaults(); why != "" {
+		o.NoServer = why
+		return closeSrv, nil
+	}
+	f, err := servers.NewFaults(srv)
+	if err != nil {
+		closeSrv()
+		return nil, err
+	}
+	o.Server = f
+	return func() { f.Close(); closeSrv() }, nil
 }
 
 func printSummary(w io.Writer, sum *harness.Summary) {
@@ -153,7 +162,7 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 	ops := 0
 	for _, s := range sum.Scenarios {
 		ops += s.Ops
-		if s.Verdict == harness.Skipped {
+		if s.Verdict == check.Skipped {
 			fmt.Fprintf(w, "  %-*s %-7s %s\n", nw, s.Name, s.Verdict, s.Skipped)
 			continue
 		}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -26,7 +28,7 @@ Exit codes: 0 the demo ran; 2 bad usage or setup error.
 `
 
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	help := fmt.Sprintf(demoHelp, strings.Join(harness.DemoMutants(), ", "))
+	help := fmt.Sprintf(demoHelp, strings.Join(hunt.DemoMutants(), ", "))
 	mutant := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		mutant, args = args[0], args[1:]
@@ -38,23 +40,23 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, err
 	}
 	if mutant == "" {
-		return exitUsage, usagef("demo: name a mutant (%s)", strings.Join(harness.DemoMutants(), ", "))
+		return exitUsage, usagef("demo: name a mutant (%s)", strings.Join(hunt.DemoMutants(), ", "))
 	}
-	if !contains(harness.DemoMutants(), mutant) {
-		return exitUsage, usagef("demo: no demo for %q (demos: %s)", mutant, strings.Join(harness.DemoMutants(), ", "))
+	if !slices.Contains(hunt.DemoMutants(), mutant) {
+		return exitUsage, usagef("demo: no demo for %q (demos: %s)", mutant, strings.Join(hunt.DemoMutants(), ", "))
 	}
 	backend, err := stores.Lookup(*store)
 	if err != nil {
 		return exitUsage, usageError{err.Error()}
 	}
-	addr, cleanup, err := provision(ctx, backend, stderr)
+	o := harness.DefaultOptions()
+	o.Backend = backend
+	cleanup, err := provision(ctx, &o, stderr)
 	if err != nil {
 		return exitUsage, err
 	}
 	defer cleanup()
-	o := harness.DefaultOptions()
-	o.Backend, o.Addr = backend, addr
-	info, bad, good, err := harness.Demo(ctx, o, mutant)
+	info, bad, good, err := hunt.Demo(ctx, o, mutant)
 	if err != nil {
 		return exitUsage, err
 	}
@@ -62,9 +64,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return exitPass, enc.Encode(struct {
-			*harness.DemoInfo
-			Mutant  *harness.DemoRun `json:"mutant_run"`
-			Correct *harness.DemoRun `json:"correct_run"`
+			*hunt.DemoInfo
+			Mutant  *hunt.DemoRun `json:"mutant_run"`
+			Correct *hunt.DemoRun `json:"correct_run"`
 		}{info, bad, good})
 	}
 	fmt.Fprintf(stdout, "demo %s on %s (LockTTL %s)\n%s.\n", info.Mutant, info.Store, info.LockTTL, info.Story)
@@ -76,7 +78,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	return exitPass, nil
 }
 
-func printDemoRun(w io.Writer, title string, r *harness.DemoRun) {
+func printDemoRun(w io.Writer, title string, r *hunt.DemoRun) {
 	fmt.Fprintf(w, "\n%s\n", title)
 	for i, l := range r.Lines {
 		who := l.Client

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/lab"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -63,11 +64,13 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	if *orders < 1 {
 		return exitUsage, usagef("--orders must be at least 1, got %d", *orders)
 	}
-	addr, cleanup, err := provision(ctx, backend, stderr)
+	o := harness.Options{Backend: backend}
+	cleanup, err := provision(ctx, &o, stderr)
 	if err != nil {
 		return exitUsage, err
 	}
 	defer cleanup()
+	addr := o.Addr
 	var results []*lab.Result
 	for s := from; s <= to; s++ {
 		r, err := lab.Run(ctx, lab.Options{Backend: backend, Addr: addr, Seed: s, Orders: *orders})

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -48,15 +50,15 @@ func cmdList(args []string, stdout io.Writer) error {
 			mu := stores.Mutants[m]
 			s.Variants = append(s.Variants, listItem{m, fmt.Sprintf("%s (killed by scenario %s)", mu.Bug, mu.Scenario)})
 		}
-		for _, cm := range harness.ClientMutants { // the correct store, with clients that make the mistake
+		for _, cm := range workload.ClientMutants { // the correct store, with clients that make the mistake
 			s.Variants = append(s.Variants, listItem{cm.Name, fmt.Sprintf("client-side: %s (killed by scenario %s)", cm.Bug, cm.Scenario)})
 		}
 		l.Stores = append(l.Stores, s)
 	}
-	for _, s := range harness.Scenarios {
+	for _, s := range scenario.All {
 		l.Scenarios = append(l.Scenarios, listItem{s.Name, s.Doc})
 	}
-	for _, c := range harness.CheckerDocs {
+	for _, c := range check.Docs {
 		l.Checkers = append(l.Checkers, listItem{c.Name, c.Doc})
 	}
 	if *asJSON {

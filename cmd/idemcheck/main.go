@@ -17,7 +17,7 @@ import (
 	"syscall"
 )
 
-// Exit codes, as DESIGN.md §7 defines them (3 is ours: undecided).
+// Exit codes, as docs/DESIGN.md §7 defines them (3 is ours: undecided).
 const (
 	exitPass    = 0
 	exitFail    = 1

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -57,26 +60,26 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	}
 	var mutants []string
 	if *only != "" {
-		known := harness.MutantsFor(backend)
+		known := hunt.MutantsFor(backend)
 		for _, m := range strings.Split(*only, ",") {
-			if !contains(known, m) {
+			if !slices.Contains(known, m) {
 				return exitUsage, usagef("store %s has no mutant %q (known: %s)", backend.Name, m, strings.Join(known, ", "))
 			}
 			mutants = append(mutants, m)
 		}
 	}
-	addr, srv, cleanup, err := provisionServer(ctx, backend, stderr)
+	o := def
+	o.Backend, o.Seed = backend, *seed
+	cleanup, err := provision(ctx, &o, stderr)
 	if err != nil {
 		return exitUsage, err
 	}
 	defer cleanup()
-	o := def
-	o.Backend, o.Seed, o.Addr, o.Server, o.WorkerCommand = backend, *seed, addr, srv, workerCommand()
-	mo := harness.MutantsOptions{Seeds: *seeds, Mutants: mutants, Hunt: harness.HuntOptions{Budget: *budget, Keys: 2, Shrink: *shrinkFor}}
+	mo := hunt.MutantsOptions{Seeds: *seeds, Mutants: mutants, Hunt: hunt.Options{Budget: *budget, Keys: 2, Shrink: *shrinkFor}}
 	if !*asJSON && isTerminal(stderr) {
 		mo.Progress = func(s string) { fmt.Fprintf(stderr, "\r\033[K%s…", s) }
 	}
-	rep, err := harness.RunMutants(ctx, o, mo)
+	rep, err := hunt.RunMutants(ctx, o, mo)
 	if mo.Progress != nil {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
@@ -95,24 +98,15 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if ctx.Err() != nil {
 		return exitUnknown, nil
 	}
-	if len(rep.Survivors()) > 0 || rep.Correct.Verdict != harness.Pass {
+	if len(rep.Survivors()) > 0 || rep.Correct.Verdict != check.Pass {
 		return exitFail, nil
 	}
 	return exitPass, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // printMutants prints the matrix, the correct store's verdict and each
 // mutant's shortest trace.
-func printMutants(w io.Writer, rep *harness.MutantsReport) {
+func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 	seeds := fmt.Sprintf("seed %d", rep.Seed)
 	if rep.Seeds > 1 {
 		seeds = fmt.Sprintf("seeds %d..%d", rep.Seed, rep.Seed+int64(rep.Seeds)-1)
@@ -154,7 +148,7 @@ func printMutants(w io.Writer, rep *harness.MutantsReport) {
 	fmt.Fprintf(w, "seconds: from the start of the hunt to the end of the episode (or round) whose check found the first violation\n")
 	fmt.Fprintf(w, "\ncorrect store on the same scenarios: %s\n", strings.ToUpper(string(rep.Correct.Verdict)))
 	for _, r := range rep.Correct.Runs {
-		if r.Verdict != harness.Pass && r.Verdict != harness.Skipped {
+		if r.Verdict != check.Pass && r.Verdict != check.Skipped {
 			fmt.Fprintf(w, "  %s seed %d: %s\n", r.Scenario, r.Seed, r.Verdict)
 			for i, v := range r.Violations {
 				if i == 3 {
@@ -166,7 +160,7 @@ func printMutants(w io.Writer, rep *harness.MutantsReport) {
 	}
 	var names []string
 	for _, r := range rep.Correct.Runs {
-		if !contains(names, r.Scenario) {
+		if !slices.Contains(names, r.Scenario) {
 			names = append(names, r.Scenario)
 		}
 	}
@@ -182,7 +176,7 @@ func printMutants(w io.Writer, rep *harness.MutantsReport) {
 		}
 	}
 	verdict := "PASS"
-	if len(rep.Survivors()) > 0 || rep.Correct.Verdict != harness.Pass {
+	if len(rep.Survivors()) > 0 || rep.Correct.Verdict != check.Pass {
 		verdict = "FAIL"
 	}
 	extra := ""

@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/worker"
 )
 
 // workerHelp is printed by `idemcheck worker --help`. The command is
@@ -26,7 +26,7 @@ func cmdWorker(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err := parse(fs, workerHelp, args, stdout); err != nil {
 		return exitUsage, err
 	}
-	return harness.WorkerMain(ctx, stdin, stdout, stderr), nil
+	return worker.Main(ctx, stdin, stdout, stderr), nil
 }
 
 // workerCommand is how the harness starts a worker: this program, with the

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/worker"
 )
 
 // TestMain lets this test binary serve as the harness's worker process:
@@ -13,7 +13,7 @@ import (
 // the worker command and IDEMCHECK_WORKER=1, which must run the worker, not
 // the tests again.
 func TestMain(m *testing.M) {
-	if os.Getenv(harness.WorkerEnv) == "1" {
+	if os.Getenv(worker.EnvVar) == "1" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

@@ -32,12 +32,12 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 	s := sum.Scenarios[0]
-	fmt.Printf("%s: %s, several clients at one key at once: %v\n", s.Name, s.Verdict, s.MaxConcurrentBegins > 1)
+	fmt.Printf("%s: %s on %d keys\n", s.Name, s.Verdict, s.Keys)
 	for _, c := range s.Checkers {
 		fmt.Printf("  %s: %s\n", c.Checker, c.Verdict)
 	}
 	// Output:
-	// race: pass, several clients at one key at once: true
+	// race: pass on 8 keys
 	//   at-most-once: pass
 	//   exclusive-execution: pass
 	//   fencing: pass

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -155,7 +156,7 @@ func (d *driver) check(rt *rapid.T, in models.Input, out models.Output) {
 	var next []models.State
 	for _, s := range d.states(k) {
 		for _, n := range models.Step(d.times.cfg, s, in, out) {
-			if !containsState(next, n) {
+			if !slices.Contains(next, n) {
 				next = append(next, n)
 			}
 		}
@@ -169,15 +170,6 @@ func (d *driver) check(rt *rapid.T, in models.Input, out models.Output) {
 			"linearizability", k, strings.Join(was, " | "), strings.Join(d.history[k], "\n    "))
 	}
 	d.possible[k] = next
-}
-
-func containsState(list []models.State, s models.State) bool {
-	for _, x := range list {
-		if models.Equal(x, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func (d *driver) begin(rt *rapid.T) {

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -22,7 +25,7 @@ import (
 func Run(t *testing.T, f Factory) {
 	t.Helper()
 	t.Run("model", func(t *testing.T) { ModelTest(t, f) })
-	for _, sc := range harness.Scenarios {
+	for _, sc := range scenario.All {
 		t.Run(sc.Name, func(t *testing.T) {
 			if why := Inapplicable(f, sc); why != "" {
 				t.Skip(why)
@@ -33,17 +36,17 @@ func Run(t *testing.T, f Factory) {
 			}
 			s := sum.Scenarios[0]
 			switch s.Verdict {
-			case harness.Pass:
+			case check.Pass:
 				os.RemoveAll(dir)
 				t.Logf("%d store calls, %d keys, at most %d Begins at once on a key, faults %v", s.Ops, s.Keys, s.MaxConcurrentBegins, s.Faults)
-			case harness.Fail:
+			case check.Fail:
 				for _, v := range s.Violations {
 					t.Errorf("%s: %s on key %s: %s", sc.Name, v.Checker, v.Key, v.Detail)
 				}
 				t.Errorf("report: %s", filepath.Join(dir, "report.md"))
 			default:
 				for _, c := range s.Checkers {
-					if c.Verdict == harness.Unknown {
+					if c.Verdict == check.Unknown {
 						t.Errorf("%s: %s could not decide: %s (report: %s)", sc.Name, c.Checker, c.Detail, filepath.Join(dir, "report.md"))
 					}
 				}
@@ -54,7 +57,7 @@ func Run(t *testing.T, f Factory) {
 
 // Inapplicable says why a scenario cannot run on the factory's store, or ""
 // if it can.
-func Inapplicable(f Factory, sc harness.Scenario) string {
+func Inapplicable(f Factory, sc scenario.Scenario) string {
 	if sc.Needs != "" {
 		return fmt.Sprintf("scenario %s needs %s, which a Factory cannot provide", sc.Name, sc.Needs)
 	}
@@ -85,7 +88,7 @@ func CheckScenario(ctx context.Context, f Factory, scenario string) (*harness.Su
 		}
 		return r
 	}, f.Name)
-	dir, err := harness.PrepareRunDir(root, name, scenario, time.Now())
+	dir, err := report.PrepareRunDir(root, name, scenario, time.Now())
 	if err != nil {
 		return sum, "", err
 	}

@@ -42,7 +42,7 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults/netfault"
-	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -312,7 +312,7 @@ func post(ctx context.Context, c *http.Client, url, tenant, key, order string, a
 type server struct {
 	store   stores.Store
 	mu      sync.Mutex
-	ledger  *harness.Ledger
+	ledger  *history.Ledger
 	version string
 	count   int
 }
@@ -320,7 +320,7 @@ type server struct {
 func (s *server) reset(version string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ledger, s.version, s.count = harness.NewLedger(), version, 0
+	s.ledger, s.version, s.count = history.NewLedger(), version, 0
 }
 
 func (s *server) handled() int {

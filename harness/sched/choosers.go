@@ -2,6 +2,7 @@ package sched
 
 import (
 	"math/rand"
+	"slices"
 	"sync"
 
 	"pgregory.net/rapid"
@@ -165,7 +166,7 @@ func (c *Script) Choose(opts []Option) int {
 		if cl.state != parked { // blocked inside the store: let another run
 			return c.rr.Choose(opts)
 		}
-		if c.started && !st.ToEnd && (len(st.Until) == 0 || contains(st.Until, cl.at)) {
+		if c.started && !st.ToEnd && (len(st.Until) == 0 || slices.Contains(st.Until, cl.at)) {
 			c.i, c.started = c.i+1, false
 			continue
 		}
@@ -178,13 +179,4 @@ func (c *Script) Choose(opts []Option) int {
 		return c.rr.Choose(opts)
 	}
 	return c.rr.Choose(opts)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -1,5 +1,5 @@
 // Package servers provisions the Postgres and Redis servers that idemcheck's
-// stores run against (DESIGN.md §5).
+// stores run against (docs/DESIGN.md §5).
 //
 // A server comes from, in order:
 //

@@ -1,4 +1,4 @@
-// Package memory is the reference store: the decision table of DESIGN.md §1
+// Package memory is the reference store: the decision table of docs/DESIGN.md §1
 // over a map under one mutex, taking time from the caller's clock. Its
 // mutants sit in the same functions, each one line away from the correct
 // code, so the two can be read side by side.
@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,19 +65,10 @@ func New(cfg stores.Config) (*Store, error) {
 	if v == "" {
 		v = stores.Correct
 	}
-	if v != stores.Correct && !contains(Mutants, v) {
+	if v != stores.Correct && !slices.Contains(Mutants, v) {
 		return nil, fmt.Errorf("memory: unknown variant %q", v)
 	}
 	return &Store{cfg: cfg, variant: v, rows: map[stores.KeyRef]*record{}}, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // newToken returns a random 128-bit owner id: unique across the key's life.

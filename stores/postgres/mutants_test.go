@@ -90,7 +90,7 @@ var scenarios = map[string]scenario{
 			ds[0].Outcome.String() + " and " + ds[1].Outcome.String()
 	},
 
-	// DESIGN.md §1's counterexample: A claims and pauses; B takes over and
+	// docs/DESIGN.md §1's counterexample: A claims and pauses; B takes over and
 	// releases on error; C claims afresh and gets A's token back; A's late
 	// save lands on C's claim.
 	"token-reuse": func(t *testing.T, s *Store) (bool, string) {

@@ -1,4 +1,4 @@
-// Package postgres is the Postgres store: the decision table of DESIGN.md §1
+// Package postgres is the Postgres store: the decision table of docs/DESIGN.md §1
 // in single SQL statements over a pgx connection pool, judging staleness and
 // retention by the server's clock (clock_timestamp()), so every client agrees
 // on the time. Its mutants are SQL texts beside the correct ones

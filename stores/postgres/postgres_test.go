@@ -60,7 +60,7 @@ func TestUnreachableServer(t *testing.T) {
 	}
 }
 
-// TestDecisionTable walks the rows of DESIGN.md §1 that need no clock.
+// TestDecisionTable walks the rows of docs/DESIGN.md §1 that need no clock.
 func TestDecisionTable(t *testing.T) {
 	s := newStore(t, stores.Correct, hour, hour)
 	ctx := ctxT(t)
@@ -284,7 +284,7 @@ func spread(ds []stores.Decision) time.Duration {
 	return hi.Sub(lo)
 }
 
-// TestSnapshotVisibilityOfDoNothing shows the trap DESIGN.md §1 warns of,
+// TestSnapshotVisibilityOfDoNothing shows the trap docs/DESIGN.md §1 warns of,
 // on this server, with the load of TestConcurrentClaims: an INSERT … ON
 // CONFLICT DO NOTHING that reads the existing row with a SELECT in the same
 // statement gives some losers no row at all. The correct Begin must not be

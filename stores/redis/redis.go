@@ -1,4 +1,4 @@
-// Package redis is the Redis store: the contract of DESIGN.md §1 as one Lua
+// Package redis is the Redis store: the contract of docs/DESIGN.md §1 as one Lua
 // script per operation, on go-redis/v9.
 //
 // # Scripts

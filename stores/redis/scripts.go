@@ -24,7 +24,7 @@ import (
 // mutant below is this text with a line or two replaced (see variants), so
 // `go doc` or a diff shows exactly what each bug changes.
 
-// beginLua decides per the decision table of DESIGN.md §1.
+// beginLua decides per the decision table of docs/DESIGN.md §1.
 //
 //	KEYS[1]  the key's hash
 //	ARGV[1]  fingerprint       ARGV[2]  a fresh random token (used if the caller claims)

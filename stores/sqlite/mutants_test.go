@@ -61,7 +61,7 @@ var bugScenarios = map[string]bugScenario{
 		ds := concurrently(t, s, 2, faults.BeginAfterSelect, func(int) stores.Request { return req(k, "fp", t0.Add(lockTTL)) })
 		return claims(ds) == 2, fmt.Sprint(outcomes(ds))
 	},
-	// DESIGN.md §1: A claims at t and stalls; B takes over and releases on
+	// docs/DESIGN.md §1: A claims at t and stalls; B takes over and releases on
 	// error; C, whose clock is behind, claims at t again and gets A's token;
 	// A wakes and its save lands on C's claim.
 	"token-reuse": func(t *testing.T, s stores.Store) (bool, string) {

@@ -1,5 +1,5 @@
 // Package sqlite is the embedded idempotency-key store: the decision table of
-// DESIGN.md §1 in one SQLite file, through database/sql and modernc.org/sqlite
+// docs/DESIGN.md §1 in one SQLite file, through database/sql and modernc.org/sqlite
 // (pure Go, no cgo), taking time from the caller's clock. Its mutants sit
 // beside the correct code: statements.go holds the SQL, each mutant replacing
 // one statement of the correct set; begin.go holds the flows.
@@ -47,6 +47,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"modernc.org/sqlite"
@@ -168,7 +169,7 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	if v == "" {
 		v = stores.Correct
 	}
-	if v != stores.Correct && !contains(Mutants, v) {
+	if v != stores.Correct && !slices.Contains(Mutants, v) {
 		return nil, fmt.Errorf("sqlite: unknown variant %q (known: %s, %v)", v, stores.Correct, Mutants)
 	}
 	abs, err := checkPath(path)
@@ -244,15 +245,6 @@ func describe(err error) error {
 		}
 	}
 	return err
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Variant names the variant the store runs: "correct" or a mutant.

@@ -83,7 +83,7 @@ const (
 		SELECT tenant, key FROM idempotency_keys WHERE created_at <= %s LIMIT :batch)`
 )
 
-// correct is the store as DESIGN.md §1 specifies it.
+// correct is the store as docs/DESIGN.md §1 specifies it.
 var correct = statements{
 	claim:    insertInFlight + ` ON CONFLICT (tenant, key) DO NOTHING`,
 	read:     fmt.Sprintf(readRow, sameFingerprint, isStale),

@@ -126,7 +126,7 @@ func TestPragmasOnEveryConnection(t *testing.T) {
 	}
 }
 
-// TestDecisionTable walks every row of DESIGN.md §1 with explicit clocks.
+// TestDecisionTable walks every row of docs/DESIGN.md §1 with explicit clocks.
 func TestDecisionTable(t *testing.T) {
 	s := open(t, "")
 	k := key("order-1")

@@ -1,0 +1,450 @@
+// Package check judges a recorded history: seven checkers, each with a
+// three-valued verdict (pass, fail, unknown), that prove or refute per key
+// that the work ran at most once, that fencing rejected every stale writer,
+// that replays were faithful, that other parameters got 422, that the
+// history is linearizable against the decision-table model, and that no
+// key stayed stuck. Checkers read the history and the ledger only; they
+// never import what produced them.
+package check
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Verdict is a checker's three-valued answer.
+type Verdict string
+
+// The verdicts: pass, fail, or unknown (the evidence could not decide);
+// skipped is a scenario's verdict when it could not run at all.
+const (
+	Pass    Verdict = "pass"
+	Fail    Verdict = "fail"
+	Unknown Verdict = "unknown"
+	Skipped Verdict = "skipped"
+)
+
+// Violation is one broken promise, on one key.
+type Violation struct {
+	Checker string `json:"checker"`
+	Key     string `json:"key"`
+	Detail  string `json:"detail"`
+}
+
+// Result is one checker's verdict on one scenario.
+type Result struct {
+	Checker    string      `json:"checker"`
+	Verdict    Verdict     `json:"verdict"`
+	Detail     string      `json:"detail"`
+	Violations []Violation `json:"violations,omitempty"`
+}
+
+// The checkers, by name.
+const (
+	AtMostOnce   = "at-most-once"
+	Exclusive    = "exclusive-execution"
+	Fencing      = "fencing"
+	Replay       = "replay-fidelity"
+	Mismatch     = "mismatch"
+	Linearizable = "linearizability"
+	Liveness     = "liveness"
+)
+
+// Preference orders the checkers by how directly they name a bug:
+// linearizability catches nearly every mutant but says least. A hunt and a
+// demo name a mutant's killer by it.
+var Preference = []string{AtMostOnce, Exclusive, Fencing, Mismatch, Liveness, Replay, Linearizable}
+
+// Docs says what each checker proves, in the order Check runs them, for
+// `idemcheck list` and reports.
+var Docs = []struct{ Name, Doc string }{
+	{AtMostOnce, "each order is charged at most once at the provider, and no key is claimed again after it was saved done (inside its retention)"},
+	{Exclusive, "a key's work never overlaps with the work of a healthy (not paused, not crashed) owner"},
+	{Fencing, "no write is accepted from a token that was superseded, and no token repeats for a key"},
+	{Replay, "every replay equals a response that was saved, and every client got the same answer for a key"},
+	{Mismatch, "a request with other parameters never runs and always gets 422"},
+	{Linearizable, "the history of each key is linearizable against the decision-table model (porcupine)"},
+	{Liveness, "no key stays in flight once its owner is gone and LockTTL has passed"},
+}
+
+// Evidence is everything a scenario recorded, for the checkers.
+type Evidence struct {
+	Hist        *history.History
+	Ledger      *history.Ledger
+	Model       models.Config
+	ProbeClient int           // the client id of the final liveness probes
+	LinTimeout  time.Duration // porcupine's budget
+	// Visualization, if set, receives porcupine's HTML of the history.
+	Visualization *bytes.Buffer
+}
+
+// Run runs all seven checkers, in the order of Docs.
+func Run(e Evidence) []Result {
+	ops := e.Hist.Ops()
+	return []Result{
+		checkAtMostOnce(e, ops),
+		checkExclusive(e),
+		checkFencing(ops),
+		checkReplay(e, ops),
+		checkMismatch(ops),
+		checkLinearizable(e, ops),
+		checkLiveness(e, ops),
+	}
+}
+
+func result(name string, vs []Violation, okDetail string) Result {
+	vs = onePerKey(vs)
+	if len(vs) > 0 {
+		return Result{Checker: name, Verdict: Fail, Detail: fmt.Sprintf("%d violation(s): %s", len(vs), vs[0].Detail), Violations: vs}
+	}
+	return Result{Checker: name, Verdict: Pass, Detail: okDetail}
+}
+
+// onePerKey keeps the first violation of each key, noting how many more
+// the key had, so one broken key does not drown the others.
+func onePerKey(vs []Violation) []Violation {
+	var out []Violation
+	count := map[string]int{}
+	for _, v := range vs {
+		count[v.Key]++
+	}
+	seen := map[string]bool{}
+	for _, v := range vs {
+		if seen[v.Key] {
+			continue
+		}
+		seen[v.Key] = true
+		if n := count[v.Key] - 1; n > 0 {
+			v.Detail += fmt.Sprintf(" (and %d more on this key)", n)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+var (
+	ms    = history.Millis
+	byKey = history.ByKey
+)
+
+// tok shortens a token for a message.
+func tok(t stores.Token) string { return faults.ShortToken(string(t)) }
+
+// firstClaim is the key's first known claim (its creation), if any.
+func firstClaim(ops []history.Op) (history.Op, bool) {
+	for _, op := range ops {
+		if op.IsClaim() {
+			return op, true
+		}
+	}
+	return history.Op{}, false
+}
+
+func checkAtMostOnce(e Evidence, ops []history.Op) Result {
+	var vs []Violation
+	charges := e.Ledger.Charges()
+	for order, n := range e.Ledger.EffectiveByOrder() {
+		if n > 1 {
+			var ids []string
+			for _, c := range charges {
+				if c.Order == order && c.Effective {
+					ids = append(ids, fmt.Sprintf("%s by client %d at %s", c.ID, c.Client, ms(c.At)))
+				}
+			}
+			vs = append(vs, Violation{AtMostOnce, order, fmt.Sprintf("order %s charged %d times: %s", order, n, strings.Join(ids, ", "))})
+		}
+	}
+	// A key that was saved done must never be claimed again while it is
+	// retained: that claim would run the work a second time.
+	keyed, order := byKey(ops)
+	for _, k := range order {
+		kops := keyed[k]
+		created, ok := firstClaim(kops)
+		if !ok {
+			continue
+		}
+		var done *history.Op
+		for i, op := range kops {
+			if done == nil && op.Accepted(models.Complete) {
+				done = &kops[i]
+				continue
+			}
+			if done != nil && op.IsClaim() && op.Call > done.Return &&
+				time.Duration(op.Call-created.Return) < e.Model.Retention-e.Model.Slack-time.Duration(done.Return-done.Call) {
+				vs = append(vs, Violation{AtMostOnce, k.String(), fmt.Sprintf(
+					"%s was claimed again by client %d at %s (token %s), after client %d saved it done at %s and inside the retention window: the work runs twice",
+					k, op.Client, ms(op.Return), tok(op.Output.Decision.Token), done.Client, ms(done.Return))})
+				break
+			}
+		}
+	}
+	sortViolations(vs)
+	return result(AtMostOnce, vs, fmt.Sprintf("%d orders charged, none twice; no work re-ran after done", len(e.Ledger.EffectiveByOrder())))
+}
+
+func sortViolations(vs []Violation) {
+	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Key < vs[j].Key })
+}
+
+// unhealthy reports whether the client was paused or crashed, on this key,
+// after its claim (so a takeover of it was legitimate).
+func unhealthy(fs []history.Fault, client int, key stores.KeyRef) bool {
+	for _, f := range fs {
+		if f.Client == client && f.Key == key && strings.HasPrefix(f.Failpoint, "run.") {
+			return true
+		}
+	}
+	return false
+}
+
+func checkExclusive(e Evidence) Result {
+	var vs []Violation
+	work := e.Hist.Work()
+	fs := e.Hist.Faults()
+	runs := 0
+	for i, a := range work {
+		runs++
+		for _, b := range work[i+1:] {
+			if b.Key != a.Key || b.Token == a.Token {
+				continue
+			}
+			if b.Start >= a.End {
+				continue
+			}
+			if unhealthy(fs, a.Client, a.Key) {
+				continue
+			}
+			vs = append(vs, Violation{Exclusive, a.Key.String(), fmt.Sprintf(
+				"clients %d and %d ran the work of %s at once: client %d (token %s) from %s to %s, client %d (token %s) from %s; client %d was healthy",
+				a.Client, b.Client, a.Key, a.Client, tok(a.Token), ms(a.Start), ms(a.End), b.Client, tok(b.Token), ms(b.Start), a.Client)})
+		}
+	}
+	sortViolations(vs)
+	return result(Exclusive, vs, fmt.Sprintf("%d work runs, none overlapping a healthy owner", runs))
+}
+
+func checkFencing(ops []history.Op) Result {
+	var vs []Violation
+	keyed, order := byKey(ops)
+	writes := 0
+	for _, k := range order {
+		kops := keyed[k]
+		var claims []history.Op
+		seen := map[stores.Token]history.Op{}
+		for _, op := range kops {
+			if !op.IsClaim() {
+				continue
+			}
+			tok := op.Output.Decision.Token
+			if prev, dup := seen[tok]; dup {
+				vs = append(vs, Violation{Fencing, k.String(), fmt.Sprintf(
+					"token %s handed out twice for %s: to client %d at %s and to client %d at %s",
+					tok, k, prev.Client, ms(prev.Return), op.Client, ms(op.Return))})
+			}
+			seen[tok] = op
+			claims = append(claims, op)
+		}
+		for _, w := range kops {
+			if !w.Accepted(models.Complete) && !w.Accepted(models.Release) {
+				continue
+			}
+			writes++
+			// the write's own claim: the latest claim with its token before it
+			var own *history.Op
+			for i := range claims {
+				if claims[i].Output.Decision.Token == w.Input.Token && claims[i].Return <= w.Call {
+					own = &claims[i]
+				}
+			}
+			if own == nil {
+				continue
+			}
+			for _, c := range claims {
+				if c.Output.Decision.Token != w.Input.Token && c.Call > own.Return && c.Return < w.Call {
+					vs = append(vs, Violation{Fencing, k.String(), fmt.Sprintf(
+						"%s by client %d with token %s was accepted at %s, but client %d had taken %s over with token %s at %s",
+						w.Input.Kind, w.Client, tok(w.Input.Token), ms(w.Return), c.Client, k, tok(c.Output.Decision.Token), ms(c.Return))})
+					break
+				}
+			}
+		}
+	}
+	sortViolations(vs)
+	return result(Fencing, vs, fmt.Sprintf("%d accepted writes, all from the current token; no token repeated", writes))
+}
+
+func checkReplay(e Evidence, ops []history.Op) Result {
+	var vs []Violation
+	keyed, order := byKey(ops)
+	replays := 0
+	for _, k := range order {
+		kops := keyed[k]
+		for _, r := range kops {
+			if r.Input.Kind != models.Begin || r.Output.Unknown || r.Output.Decision.Outcome != stores.Replay {
+				continue
+			}
+			replays++
+			found := false
+			for _, c := range kops {
+				if c.Input.Kind == models.Complete && !c.Output.Fenced && c.Call < r.Return && c.Input.Response == r.Output.Decision.Response {
+					found = true
+					break
+				}
+			}
+			if !found {
+				vs = append(vs, Violation{Replay, k.String(), fmt.Sprintf(
+					"client %d was replayed %d %q for %s at %s, which no Complete had saved",
+					r.Client, r.Output.Decision.Response.Status, r.Output.Decision.Response.Body, k, ms(r.Return))})
+			}
+		}
+	}
+	// Every client that got an answer for a key with the same parameters
+	// got the same answer.
+	first := map[string]history.Answer{}
+	for _, a := range e.Hist.Answers() {
+		if a.Err != "" || a.Client == e.ProbeClient {
+			continue
+		}
+		id := a.Key.String() + "\x00" + a.Fingerprint
+		f, ok := first[id]
+		if !ok {
+			first[id] = a
+			continue
+		}
+		if f.Response != a.Response {
+			vs = append(vs, Violation{Replay, a.Key.String(), fmt.Sprintf(
+				"clients %d and %d got different answers for %s: %d %q and %d %q",
+				f.Client, a.Client, a.Key, f.Response.Status, f.Response.Body, a.Response.Status, a.Response.Body)})
+		}
+	}
+	sortViolations(vs)
+	return result(Replay, vs, fmt.Sprintf("%d replays, all of a saved response; every client got the same answer", replays))
+}
+
+func checkMismatch(ops []history.Op) Result {
+	var vs []Violation
+	keyed, order := byKey(ops)
+	checked := 0
+	for _, k := range order {
+		kops := keyed[k]
+		created, ok := firstClaim(kops)
+		if !ok {
+			continue
+		}
+		fp := created.Input.Fingerprint
+		for _, op := range kops {
+			if op.Input.Kind != models.Begin || op.Input.Fingerprint == fp || op.Output.Unknown || op.Call < created.Return {
+				continue
+			}
+			if resetBefore(ops, kops, op.Call) {
+				continue // the key was released or pruned: a new life, a new fingerprint
+			}
+			checked++
+			if o := op.Output.Decision.Outcome; o != stores.Mismatch {
+				vs = append(vs, Violation{Mismatch, k.String(), fmt.Sprintf(
+					"client %d reused %s with other parameters (fingerprint %s, first %s) and got %s instead of 422",
+					op.Client, k, op.Input.Fingerprint, fp, o)})
+			}
+		}
+	}
+	sortViolations(vs)
+	return result(Mismatch, vs, fmt.Sprintf("%d reuses with other parameters, all answered 422", checked))
+}
+
+// resetBefore reports whether the key may have been released or pruned
+// before t.
+func resetBefore(all, kops []history.Op, t int64) bool {
+	for _, op := range kops {
+		if op.Input.Kind == models.Release && !op.Output.Fenced && op.Call < t {
+			return true
+		}
+	}
+	for _, op := range all {
+		if op.Input.Kind == models.Prune && op.Call < t {
+			return true
+		}
+	}
+	return false
+}
+
+// porcupineOps turns the history into porcupine's form, copying each Prune
+// into every key's partition.
+func porcupineOps(ops []history.Op) []porcupine.Operation {
+	_, keys := byKey(ops)
+	var out []porcupine.Operation
+	for _, op := range ops {
+		if op.Input.Kind == models.Prune {
+			for _, k := range keys {
+				in := op.Input
+				in.Key = k
+				out = append(out, porcupine.Operation{ClientId: op.Client, Input: in, Output: op.Output, Call: op.Call, Return: op.Return})
+			}
+			continue
+		}
+		out = append(out, porcupine.Operation{ClientId: op.Client, Input: op.Input, Output: op.Output, Call: op.Call, Return: op.Return})
+	}
+	return out
+}
+
+func checkLinearizable(e Evidence, ops []history.Op) Result {
+	model := models.Porcupine(e.Model)
+	pops := porcupineOps(ops)
+	res, info := porcupine.CheckOperationsVerbose(model, pops, e.LinTimeout)
+	if e.Visualization != nil {
+		_ = porcupine.Visualize(model, info, e.Visualization)
+	}
+	switch res {
+	case porcupine.Ok:
+		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), len(models.PartitionByKey(pops)))}
+	case porcupine.Unknown:
+		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout)}
+	}
+	// Name the keys whose histories are not linearizable.
+	var vs []Violation
+	for _, part := range models.PartitionByKey(pops) {
+		if porcupine.CheckOperationsTimeout(model, part, e.LinTimeout) == porcupine.Illegal {
+			k := part[0].Input.(models.Input).Key
+			vs = append(vs, Violation{Linearizable, k.String(), fmt.Sprintf(
+				"the history of %s (%d calls) has no order the decision table allows", k, len(part))})
+		}
+	}
+	if len(vs) == 0 {
+		vs = append(vs, Violation{Linearizable, "", "the history is not linearizable"})
+	}
+	return result(Linearizable, vs, "")
+}
+
+func checkLiveness(e Evidence, ops []history.Op) Result {
+	var vs []Violation
+	probes := 0
+	for _, op := range ops {
+		if op.Client != e.ProbeClient || op.Input.Kind != models.Begin {
+			continue
+		}
+		probes++
+		switch {
+		case op.Output.Unknown:
+			vs = append(vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
+				"the final probe of %s got no answer (%s)", op.Input.Key, op.Err)})
+		case op.Output.Decision.Outcome == stores.InFlight:
+			vs = append(vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
+				"%s is still in flight at the final probe, though every client stopped and LockTTL (%v) has passed: stuck",
+				op.Input.Key, e.Model.LockTTL)})
+		}
+	}
+	if probes == 0 {
+		return Result{Checker: Liveness, Verdict: Unknown, Detail: "no final probe ran"}
+	}
+	sortViolations(vs)
+	return result(Liveness, vs, fmt.Sprintf("%d keys probed after LockTTL, none stuck", probes))
+}

@@ -1,0 +1,42 @@
+package check
+
+import (
+	"time"
+
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// ServerClockSlack is how far the model widens the LockTTL and retention
+// boundaries either way for a server-clock store. The history's times are
+// the harness's; the store decides by the server's clock, read at some
+// moment inside the call and stored in milliseconds, so a decision within
+// a few milliseconds of a boundary may go either way.
+const ServerClockSlack = 5 * time.Millisecond
+
+// ModelFor is the model a store is judged by: its LockTTL and retention,
+// with ServerClockSlack for server-clock stores. It is the one place the
+// model's parameters are made, for every run, hunt and demo.
+func ModelFor(clock stores.ClockSource, cfg stores.Config) models.Config {
+	m := models.Config{LockTTL: cfg.LockTTL, Retention: cfg.Retention}
+	if clock == stores.ServerClock {
+		m.Slack = ServerClockSlack
+	}
+	return m
+}
+
+// Params are what the checkers judge a history by besides the history
+// itself: the model's parameters and the client id of the final liveness
+// probes. A saved run keeps them (summary.json) beside its history
+// (history.jsonl), so it can be re-checked later with the current checkers.
+type Params struct {
+	LockTTL     time.Duration `json:"lock_ttl_ns"`
+	Retention   time.Duration `json:"retention_ns"`
+	Slack       time.Duration `json:"slack_ns,omitempty"`
+	ProbeClient int           `json:"probe_client"`
+}
+
+// Model is the model the params describe.
+func (p Params) Model() models.Config {
+	return models.Config{LockTTL: p.LockTTL, Retention: p.Retention, Slack: p.Slack}
+}

@@ -1,0 +1,62 @@
+package history
+
+import "github.com/idemcheck/idemcheck/stores"
+
+// FaultKind names a kind of injected fault. Every kind the harness injects
+// is listed here, so reports, counters and the loader agree on the names.
+type FaultKind string
+
+// Faults recorded one by one, as Fault records with a time window.
+const (
+	// FaultPause: a client held at a failpoint (a GC pause, a stalled
+	// disk, or the controlled scheduler holding it while the clock moved
+	// past LockTTL), then let go.
+	FaultPause FaultKind = "pause"
+	// FaultCrash: a client stopped at a failpoint and never cleaned up,
+	// as a killed process would.
+	FaultCrash FaultKind = "crash"
+	// FaultWorkerKill: a worker process killed with SIGKILL, at a
+	// failpoint it announced or wherever it was.
+	FaultWorkerKill FaultKind = "worker-kill"
+	// FaultServerPause: the store's server frozen (every process of its
+	// container stopped, as with SIGSTOP) and thawed later.
+	FaultServerPause FaultKind = "server-pause"
+	// FaultServerRestart: the store's server killed with SIGKILL and
+	// started again on the same data and address.
+	FaultServerRestart FaultKind = "server-restart"
+	// FaultNetLatency, FaultNetReset and FaultNetLostReply: a window in
+	// which the network between clients and the server delayed replies,
+	// reset connections, or lost replies (the request ran on the server).
+	FaultNetLatency   FaultKind = "net-latency"
+	FaultNetReset     FaultKind = "net-reset"
+	FaultNetLostReply FaultKind = "net-lost-reply"
+)
+
+// Faults counted, not recorded one by one (ScenarioResult.Faults adds them
+// to the recorded ones): the calls a network fault actually hit, as the
+// proxy counts them, and the clients given a skewed clock.
+const (
+	CountNetLatency   FaultKind = "latency"
+	CountNetReset     FaultKind = "reset"
+	CountNetLostReply FaultKind = "lost-reply"
+	CountSkew         FaultKind = "skew"
+)
+
+// NetFault is the recorded kind of a network fault window, from the
+// proxy's kind name (faults/netfault: "latency", "reset", "lost-reply").
+func NetFault(kind string) FaultKind { return FaultKind("net-" + kind) }
+
+// Fault is one injected fault. Client is -1 for a fault of the server or
+// the network, which hits every client.
+type Fault struct {
+	Client    int           `json:"client"`
+	Key       stores.KeyRef `json:"key"`
+	Kind      FaultKind     `json:"kind"`
+	Failpoint string        `json:"failpoint"`
+	Start     int64         `json:"start"`
+	End       int64         `json:"end"`
+}
+
+// OfClient reports whether the fault hit one client (a pause, a crash, a
+// worker kill) rather than the server or the network.
+func (f Fault) OfClient() bool { return f.Client >= 0 }

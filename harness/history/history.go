@@ -1,0 +1,284 @@
+// Package history is the record of a run: every store call a client made
+// (with its input, its output and its call and return times on one
+// monotonic clock), every execution of the guarded work, every injected
+// fault, every client's final answer, and the payment provider's ledger.
+// Producers (the workload, worker processes, the nemesis) write it through
+// a Recorder and the Add methods; consumers (the checkers, the reports)
+// read it. A saved history (history.jsonl) loads back into the same types,
+// so a failing run can be re-checked and kept as a regression test.
+//
+// A call whose outcome is unknown (a timeout, a lost reply, a killed
+// process) is recorded as such, with Return = Never: it may take effect at
+// any moment after its call. It is never guessed.
+package history
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Never is the return time of a call whose outcome is unknown: it may take
+// effect at any moment after its call.
+const Never = int64(math.MaxInt64)
+
+// Op is one store call as a client saw it. Times are nanoseconds since the
+// history began, read from one monotonic clock.
+type Op struct {
+	Client int           `json:"client"`
+	Input  models.Input  `json:"input"`
+	Output models.Output `json:"output"`
+	Call   int64         `json:"call"`
+	Return int64         `json:"return"` // Never when the outcome is unknown
+	Err    string        `json:"err,omitempty"`
+}
+
+// IsClaim reports whether the op is a Begin that answered Claimed.
+func (op Op) IsClaim() bool {
+	return op.Input.Kind == models.Begin && !op.Output.Unknown && op.Output.Decision.Outcome == stores.Claimed
+}
+
+// Accepted reports whether the op is a call of kind that the store
+// definitely accepted (not fenced, not unknown).
+func (op Op) Accepted(kind models.Kind) bool {
+	return op.Input.Kind == kind && !op.Output.Unknown && !op.Output.Fenced
+}
+
+// WorkRun is one execution of an order's work by an owner.
+type WorkRun struct {
+	Client   int           `json:"client"`
+	Key      stores.KeyRef `json:"key"`
+	Order    string        `json:"order"`
+	Token    stores.Token  `json:"token"`
+	Start    int64         `json:"start"`
+	End      int64         `json:"end"` // Never if the owner stopped inside the work
+	Failed   bool          `json:"failed,omitempty"`
+	ChargeID string        `json:"charge_id,omitempty"`
+}
+
+// Answer is what a client finally got for one logical operation, after
+// its retries: the response, or the error that ended it.
+type Answer struct {
+	Client      int             `json:"client"`
+	Key         stores.KeyRef   `json:"key"`
+	Order       string          `json:"order"`
+	Fingerprint string          `json:"fingerprint"`
+	Response    stores.Response `json:"response"`
+	Status      int             `json:"status"` // HTTP status of the final answer
+	Replayed    bool            `json:"replayed,omitempty"`
+	Attempts    int             `json:"attempts"`
+	Err         string          `json:"err,omitempty"`
+	At          int64           `json:"at"`
+}
+
+// Definite reports whether the answer settles the operation: a response
+// (the work's, a replay, or a saved error), or a 4xx that retrying cannot
+// change. Crashes, give-ups and cancellations do not.
+func (a Answer) Definite() bool {
+	return a.Err == "" || a.Status == 400 || a.Status == 422
+}
+
+// History is the record of one scenario. It is safe for concurrent use.
+type History struct {
+	start   time.Time
+	mu      sync.Mutex
+	ops     []Op
+	work    []WorkRun
+	faults  []Fault
+	answers []Answer
+	nextID  int
+	seq     int64 // numbers the calls announced to the sink
+	// sink, when set, hears each record as it is made, and store calls
+	// go only to it: a worker process streams its history to the harness
+	// this way (see Sink).
+	sink Sink
+}
+
+// Sink hears each record of a History as it is made. A worker process's
+// history has one that writes the records to the harness, which keeps
+// the run's one History; ops are then not kept in the process.
+type Sink interface {
+	// Call hears a store call about to be made (seq numbers the calls of
+	// the History): if no Return follows, the call's outcome is unknown.
+	Call(seq int64, op Op)
+	// Return hears how the call seq returned; drop means it certainly
+	// never reached the store and is left out of the history.
+	Return(seq int64, op Op, drop bool)
+	Work(i int, w WorkRun)
+	WorkEnd(i int, end int64, failed bool, chargeID string)
+	Fault(f Fault)
+	Answer(a Answer)
+}
+
+// New starts an empty history; its clock starts now.
+func New() *History { return &History{start: time.Now()} }
+
+// Now is the history's monotonic clock: nanoseconds since it began.
+func (h *History) Now() int64 { return int64(time.Since(h.start)) }
+
+// NextID returns a new call id, unique in the history (models.Input.ID).
+func (h *History) NextID() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nextID++
+	return h.nextID
+}
+
+// AddOp records a store call that has returned (or whose outcome is now
+// known to be unknown: Return = Never).
+func (h *History) AddOp(op Op) {
+	h.mu.Lock()
+	h.ops = append(h.ops, op)
+	h.mu.Unlock()
+}
+
+// call announces a call to the sink, if any, and returns its sequence.
+func (h *History) call(op Op) int64 {
+	if h.sink == nil {
+		return 0
+	}
+	h.mu.Lock()
+	h.seq++
+	seq := h.seq
+	h.mu.Unlock()
+	h.sink.Call(seq, op)
+	return seq
+}
+
+// ret records how call seq returned: to the sink, or in the history
+// (unless dropped).
+func (h *History) ret(seq int64, op Op, drop bool) {
+	if h.sink != nil {
+		h.sink.Return(seq, op, drop)
+		return
+	}
+	if !drop {
+		h.AddOp(op)
+	}
+}
+
+// AddWork records one execution of work and returns its index, so the
+// caller can close it with EndWork.
+func (h *History) AddWork(w WorkRun) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.work = append(h.work, w)
+	if h.sink != nil {
+		h.sink.Work(len(h.work)-1, w)
+	}
+	return len(h.work) - 1
+}
+
+// EndWork records that work i ended now.
+func (h *History) EndWork(i int, failed bool, chargeID string) {
+	h.EndWorkAt(i, h.Now(), failed, chargeID)
+}
+
+// EndWorkAt records that work i ended at t (history time): a worker
+// process reports its own times.
+func (h *History) EndWorkAt(i int, t int64, failed bool, chargeID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.work[i].End, h.work[i].Failed, h.work[i].ChargeID = t, failed, chargeID
+	if h.sink != nil {
+		h.sink.WorkEnd(i, t, failed, chargeID)
+	}
+}
+
+// AddFault records an injected fault.
+func (h *History) AddFault(f Fault) {
+	h.mu.Lock()
+	h.faults = append(h.faults, f)
+	if h.sink != nil {
+		h.sink.Fault(f)
+	}
+	h.mu.Unlock()
+}
+
+// AddAnswer records a client's final answer for an operation.
+func (h *History) AddAnswer(a Answer) {
+	h.mu.Lock()
+	h.answers = append(h.answers, a)
+	if h.sink != nil {
+		h.sink.Answer(a)
+	}
+	h.mu.Unlock()
+}
+
+// OpCount is the number of store calls recorded so far.
+func (h *History) OpCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ops)
+}
+
+// FaultCount is the number of faults recorded so far.
+func (h *History) FaultCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.faults)
+}
+
+// Ops returns the store calls sorted by call time.
+func (h *History) Ops() []Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := append([]Op(nil), h.ops...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Call < out[j].Call })
+	return out
+}
+
+// Work returns the work executions in start order.
+func (h *History) Work() []WorkRun {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := append([]WorkRun(nil), h.work...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
+}
+
+// Faults returns the injected faults.
+func (h *History) Faults() []Fault {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Fault(nil), h.faults...)
+}
+
+// Answers returns the clients' final answers.
+func (h *History) Answers() []Answer {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Answer(nil), h.answers...)
+}
+
+// ByKey groups ops by key, leaving out Prunes (which apply to every key),
+// and returns the keys in order of first appearance.
+func ByKey(ops []Op) (map[stores.KeyRef][]Op, []stores.KeyRef) {
+	m := map[stores.KeyRef][]Op{}
+	var order []stores.KeyRef
+	for _, op := range ops {
+		if op.Input.Kind == models.Prune {
+			continue
+		}
+		k := op.Input.Key
+		if _, ok := m[k]; !ok {
+			order = append(order, k)
+		}
+		m[k] = append(m[k], op)
+	}
+	return m, order
+}
+
+// Millis prints a history time in milliseconds, as traces and violations
+// show it ("never" for Never).
+func Millis(ns int64) string {
+	if ns == Never {
+		return "never"
+	}
+	return fmt.Sprintf("%.1fms", float64(ns)/1e6)
+}

@@ -1,0 +1,121 @@
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Line is one line of history.jsonl: one record of one scenario's history.
+type Line struct {
+	Scenario string   `json:"scenario"`
+	Type     string   `json:"type"` // op | work | fault | answer | charge
+	Op       *Op      `json:"op,omitempty"`
+	Work     *WorkRun `json:"work,omitempty"`
+	Fault    *Fault   `json:"fault,omitempty"`
+	Answer   *Answer  `json:"answer,omitempty"`
+	Charge   *Charge  `json:"charge,omitempty"`
+}
+
+// Write writes one scenario's history and ledger as JSON lines: ops in
+// call order, then work, faults, answers and charges.
+func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
+	enc := json.NewEncoder(w)
+	for _, op := range h.Ops() {
+		if err := enc.Encode(Line{Scenario: scenario, Type: "op", Op: &op}); err != nil {
+			return err
+		}
+	}
+	for _, wr := range h.Work() {
+		if err := enc.Encode(Line{Scenario: scenario, Type: "work", Work: &wr}); err != nil {
+			return err
+		}
+	}
+	for _, f := range h.Faults() {
+		if err := enc.Encode(Line{Scenario: scenario, Type: "fault", Fault: &f}); err != nil {
+			return err
+		}
+	}
+	for _, a := range h.Answers() {
+		if err := enc.Encode(Line{Scenario: scenario, Type: "answer", Answer: &a}); err != nil {
+			return err
+		}
+	}
+	if l != nil {
+		for _, c := range l.Charges() {
+			if err := enc.Encode(Line{Scenario: scenario, Type: "charge", Charge: &c}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Saved is one scenario's history loaded back from history.jsonl.
+type Saved struct {
+	Scenario string
+	Hist     *History
+	Ledger   *Ledger
+}
+
+// Load reads a history.jsonl written by Write (one or more scenarios) and
+// returns each scenario's history and ledger in order of first
+// appearance. A line that does not parse is an error naming its number:
+// nothing is silently skipped.
+func Load(r io.Reader) ([]Saved, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	type parts struct {
+		h       *History
+		charges []Charge
+	}
+	index := map[string]int{}
+	var names []string
+	var all []*parts
+	get := func(name string) *parts {
+		i, ok := index[name]
+		if !ok {
+			i = len(all)
+			index[name] = i
+			names = append(names, name)
+			all = append(all, &parts{h: &History{}})
+		}
+		return all[i]
+	}
+	n := 0
+	for sc.Scan() {
+		n++
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var l Line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("history line %d: %v", n, err)
+		}
+		p := get(l.Scenario)
+		switch {
+		case l.Type == "op" && l.Op != nil:
+			p.h.ops = append(p.h.ops, *l.Op)
+			p.h.nextID = max(p.h.nextID, l.Op.Input.ID)
+		case l.Type == "work" && l.Work != nil:
+			p.h.work = append(p.h.work, *l.Work)
+		case l.Type == "fault" && l.Fault != nil:
+			p.h.faults = append(p.h.faults, *l.Fault)
+		case l.Type == "answer" && l.Answer != nil:
+			p.h.answers = append(p.h.answers, *l.Answer)
+		case l.Type == "charge" && l.Charge != nil:
+			p.charges = append(p.charges, *l.Charge)
+		default:
+			return nil, fmt.Errorf("history line %d: unknown record type %q", n, l.Type)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("history line %d: %v", n+1, err)
+	}
+	out := make([]Saved, len(all))
+	for i, p := range all {
+		out[i] = Saved{Scenario: names[i], Hist: p.h, Ledger: LedgerOf(p.charges)}
+	}
+	return out, nil
+}

@@ -1,0 +1,86 @@
+package history
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Charge is one charge request the payment provider received.
+type Charge struct {
+	ID     string `json:"id"`
+	Order  string `json:"order"`
+	Key    string `json:"key,omitempty"` // the downstream idempotency key, if sent
+	Client int    `json:"client"`
+	At     int64  `json:"at"`
+	// Effective is false when the provider recognised the key and returned
+	// an earlier charge instead of charging again.
+	Effective bool `json:"effective"`
+}
+
+// Ledger is the downstream "payment provider": foreign state that the
+// store cannot roll back. A charge sent with a key (charge:<orderId>) is
+// made once per key; a charge sent without one is made every time. It is
+// safe for concurrent use.
+type Ledger struct {
+	mu      sync.Mutex
+	charges []Charge
+	byKey   map[string]string
+	made    int // effective charges, for the next id
+}
+
+// NewLedger makes an empty ledger.
+func NewLedger() *Ledger { return &Ledger{byKey: map[string]string{}} }
+
+// LedgerOf rebuilds a ledger from its charges (a saved history's).
+func LedgerOf(charges []Charge) *Ledger {
+	l := NewLedger()
+	for _, c := range charges {
+		l.charges = append(l.charges, c)
+		if c.Effective {
+			l.made++
+			if c.Key != "" {
+				l.byKey[c.Key] = c.ID
+			}
+		}
+	}
+	return l
+}
+
+// Charge charges the order; key "" means no downstream idempotency key.
+func (l *Ledger) Charge(order, key string, client int, at int64) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if key != "" {
+		if id, ok := l.byKey[key]; ok {
+			l.charges = append(l.charges, Charge{ID: id, Order: order, Key: key, Client: client, At: at})
+			return id
+		}
+	}
+	l.made++
+	id := fmt.Sprintf("ch_%d", l.made)
+	if key != "" {
+		l.byKey[key] = id
+	}
+	l.charges = append(l.charges, Charge{ID: id, Order: order, Key: key, Client: client, At: at, Effective: true})
+	return id
+}
+
+// Charges returns every charge call, effective or not.
+func (l *Ledger) Charges() []Charge {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Charge(nil), l.charges...)
+}
+
+// EffectiveByOrder counts the effective charges of each order.
+func (l *Ledger) EffectiveByOrder() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := map[string]int{}
+	for _, c := range l.charges {
+		if c.Effective {
+			m[c.Order]++
+		}
+	}
+	return m
+}

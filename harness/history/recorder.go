@@ -1,0 +1,137 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Recorder wraps a store for one client and records every call in the
+// history. An error other than ErrFenced (a timeout, a dropped connection,
+// a crash inside the call) makes the outcome unknown: recorded as such,
+// never guessed. A call that certainly never reached the store (an invalid
+// key, a failed dial: see NoEffect) is left out. In a worker process the
+// history streams each call to the harness before it is made (see Sink),
+// so a call cut short by SIGKILL is still recorded, as unknown.
+type Recorder struct {
+	Store  stores.Store
+	Client int
+	Hist   *History
+	// Clock is the client's clock: Complete, Release and Prune record the
+	// time after the call as the latest the store can have decided at.
+	Clock faults.Clock
+}
+
+var _ stores.Store = (*Recorder)(nil)
+
+// Definite reports whether an error from Complete or Release is a definite
+// answer (nothing changed, or it did): nil, ErrFenced, or an invalid key.
+func Definite(err error) bool {
+	return err == nil || errors.Is(err, stores.ErrFenced) || errors.Is(err, stores.ErrInvalidKey)
+}
+
+// NoEffect reports whether a failed call certainly never reached the
+// server, so it had no effect and is left out of the history (as an
+// invalid key is): the dial failed (server down or restarting), or the
+// driver says nothing was sent (pgx's SafeToRetry), or Redis refused the
+// command before running it. Recording such calls as unknown would be
+// sound but would bury porcupine in calls that may "take effect at any
+// time" during a server outage.
+func NoEffect(err error) bool {
+	if err == nil {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var safe interface{ SafeToRetry() bool }
+	if errors.As(err, &safe) && safe.SafeToRetry() {
+		return true
+	}
+	// Redis refuses commands it has not run with these replies (go-redis
+	// marks its reply errors with a RedisError method).
+	var reply interface {
+		error
+		RedisError()
+	}
+	if errors.As(err, &reply) {
+		for _, p := range []string{"LOADING ", "BUSY ", "MASTERDOWN ", "TRYAGAIN "} {
+			if strings.HasPrefix(reply.Error(), p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// call announces the call and returns its sequence and call time.
+func (r *Recorder) call(in models.Input) (int64, int64) {
+	t := r.Hist.Now()
+	return r.Hist.call(Op{Client: r.Client, Input: in, Call: t, Return: Never}), t
+}
+
+// ret records how the call returned; drop leaves it out.
+func (r *Recorder) ret(seq int64, in models.Input, call int64, out models.Output, err error, drop bool) {
+	op := Op{Client: r.Client, Input: in, Output: out, Call: call, Return: r.Hist.Now()}
+	if err != nil {
+		op.Err = err.Error()
+	}
+	if out.Unknown {
+		op.Return = Never
+	}
+	r.Hist.ret(seq, op, drop)
+}
+
+// Begin records the call and its decision.
+func (r *Recorder) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	in := models.Input{Kind: models.Begin, Key: req.KeyRef, Fingerprint: req.Fingerprint, Now: req.Now, ID: r.Hist.NextID()}
+	seq, call := r.call(in)
+	d, err := r.Store.Begin(ctx, req)
+	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
+	r.ret(seq, in, call, models.Output{Decision: d, Unknown: err != nil}, err, drop)
+	return d, err
+}
+
+// Complete records the call; ErrFenced is a definite answer.
+func (r *Recorder) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
+	in := models.Input{Kind: models.Complete, Key: key, Token: tok, Response: resp, ID: r.Hist.NextID(), Now: r.Clock.Now()}
+	seq, call := r.call(in)
+	err := r.Store.Complete(ctx, key, tok, resp)
+	in.Now = r.Clock.Now() // the store decided no later than this
+	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
+	r.ret(seq, in, call, models.Output{Fenced: errors.Is(err, stores.ErrFenced), Unknown: !Definite(err)}, err, drop)
+	return err
+}
+
+// Release records the call; ErrFenced is a definite answer.
+func (r *Recorder) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
+	in := models.Input{Kind: models.Release, Key: key, Token: tok, ID: r.Hist.NextID(), Now: r.Clock.Now()}
+	seq, call := r.call(in)
+	err := r.Store.Release(ctx, key, tok)
+	in.Now = r.Clock.Now()
+	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
+	r.ret(seq, in, call, models.Output{Fenced: errors.Is(err, stores.ErrFenced), Unknown: !Definite(err)}, err, drop)
+	return err
+}
+
+// Prune records the call (its key is empty: it applies to every key).
+func (r *Recorder) Prune(ctx context.Context, now time.Time) (int, error) {
+	in := models.Input{Kind: models.Prune, Now: now, ID: r.Hist.NextID()}
+	seq, call := r.call(in)
+	n, err := r.Store.Prune(ctx, now)
+	if after := r.Clock.Now(); after.After(in.Now) {
+		in.Now = after // a server-clock store pruned by its own clock, no later than this
+	}
+	r.ret(seq, in, call, models.Output{Unknown: err != nil}, err, NoEffect(err))
+	return n, err
+}
+
+// Close closes nothing: the runner owns the store.
+func (r *Recorder) Close() error { return nil }

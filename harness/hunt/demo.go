@@ -1,0 +1,345 @@
+package hunt
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/harness/sched"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// A demo replays one store-side mutant's minimal interleaving on the real
+// store, under the controlled scheduler with a Script, and then the same
+// schedule on the correct store. Steps that exist only because the mutant
+// splits one statement in two (its extra read) are left out there: the
+// correct store has no such statement.
+
+// demoStep is one step of a demo's schedule.
+type demoStep struct {
+	client     string   // "A", "B", "C", or "P" (the pruner)
+	until      []string // run the client until it waits at one of these
+	toEnd      bool     // run it until it returns
+	tick       bool     // move the clock past LockTTL instead
+	mutantOnly bool     // the mutant's extra statement: not on the correct store
+}
+
+// demoSpec is one mutant's demo.
+type demoSpec struct {
+	story   string // what the schedule does, in a line
+	keyed   bool   // the provider is keyed by the order (charge:<orderId>)
+	clients []scenario.SchedClient
+	pruner  bool
+	steps   []demoStep
+}
+
+var (
+	untilClaimed = []string{faults.RunAfterClaim, faults.RunBeforeBegin} // claimed, or told to retry
+	untilRead    = []string{faults.BeginAfterSelect}
+	untilWorked  = []string{faults.RunAfterWork, faults.RunBeforeBegin}
+	untilSaved   = []string{faults.RunAfterComplete, faults.RunBeforeBegin}
+	untilNextTry = []string{faults.RunBeforeBegin}
+	untilClaim   = []string{faults.RunAfterClaim}
+)
+
+var demoSpecs = map[string]demoSpec{
+	"select-then-insert": {
+		story:   "A and B send the same order at once; each reads the key, then inserts",
+		clients: []scenario.SchedClient{{Name: "A"}, {Name: "B"}},
+		steps: []demoStep{
+			{client: "A", until: untilRead, mutantOnly: true},
+			{client: "B", until: untilRead, mutantOnly: true},
+			{client: "A", until: untilClaimed},
+			{client: "B", until: untilClaimed},
+			{client: "A", until: untilWorked},
+			{client: "B", until: untilWorked},
+		}},
+	"unfenced-complete": {
+		story:   "A claims and stalls past LockTTL; B takes over, charges and saves; A's provider call then fails and A saves the error; C retries the order",
+		clients: []scenario.SchedClient{{Name: "A", FailFirst: true, SaveError: true}, {Name: "B"}, {Name: "C"}},
+		steps: []demoStep{
+			{client: "A", until: untilClaim},
+			{tick: true},
+			{client: "B", until: untilSaved},
+			{client: "A", until: untilSaved},
+			{client: "C", toEnd: true},
+		}},
+	"unfenced-release": {
+		story:   "A claims and stalls past LockTTL; B takes over, charges and saves; A's provider call fails and A releases its claim; C retries the order",
+		clients: []scenario.SchedClient{{Name: "A", FailFirst: true}, {Name: "B"}, {Name: "C"}},
+		steps: []demoStep{
+			{client: "A", until: untilClaim},
+			{tick: true},
+			{client: "B", until: untilSaved},
+			{client: "A", until: untilNextTry},
+			{client: "C", toEnd: true},
+		}},
+	"no-fingerprint": {
+		story:   "A pays 1000 cents; B reuses A's key for the same amount in EUR",
+		clients: []scenario.SchedClient{{Name: "A"}, {Name: "B", Variant: "&currency=eur"}},
+		steps:   []demoStep{{client: "A", toEnd: true}, {client: "B", toEnd: true}},
+	},
+	"blind-takeover": {
+		story:   "A claims and crashes; past LockTTL, B and C both read the stale claim, then both take it over",
+		clients: []scenario.SchedClient{{Name: "A", CrashAt: faults.RunAfterClaim}, {Name: "B"}, {Name: "C"}},
+		steps: []demoStep{
+			{client: "A", toEnd: true},
+			{tick: true},
+			{client: "B", until: untilRead, mutantOnly: true},
+			{client: "C", until: untilRead, mutantOnly: true},
+			{client: "B", until: untilClaimed},
+			{client: "C", until: untilClaimed},
+			{client: "B", until: untilWorked},
+			{client: "C", until: untilWorked},
+		}},
+	"token-reuse": {
+		story: "A claims (token t) and stalls past LockTTL; B takes over, its provider call fails and it releases; C claims afresh (on a caller clock, C's clock lags by LockTTL) and gets t again; A's provider call fails and A saves the error with t",
+		clients: []scenario.SchedClient{{Name: "A", FailFirst: true, SaveError: true}, {Name: "B", FailFirst: true},
+			{Name: "C", Lag: true}},
+		steps: []demoStep{
+			{client: "A", until: untilClaim},
+			{tick: true},
+			{client: "B", until: untilNextTry},
+			{client: "C", until: untilClaimed},
+			{client: "A", until: untilSaved},
+			{client: "C", toEnd: true},
+		}},
+	"no-takeover": {
+		story:   "A claims and crashes; past LockTTL, B retries the order",
+		clients: []scenario.SchedClient{{Name: "A", CrashAt: faults.RunAfterClaim}, {Name: "B", Attempts: 3}},
+		steps:   []demoStep{{client: "A", toEnd: true}, {tick: true}, {client: "B", toEnd: true}},
+	},
+	"short-retention": {
+		story:   "A completes the order; the clock passes LockTTL (far inside the retention); the pruner runs; B retries the order",
+		clients: []scenario.SchedClient{{Name: "A"}, {Name: "B"}},
+		pruner:  true,
+		steps:   []demoStep{{client: "A", toEnd: true}, {tick: true}, {client: "P"}, {client: "B", toEnd: true}},
+	},
+	"stale-overwrite": {
+		story:   "A claims, charges and stalls past LockTTL; B reads A's claim as stale; A saves its answer; B writes its takeover",
+		clients: []scenario.SchedClient{{Name: "A"}, {Name: "B"}},
+		steps: []demoStep{
+			{client: "A", until: untilWorked},
+			{tick: true},
+			{client: "B", until: untilRead, mutantOnly: true},
+			{client: "A", until: untilSaved},
+			{client: "B", toEnd: true},
+		}},
+}
+
+// DemoMutants lists the mutants with a demo, sorted.
+func DemoMutants() []string {
+	var out []string
+	for m := range demoSpecs {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DemoLine is one line of a demo run: a statement a client ran and what it
+// returned, the clock moving, a client blocked or crashed.
+type DemoLine struct {
+	Client string `json:"client,omitempty"`
+	Text   string `json:"text"`
+	Result string `json:"result,omitempty"`
+}
+
+// DemoRun is one store's run of a demo's schedule.
+type DemoRun struct {
+	Variant string     `json:"variant"`
+	Lines   []DemoLine `json:"lines"`
+	// Answers: what each client finally got.
+	Answers []string `json:"answers"`
+	// Charges counts the provider's effective charges of the order;
+	// ChargeIDs says which, and by whom.
+	Charges   int      `json:"charges"`
+	ChargeIDs []string `json:"charge_ids"`
+	// Harm says, in a line, what went wrong (or that nothing did).
+	Harm string `json:"harm"`
+	// Caught lists the checkers that failed on the run's history.
+	Caught []string `json:"caught"`
+}
+
+// DemoInfo describes a demo.
+type DemoInfo struct {
+	Mutant string `json:"mutant"`
+	Store  string `json:"store"`
+	Story  string `json:"story"`
+	Keyed  bool   `json:"keyed"`
+	// LockTTL the stores ran with.
+	LockTTL string `json:"lock_ttl"`
+}
+
+// Demo runs the mutant's minimal interleaving on o.Backend, then the same
+// schedule on the correct store.
+func Demo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo, *DemoRun, *DemoRun, error) {
+	spec, ok := demoSpecs[mutant]
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("no demo for %q (demos: %s)", mutant, strings.Join(DemoMutants(), ", "))
+	}
+	if !o.Backend.HasVariant(mutant) {
+		return nil, nil, nil, fmt.Errorf("store %s has no mutant %q", o.Backend.Name, mutant)
+	}
+	if o.Backend.Clock == stores.ServerClock && o.LockTTL > ScheduledServerLockTTL {
+		o.LockTTL = ScheduledServerLockTTL
+	}
+	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Story: spec.story, Keyed: spec.keyed, LockTTL: o.LockTTL.String()}
+	bad, err := runDemo(ctx, o, spec, mutant)
+	if err != nil {
+		return info, nil, nil, err
+	}
+	good, err := runDemo(ctx, o, spec, stores.Correct)
+	return info, bad, good, err
+}
+
+// demoScenario is the scenario a demo's store is opened for (its name
+// names the store's file, schema or prefix).
+var demoScenario = scenario.Scenario{Name: "demo"}
+
+// runDemo runs the schedule on one variant of the store.
+func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant string) (*DemoRun, error) {
+	o.Variant, o.Clients, o.Keys = variant, len(spec.clients), 1
+	env, err := o.NewEnv(ctx, demoScenario, harness.NewRunID(), o.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, variant)
+	}
+	defer env.Store.Close()
+	env.Fresh("demo")
+	env.UseSchedClock()
+
+	var steps []sched.Step
+	ticks := 0
+	for _, st := range spec.steps {
+		switch {
+		case st.mutantOnly && variant == stores.Correct:
+		case st.tick:
+			steps = append(steps, sched.Step{Action: scenario.Tick})
+			ticks++
+		default:
+			steps = append(steps, sched.Step{Client: st.client, Until: st.until, ToEnd: st.toEnd})
+		}
+	}
+	s := env.NewScheduler(sched.NewScript(steps...), ticks)
+	letters := map[int]string{}
+	order := env.Order(0, "")
+	for _, dc := range spec.clients {
+		c := env.SchedClient(s, dc, nil, 0)
+		c.DownstreamKeyed = spec.keyed
+		letters[c.ID] = dc.Name
+	}
+	if spec.pruner {
+		letters[env.SchedPruner(s, "P", 1)] = "P"
+	}
+	runErr := s.Run(ctx)
+	run := &DemoRun{Variant: variant, Lines: demoLines(s.Log()), Answers: []string{}, Caught: []string{}}
+	probe := env.NewClientID()
+	env.ProbeAfterLockTTL(ctx, probe)
+	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(o.Backend.Clock, env.Config),
+		ProbeClient: probe, LinTimeout: harness.LinTimeout})
+	var violations []check.Violation
+	for _, name := range check.Preference {
+		for _, c := range res {
+			if c.Checker == name && c.Verdict == check.Fail {
+				run.Caught = append(run.Caught, name)
+				violations = append(violations, c.Violations...)
+			}
+		}
+	}
+	answers := env.Hist.Answers()
+	sort.SliceStable(answers, func(i, j int) bool { return letters[answers[i].Client] < letters[answers[j].Client] })
+	for _, a := range answers {
+		got := fmt.Sprintf("%d %q", a.Status, a.Response.Body)
+		if a.Replayed {
+			got = "replay of " + got
+		}
+		if a.Err != "" {
+			got = a.Err
+		}
+		run.Answers = append(run.Answers, fmt.Sprintf("%s: %s (%d attempt(s))", letters[a.Client], got, a.Attempts))
+	}
+	var ids []string
+	for _, c := range env.Ledger.Charges() {
+		if c.Effective && c.Order == order.ID {
+			run.Charges++
+			ids = append(ids, fmt.Sprintf("%s by %s", c.ID, letters[c.Client]))
+		}
+	}
+	run.ChargeIDs = append([]string{}, ids...)
+	switch {
+	case run.Charges > 1:
+		run.Harm = fmt.Sprintf("DOUBLE CHARGE: order %s charged %d times (%s)", order.ID, run.Charges, strings.Join(ids, ", "))
+	case len(violations) > 0:
+		run.Harm = "BROKEN: " + renameClients(violations[0].Detail, letters)
+		if len(ids) > 0 {
+			run.Harm += "; charged " + strings.Join(ids, ", ")
+		}
+	case run.Charges == 1:
+		run.Harm = fmt.Sprintf("no harm: order %s charged once (%s); every answer agrees", order.ID, ids[0])
+	default:
+		run.Harm = fmt.Sprintf("no harm: order %s not charged, and no answer says it was", order.ID)
+	}
+	if runErr != nil {
+		run.Lines = append(run.Lines, DemoLine{Text: "the scheduler gave up: " + runErr.Error()})
+	}
+	return run, nil
+}
+
+var (
+	schemaRE = regexp.MustCompile(`"[A-Za-z0-9_]+"\."idempotency_keys"`)
+	clientRE = regexp.MustCompile(`client (\d+)`)
+)
+
+// demoLines turns a scheduler log into the demo's lines.
+func demoLines(log []sched.Event) []DemoLine {
+	var out []DemoLine
+	at := map[string]string{}
+	for _, e := range log {
+		switch e.Kind {
+		case sched.Parked:
+			at[e.Client] = e.Failpoint
+		case sched.Statement:
+			switch e.Stmt {
+			case "":
+				out = append(out, DemoLine{Client: e.Client, Text: e.Result})
+			case "BEGIN IMMEDIATE", "COMMIT": // SQLite's transaction brackets: implied by the statements
+			default:
+				out = append(out, DemoLine{Client: e.Client, Text: condense(schemaRE.ReplaceAllString(e.Stmt, "idempotency_keys"), 120), Result: e.Result})
+			}
+		case sched.Acted:
+			var waiting []string
+			for c, fp := range at {
+				if fp == faults.RunAfterClaim || fp == faults.RunAfterWork {
+					waiting = append(waiting, c+" waits at "+fp)
+				}
+			}
+			sort.Strings(waiting)
+			text := "the clock moves past LockTTL"
+			if len(waiting) > 0 {
+				text += " (" + strings.Join(waiting, ", ") + ": its claim is now stale)"
+			}
+			out = append(out, DemoLine{Text: text})
+		case sched.Blocked:
+			out = append(out, DemoLine{Client: e.Client, Text: "is blocked inside the store (a lock held by a waiting client); another client runs"})
+		}
+	}
+	return out
+}
+
+// renameClients writes the demo's letters for the history's client ids.
+func renameClients(s string, letters map[int]string) string {
+	return clientRE.ReplaceAllStringFunc(s, func(m string) string {
+		var id int
+		fmt.Sscanf(m, "client %d", &id)
+		if l, ok := letters[id]; ok {
+			return "client " + l
+		}
+		return m
+	})
+}

@@ -1,0 +1,450 @@
+// Package hunt proves the harness's power: it hunts each mutant (a store
+// or client that re-creates a classic bug) with the scenario meant to kill
+// it until a checker fails, shrinks the killing interleaving to the
+// shortest one, runs the mutant matrix (every mutant, several seeds, and
+// the correct store on the same scenarios), and replays a mutant's minimal
+// interleaving step by step as a demo.
+package hunt
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/harness/sched"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Kill is what hunting one mutant found: whether a checker caught it, which
+// one, how fast, and the trace of the key it broke.
+type Kill struct {
+	Mutant   string `json:"name"`
+	Side     string `json:"side"` // "store", "client" or "config"
+	Scenario string `json:"scenario"`
+	Killed   bool   `json:"killed"`
+	// Checker is the checker that names the bug best among those that
+	// failed (see checkerPreference); Checkers lists all that failed.
+	Checker  string   `json:"checker"`
+	Checkers []string `json:"checkers,omitempty"`
+	Detail   string   `json:"detail,omitempty"`
+	// Seconds runs from the start of the hunt (store open) to the end of
+	// the episode, or round, whose check found the first violation,
+	// checking included.
+	Seconds float64 `json:"seconds"`
+	// Episodes counts the scheduled episodes (or, for a scenario that is
+	// not scheduled, the rounds) run, the killing one included.
+	Episodes int `json:"episodes"`
+	// Trace is every event on the violated key, in time order.
+	Trace []string `json:"trace"`
+	// Schedule is the killing episode's interleaving: the scheduler's
+	// decisions and the statements each client ran.
+	Schedule []string `json:"schedule,omitempty"`
+	// Skipped says why the mutant's scenario could not run here.
+	Skipped string `json:"skipped,omitempty"`
+	Error   string `json:"error,omitempty"`
+	// Shrink: how many replays shrinking tried, and how many trace lines
+	// the first killing episode had (Trace is the shortest found).
+	ShrinkRuns int `json:"shrink_runs,omitempty"`
+	FirstTrace int `json:"first_trace_lines,omitempty"`
+	choices    []int
+}
+
+// Options bound a hunt.
+type Options struct {
+	// Budget: give up (the mutant survives) after this long.
+	Budget time.Duration
+	// Keys per round of a scenario that is not scheduled (scheduled
+	// scenarios run one key per episode).
+	Keys int
+	// Shrink: after a scheduled kill, replay the killing episode's
+	// choices, simplified (rapid's way: shorter, and toward the first
+	// option), for up to this long, keeping the shortest trace that still
+	// kills. Not counted in Kill.Seconds. 0: no shrinking.
+	Shrink time.Duration
+}
+
+// ScheduledServerLockTTL is the LockTTL of scheduled scenarios on
+// server-clock stores in a hunt: a tick waits it out, so it is short, and
+// still far above a statement's few milliseconds.
+const ScheduledServerLockTTL = 100 * time.Millisecond
+
+// MutantScenario says which scenario is meant to kill the mutant and on
+// which side of the contract the bug lives; ok is false for an unknown one.
+func MutantScenario(mutant string) (scenario, side string, ok bool) {
+	if m, ok := workload.LookupClientMutant(mutant); ok {
+		return m.Scenario, "client", true
+	}
+	m, ok := stores.Mutants[mutant]
+	if !ok {
+		return "", "", false
+	}
+	if _, config := stores.ConfigMutants[mutant]; config {
+		return m.Scenario, "config", true
+	}
+	return m.Scenario, "store", true
+}
+
+// OptionsFor adapts the run's options to the scenario a hunt runs:
+// scheduled scenarios on server-clock stores get ScheduledServerLockTTL.
+func OptionsFor(o harness.Options, name string) harness.Options {
+	if scenario.IsScheduled(name) && o.Backend.Clock == stores.ServerClock && o.LockTTL > ScheduledServerLockTTL {
+		o.LockTTL = ScheduledServerLockTTL
+	}
+	return o
+}
+
+// Hunt runs the mutant against the scenario meant to kill it until a
+// checker fails or the budget runs out. o names the backend, where it
+// lives and the seed; o.Variant is set from the mutant. An error means the
+// hunt could not run (the store could not be opened).
+func Hunt(ctx context.Context, o harness.Options, mutant string, h Options) (*Kill, error) {
+	name, side, ok := MutantScenario(mutant)
+	if !ok {
+		return nil, fmt.Errorf("unknown mutant %q", mutant)
+	}
+	sc, ok := scenario.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("mutant %s: unknown scenario %q", mutant, name)
+	}
+	o = OptionsFor(o, name)
+	o.Variant, o.Scenarios = mutant, []string{name}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	k := &Kill{Mutant: mutant, Side: side, Scenario: name, Trace: []string{}}
+	if why := sc.WhyNot(o.Caps()); why != "" {
+		k.Skipped = why
+		return k, nil
+	}
+	if h.Budget <= 0 {
+		h.Budget = time.Minute
+	}
+	if sc.Scheduled {
+		return k, huntEpisodes(ctx, o, sc, h, k)
+	}
+	return k, huntRounds(ctx, o, sc, h, k)
+}
+
+// Episodes runs one scheduled scenario's episodes, one at a time, on one
+// store, each on a fresh key with its own history: the hunt's loop, and
+// what a property test drives with a rapid chooser.
+type Episodes struct {
+	o       harness.Options
+	name    string
+	probe   bool
+	env     *scenario.Env
+	tenants int
+}
+
+// Episode is the record of one scheduled episode.
+type Episode struct {
+	Hist   *history.History
+	Ledger *history.Ledger
+	// Log is the interleaving: the scheduler's decisions, the statements
+	// each client ran, the clock ticks.
+	Log []sched.Event
+	// Checks are the seven checkers' results on the episode's history.
+	Checks []check.Result
+	// Err is set when the scheduler gave up (its history is still checked).
+	Err error
+}
+
+// NewEpisodes opens a store of o.Backend (variant o.Variant: a store
+// variant or a client-side mutant) for the scheduled scenario's episodes.
+// Close it when done.
+func NewEpisodes(ctx context.Context, o harness.Options, name string) (*Episodes, error) {
+	scheduled, probe := scenario.Episode(name)
+	if !scheduled {
+		return nil, fmt.Errorf("%q is not a scheduled scenario", name)
+	}
+	sc, _ := scenario.Lookup(name)
+	o.Keys = 1
+	env, err := o.NewEnv(ctx, sc, harness.NewRunID(), o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	env.UseSchedClock()
+	return &Episodes{o: o, name: name, probe: probe, env: env}, nil
+}
+
+// Close closes the store.
+func (r *Episodes) Close() error { return r.env.Store.Close() }
+
+// Int63 draws a seed for the next episode's chooser from the episodes'
+// PRNG (seeded by the run's seed).
+func (r *Episodes) Int63() int64 { return r.env.Int63() }
+
+// Run runs one episode with the chooser, probes its key for liveness when
+// the scenario asks for it, and checks its history.
+func (r *Episodes) Run(ctx context.Context, ch sched.Chooser) *Episode {
+	env := r.env
+	env.Fresh(fmt.Sprintf("h%d", r.tenants))
+	r.tenants++
+	log, err := scenario.RunEpisode(ctx, env, r.name, 0, ch)
+	probe := env.NewClientID()
+	if r.probe {
+		env.ProbeAfterLockTTL(ctx, probe)
+	}
+	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(r.o.Backend.Clock, env.Config),
+		ProbeClient: probe, LinTimeout: harness.LinTimeout})
+	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: res, Err: err}
+}
+
+// huntEpisodes runs the scheduled scenario one episode at a time on one
+// store, checking each episode's history on its own.
+func huntEpisodes(ctx context.Context, o harness.Options, sc scenario.Scenario, h Options, k *Kill) error {
+	eps, err := NewEpisodes(ctx, o, sc.Name)
+	if err != nil {
+		return err
+	}
+	defer eps.Close()
+	// episode runs one episode with the chooser and judges it into try.
+	episode := func(ch sched.Chooser, try *Kill) error {
+		rec := &sched.Recording{Next: ch}
+		ep := eps.Run(ctx, rec)
+		if ep.Err != nil {
+			try.Error = ep.Err.Error() // a stuck episode still has a history worth checking
+		}
+		if judge(try, ep.Checks, ep.Hist, ep.Ledger) {
+			try.Schedule, try.choices = describeLog(ep.Log), rec.Choices()
+		}
+		return ctx.Err()
+	}
+	start := time.Now()
+	for ep := 0; ep == 0 || time.Since(start) < h.Budget; ep++ {
+		if err := episode(sched.NewRandom(eps.Int63()), k); err != nil {
+			return err
+		}
+		k.Episodes = ep + 1
+		if k.Killed {
+			k.Seconds = time.Since(start).Seconds()
+			if h.Shrink > 0 {
+				shrink(k, h.Shrink, episode)
+			}
+			return nil
+		}
+	}
+	k.Seconds = time.Since(start).Seconds()
+	return nil
+}
+
+// shrink replays simplified versions of the killing episode's choices
+// (cut short, one choice removed, one choice made 0: the first option, as
+// rapid shrinks) and keeps any that still kills with a shorter trace, until
+// none does or the budget is spent.
+func shrink(k *Kill, budget time.Duration, episode func(sched.Chooser, *Kill) error) {
+	deadline := time.Now().Add(budget)
+	k.FirstTrace = len(k.Trace)
+	better := func(t *Kill) bool {
+		return t.Killed && (len(t.Trace) < len(k.Trace) || len(t.Trace) == len(k.Trace) && len(t.choices) < len(k.choices))
+	}
+	for improved := true; improved && time.Now().Before(deadline); {
+		improved = false
+		for _, cand := range candidates(k.choices) {
+			if time.Now().After(deadline) {
+				return
+			}
+			try := &Kill{Trace: []string{}}
+			if episode(&sched.Replay{Choices: cand}, try) != nil {
+				return
+			}
+			k.ShrinkRuns++
+			if better(try) {
+				k.Checker, k.Checkers, k.Detail, k.Trace, k.Schedule, k.choices = try.Checker, try.Checkers, try.Detail, try.Trace, try.Schedule, try.choices
+				improved = true
+				break
+			}
+		}
+	}
+}
+
+// candidates lists simpler choice sequences, the boldest first: halves cut
+// off the end, each choice deleted, each choice set to 0.
+func candidates(c []int) [][]int {
+	var out [][]int
+	for n := len(c) / 2; n > 0; n /= 2 {
+		out = append(out, append([]int(nil), c[:len(c)-n]...))
+	}
+	for i := range c {
+		d := append(append([]int(nil), c[:i]...), c[i+1:]...)
+		out = append(out, d)
+	}
+	for i := range c {
+		if c[i] != 0 {
+			z := append([]int(nil), c...)
+			z[i] = 0
+			out = append(out, z)
+		}
+	}
+	return out
+}
+
+// huntRounds runs a scenario that is not scheduled, round after round, each
+// on a fresh store, until a round fails.
+func huntRounds(ctx context.Context, o harness.Options, sc scenario.Scenario, h Options, k *Kill) error {
+	if h.Keys > 0 {
+		o.Keys = h.Keys
+	}
+	start := time.Now()
+	for round := 0; round == 0 || time.Since(start) < h.Budget; round++ {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		res, err := harness.RunScenario(ctx, o, sc, harness.NewRunID(), int64(round), func(harness.Progress) {})
+		if err != nil {
+			return err
+		}
+		k.Episodes = round + 1
+		if res.Verdict == check.Fail && judge(k, res.Checkers, res.History(), res.Ledger()) {
+			k.Seconds = time.Since(start).Seconds()
+			return nil
+		}
+	}
+	k.Seconds = time.Since(start).Seconds()
+	return nil
+}
+
+// judge fills in the kill from the checkers' results, if any failed.
+func judge(k *Kill, res []check.Result, hist *history.History, ledger *history.Ledger) bool {
+	failed := map[string]check.Result{}
+	for _, c := range res {
+		if c.Verdict == check.Fail {
+			failed[c.Checker] = c
+			k.Checkers = append(k.Checkers, c.Checker)
+		}
+	}
+	if len(failed) == 0 {
+		k.Checkers = nil
+		return false
+	}
+	for _, name := range check.Preference {
+		if c, ok := failed[name]; ok {
+			k.Killed, k.Checker = true, name
+			v := c.Violations[0]
+			k.Detail = v.Detail
+			k.Trace = report.TraceLines(hist, ledger, v.Key)
+			if len(k.Trace) == 0 { // a violation named by order, not key
+				k.Trace = report.TraceLines(hist, ledger, orderKey(hist, v.Key))
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// orderKey finds the key of an order (at-most-once names orders).
+func orderKey(hist *history.History, order string) string {
+	for _, w := range hist.Work() {
+		if w.Order == order {
+			return w.Key.String()
+		}
+	}
+	for _, a := range hist.Answers() {
+		if a.Order == order {
+			return a.Key.String()
+		}
+	}
+	return order
+}
+
+// describeLog prints an episode's log: who ran from where, what each
+// statement returned, the clock ticks.
+func describeLog(log []sched.Event) []string {
+	var out []string
+	for _, e := range log {
+		switch e.Kind {
+		case sched.Granted:
+			out = append(out, fmt.Sprintf("%s runs from %s", e.Client, e.Failpoint))
+		case sched.Statement:
+			out = append(out, fmt.Sprintf("  %s: %s → %s", e.Client, condense(e.Stmt, 90), e.Result))
+		case sched.Acted, sched.Picked, sched.Blocked, sched.Note:
+			out = append(out, e.String())
+		}
+	}
+	return out
+}
+
+// condense prints a statement on one line of at most max characters:
+// whitespace collapsed, long parenthesised lists elided, an INSERT's
+// SELECT list and a CTE's name-only head shortened, the tail cut.
+func condense(stmt string, max int) string {
+	s := strings.Join(strings.Fields(stmt), " ")
+	var b strings.Builder
+	depth, open := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			if depth == 0 {
+				open = b.Len()
+			}
+			depth++
+		case ')':
+			if depth > 0 {
+				depth--
+				if depth == 0 {
+					inner := b.String()[open:]
+					if len(inner) > 24 {
+						trimmed := b.String()[:open]
+						b.Reset()
+						b.WriteString(trimmed)
+						b.WriteString("(…")
+					}
+				}
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	out := b.String()
+	out = insertSelectRE.ReplaceAllString(out, "SELECT … FROM n ON CONFLICT")
+	out = strings.Replace(out, " AS MATERIALIZED (…)", " (…)", 1)
+	if max > 0 && len([]rune(out)) > max {
+		out = string([]rune(out)[:max-1]) + "…"
+	}
+	return out
+}
+
+// insertSelectRE is the SELECT list of an INSERT … SELECT … FROM n.
+var insertSelectRE = regexp.MustCompile(`SELECT [^;]*? FROM n ON CONFLICT`)
+
+// MutantsFor lists the mutants `idemcheck mutants` hunts on a backend: its
+// store-side (and configuration) mutants, then every client-side one.
+func MutantsFor(b stores.Backend) []string {
+	out := append([]string(nil), b.Mutants...)
+	return append(out, workload.ClientMutantNames()...)
+}
+
+// KillScenarios lists the scenarios that kill the mutants, each once, in
+// the order of the mutants: the correct store must pass each.
+func KillScenarios(mutants []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range mutants {
+		if sc, _, ok := MutantScenario(m); ok && !seen[sc] {
+			seen[sc] = true
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// Median returns the median of xs (0 for none).
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,192 @@
+package hunt_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/harnesstest"
+	"github.com/idemcheck/idemcheck/harness/hunt"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/stores"
+	_ "github.com/idemcheck/idemcheck/stores/memory"
+	_ "github.com/idemcheck/idemcheck/stores/postgres"
+	_ "github.com/idemcheck/idemcheck/stores/redis"
+	_ "github.com/idemcheck/idemcheck/stores/sqlite"
+)
+
+// storeMutants are the mutants every backend implements.
+func storeMutants() []string { return stores.MutantNames() }
+
+// TestScheduledScenariosOnEveryBackend: on each backend, every store-side
+// mutant dies in the scenario stores.Mutants names for it (seed 1), the
+// correct store passes every scheduled scenario, and each mutant's demo
+// shows the harm on the mutant and none on the correct store. One server
+// per backend serves all three.
+func TestScheduledScenariosOnEveryBackend(t *testing.T) {
+	for _, name := range []string{"memory", "sqlite", "postgres", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			o := harnesstest.Options(t, name, stores.Correct)
+			ctx := context.Background()
+			t.Run("mutants die", func(t *testing.T) {
+				for _, m := range storeMutants() {
+					k, err := hunt.Hunt(ctx, o, m, hunt.Options{Budget: 30 * time.Second})
+					if err != nil {
+						t.Fatalf("%s: %v", m, err)
+					}
+					if !k.Killed {
+						t.Errorf("%s survived %s for %d episodes (%.1fs)", m, k.Scenario, k.Episodes, k.Seconds)
+						continue
+					}
+					if len(k.Trace) == 0 || len(k.Schedule) == 0 {
+						t.Errorf("%s: killed without a trace or a schedule", m)
+					}
+					t.Logf("%-19s killed by %-19s in %2d episode(s), %.3fs", m, k.Checker, k.Episodes, k.Seconds)
+				}
+			})
+			t.Run("correct passes", func(t *testing.T) {
+				for _, sc := range []string{"sched-race", "sched-takeover", "sched-crash", "sched-mismatch", "sched-retention"} {
+					oo := hunt.OptionsFor(o, sc)
+					oo.Variant, oo.Scenarios, oo.Keys = stores.Correct, []string{sc}, 4
+					sum, err := harness.Run(ctx, oo)
+					if err != nil {
+						t.Fatal(err)
+					}
+					s := sum.Scenarios[0]
+					if s.Verdict != check.Pass {
+						t.Errorf("correct store on %s: %s: %v", sc, s.Verdict, s.Violations)
+					}
+					if s.Ops == 0 || s.WorkRuns == 0 {
+						t.Errorf("%s did nothing: %d ops, %d work runs", sc, s.Ops, s.WorkRuns)
+					}
+				}
+			})
+			t.Run("demos", func(t *testing.T) {
+				for _, m := range hunt.DemoMutants() {
+					info, bad, good, err := hunt.Demo(ctx, o, m)
+					if err != nil {
+						t.Fatalf("%s: %v", m, err)
+					}
+					if len(bad.Caught) == 0 {
+						t.Errorf("demo %s: no checker caught the mutant's run: %s", m, bad.Harm)
+					}
+					if !strings.HasPrefix(bad.Harm, "DOUBLE CHARGE") && !strings.HasPrefix(bad.Harm, "BROKEN") {
+						t.Errorf("demo %s: the mutant's run did no harm: %s", m, bad.Harm)
+					}
+					if len(good.Caught) > 0 || good.Charges > 1 {
+						t.Errorf("demo %s: the correct store's run was caught by %v: %s", m, good.Caught, good.Harm)
+					}
+					if len(bad.Lines) < 3 || len(bad.Lines) > 40 || len(good.Lines) > 40 {
+						t.Errorf("demo %s: %d and %d lines: not a short step-by-step", m, len(bad.Lines), len(good.Lines))
+					}
+					if !info.Keyed && bad.Charges > 1 {
+						t.Logf("%-19s %s", m, bad.Harm)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestEveryMutantDiesOnTwentySeedsMemory: on the memory store, every
+// store-side mutant dies on each of 20 consecutive seeds (the other
+// backends: make mutants-20 STORE=…).
+func TestEveryMutantDiesOnTwentySeedsMemory(t *testing.T) {
+	o := harnesstest.Options(t, "memory", stores.Correct)
+	for _, m := range storeMutants() {
+		var secs []float64
+		maxEpisodes := 0
+		for seed := int64(1); seed <= 20; seed++ {
+			o.Seed = seed
+			k, err := hunt.Hunt(context.Background(), o, m, hunt.Options{Budget: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !k.Killed {
+				t.Errorf("%s survived seed %d (%d episodes)", m, seed, k.Episodes)
+			}
+			secs = append(secs, k.Seconds)
+			if k.Episodes > maxEpisodes {
+				maxEpisodes = k.Episodes
+			}
+		}
+		t.Logf("%-19s 20 seeds, median %.4fs, at most %d episodes", m, hunt.Median(secs), maxEpisodes)
+	}
+}
+
+// TestClientMutantsDie: each client-side mutant, the correct store with
+// clients that make the mistake, is caught by its scenario; the correct
+// workload passes the same scenarios.
+func TestClientMutantsDie(t *testing.T) {
+	o := harnesstest.Options(t, "memory", stores.Correct)
+	ctx := context.Background()
+	want := map[string]string{
+		"key-per-try": check.AtMostOnce, "no-key": check.AtMostOnce, "top-hop-only": check.AtMostOnce,
+		"release-on-error-unkeyed": check.AtMostOnce, "lock-shorter-than-work": check.Exclusive,
+	}
+	for _, m := range workload.ClientMutants {
+		k, err := hunt.Hunt(ctx, o, m.Name, hunt.Options{Budget: 20 * time.Second, Keys: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !k.Killed || k.Side != "client" {
+			t.Errorf("%s: killed %v, side %q", m.Name, k.Killed, k.Side)
+			continue
+		}
+		if k.Checker != want[m.Name] {
+			t.Errorf("%s: killed by %s, want %s (%s)", m.Name, k.Checker, want[m.Name], k.Detail)
+		}
+		t.Logf("%-25s killed by %s on %s: %s", m.Name, k.Checker, k.Scenario, k.Detail)
+	}
+	for _, sc := range hunt.KillScenarios(workload.ClientMutantNames()) {
+		oo := o
+		oo.Variant, oo.Scenarios, oo.Keys = stores.Correct, []string{sc}, 2
+		sum, err := harness.Run(ctx, oo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Verdict != check.Pass {
+			t.Errorf("correct workload on %s: %s: %v", sc, sum.Verdict, sum.Violations)
+		}
+	}
+	// A client-side variant runs the correct store: check accepts it.
+	oo := o
+	oo.Variant, oo.Scenarios = "key-per-try", []string{"retry-after-charge"}
+	if err := oo.Validate(); err != nil {
+		t.Errorf("a client-side variant is refused: %v", err)
+	}
+	if v := workload.StoreVariant(oo.Variant); v != stores.Correct {
+		t.Errorf("store variant of key-per-try: %q", v)
+	}
+}
+
+// TestRunMutantsMatrix: the matrix over the memory store, with two seeds:
+// every row killed on both, the correct store passing.
+func TestRunMutantsMatrix(t *testing.T) {
+	o := harnesstest.Options(t, "memory", stores.Correct)
+	rep, err := hunt.RunMutants(context.Background(), o, hunt.MutantsOptions{
+		Seeds: 2, Mutants: []string{"token-reuse", "stale-overwrite", "no-key"},
+		Hunt: hunt.Options{Budget: 20 * time.Second, Keys: 2, Shrink: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := rep.Survivors(); len(s) > 0 {
+		t.Errorf("survivors: %v", s)
+	}
+	for _, m := range rep.Mutants {
+		if m.Kills != 2 || len(m.Runs) != 2 || m.Checker == "" || len(m.Trace) == 0 {
+			t.Errorf("%s: %d kills, %d runs, checker %q, %d trace lines", m.Name, m.Kills, len(m.Runs), m.Checker, len(m.Trace))
+		}
+		if r := m.Runs[0]; r.Side == "store" && r.ShrinkRuns == 0 {
+			t.Errorf("%s: the first seed's kill was not shrunk", m.Name)
+		} else if r.FirstTrace > 0 && len(r.Trace) > r.FirstTrace {
+			t.Errorf("%s: shrinking lengthened the trace: %d → %d lines", m.Name, r.FirstTrace, len(r.Trace))
+		}
+	}
+	if rep.Correct.Verdict != check.Pass || len(rep.Correct.Runs) != 2*2 {
+		t.Errorf("correct store: %s over %d runs: %+v", rep.Correct.Verdict, len(rep.Correct.Runs), rep.Correct.Runs)
+	}
+}

@@ -1,0 +1,229 @@
+package hunt
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// MutantsOptions configure RunMutants.
+type MutantsOptions struct {
+	// Seeds is how many consecutive seeds, from Options.Seed, each mutant
+	// is hunted with (and the correct store checked with).
+	Seeds int
+	Hunt  Options
+	// Mutants to hunt; empty means MutantsFor(backend).
+	Mutants []string
+	// CorrectKeys is how many keys (episodes) each correct run has.
+	CorrectKeys int
+	// Progress, if set, hears a line as each hunt or check starts.
+	Progress func(string)
+}
+
+// MutantReport is one mutant's row of the matrix, over every seed.
+type MutantReport struct {
+	Name     string `json:"name"`
+	Side     string `json:"side"`
+	Scenario string `json:"scenario"`
+	// Killed: on every seed.
+	Killed bool `json:"killed"`
+	// Checker names the bug best on most seeds; Checkers lists every
+	// checker that named it on some seed.
+	Checker  string   `json:"checker"`
+	Checkers []string `json:"checkers"`
+	// Seconds is the median over the seeds of the time to the kill (see
+	// Kill.Seconds); MaxSeconds the slowest.
+	Seconds    float64 `json:"seconds"`
+	MaxSeconds float64 `json:"max_seconds"`
+	Kills      int     `json:"kills"`
+	Seeds      int     `json:"seeds"`
+	// Trace is the shortest killing trace over the seeds; Schedule its
+	// episode's interleaving (scheduled scenarios only).
+	Trace    []string `json:"trace"`
+	Schedule []string `json:"schedule,omitempty"`
+	Detail   string   `json:"detail,omitempty"`
+	Skipped  string   `json:"skipped,omitempty"`
+	Runs     []Kill   `json:"runs"`
+}
+
+// CorrectRun is the correct store on one kill scenario with one seed.
+type CorrectRun struct {
+	Scenario   string            `json:"scenario"`
+	Seed       int64             `json:"seed"`
+	Verdict    check.Verdict     `json:"verdict"`
+	Seconds    float64           `json:"seconds"`
+	Skipped    string            `json:"skipped,omitempty"`
+	Violations []check.Violation `json:"violations,omitempty"`
+}
+
+// CorrectReport is the correct store on every kill scenario and seed.
+type CorrectReport struct {
+	Verdict check.Verdict `json:"verdict"`
+	Runs    []CorrectRun  `json:"runs"`
+}
+
+// MutantsReport is the matrix `idemcheck mutants` prints.
+type MutantsReport struct {
+	Store   string         `json:"store"`
+	Seed    int64          `json:"seed"`
+	Seeds   int            `json:"seeds"`
+	Mutants []MutantReport `json:"mutants"`
+	Correct CorrectReport  `json:"correct"`
+	Seconds float64        `json:"seconds"`
+}
+
+// Survivors lists the mutants not killed on every seed (skipped ones
+// aside).
+func (r *MutantsReport) Survivors() []string {
+	var out []string
+	for _, m := range r.Mutants {
+		if !m.Killed && m.Skipped == "" {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// RunMutants hunts each mutant of o.Backend with its kill scenario on each
+// seed, then runs the correct store on every kill scenario on each seed.
+func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*MutantsReport, error) {
+	start := time.Now()
+	if mo.Seeds < 1 {
+		mo.Seeds = 1
+	}
+	if mo.CorrectKeys < 1 {
+		mo.CorrectKeys = 4
+	}
+	progress := mo.Progress
+	if progress == nil {
+		progress = func(string) {}
+	}
+	mutants := mo.Mutants
+	if len(mutants) == 0 {
+		mutants = MutantsFor(o.Backend)
+	}
+	for _, m := range mutants {
+		if _, _, ok := MutantScenario(m); !ok {
+			return nil, fmt.Errorf("unknown mutant %q (known: %v)", m, MutantsFor(o.Backend))
+		}
+		if !o.Backend.HasVariant(m) && !workload.IsClientMutant(m) {
+			return nil, fmt.Errorf("store %s has no mutant %q (known: %v)", o.Backend.Name, m, MutantsFor(o.Backend))
+		}
+	}
+	rep := &MutantsReport{Store: o.Backend.Name, Seed: o.Seed, Seeds: mo.Seeds}
+	for i, m := range mutants {
+		row := MutantReport{Name: m, Seeds: mo.Seeds, Runs: []Kill{}, Trace: []string{}, Checkers: []string{}}
+		var secs []float64
+		counts := map[string]int{}
+		for s := 0; s < mo.Seeds; s++ {
+			seed := o.Seed + int64(s)
+			progress(fmt.Sprintf("[%d/%d] %s, seed %d", i+1, len(mutants), m, seed))
+			oo := o
+			oo.Seed = seed
+			hh := mo.Hunt
+			if s > 0 {
+				hh.Shrink = 0 // shrink one seed's trace: the others are evidence of the kill
+			}
+			k, err := Hunt(ctx, oo, m, hh)
+			if err != nil {
+				return nil, fmt.Errorf("mutant %s, seed %d: %w", m, seed, err)
+			}
+			row.Side, row.Scenario = k.Side, k.Scenario
+			if k.Skipped != "" {
+				row.Skipped = k.Skipped
+				break
+			}
+			row.Runs = append(row.Runs, *k)
+			if !k.Killed {
+				continue
+			}
+			row.Kills++
+			secs = append(secs, k.Seconds)
+			counts[k.Checker]++
+			if row.Kills == 1 || len(k.Trace) < len(row.Trace) {
+				row.Trace, row.Schedule, row.Detail = k.Trace, k.Schedule, k.Detail
+			}
+			for _, c := range k.Checkers {
+				if !slices.Contains(row.Checkers, c) {
+					row.Checkers = append(row.Checkers, c)
+				}
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		row.Killed = row.Skipped == "" && row.Kills == mo.Seeds
+		row.Seconds = Median(secs)
+		for _, x := range secs {
+			if x > row.MaxSeconds {
+				row.MaxSeconds = x
+			}
+		}
+		row.Checker = mostCommon(counts)
+		rep.Mutants = append(rep.Mutants, row)
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+	}
+	rep.Correct = runCorrect(ctx, o, KillScenarios(mutants), mo, progress)
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, ctx.Err()
+}
+
+// runCorrect runs the correct store on each scenario with each seed, with
+// the options the hunts used.
+func runCorrect(ctx context.Context, o harness.Options, scenarios []string, mo MutantsOptions, progress func(string)) CorrectReport {
+	cr := CorrectReport{Verdict: check.Pass, Runs: []CorrectRun{}}
+	for s := 0; s < mo.Seeds && ctx.Err() == nil; s++ {
+		for _, name := range scenarios {
+			seed := o.Seed + int64(s)
+			progress(fmt.Sprintf("correct store, %s, seed %d", name, seed))
+			oo := OptionsFor(o, name)
+			oo.Variant, oo.Scenarios, oo.Seed, oo.Keys = stores.Correct, []string{name}, seed, mo.CorrectKeys
+			run := CorrectRun{Scenario: name, Seed: seed}
+			sum, err := harness.Run(ctx, oo)
+			switch {
+			case err != nil:
+				run.Verdict, run.Violations = check.Fail, []check.Violation{{Checker: "setup", Detail: err.Error()}}
+			case len(sum.Scenarios) == 0:
+				run.Verdict = check.Unknown
+			default:
+				sr := sum.Scenarios[0]
+				run.Verdict, run.Seconds, run.Skipped, run.Violations = sr.Verdict, sr.Seconds, sr.Skipped, sr.Violations
+			}
+			switch {
+			case run.Verdict == check.Fail:
+				cr.Verdict = check.Fail
+			case run.Verdict == check.Unknown && cr.Verdict == check.Pass:
+				cr.Verdict = check.Unknown
+			}
+			cr.Runs = append(cr.Runs, run)
+		}
+	}
+	if ctx.Err() != nil && cr.Verdict == check.Pass {
+		cr.Verdict = check.Unknown
+	}
+	return cr
+}
+
+func mostCommon(counts map[string]int) string {
+	best, n := "", 0
+	names := make([]string, 0, len(counts))
+	for c := range counts {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	for _, c := range names {
+		if counts[c] > n {
+			best, n = c, counts[c]
+		}
+	}
+	return best
+}

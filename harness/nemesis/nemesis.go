@@ -1,0 +1,77 @@
+// Package nemesis injects the faults that do not live in a client: network
+// faults between the store and its server, pauses and restarts of the
+// server, kills of worker processes, and the seeded schedules that say
+// when (Jepsen's nemesis). It works through small interfaces (Proxy,
+// Network, Server) so that the scenarios that use it import no Docker,
+// toxiproxy or database driver: faults/netfault and harness/servers
+// implement them, and the CLI or a test plugs them in.
+//
+// Every fault injected is recorded in the history with its time window, so
+// the checkers know which owners were unhealthy and the report can shade
+// the windows.
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand"
+	"time"
+)
+
+// Proxy is a network proxy between a store and its server that switches
+// faults on and off (faults/netfault.Proxy implements it). Only one fault
+// is on at a time in the scenarios; Heal switches every fault off.
+type Proxy interface {
+	// Latency delays every reply by d plus or minus jitter.
+	Latency(d, jitter time.Duration) error
+	// ResetConnections drops each request while on and tears its
+	// connection down: the server never sees it.
+	ResetConnections() error
+	// LoseReplies lets requests through to the server, which runs them,
+	// and drops the replies: the caller holds an unknown outcome.
+	LoseReplies() error
+	// LoseNextReply loses only the next reply.
+	LoseNextReply() error
+	// Heal switches every fault off.
+	Heal() error
+	// Hits counts, by fault kind, the calls a fault actually hit.
+	Hits() map[string]int
+	Close() error
+}
+
+// Network starts proxies in front of a store's server.
+type Network interface {
+	// Proxy starts a proxy named name in front of the server that addr
+	// (the store's address: a DSN, host:port) reaches, and returns it with
+	// the address that reaches the server through it.
+	Proxy(name, addr string) (Proxy, string, error)
+}
+
+// Server pauses, kills and restarts the server behind a store
+// (harness/servers implements it for the containers it starts). The
+// server keeps its data and address across a restart, so stores
+// reconnect by themselves.
+type Server interface {
+	// Kind names the server ("postgres", "redis") for messages.
+	Kind() string
+	// Pause freezes the server: connections stay open, calls hang.
+	Pause(ctx context.Context) error
+	// Resume thaws a paused server; the calls it had received run now.
+	Resume(ctx context.Context) error
+	// Restart kills the server with SIGKILL, starts it again, waits until
+	// it answers, and says how long it did not.
+	Restart(ctx context.Context) (time.Duration, error)
+	// Heal undoes every fault and returns once the server answers.
+	Heal(ctx context.Context) error
+	Close() error
+}
+
+// Rand is the PRNG a fault schedule is drawn from: a function of the seed,
+// the scenario and the round only (not of which other scenarios ran
+// before), so the schedule replays with the seed.
+func Rand(seed int64, scenario string, round int) *rand.Rand {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d/%d", scenario, seed, round)
+	return rand.New(rand.NewSource(int64(h.Sum64())))
+}

@@ -1,0 +1,42 @@
+package nemesis_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/nemesis"
+)
+
+// TestChaosPlanFromSeed: the chaos schedule is a pure function of the
+// seed, the scenario and the round: the same seed gives the same faults,
+// another seed, round or scenario others.
+func TestChaosPlanFromSeed(t *testing.T) {
+	ttl := 250 * time.Millisecond
+	a := nemesis.ChaosPlan(nemesis.Rand(7, "chaos", 0), ttl, 6)
+	b := nemesis.ChaosPlan(nemesis.Rand(7, "chaos", 0), ttl, 6)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("same seed, different schedules:\n%v\n%v", a, b)
+	}
+	if c := nemesis.ChaosPlan(nemesis.Rand(8, "chaos", 0), ttl, 6); reflect.DeepEqual(a, c) {
+		t.Error("seeds 7 and 8 drew the same schedule")
+	}
+	if c := nemesis.ChaosPlan(nemesis.Rand(7, "chaos", 1), ttl, 6); reflect.DeepEqual(a, c) {
+		t.Error("rounds 0 and 1 drew the same schedule")
+	}
+	if c := nemesis.ChaosPlan(nemesis.Rand(7, "store-faults", 0), ttl, 6); reflect.DeepEqual(a, c) {
+		t.Error("two scenarios drew the same schedule")
+	}
+	kinds := map[string]int{}
+	for _, ev := range a {
+		kinds[ev.Kind]++
+		if ev.At < 0 || ev.At > nemesis.ChaosWindow*ttl {
+			t.Errorf("%v starts outside the faults phase", ev)
+		}
+	}
+	for _, k := range []string{nemesis.ChaosClientPause, nemesis.ChaosClientCrash, nemesis.ChaosWorkerKill, nemesis.ChaosWorkerKillAt, nemesis.ChaosServerPause, nemesis.ChaosServerRestart} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s in the schedule %v", k, a)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package htmlreport
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// keyView is everything the report shows about one key.
+type keyView struct {
+	Key        string
+	Anchor     string
+	Order      string
+	Violated   bool
+	Checkers   []string // the checkers it violated, in order
+	Violations []check.Violation
+	Calls      int
+	Owners     []owner
+	Saved      []saved
+	Charges    []history.Charge
+	Effective  int
+	Answers    []history.Answer
+	WorkRuns   int
+	// AnswerSummary groups the clients' final answers ("5 × 200 "ch_1"").
+	AnswerSummary string
+}
+
+// owner is one claim on the key: who holds it, with which token, and what
+// became of it.
+type owner struct {
+	Client   int
+	Token    string
+	At       string
+	Takeover bool
+	Unknown  bool // a Begin with no answer, which may have claimed
+	Fate     []string
+}
+
+// saved is one accepted Complete: a response the key saved.
+type saved struct {
+	Client int
+	Token  string
+	Status int
+	Body   string
+	At     string
+}
+
+// keyViews builds the views of a scenario's keys, with the violations that
+// name them, violated keys first. A violation that names an order rather
+// than a key (at-most-once counts charges per order) goes to the order's
+// keys; one that names neither is returned apart, as scenario-wide.
+func keyViews(s *harness.ScenarioResult, anchorPrefix string) (views []*keyView, wide []check.Violation) {
+	h := s.History()
+	if h == nil {
+		return nil, s.Violations
+	}
+	ops := h.Ops()
+	work := h.Work()
+	faults := h.Faults()
+	answers := h.Answers()
+	var charges []history.Charge
+	if l := s.Ledger(); l != nil {
+		charges = l.Charges()
+	}
+
+	byKey := map[string]*keyView{}
+	get := func(k stores.KeyRef) *keyView {
+		name := keyName(k)
+		v, ok := byKey[name]
+		if !ok {
+			v = &keyView{Key: name, Anchor: fmt.Sprintf("%s-k%d", anchorPrefix, len(views))}
+			byKey[name] = v
+			views = append(views, v)
+		}
+		return v
+	}
+	keyOps := map[string][]history.Op{}
+	for _, op := range ops {
+		if op.Input.Kind == models.Prune {
+			continue
+		}
+		v := get(op.Input.Key)
+		v.Calls++
+		keyOps[v.Key] = append(keyOps[v.Key], op)
+	}
+	orderKeys := map[string][]*keyView{}
+	setOrder := func(v *keyView, order string) {
+		if order == "" || v.Order == order {
+			return
+		}
+		if v.Order == "" {
+			v.Order = order
+		}
+		for _, o := range orderKeys[order] {
+			if o == v {
+				return
+			}
+		}
+		orderKeys[order] = append(orderKeys[order], v)
+	}
+	for _, w := range work {
+		v := get(w.Key)
+		v.WorkRuns++
+		setOrder(v, w.Order)
+	}
+	for _, a := range answers {
+		v := get(a.Key)
+		v.Answers = append(v.Answers, a)
+		setOrder(v, a.Order)
+	}
+	for _, v := range views {
+		if v.Order == "" {
+			continue
+		}
+		for _, c := range charges {
+			if c.Order == v.Order {
+				v.Charges = append(v.Charges, c)
+				if c.Effective {
+					v.Effective++
+				}
+			}
+		}
+		v.AnswerSummary = summarizeAnswers(v.Answers)
+	}
+
+	for _, viol := range s.Violations {
+		targets := []*keyView{}
+		if v, ok := byKey[viol.Key]; ok {
+			targets = append(targets, v)
+		} else {
+			targets = orderKeys[viol.Key]
+		}
+		if len(targets) == 0 {
+			wide = append(wide, viol)
+			continue
+		}
+		for _, v := range targets {
+			v.Violated = true
+			v.Violations = append(v.Violations, viol)
+			if !slices.Contains(v.Checkers, viol.Checker) {
+				v.Checkers = append(v.Checkers, viol.Checker)
+			}
+		}
+	}
+
+	for _, v := range views {
+		v.Owners, v.Saved = owners(keyOps[v.Key], work, faults)
+	}
+	sort.SliceStable(views, func(i, j int) bool { return views[i].Violated && !views[j].Violated })
+	return views, wide
+}
+
+// owners lists the claims on one key and what became of each, and the
+// responses it saved.
+func owners(ops []history.Op, work []history.WorkRun, faults []history.Fault) ([]owner, []saved) {
+	var out []owner
+	var sv []saved
+	for _, op := range ops {
+		if op.Input.Kind != models.Begin {
+			continue
+		}
+		switch {
+		case op.Output.Unknown:
+			out = append(out, owner{Client: op.Client, Token: fmt.Sprintf("?%d (never seen)", op.Input.ID), At: ms(op.Call), Unknown: true,
+				Fate: []string{"Begin got no answer: it may have claimed the key with a token nobody saw"}})
+		case op.Output.Decision.Outcome == stores.Claimed:
+			d := op.Output.Decision
+			o := owner{Client: op.Client, Token: string(d.Token), At: ms(op.Return), Takeover: d.Takeover}
+			o.Fate = fate(op, d.Token, ops, work, faults)
+			out = append(out, o)
+		}
+	}
+	for _, op := range ops {
+		if op.Input.Kind == models.Complete && !op.Output.Unknown && !op.Output.Fenced {
+			sv = append(sv, saved{Client: op.Client, Token: string(op.Input.Token), Status: op.Input.Response.Status,
+				Body: op.Input.Response.Body, At: ms(op.Return)})
+		}
+	}
+	return out, sv
+}
+
+// fate says what the owner did with its claim: work, faults, its save or
+// release, in time order.
+func fate(claim history.Op, tok stores.Token, ops []history.Op, work []history.WorkRun, faults []history.Fault) []string {
+	type ev struct {
+		at   int64
+		text string
+	}
+	var evs []ev
+	key := claim.Input.Key
+	// A token handed out twice (a bug the fencing checker names) must not
+	// credit one owner with the other's deeds: stop at the next claim with it.
+	until := history.Never
+	for _, op := range ops {
+		if op.Call > claim.Call && op.Input.Kind == models.Begin && !op.Output.Unknown &&
+			op.Output.Decision.Outcome == stores.Claimed && op.Output.Decision.Token == tok {
+			until = op.Call
+			break
+		}
+	}
+	// Faults carry no token: credit one to the claim of the client's
+	// attempt it happened in, which ends at the client's next Begin.
+	faultsUntil := until
+	for _, op := range ops {
+		if op.Call > claim.Call && op.Client == claim.Client && op.Input.Kind == models.Begin && op.Call < faultsUntil {
+			faultsUntil = op.Call
+			break
+		}
+	}
+	for _, w := range work {
+		if w.Key != key || w.Token != tok || w.Start < claim.Call || w.Start >= until {
+			continue
+		}
+		switch {
+		case w.End == history.Never:
+			evs = append(evs, ev{w.Start, fmt.Sprintf("work from %s, never finished", ms(w.Start))})
+		case w.Failed:
+			evs = append(evs, ev{w.Start, fmt.Sprintf("work %s–%s failed%s", ms(w.Start), ms(w.End), chargeNote(w.ChargeID))})
+		default:
+			evs = append(evs, ev{w.Start, fmt.Sprintf("work %s–%s%s", ms(w.Start), ms(w.End), chargeNote(w.ChargeID))})
+		}
+	}
+	for _, f := range faults {
+		if f.Client != claim.Client || f.Key != key || f.Start < claim.Call || f.Start >= faultsUntil {
+			continue
+		}
+		if f.End > f.Start {
+			evs = append(evs, ev{f.Start, fmt.Sprintf("%s at %s for %s", f.Kind, f.Failpoint, dur(f.End-f.Start))})
+		} else {
+			evs = append(evs, ev{f.Start, fmt.Sprintf("%s at %s (%s)", f.Kind, f.Failpoint, ms(f.Start))})
+		}
+	}
+	for _, op := range ops {
+		if op.Input.Token != tok || (op.Input.Kind != models.Complete && op.Input.Kind != models.Release) || op.Call < claim.Call || op.Call >= until {
+			continue
+		}
+		verb := map[models.Kind]string{models.Complete: "save", models.Release: "release"}[op.Input.Kind]
+		switch {
+		case op.Output.Unknown:
+			evs = append(evs, ev{op.Call, fmt.Sprintf("%s at %s: no answer (%s)", verb, ms(op.Call), op.Err)})
+		case op.Output.Fenced:
+			evs = append(evs, ev{op.Call, fmt.Sprintf("%s FENCED at %s", verb, ms(op.Return))})
+		case op.Input.Kind == models.Complete:
+			evs = append(evs, ev{op.Call, fmt.Sprintf("saved %d %q at %s", op.Input.Response.Status, op.Input.Response.Body, ms(op.Return))})
+		default:
+			evs = append(evs, ev{op.Call, fmt.Sprintf("released at %s", ms(op.Return))})
+		}
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.text
+	}
+	if len(out) == 0 {
+		out = []string{"nothing recorded after the claim"}
+	}
+	return out
+}
+
+func chargeNote(id string) string {
+	if id == "" {
+		return ""
+	}
+	return ", charge " + id
+}
+
+// summarizeAnswers groups the final answers: `3 × 200 "ch_1", 1 × 409`.
+func summarizeAnswers(as []history.Answer) string {
+	count := map[string]int{}
+	var order []string
+	for _, a := range as {
+		s := fmt.Sprintf("%d %q", a.Status, a.Response.Body)
+		if a.Err != "" {
+			s = fmt.Sprintf("%d (%s)", a.Status, a.Err)
+		}
+		if count[s] == 0 {
+			order = append(order, s)
+		}
+		count[s]++
+	}
+	parts := make([]string, len(order))
+	for i, s := range order {
+		parts[i] = fmt.Sprintf("%d × %s", count[s], s)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,313 @@
+// Package report writes a run's results directory: summary.json, the
+// history as JSON lines (history.jsonl, which history.Load reads back),
+// report.md with the scenarios × checkers table, the fault schedules and
+// the traces of violated keys, porcupine's visualisations, and a trace
+// file per failing scenario. The HTML report is its subpackage
+// htmlreport. It reads results; it never runs anything.
+package report
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+)
+
+// RunDir is a results directory made before a run, so an unwritable
+// destination is found before any work is done.
+type RunDir struct {
+	Root string // e.g. results/
+	Path string // results/<time>-<store>-<variant>
+}
+
+// PrepareRunDir makes results/<time>-<store>-<variant>/ under root and checks
+// that it can be written. On error nothing is left behind.
+func PrepareRunDir(root, store, variant string, now time.Time) (*RunDir, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
+	}
+	name := fmt.Sprintf("%s-%s-%s", now.Format("20060102-150405.000"), store, variant)
+	dir := filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
+	}
+	probe := filepath.Join(dir, ".probe")
+	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
+	}
+	os.Remove(probe)
+	return &RunDir{Root: root, Path: dir}, nil
+}
+
+func unwrapPathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Write writes the run's files and points <root>/latest at the directory.
+func (d *RunDir) Write(sum *harness.Summary) error {
+	sum.Dir = d.Path
+	if err := writeJSON(filepath.Join(d.Path, "summary.json"), sum); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(d.Path, "history.jsonl"), func(w io.Writer) error { return writeHistory(w, sum) }); err != nil {
+		return err
+	}
+	for _, s := range sum.Scenarios {
+		if v := s.Visualization(); len(v) > 0 {
+			if err := os.WriteFile(filepath.Join(d.Path, "linearizability-"+s.Name+".html"), v, 0o644); err != nil {
+				return err
+			}
+		}
+		if len(s.Violations) > 0 && s.History() != nil {
+			if err := writeFile(filepath.Join(d.Path, "trace-"+s.Name+".txt"), func(w io.Writer) error { return WriteTraces(w, &s, 5) }); err != nil {
+				return err
+			}
+		}
+	}
+	if err := writeFile(filepath.Join(d.Path, "report.md"), func(w io.Writer) error { return writeReport(w, sum) }); err != nil {
+		return err
+	}
+	latest := filepath.Join(d.Root, "latest")
+	tmp := latest + ".tmp"
+	os.Remove(tmp)
+	if err := os.Symlink(filepath.Base(d.Path), tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, latest)
+}
+
+func writeJSON(path string, v any) error {
+	return writeFile(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	})
+}
+
+func writeFile(path string, f func(io.Writer) error) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(file)
+	if err := f(bw); err != nil {
+		file.Close()
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		file.Close()
+		return err
+	}
+	return file.Close()
+}
+
+func writeHistory(w io.Writer, sum *harness.Summary) error {
+	for _, s := range sum.Scenarios {
+		if s.History() == nil {
+			continue
+		}
+		if err := history.Write(w, s.Name, s.History(), s.Ledger()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeReport(w io.Writer, sum *harness.Summary) error {
+	fmt.Fprintf(w, "# idemcheck: %s on %s/%s\n\n", strings.ToUpper(string(sum.Verdict)), sum.Store, sum.Variant)
+	fmt.Fprintf(w, "Seed %d, %d clients, %d keys, LockTTL %s, %.1fs, started %s.\n\n", sum.Seed, sum.Clients, sum.Keys, sum.LockTTL, sum.Seconds, sum.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "| scenario | verdict | ops | max concurrent Begins on a key | faults |")
+	for _, c := range check.Docs {
+		fmt.Fprintf(w, " %s |", c.Name)
+	}
+	fmt.Fprintf(w, "\n|---|---|---|---|---|%s\n", strings.Repeat("---|", len(check.Docs)))
+	for _, s := range sum.Scenarios {
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %s |", s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, faultString(s.Faults))
+		for _, c := range s.Checkers {
+			fmt.Fprintf(w, " %s |", c.Verdict)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, s := range sum.Scenarios {
+		if len(s.Schedule) > 0 {
+			fmt.Fprintf(w, "\n## Fault schedule of %s (seed %d)\n\n", s.Name, sum.Seed)
+			for _, line := range s.Schedule {
+				fmt.Fprintf(w, "- %s\n", line)
+			}
+		}
+	}
+	fmt.Fprintf(w, "\n## Checkers\n\n")
+	for _, s := range sum.Scenarios {
+		fmt.Fprintf(w, "### %s\n\n", s.Name)
+		for _, c := range s.Checkers {
+			fmt.Fprintf(w, "- **%s** %s: %s\n", c.Checker, c.Verdict, c.Detail)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(sum.Violations) == 0 {
+		fmt.Fprintf(w, "No violations.\n")
+		return nil
+	}
+	fmt.Fprintf(w, "## Violations\n\n")
+	for _, v := range sum.Violations {
+		fmt.Fprintf(w, "- `%s` on `%s`: %s\n", v.Checker, v.Key, v.Detail)
+	}
+	for _, s := range sum.Scenarios {
+		if len(s.Violations) == 0 || s.History() == nil {
+			continue
+		}
+		fmt.Fprintf(w, "\n## Trace of %s\n\n```\n", s.Name)
+		if err := WriteTraces(w, &s, 1); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "```\n")
+	}
+	return nil
+}
+
+func faultString(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%d %s", v, k))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+// WriteTraces prints, for up to max violated keys of the scenario, every
+// event on the key in time order: calls and answers, work, faults, charges.
+func WriteTraces(w io.Writer, s *harness.ScenarioResult, max int) error {
+	seen := map[string]bool{}
+	n := 0
+	for _, v := range s.Violations {
+		if seen[v.Key] || n >= max {
+			continue
+		}
+		seen[v.Key] = true
+		n++
+		var checkers []string
+		for _, v2 := range s.Violations {
+			if v2.Key == v.Key {
+				checkers = append(checkers, v2.Checker)
+			}
+		}
+		fmt.Fprintf(w, "key %s, violated: %s\n", v.Key, strings.Join(dedupe(checkers), ", "))
+		fmt.Fprintf(w, "  %s\n", v.Detail)
+		for _, line := range TraceLines(s.History(), s.Ledger(), v.Key) {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+func dedupe(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+type traceLine struct {
+	at   int64
+	text string
+}
+
+// TraceLines lists every event on a key (tenant/key) in time order, one
+// line each: the calls and their answers, the work runs, the faults, the
+// provider's charges of the key's order, and the clients' final answers.
+// Prunes, which touch every key, are listed too.
+func TraceLines(h *history.History, l *history.Ledger, key string) []string {
+	var ls []traceLine
+	order := ""
+	for _, op := range h.Ops() {
+		if op.Input.Kind == models.Prune {
+			ls = append(ls, traceLine{op.Call, fmt.Sprintf("%9s  client %-3d %s", history.Millis(op.Call), op.Client, models.DescribeOperation(op.Input, op.Output))})
+			continue
+		}
+		if op.Input.Key.String() != key {
+			continue
+		}
+		ret := history.Millis(op.Return)
+		ls = append(ls, traceLine{op.Call, fmt.Sprintf("%9s  client %-3d %s   (returned %s)", history.Millis(op.Call), op.Client, models.DescribeOperation(op.Input, op.Output), ret)})
+	}
+	for _, wr := range h.Work() {
+		if wr.Key.String() != key {
+			continue
+		}
+		order = wr.Order
+		end := "did not finish"
+		switch {
+		case wr.End != history.Never && wr.Failed:
+			end = "failed at " + history.Millis(wr.End)
+		case wr.End != history.Never:
+			end = "done at " + history.Millis(wr.End)
+		}
+		charge := ""
+		if wr.ChargeID != "" {
+			charge = ", charge " + wr.ChargeID
+		}
+		ls = append(ls, traceLine{wr.Start, fmt.Sprintf("%9s  client %-3d work for order %s (token %s) %s%s", history.Millis(wr.Start), wr.Client, wr.Order, faults.ShortToken(string(wr.Token)), end, charge)})
+	}
+	for _, f := range h.Faults() {
+		if f.Key.String() != key {
+			continue
+		}
+		what := "CRASHED"
+		if f.Kind == history.FaultPause {
+			what = "paused until " + history.Millis(f.End)
+		}
+		ls = append(ls, traceLine{f.Start, fmt.Sprintf("%9s  client %-3d %s at %s", history.Millis(f.Start), f.Client, what, f.Failpoint)})
+	}
+	if order != "" && l != nil {
+		for _, c := range l.Charges() {
+			if c.Order == order {
+				eff := "a new charge"
+				if !c.Effective {
+					eff = "deduplicated by key " + c.Key
+				}
+				ls = append(ls, traceLine{c.At, fmt.Sprintf("%9s  provider   charge %s for order %s by client %d: %s", history.Millis(c.At), c.ID, c.Order, c.Client, eff)})
+			}
+		}
+	}
+	for _, a := range h.Answers() {
+		if a.Key.String() != key {
+			continue
+		}
+		got := fmt.Sprintf("%d %q", a.Status, a.Response.Body)
+		if a.Err != "" {
+			got = a.Err
+		}
+		ls = append(ls, traceLine{a.At, fmt.Sprintf("%9s  client %-3d final answer after %d attempt(s): %s", history.Millis(a.At), a.Client, a.Attempts, got)})
+	}
+	sort.SliceStable(ls, func(i, j int) bool { return ls[i].at < ls[j].at })
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.text
+	}
+	return out
+}

@@ -1,0 +1,169 @@
+package scenario
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// widen pauses every client briefly between a read and the write that
+// depends on it: a no-op for a store that decides in one atomic step.
+func widen() workload.Rule {
+	return workload.Rule{Failpoint: faults.BeginAfterSelect, Action: workload.PauseFor(3 * time.Millisecond)}
+}
+
+func runRace(ctx context.Context, env *Env) {
+	clients := make([]*workload.Client, env.Clients)
+	for i := range clients {
+		clients[i] = env.NewClient(widen())
+	}
+	for k := 0; k < env.Keys; k++ {
+		o := env.Order(k, "")
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for _, c := range clients {
+			wg.Add(1)
+			go func(c *workload.Client) {
+				defer wg.Done()
+				<-start
+				c.Submit(ctx, o)
+			}(c)
+		}
+		close(start)
+		wg.Wait()
+	}
+}
+
+// runTakeover: per key, owner A pauses past LockTTL (after its claim or
+// after its work; on some keys its work then fails, so it releases), while
+// B and C retry and take over at the same moment.
+func runTakeover(ctx context.Context, env *Env) {
+	ttl := env.Config.LockTTL
+	parallel(env.Keys, func(k int) {
+		o := env.Order(k, "")
+		at := faults.RunAfterWork
+		if k%2 == 1 {
+			at = faults.RunAfterClaim
+		}
+		a := env.NewClient(workload.Rule{Failpoint: at, Action: workload.PauseFor(2*ttl + env.Jitter(ttl/2)), Times: 1, Key: o.Key})
+		if k%4 == 3 {
+			a.FailWork = func(workload.Order, int) bool { return true } // paused, then fails: a stale release
+			a.MaxAttempts = 1
+		}
+		b, c := env.NewClient(widen()), env.NewClient(widen())
+		parallel(3, func(i int) {
+			switch i {
+			case 0:
+				a.Submit(ctx, o)
+			case 1:
+				time.Sleep(ttl / 5)
+				b.Submit(ctx, o)
+			case 2:
+				time.Sleep(ttl / 5)
+				c.Submit(ctx, o)
+			}
+		})
+	})
+}
+
+// runCrash: per key, owner A crashes after its claim or after its work and
+// never cleans up; B retries until it can take over.
+func runCrash(ctx context.Context, env *Env) {
+	ttl := env.Config.LockTTL
+	parallel(env.Keys, func(k int) {
+		o := env.Order(k, "")
+		at := []string{faults.RunAfterClaim, faults.RunAfterWork}[k%2]
+		a := env.NewClient(workload.Rule{Failpoint: at, Action: workload.Crash(), Times: 1, Key: o.Key})
+		b := env.NewClient()
+		a.Submit(ctx, o)
+		time.Sleep(ttl/10 + env.Jitter(ttl/10))
+		b.Submit(ctx, o)
+	})
+}
+
+// runError: the work fails after charging (the provider's reply is lost)
+// on the first attempts; even keys release the claim on error, odd keys
+// save the error and replay it.
+func runError(ctx context.Context, env *Env) {
+	parallel(env.Keys, func(k int) {
+		o := env.Order(k, "")
+		policy := stores.ReleaseOnError
+		if k%2 == 1 {
+			policy = stores.SaveError
+		}
+		n := 3
+		if env.Clients < n {
+			n = env.Clients
+		}
+		parallel(n, func(i int) {
+			c := env.NewClient()
+			c.Policy = policy
+			c.FailWork = func(_ workload.Order, attempt int) bool { return attempt <= 2 }
+			time.Sleep(env.Jitter(5 * time.Millisecond))
+			c.Submit(ctx, o)
+		})
+	})
+}
+
+// runMismatch: per key, the first request runs while others reuse the key
+// with other parameters, during and after it.
+func runMismatch(ctx context.Context, env *Env) {
+	parallel(env.Keys, func(k int) {
+		o := env.Order(k, "")
+		other := env.Order(k, "&currency=eur")
+		owner := env.NewClient()
+		owner.WorkTime = 20 * time.Millisecond
+		parallel(3, func(i int) {
+			if i == 0 {
+				owner.Submit(ctx, o)
+				return
+			}
+			time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+			env.NewClient().Submit(ctx, other)
+		})
+		env.NewClient().Submit(ctx, other)
+		env.NewClient().Submit(ctx, o)
+	})
+}
+
+// runRetention: orders complete; a pruner runs throughout; clients retry
+// each order inside the retry window (well inside the retention) and must
+// get the replay.
+func runRetention(ctx context.Context, env *Env) {
+	ret := env.Config.Retention
+	stop := make(chan struct{})
+	var pruned sync.WaitGroup
+	pruned.Add(1)
+	pruner := env.Recorder(env.NewClient().ID, env.Store, env.clock)
+	go func() {
+		defer pruned.Done()
+		t := time.NewTicker(ret / 8)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_, _ = pruner.Prune(ctx, env.clock.Now())
+			}
+		}
+	}()
+	parallel(env.Keys, func(k int) {
+		o := env.Order(k, "")
+		env.NewClient().Submit(ctx, o)
+		retry := env.NewClient()
+		for i := 0; i < 2; i++ { // at 0.3 and 0.6 of the retention
+			time.Sleep(ret * 3 / 10)
+			retry.Submit(ctx, o)
+		}
+	})
+	close(stop)
+	pruned.Wait()
+	// Past the retention, the store must have let the keys go.
+	time.Sleep(ret + ret/4)
+	_, _ = pruner.Prune(ctx, env.clock.Now())
+}

@@ -1,0 +1,84 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Caps says what a run can do besides calling its store: where the data
+// lives and which fault tools it has.
+type Caps struct {
+	// Backend names the store and says whose clock it judges by and where
+	// it keeps its data (a zero Lives: unknown, as for a factory's store).
+	Backend stores.Backend
+	// Factory: the store comes from a factory (idemtest), not from the
+	// registry, so a worker process cannot open it.
+	Factory bool
+	// Addr is where the store's data lives (a server's DSN or host:port,
+	// a directory for SQLite files); "" if not known.
+	Addr string
+	// OpenAt opens the run's store on the same data at another address
+	// (through a proxy); nil if the store cannot be.
+	OpenAt func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error)
+	// Net starts proxies in front of the server; nil: no network faults.
+	Net nemesis.Network
+	// Server pauses and restarts the server; nil: no server faults, and
+	// NoServer says why (the server is not a container of this run).
+	Server   nemesis.Server
+	NoServer string
+	// WorkerCommand starts an `idemcheck worker` process (argv); empty:
+	// no worker processes.
+	WorkerCommand []string
+}
+
+const netNeeds = "a Postgres or Redis server to put a network proxy in front of"
+
+// NetSkip says why a run cannot fault the network between the store and
+// its data, or "" if it can.
+func NetSkip(c Caps) string {
+	switch {
+	case c.Factory && (c.OpenAt == nil || c.Addr == ""):
+		return "the store comes from a factory without a server address (Factory.Addr and OpenAt): no server to put a proxy in front of"
+	case c.Backend.Lives != stores.Server && !c.Factory:
+		return fmt.Sprintf("network faults need a server between the store and its data; %s is embedded (run with --store postgres or redis)", c.Backend.Name)
+	case c.Addr == "":
+		return "no server address to put a proxy in front of"
+	case c.OpenAt == nil:
+		return "the store cannot be opened through a proxy (no OpenAt)"
+	case c.Net == nil:
+		return "no network proxy available (Options.Net)"
+	}
+	return ""
+}
+
+// WorkersSkip says why worker processes cannot run, or "" if they can.
+func WorkersSkip(c Caps) string {
+	switch {
+	case c.Backend.Lives == stores.InProcess:
+		return fmt.Sprintf("the %s store lives inside one process: worker processes cannot share it", c.Backend.Name)
+	case c.Factory:
+		return "the store comes from a factory, which a worker process cannot open"
+	case len(c.WorkerCommand) == 0:
+		return "no worker command (Options.WorkerCommand): run from the idemcheck CLI"
+	}
+	return ""
+}
+
+// ServerSkip says why the server behind the store cannot be paused and
+// restarted, or "" if it can.
+func ServerSkip(c Caps) string {
+	switch {
+	case c.Server != nil:
+		return ""
+	case c.Backend.Lives != stores.Server && !c.Factory:
+		return fmt.Sprintf("the %s store is embedded: there is no server to pause or restart (killed processes are the workers scenario)", c.Backend.Name)
+	case c.NoServer != "":
+		return c.NoServer
+	case c.Factory:
+		return "the store comes from a factory: its server, if any, is not known to the harness (Factory.Server)"
+	}
+	return "no server control (Options.Server): run from the idemcheck CLI"
+}

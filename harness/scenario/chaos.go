@@ -1,0 +1,240 @@
+package scenario
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/harness/worker"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// chaosCan says which fault kinds the run allows, and why not the others.
+type chaosCan struct {
+	workers, server, net string // "" if possible, else why not
+}
+
+func chaosAllowed(c Caps) chaosCan {
+	return chaosCan{workers: WorkersSkip(c), server: ServerSkip(c), net: NetSkip(c)}
+}
+
+// why says whether the event is possible in this run ("") or why not.
+func (c chaosCan) why(ev nemesis.ChaosEvent) string {
+	switch {
+	case ev.Kind == nemesis.ChaosWorkerKill || ev.Kind == nemesis.ChaosWorkerKillAt:
+		return c.workers
+	case ev.Kind == nemesis.ChaosServerPause || ev.Kind == nemesis.ChaosServerRestart:
+		return c.server
+	case strings.HasPrefix(ev.Kind, nemesis.ChaosNet):
+		return c.net
+	}
+	return ""
+}
+
+// runChaos: the Jepsen pattern with every fault the store allows. Phase 1,
+// faults on: in-process clients (in pairs sending the same orders) and
+// worker processes run orders while a nemesis follows the seed's schedule:
+// clients pause or crash at failpoints, workers are killed at failpoints
+// and at random moments, the server is paused and restarted, and the
+// network between half the clients and the server adds latency, resets
+// connections and loses replies. Phase 2, healed: every fault is undone
+// and the server answers again. Phase 3, quiet: every order is sent again
+// by a patient client until it has an answer.
+func runChaos(ctx context.Context, env *Env) {
+	ttl := env.Config.LockTTL
+	plan := nemesis.ChaosPlan(env.PlanRand("chaos"), ttl, env.Clients)
+	can := chaosAllowed(env.Caps())
+	var live []nemesis.ChaosEvent
+	for _, ev := range plan {
+		if why := can.why(ev); why != "" {
+			env.Note("%s: %s (skipped: %s)", env.Tenant, ev, why)
+			continue
+		}
+		env.Note("%s: %s", env.Tenant, ev)
+		live = append(live, ev)
+	}
+
+	// The network: a proxy in front of the server, and a store through it
+	// for half the client slots.
+	var proxy nemesis.Proxy
+	var proxied stores.Store
+	if can.net == "" {
+		var err error
+		if proxy, proxied, err = env.Proxied(ctx, "chaos"); err != nil {
+			env.Fail("network proxy: %v", err)
+			return
+		}
+		defer env.Unproxy(proxy, proxied)
+	}
+	sf := env.Server()
+
+	// Client faults fire at their failpoint on their order, in whichever
+	// client of the pair owns the key: one plan shared by every client.
+	var rules []workload.Rule
+	for _, ev := range live {
+		r := workload.Rule{Failpoint: ev.Failpoint, Key: env.Order(ev.Order, "").Key, Times: 1}
+		switch ev.Kind {
+		case nemesis.ChaosClientPause:
+			r.Action = workload.PauseFor(ev.For)
+		case nemesis.ChaosClientCrash:
+			r.Action = workload.Crash()
+		default:
+			continue
+		}
+		rules = append(rules, r)
+	}
+	shared := workload.NewPlan(env.Hist, rules...)
+	mk := func(slot int) *workload.Client {
+		c := env.timedClient()
+		c.Faults = shared.For(c.ID)
+		if proxied != nil && slot%2 == 1 {
+			c.Store = env.Recorder(c.ID, workload.WithDeadline(proxied, callTimeout), env.clock)
+		}
+		return c
+	}
+
+	// Workers, killed at failpoints by the plan.
+	var p *worker.Pool
+	if can.workers == "" {
+		kills := nemesis.NewKillList()
+		for _, ev := range live {
+			if ev.Kind == nemesis.ChaosWorkerKillAt {
+				kills.Arm(ev.Failpoint, env.Order(ev.Order, "").Key)
+			}
+		}
+		p = env.WorkerPool(ctx, worker.Options{
+			Announce:    []string{faults.RunAfterClaim, faults.RunAfterWork},
+			CallTimeout: callTimeout,
+			MaxUnknown:  maxUnknown,
+			Decide:      kills.Decide,
+		})
+		var startErr error
+		var smu sync.Mutex
+		parallel(2, func(int) {
+			if _, err := p.Start(); err != nil {
+				smu.Lock()
+				startErr = err
+				smu.Unlock()
+			}
+		})
+		if startErr != nil {
+			env.Fail("starting worker processes: %v", startErr)
+			p.CloseAll()
+			return
+		}
+	}
+
+	// Phase 1: faults on.
+	stop := make(chan struct{})
+	l := &load{env: env}
+	var loaded sync.WaitGroup
+	loaded.Add(1)
+	go func() {
+		defer loaded.Done()
+		l.run(ctx, env.Clients, mk, 2*ttl/5, stop)
+	}()
+	var fed []workload.Order
+	if p != nil {
+		loaded.Add(1)
+		go func() {
+			defer loaded.Done()
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := env.Order(nemesis.ChaosWorkerOrders+j, "")
+				fed = append(fed, o)
+				for i := 0; i < 2; i++ { // on two workers at once: they race
+					if w := p.Victim(j + i); w != nil {
+						w.Submit(o)
+					}
+				}
+				if faults.Pause(ctx, 2*ttl/5) != nil {
+					return
+				}
+			}
+		}()
+	}
+	begun := time.Now()
+	var injecting sync.WaitGroup
+	for _, ev := range live {
+		if ev.Kind == nemesis.ChaosClientPause || ev.Kind == nemesis.ChaosClientCrash || ev.Kind == nemesis.ChaosWorkerKillAt {
+			continue // armed at their failpoints
+		}
+		injecting.Add(1)
+		go func(ev nemesis.ChaosEvent) {
+			defer injecting.Done()
+			if faults.Pause(ctx, time.Until(begun.Add(ev.At))) != nil {
+				return
+			}
+			chaosInject(ctx, env, ev, p, sf, proxy)
+		}(ev)
+	}
+	injecting.Wait()
+	_ = faults.Pause(ctx, time.Until(begun.Add(nemesis.ChaosWindow*ttl)))
+
+	// Phase 2: heal everything, then let the load run on a healthy system.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	if proxy != nil {
+		if err := proxy.Heal(); err != nil {
+			env.Fail("healing the network: %v", err)
+		}
+	}
+	if sf != nil {
+		if err := sf.Heal(hctx); err != nil {
+			env.Fail("healing the server: %v", err)
+		}
+	}
+	cancel()
+	_ = faults.Pause(ctx, 2*ttl)
+	close(stop)
+	loaded.Wait()
+	if p != nil {
+		p.CloseAll()
+	}
+
+	// Phase 3: quiet retries, straight to the server, until every order
+	// has an answer.
+	orders := l.orders()
+	seen := map[string]bool{}
+	for _, o := range orders {
+		seen[o.ID] = true
+	}
+	for _, o := range fed {
+		if !seen[o.ID] {
+			seen[o.ID] = true
+			orders = append(orders, o)
+		}
+	}
+	if left := settle(ctx, env, orders); len(left) > 0 {
+		env.Fail("%d orders without an answer after the faults were healed (first %s)", len(left), left[0].ID)
+	}
+}
+
+// chaosInject injects one timed fault and, for those with a duration,
+// undoes it when its time is up.
+func chaosInject(ctx context.Context, env *Env, ev nemesis.ChaosEvent, p *worker.Pool, sf nemesis.Server, proxy nemesis.Proxy) {
+	var err error
+	switch {
+	case ev.Kind == nemesis.ChaosWorkerKill:
+		if w := p.Victim(ev.Slot); w != nil {
+			w.Kill("", stores.KeyRef{})
+		}
+	case ev.Kind == nemesis.ChaosServerPause:
+		err = nemesis.PauseServer(ctx, env.Hist, sf, ev.For)
+	case ev.Kind == nemesis.ChaosServerRestart:
+		err = nemesis.RestartServer(context.WithoutCancel(ctx), env.Hist, sf)
+	default: // a network fault: latency well below LockTTL, so latency alone never makes a claim stale
+		ttl := env.Config.LockTTL
+		err = nemesis.NetWindow(ctx, env.Hist, proxy, strings.TrimPrefix(ev.Kind, nemesis.ChaosNet), ev.For, ttl/8, ttl/16)
+	}
+	if err != nil {
+		env.Fail("%v", err)
+	}
+}

@@ -1,0 +1,369 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/harness/worker"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Setup is what an Env is made from: the store it drives and the run's
+// parameters and capabilities.
+type Setup struct {
+	Caps
+	// Store is the scenario's store, fresh and empty; Config is how it
+	// was opened (its namespace included).
+	Store  stores.Store
+	Config stores.Config
+	// Addr is where this scenario's store lives (its own SQLite file, the
+	// server's address); it overrides Caps.Addr, which names the run's.
+	Addr string
+	// Variant is the run's variant: a store variant, or a client-side
+	// mutant (workload.ClientMutants) that the Env's clients apply.
+	Variant string
+	Clients int
+	Keys    int
+	Seed    int64
+	// RandSeed seeds the Env's PRNG (client seeds, jitter, episode
+	// choosers).
+	RandSeed int64
+}
+
+// Env is what a scenario runs with: the store, the history and ledger it
+// records into, and the run's parameters. Its methods make clients and
+// orders and record what the scenario planned; they are safe for
+// concurrent use by the scenario's goroutines.
+type Env struct {
+	Store  stores.Store
+	Config stores.Config
+	Hist   *history.History
+	Ledger *history.Ledger
+	// Clients and Keys are the run's --clients and --keys.
+	Clients int
+	Keys    int
+	Seed    int64
+	// Tenant scopes the current round's keys; Round numbers the rounds
+	// (a scenario repeated by --duration runs one per round).
+	Tenant string
+	Round  int
+
+	setup  Setup
+	rand   *rand.Rand
+	clock  faults.Clock
+	nextID int
+	mu     sync.Mutex
+
+	incomplete []string       // why the workload could not finish, if it could not
+	schedule   []string       // the fault schedule, printed with the result
+	counted    map[string]int // faults counted, not recorded one by one
+	findings   map[string]int // expected effects that are not violations
+}
+
+// NewEnv makes the Env of one scenario, with an empty history and ledger.
+func NewEnv(s Setup) *Env {
+	addr := s.Addr
+	if addr == "" {
+		addr = s.Caps.Addr
+	}
+	s.Addr = addr
+	return &Env{Store: s.Store, Config: s.Config, Hist: history.New(), Ledger: history.NewLedger(),
+		Clients: s.Clients, Keys: s.Keys, Seed: s.Seed, Tenant: "t0",
+		setup: s, rand: rand.New(rand.NewSource(s.RandSeed)), clock: faults.RealClock{}}
+}
+
+// SetRound starts round n: its keys are scoped by the tenant t<n>.
+func (e *Env) SetRound(n int) {
+	e.Round, e.Tenant = n, fmt.Sprintf("t%d", n)
+}
+
+// Backend is the store's backend.
+func (e *Env) Backend() stores.Backend { return e.setup.Backend }
+
+// Addr is where the scenario's store lives (its SQLite file, the
+// server's address): worker processes and proxies open the same.
+func (e *Env) Addr() string { return e.setup.Addr }
+
+// Caps is what the run can do besides calling the store.
+func (e *Env) Caps() Caps { return e.setup.Caps }
+
+// Clock is the clients' clock: the real one, or a manual clock that the
+// scheduled scenarios move.
+func (e *Env) Clock() faults.Clock { return e.clock }
+
+// ServerClock reports whether the store judges by its server's clock.
+func (e *Env) ServerClock() bool { return e.setup.Backend.Clock == stores.ServerClock }
+
+// Order makes the i-th order of the round (fingerprint variant v: ""
+// for the order's own parameters, else other parameters on the same key).
+func (e *Env) Order(i int, v string) workload.Order {
+	amount := 1000 + 7*i
+	id := fmt.Sprintf("o%03d", i)
+	return workload.Order{ID: id, Key: stores.KeyRef{Tenant: e.Tenant, Key: "order-" + id},
+		Fingerprint: fmt.Sprintf("amount=%d%s", amount, v), Amount: amount}
+}
+
+// NewClientID hands out the next client id (worker processes, pruners and
+// probes get theirs from the same sequence).
+func (e *Env) NewClientID() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id := e.nextID
+	e.nextID++
+	return id
+}
+
+// Recorder wraps the store for client id, recording into the history.
+func (e *Env) Recorder(id int, st stores.Store, clk faults.Clock) *history.Recorder {
+	return &history.Recorder{Store: st, Client: id, Hist: e.Hist, Clock: clk}
+}
+
+// NewClient makes a client with the default retry policy and the given
+// failpoint rules. Client ids are handed out in order. The run's
+// client-side mutant, if any, is applied last.
+func (e *Env) NewClient(rules ...workload.Rule) *workload.Client {
+	id := e.NewClientID()
+	e.mu.Lock()
+	seed := e.rand.Int63()
+	e.mu.Unlock()
+	c := &workload.Client{
+		ID: id, Clock: e.clock, Hist: e.Hist, Ledger: e.Ledger,
+		Store:           e.Recorder(id, e.Store, e.clock),
+		Faults:          workload.NewPlan(e.Hist, rules...).For(id),
+		Keys:            workload.SameKey,
+		DownstreamKeyed: true,
+		MaxAttempts:     25,
+		Backoff:         10 * time.Millisecond,
+		MaxBackoff:      e.Config.LockTTL / 3,
+		WorkTime:        3 * time.Millisecond,
+		Rand:            rand.New(rand.NewSource(seed)),
+	}
+	e.ApplyWorkload(c)
+	return c
+}
+
+// ApplyWorkload gives the client the run's client-side mutant, if any.
+// NewClient calls it; a scenario that changes a client's options after
+// NewClient calls it again, so the mutant's mistake is the one that stays.
+func (e *Env) ApplyWorkload(c *workload.Client) {
+	if m, ok := workload.LookupClientMutant(e.setup.Variant); ok {
+		m.Apply(c, e.Config.LockTTL)
+	}
+}
+
+// Jitter returns a random duration in [0, d].
+func (e *Env) Jitter(d time.Duration) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return time.Duration(e.rand.Int63n(int64(d) + 1))
+}
+
+// Int63 draws from the Env's PRNG.
+func (e *Env) Int63() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rand.Int63()
+}
+
+// PlanRand is the PRNG a fault scenario draws its schedule from: a
+// function of the seed, the scenario and the round only.
+func (e *Env) PlanRand(scenario string) *rand.Rand {
+	return nemesis.Rand(e.Seed, scenario, e.Round)
+}
+
+// Note records a line of the scenario's fault schedule.
+func (e *Env) Note(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.schedule = append(e.schedule, fmt.Sprintf(format, args...))
+}
+
+// Fail records why the scenario's workload could not finish as planned:
+// its verdict is then unknown, never pass, unless a checker failed.
+func (e *Env) Fail(format string, args ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.incomplete = append(e.incomplete, fmt.Sprintf(format, args...))
+}
+
+// Count adds n faults of a kind that the history does not record one by
+// one (network faults, counted by the proxy; skewed clients).
+func (e *Env) Count(kind string, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.counted == nil {
+		e.counted = map[string]int{}
+	}
+	e.counted[kind] += n
+}
+
+// Finding adds n to an expected, counted effect that is not a violation
+// (a skewed clock taking over a healthy owner).
+func (e *Env) Finding(name string, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.findings == nil {
+		e.findings = map[string]int{}
+	}
+	e.findings[name] += n
+}
+
+// Incomplete lists why the workload could not finish (nil if it did).
+func (e *Env) Incomplete() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.incomplete...)
+}
+
+// Schedule lists the faults the scenario planned, in order.
+func (e *Env) Schedule() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.schedule...)
+}
+
+// Counted returns the counted faults by kind.
+func (e *Env) Counted() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range e.counted {
+		out[k] = v
+	}
+	return out
+}
+
+// Findings returns the findings by name (nil if none).
+func (e *Env) Findings() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.findings) == 0 {
+		return nil
+	}
+	out := map[string]int{}
+	for k, v := range e.findings {
+		out[k] = v
+	}
+	return out
+}
+
+// StartWorker starts a worker process on the scenario's store and waits
+// until it has opened the store. Its client is what NewClient would make
+// here (the run's client-side mutant included), in another process. It is
+// killed when ctx ends.
+func (e *Env) StartWorker(ctx context.Context, wo worker.Options) (*worker.Worker, error) {
+	if why := WorkersSkip(e.setup.Caps); why != "" {
+		return nil, fmt.Errorf("%s", why)
+	}
+	c := e.NewClient()
+	setup := worker.Setup{
+		Backend: e.setup.Backend.Name, Addr: e.setup.Addr, Config: e.Config, Client: c.ID, Seed: e.Int63(),
+		MaxAttempts: c.MaxAttempts, Backoff: c.Backoff, MaxBackoff: c.MaxBackoff, WorkTime: c.WorkTime, FirstWorkTime: c.FirstWorkTime,
+		Policy: c.Policy, Keys: c.Keys, DownstreamKeyed: c.DownstreamKeyed, DownstreamByKey: c.DownstreamByKey,
+	}
+	return worker.Start(ctx, worker.Spec{Command: e.setup.WorkerCommand, Hist: e.Hist, Ledger: e.Ledger, Setup: setup}, wo)
+}
+
+// WorkerPool makes a pool of worker processes (see StartWorker) whose
+// failures are recorded with Fail.
+func (e *Env) WorkerPool(ctx context.Context, wo worker.Options) *worker.Pool {
+	return worker.NewPool(ctx, func(ctx context.Context) (*worker.Worker, error) {
+		return e.StartWorker(ctx, wo)
+	}, func(err error) { e.Fail("%v", err) })
+}
+
+// Proxied starts a proxy named name in front of the scenario's server and
+// opens the scenario's store (same namespace, same variant) through it.
+// Close both with Unproxy, which counts the faults the proxy hit.
+func (e *Env) Proxied(ctx context.Context, name string) (nemesis.Proxy, stores.Store, error) {
+	if why := NetSkip(e.setup.Caps); why != "" {
+		return nil, nil, fmt.Errorf("%s", why)
+	}
+	p, via, err := e.setup.Net.Proxy(name, e.setup.Addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := e.setup.OpenAt(ctx, via, e.Config)
+	if err != nil {
+		p.Close()
+		return nil, nil, fmt.Errorf("open %s store through proxy %s: %w", e.setup.Backend.Name, name, err)
+	}
+	return p, st, nil
+}
+
+// Unproxy heals and closes the proxy and the store opened through it, and
+// counts the faults the proxy hit.
+func (e *Env) Unproxy(p nemesis.Proxy, st stores.Store) {
+	_ = p.Heal()
+	st.Close()
+	_ = p.Close()
+	for k, n := range p.Hits() {
+		e.Count(k, n)
+	}
+}
+
+// Server is the server control of the run (nil: none; see ServerSkip).
+func (e *Env) Server() nemesis.Server { return e.setup.Server }
+
+// Probe sends one Begin per key of the history, with the key's first
+// fingerprint, as client probeID; a probe that claims releases at once (it
+// runs no work). The liveness checker reads the answers.
+func (e *Env) Probe(ctx context.Context, probeID int) {
+	rec := e.Recorder(probeID, e.Store, e.clock)
+	keyed, order := history.ByKey(e.Hist.Ops())
+	for _, k := range order {
+		fp := ""
+		for _, op := range keyed[k] {
+			if op.Input.Kind == models.Begin {
+				fp = op.Input.Fingerprint
+				break
+			}
+		}
+		if fp == "" {
+			continue
+		}
+		d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: e.clock.Now()})
+		if err == nil && d.Outcome == stores.Claimed {
+			_ = rec.Release(ctx, k, d.Token)
+		}
+	}
+}
+
+// ProbeAfterLockTTL moves the clock past every claim's LockTTL (a manual
+// clock jumps; a real one is waited for) and probes every key once (see
+// Probe): a key still in flight then is stuck.
+func (e *Env) ProbeAfterLockTTL(ctx context.Context, probeID int) {
+	if m, ok := e.clock.(*faults.ManualClock); ok {
+		m.Advance(3 * e.Config.LockTTL)
+	} else if err := faults.Pause(ctx, e.Config.LockTTL+50*time.Millisecond); err != nil {
+		return
+	}
+	e.Probe(ctx, probeID)
+}
+
+// parallel runs f(i) for i in [0, n) at once and waits for all.
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			f(i)
+		}(i)
+	}
+	wg.Wait()
+}
+
+// Fresh gives the Env an empty history and ledger and a new tenant: a
+// hunt runs many episodes on one store, each judged on its own.
+func (e *Env) Fresh(tenant string) {
+	e.Hist, e.Ledger, e.Tenant = history.New(), history.NewLedger(), tenant
+}

@@ -1,0 +1,203 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// The network scenarios put a proxy (nemesis.Network: the embedded
+// toxiproxy of faults/netfault, in the CLI) between the clients' store and
+// its server. Two of them:
+//
+//   - network: every client sends orders through one proxy while a nemesis,
+//     on a schedule drawn from the seed, switches latency (with jitter),
+//     connection resets and lost replies on and off, Jepsen style: a fault,
+//     then a healed gap, twice over each kind.
+//   - lost-reply: per key, one client's claim, save or release commits on
+//     the server and its reply is lost (each such client has a proxy of its
+//     own, so exactly that call loses its reply); the client retries into
+//     the unknown state with the same key while another client competes.
+//
+// A failed call is recorded as an unknown outcome (history.Recorder), so
+// the checkers allow it to have taken effect or not. The final liveness
+// probes go straight to the server. Only server backends have a network to
+// fault: on sqlite and memory both scenarios are skipped, saying why.
+
+// runNetwork: the clients send orders through one proxy until the nemesis
+// has run its schedule. Round after round, each of the round's Keys new
+// orders goes to a pair of clients (key k to pair k mod Clients/2), each
+// client sending its pair's orders in its own shuffled order with up to
+// 10ms between them, so claims, saves and replays all meet faults.
+func runNetwork(ctx context.Context, env *Env) {
+	r := rand.New(rand.NewSource(env.Int63()))
+	p, st, err := env.Proxied(ctx, "network")
+	if err != nil {
+		env.Fail("%v", err)
+		return
+	}
+	defer env.Unproxy(p, st)
+	steps := nemesis.NetSchedule(r, env.Config.LockTTL)
+	groups := env.Clients / 2
+	if groups < 1 {
+		groups = 1
+	}
+	clients := make([]*workload.Client, env.Clients)
+	mine := make([][]int, env.Clients) // the keys of each client's pair, shuffled
+	for i := range clients {
+		clients[i] = env.NewClient()
+		clients[i].Store = env.Recorder(clients[i].ID, st, clients[i].Clock)
+		for _, k := range r.Perm(env.Keys) {
+			if k%groups == i%groups {
+				mine[i] = append(mine[i], k)
+			}
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(stop)
+		for _, s := range steps {
+			if err := nemesis.NetWindow(ctx, env.Hist, p, s.Kind, s.On, 20*time.Millisecond, 10*time.Millisecond); err != nil {
+				env.Fail("%v", err)
+				return
+			}
+			if faults.Pause(ctx, s.Heal) != nil {
+				return
+			}
+		}
+	}()
+	parallel(env.Clients, func(i int) {
+		c := clients[i]
+		for round := 0; ; round++ {
+			for _, k := range mine[i] {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				c.Submit(ctx, env.Order(round*env.Keys+k, ""))
+				time.Sleep(time.Duration(c.Rand.Int63n(int64(10 * time.Millisecond))))
+			}
+		}
+	})
+	wg.Wait()
+}
+
+// runLostReply: per key, client A's first claim (keys 0, 3, …), save
+// (1, 4, …) or release (2, 5, …: its first work fails) commits and the
+// reply is lost; A retries with the same key, and B, a little later,
+// sends the same order straight to the server.
+func runLostReply(ctx context.Context, env *Env) {
+	ttl := env.Config.LockTTL
+	parallel(env.Keys, func(k int) {
+		o := env.Order(k, "")
+		target := []models.Kind{models.Begin, models.Complete, models.Release}[k%3]
+		p, st, err := env.Proxied(ctx, fmt.Sprintf("lost-reply-%d", k))
+		if err != nil {
+			env.Fail("%v", err)
+			return
+		}
+		defer env.Unproxy(p, st)
+		if err := netWarm(ctx, st, k); err != nil {
+			env.Fail("%v", err)
+			return
+		}
+		a := env.NewClient()
+		a.Store = env.Recorder(a.ID, &loseOnce{Store: st, p: p, target: target}, a.Clock)
+		if target == models.Release {
+			a.FailWork = func(_ workload.Order, attempt int) bool { return attempt == 1 }
+		}
+		b := env.NewClient()
+		parallel(2, func(i int) {
+			if i == 0 {
+				a.Submit(ctx, o)
+				return
+			}
+			time.Sleep(ttl/5 + env.Jitter(ttl/5))
+			b.Submit(ctx, o)
+		})
+	})
+}
+
+// netWarm runs Begin, Complete and Release once on keys outside the
+// history, so the proxied connection has its statements prepared (pgx
+// prepares on first use, in a round trip of its own) and the call whose
+// reply is lost is the one round trip that commits.
+func netWarm(ctx context.Context, st stores.Store, k int) error {
+	for i, release := range []bool{false, true} {
+		key := stores.KeyRef{Tenant: "netwarm", Key: fmt.Sprintf("warm-%d-%d", k, i)}
+		d, err := st.Begin(ctx, stores.Request{KeyRef: key, Fingerprint: "warm", Now: time.Now()})
+		if err != nil {
+			return fmt.Errorf("warm-up through the proxy: %w", err)
+		}
+		if d.Outcome != stores.Claimed {
+			continue
+		}
+		if release {
+			err = st.Release(ctx, key, d.Token)
+		} else {
+			err = st.Complete(ctx, key, d.Token, stores.Response{Status: 200, Body: "warm"})
+		}
+		if err != nil {
+			return fmt.Errorf("warm-up through the proxy: %w", err)
+		}
+	}
+	return nil
+}
+
+// loseOnce loses the reply of the first call of the target kind: it arms
+// the proxy (used by this one client alone) to lose the next reply, so
+// exactly that call's reply is lost (a driver's reconnect and resend, if
+// any, would pass), and disarms it when the call returns.
+type loseOnce struct {
+	stores.Store
+	p      nemesis.Proxy
+	target models.Kind
+	mu     sync.Mutex
+	done   bool
+}
+
+func (l *loseOnce) arm(kind models.Kind) (heal func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done || kind != l.target {
+		return func() {}
+	}
+	l.done = true
+	if err := l.p.LoseNextReply(); err != nil {
+		return func() {}
+	}
+	return func() { _ = l.p.Heal() }
+}
+
+// Begin loses its reply if it is the target.
+func (l *loseOnce) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	defer l.arm(models.Begin)()
+	return l.Store.Begin(ctx, req)
+}
+
+// Complete loses its reply if it is the target.
+func (l *loseOnce) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
+	defer l.arm(models.Complete)()
+	return l.Store.Complete(ctx, key, tok, resp)
+}
+
+// Release loses its reply if it is the target.
+func (l *loseOnce) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
+	defer l.arm(models.Release)()
+	return l.Store.Release(ctx, key, tok)
+}

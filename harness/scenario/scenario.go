@@ -1,0 +1,113 @@
+// Package scenario holds the named workloads of a run, like Jepsen's: each
+// drives a store through an Env (its clients, orders, faults and
+// schedules) and leaves a history for the checkers. The registry is one
+// ordered list (All), the order `--scenario all` runs them in.
+//
+// A scenario may need more than a store: worker processes that open the
+// same data, a proxy in front of a server, a server it can pause. Caps
+// says what a run has; a scenario that needs what is missing is skipped,
+// saying why, and counts as neither pass nor fail.
+package scenario
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// Scenario is a named workload with its faults.
+type Scenario struct {
+	Name string
+	// Doc says in a line what the scenario does and which bugs it exposes.
+	Doc string
+	// Retention overrides the store's retention for this scenario (0: the
+	// run's default).
+	Retention time.Duration
+	// Needs names what the scenario needs beyond a Store (worker
+	// processes, a network proxy, a server it can pause), for listings;
+	// "" for nothing.
+	Needs string
+	// Skip, if set, says why the scenario cannot run with these
+	// capabilities; "" means it can.
+	Skip func(Caps) string
+	// Scheduled marks the scenarios run under the controlled scheduler,
+	// one episode per key (see Episode).
+	Scheduled bool
+	run       func(ctx context.Context, env *Env)
+}
+
+// Run runs the scenario's workload once (one round) on env.
+func (s Scenario) Run(ctx context.Context, env *Env) { s.run(ctx, env) }
+
+// WhyNot says why the scenario cannot run with caps, or "" if it can.
+func (s Scenario) WhyNot(c Caps) string {
+	if s.Skip == nil {
+		return ""
+	}
+	return s.Skip(c)
+}
+
+// All lists every scenario, in the order `all` runs them: the basic
+// workloads, the network ones, the scheduled ones, then those of the
+// client-side mutants, clock skew, and the process and server faults.
+var All = []Scenario{
+	{Name: "race", Doc: "every client sends the same order at once, with the read-to-write window widened: one owner, the rest 409 or replay", run: runRace},
+	{Name: "takeover", Doc: "an owner pauses past LockTTL; others take over; the stale owner's save or release must be fenced", run: runTakeover},
+	{Name: "crash", Doc: "an owner crashes after its claim or its work and never cleans up; after LockTTL another takes over", run: runCrash},
+	{Name: "error", Doc: "the work fails (after charging); release-on-error and save-error policies on half the keys each", run: runError},
+	{Name: "mismatch", Doc: "the key is reused with other parameters, during and after the first request: always 422, never run", run: runMismatch},
+	{Name: "retention", Doc: "keys are pruned while clients retry inside the retry window: every retry must replay", Retention: 1200 * time.Millisecond, run: runRetention},
+	{Name: "network", Doc: "a nemesis switches latency with jitter, connection resets and lost replies on and off between the clients and the server (postgres, redis): unknown outcomes, retried with the same key",
+		Needs: netNeeds, Skip: NetSkip, run: runNetwork},
+	{Name: "lost-reply", Doc: "a claim, save or release commits on the server and its reply is lost (postgres, redis); the client retries into the unknown state with the same key",
+		Needs: netNeeds, Skip: NetSkip, run: runLostReply},
+	{Name: "sched-race", Scheduled: true, run: episodes("sched-race"),
+		Doc: "scheduled: three clients send the same order; the scheduler interleaves their statements (one owner, the rest 409 or replay)"},
+	{Name: "sched-takeover", Scheduled: true, run: episodes("sched-takeover"),
+		Doc: "scheduled: three clients on one order; the clock moves past LockTTL between steps, work may fail and release, clocks may lag: stale owners must be fenced, tokens never repeat"},
+	{Name: "sched-crash", Scheduled: true, run: episodes("sched-crash"),
+		Doc: "scheduled: the owner crashes after its claim; past LockTTL two clients race for the stale claim: one takes it over, and the key is not stuck"},
+	{Name: "sched-mismatch", Scheduled: true, run: episodes("sched-mismatch"),
+		Doc: "scheduled: two clients use one key with other parameters, in any order: always 422, never run"},
+	{Name: "sched-retention", Scheduled: true, run: episodes("sched-retention"),
+		Doc: "scheduled: an order completes, the clock moves, a pruner prunes, the order is retried inside the retention: it must replay"},
+	{Name: "retry-after-charge", run: runRetryAfterCharge,
+		Doc: "the provider charges but its reply is lost; the client releases its claim (the provider is keyed, as the card's lab) and retries: one charge per order"},
+	{Name: "skew", run: runSkew,
+		Doc: "a client whose clock runs 2×LockTTL ahead sends the order a healthy owner is working on: caller-clock stores let it take over (finding skew_takeovers) and fence the owner's save; server-clock stores answer 409"},
+	{Name: "workers", Needs: "worker processes", Skip: WorkersSkip, run: runWorkers,
+		Doc: "clients run in worker processes that are killed with SIGKILL at failpoints and at random moments: their claims are taken over after LockTTL, never lost, never doubled"},
+	{Name: "store-faults", Needs: "a server it can pause and restart", Skip: ServerSkip, run: runStoreFaults,
+		Doc: "the server is paused, then killed with SIGKILL and restarted, under load: calls during the outage are unknown outcomes; after healing every order is answered and no claim or answer was lost"},
+	{Name: "chaos", run: runChaos,
+		Doc: "a random mix of every fault (client pauses and crashes, worker kills, server pause and restart, network faults) in Jepsen-style phases: faults on, healed, quiet retries; the schedule is a pure function of the seed"},
+}
+
+// Lookup returns the named scenario.
+func Lookup(name string) (Scenario, bool) {
+	for _, s := range All {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Names lists the scenarios' names, in order.
+func Names() []string {
+	out := make([]string, len(All))
+	for i, s := range All {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// NamesString lists the scenarios' names for messages ("race, takeover, …").
+func NamesString() string { return strings.Join(Names(), ", ") }
+
+// IsScheduled reports whether the named scenario runs under the
+// controlled scheduler, one episode per key.
+func IsScheduled(name string) bool {
+	s, ok := Lookup(name)
+	return ok && s.Scheduled
+}

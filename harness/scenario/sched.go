@@ -1,0 +1,312 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/sched"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// The scheduled scenarios run each key as one episode under the controlled
+// scheduler (harness/sched): a few clients on one order, run one at a time
+// between failpoints, with the clock moved past LockTTL only when the
+// chooser says so. A seeded PRNG picks the interleaving, the clock ticks,
+// the clients' clock skews and whether their work fails; the same episode
+// under rapid's chooser shrinks a failure to its shortest interleaving.
+//
+// Time: a caller-clock store (memory, SQLite) gets a manual clock that only
+// a tick moves (by LockTTL + 1 ms), so an episode costs no sleeping; a
+// server-clock store (Postgres, Redis) judges by its own clock, so a tick
+// sleeps LockTTL + tickMargin.
+//
+// The same client setup (SchedClient) serves the demos, which replay a
+// scripted interleaving instead of a chosen one.
+
+// tickMargin is how far past LockTTL a tick sleeps on a server-clock store,
+// beyond the model's slack (5 ms) and the server clock's resolution (1 ms).
+const tickMargin = 20 * time.Millisecond
+
+// Tick is the name of the scheduler action that moves the clock past LockTTL.
+const Tick = "clock+LockTTL"
+
+// episodeSpec is one scheduled episode: the clients on one order and what
+// the chooser may vary.
+type episodeSpec struct {
+	clients []clientSpec
+	ticks   int  // how many times the chooser may move the clock past LockTTL
+	prunes  int  // Prune calls made by a pruner client (0: no pruner)
+	skews   bool // caller-clock stores: the chooser picks each client's clock skew
+	probe   bool // a hunt probes the key for liveness after the episode
+	// staleFirst: the clock moves past LockTTL once the first clients are
+	// done, before the others start (the owner has crashed long ago).
+	staleFirst bool
+}
+
+// clientSpec is one client of an episode.
+type clientSpec struct {
+	variant  string // fingerprint variant of its order ("" the first)
+	mayFail  bool   // the chooser picks whether the first work it runs fails
+	crashAt  string // it crashes at this failpoint on its first attempt
+	attempts int
+	first    bool // it runs (alone) before the other clients start
+}
+
+// episodeSpecs are the scheduled scenarios' episodes.
+var episodeSpecs = map[string]episodeSpec{
+	"sched-race": {clients: []clientSpec{{attempts: 4}, {attempts: 4}, {attempts: 4}}},
+	"sched-takeover": {
+		clients: []clientSpec{{mayFail: true, attempts: 6}, {mayFail: true, attempts: 6}, {mayFail: true, attempts: 6}},
+		ticks:   2, skews: true},
+	"sched-crash": {
+		clients:    []clientSpec{{crashAt: faults.RunAfterClaim, attempts: 1, first: true}, {attempts: 3}, {attempts: 3}},
+		staleFirst: true, probe: true},
+	"sched-mismatch": {clients: []clientSpec{{attempts: 3}, {variant: "&currency=eur", attempts: 3}}},
+	"sched-retention": {
+		clients: []clientSpec{{attempts: 3}, {attempts: 3}},
+		ticks:   2, prunes: 2},
+}
+
+// episodes is the run of a scheduled scenario: one episode per key, each
+// with a seeded PRNG chooser, then the clock moved far enough that the
+// runner's final probe finds every claim stale.
+func episodes(name string) func(ctx context.Context, env *Env) {
+	return func(ctx context.Context, env *Env) {
+		env.UseSchedClock()
+		for k := 0; k < env.Keys && ctx.Err() == nil; k++ {
+			if _, err := RunEpisode(ctx, env, name, k, sched.NewRandom(env.Int63())); err != nil {
+				env.Fail("%s key %d: %v", name, k, err)
+			}
+		}
+		env.afterEpisodes()
+	}
+}
+
+// UseSchedClock gives a caller-clock store's clients a manual clock, which
+// only the scheduler's ticks move. Server-clock stores keep the real one.
+func (e *Env) UseSchedClock() {
+	if e.ServerClock() {
+		return
+	}
+	if _, ok := e.clock.(*faults.ManualClock); !ok {
+		e.clock = faults.NewManualClock(time.Now())
+	}
+}
+
+// Tick moves the clock past LockTTL: a manual clock jumps; a server's
+// clock is waited for.
+func (e *Env) Tick() {
+	if m, ok := e.clock.(*faults.ManualClock); ok {
+		m.Advance(e.Config.LockTTL + time.Millisecond)
+		return
+	}
+	time.Sleep(e.Config.LockTTL + tickMargin)
+}
+
+// afterEpisodes moves a manual clock past every claim's LockTTL (a claim
+// made by a client whose clock lags, too), for the runner's final probe.
+func (e *Env) afterEpisodes() {
+	if m, ok := e.clock.(*faults.ManualClock); ok {
+		m.Advance(3 * e.Config.LockTTL)
+	}
+}
+
+// NewScheduler makes a controlled scheduler for the store, with Tick as
+// an action the chooser may take up to ticks times. An embedded store
+// answers in microseconds to a few milliseconds (SQLite's commit
+// included), so a client still running after embeddedBlock waits for
+// SQLite's write lock, held by a client parked inside its Begin: the
+// shorter bound keeps those waits cheap. A server answers over the network,
+// and no flow here holds a lock between failpoints there, so its bound is
+// the default, generous for a loaded machine.
+func (e *Env) NewScheduler(ch sched.Chooser, ticks int) *sched.Scheduler {
+	o := sched.DefaultOptions()
+	if !e.ServerClock() {
+		o.Block = embeddedBlock
+	}
+	s := sched.New(ch, o)
+	if ticks > 0 {
+		s.Action(Tick, ticks, e.Tick)
+	}
+	return s
+}
+
+// embeddedBlock is the scheduler's Block for embedded stores.
+const embeddedBlock = 40 * time.Millisecond
+
+// Episode reports whether the named scenario is scheduled and, if so,
+// whether its episodes end with a liveness probe of their key.
+func Episode(name string) (scheduled, probe bool) {
+	spec, ok := episodeSpecs[name]
+	return ok, spec.probe
+}
+
+// RunEpisode runs the named scheduled scenario's episode on order k with
+// the chooser, and returns the episode's log: the interleaving, the
+// statements each client ran and the actions taken.
+func RunEpisode(ctx context.Context, env *Env, name string, k int, ch sched.Chooser) ([]sched.Event, error) {
+	spec, ok := episodeSpecs[name]
+	if !ok {
+		return nil, fmt.Errorf("no scheduled scenario %q", name)
+	}
+	var log []sched.Event
+	var first, rest []clientSpec
+	for _, cs := range spec.clients {
+		if cs.first {
+			first = append(first, cs)
+		} else {
+			rest = append(rest, cs)
+		}
+	}
+	if len(first) > 0 {
+		s := env.NewScheduler(ch, 0)
+		env.episodeClients(s, spec, first, k)
+		err := s.Run(ctx)
+		log = append(log, s.Log()...)
+		if err != nil {
+			return log, err
+		}
+		if spec.staleFirst {
+			env.Tick()
+			log = append(log, sched.Event{Kind: sched.Acted, Action: Tick})
+		}
+	}
+	s := env.NewScheduler(ch, spec.ticks)
+	env.episodeClients(s, spec, rest, k)
+	if spec.prunes > 0 {
+		env.SchedPruner(s, "", spec.prunes)
+	}
+	err := s.Run(ctx)
+	return append(log, s.Log()...), err
+}
+
+// episodeClients registers the episode's clients with the scheduler; the
+// chooser picks whether each one's first work fails and, on caller-clock
+// stores, whether its clock lags.
+func (e *Env) episodeClients(s *sched.Scheduler, spec episodeSpec, clients []clientSpec, k int) {
+	for _, cs := range clients {
+		sc := SchedClient{Variant: cs.variant, Attempts: cs.attempts, CrashAt: cs.crashAt}
+		e.SchedClient(s, sc, func(name string, sc *SchedClient) {
+			sc.FailFirst = cs.mayFail && s.Pick(name+" first work fails", "no", "yes") == 1
+			sc.Lag = spec.skews && !e.ServerClock() && s.Pick(name+" clock", "on time", "behind by LockTTL") == 1
+		}, k)
+	}
+}
+
+// SchedClient says how one client under the controlled scheduler behaves.
+// It never sleeps (no work time, no backoff): the scheduler decides who
+// runs, and Tick moves the clock.
+type SchedClient struct {
+	// Name is the client's name in the scheduler; "" names it c<id>.
+	Name    string
+	Variant string // fingerprint variant of its order ("" the order's own)
+	// Attempts bounds its attempts (0: 4).
+	Attempts int
+	// FailFirst: the first time it runs the work, whichever attempt that
+	// is, the provider fails before charging.
+	FailFirst bool
+	// SaveError saves a failed work's error as the response (Stripe's
+	// policy); otherwise the claim is released.
+	SaveError bool
+	// CrashAt: it crashes at this failpoint the first time it reaches it,
+	// and never cleans up.
+	CrashAt string
+	// Lag: on a caller-clock store its clock runs behind by LockTTL.
+	Lag bool
+}
+
+// SchedClient makes a client that sends order k (with the spec's
+// fingerprint variant) under the scheduler, and registers it. decide, if
+// set, may change the spec once the client's name is known (an episode's
+// chooser picks FailFirst and Lag there).
+func (e *Env) SchedClient(s *sched.Scheduler, spec SchedClient, decide func(name string, spec *SchedClient), k int) *workload.Client {
+	c := e.NewClient()
+	name := spec.Name
+	if name == "" {
+		name = fmt.Sprintf("c%d", c.ID)
+	}
+	if decide != nil {
+		decide(name, &spec)
+	}
+	c.WorkTime, c.Backoff, c.MaxBackoff = 0, 0, 1 // no sleeping: the scheduler decides
+	c.MaxAttempts, c.Policy = 4, stores.ReleaseOnError
+	if spec.Attempts > 0 {
+		c.MaxAttempts = spec.Attempts
+	}
+	if spec.SaveError {
+		c.Policy = stores.SaveError
+	}
+	if spec.FailFirst {
+		failed := false // the first time it gets to run the work, whichever attempt that is
+		c.FailWork = func(workload.Order, int) bool {
+			f := !failed
+			failed = true
+			return f
+		}
+	}
+	if spec.Lag && !e.ServerClock() {
+		clk := faults.SkewedClock{Base: e.clock, Skew: -(e.Config.LockTTL + time.Millisecond)}
+		c.Clock = clk
+		if r, ok := c.Store.(*history.Recorder); ok {
+			r.Clock = clk
+		}
+	}
+	o := e.Order(k, spec.Variant)
+	sc := s.Client(name, func(ctx context.Context) { c.Submit(ctx, o) })
+	c.Yield = &schedYield{client: sc, s: s, id: c.ID, hist: e.Hist, crashAt: spec.CrashAt}
+	return c
+}
+
+// SchedPruner registers a client that calls Prune n times, each when the
+// scheduler lets it past the "prune" failpoint. It returns its client id.
+func (e *Env) SchedPruner(s *sched.Scheduler, name string, n int) int {
+	id := e.NewClientID()
+	if name == "" {
+		name = fmt.Sprintf("c%d", id)
+	}
+	pruner := e.Recorder(id, e.Store, e.clock)
+	s.Client(name, func(ctx context.Context) {
+		for i := 0; i < n; i++ {
+			if faults.Hit(ctx, "prune") != nil {
+				return
+			}
+			_, _ = pruner.Prune(ctx, e.clock.Now())
+		}
+	})
+	return id
+}
+
+// schedYield passes a client's failpoints to the scheduler. It crashes
+// the client at its crash failpoint, once (recorded as a crash), and
+// records as a pause a wait at a failpoint where the client holds a claim
+// during which the clock moved past LockTTL: a takeover of the client is
+// then legitimate, and the trace says why it happened.
+type schedYield struct {
+	client  *sched.Client
+	s       *sched.Scheduler
+	id      int
+	hist    *history.History
+	crashAt string
+	crashed bool
+}
+
+func (p *schedYield) Hit(ctx context.Context, name string) error {
+	if name == p.crashAt && !p.crashed {
+		p.crashed = true
+		now := p.hist.Now()
+		p.hist.AddFault(history.Fault{Client: p.id, Key: workload.KeyOf(ctx), Kind: history.FaultCrash, Failpoint: name, Start: now, End: now})
+		faults.Trace(ctx, "", "CRASHES at "+name+": it never cleans up")
+		return faults.ErrCrashed
+	}
+	holds := name == faults.RunAfterClaim || name == faults.RunAfterWork || name == faults.RunBeforeRelease
+	before, start := p.s.Used(Tick), p.hist.Now()
+	err := p.client.Hit(ctx, name)
+	if holds && p.s.Used(Tick) != before {
+		p.hist.AddFault(history.Fault{Client: p.id, Key: workload.KeyOf(ctx), Kind: history.FaultPause, Failpoint: name, Start: start, End: p.hist.Now()})
+	}
+	return err
+}

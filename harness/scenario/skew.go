@@ -1,0 +1,110 @@
+package scenario
+
+import (
+	"context"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// The skew scenario gives one client per key a clock that runs 2×LockTTL
+// ahead and sends it the order a healthy owner is working on (the owner's
+// work takes LockTTL/8). Whose clock judges staleness decides what happens:
+//
+//   - caller-clock stores (sqlite, memory: the card's design) see the
+//     owner's claim as 2×LockTTL old and let the skewed client take it over.
+//     That is the contract followed to the letter with a wrong clock, so it
+//     is not a violation: it is counted as the finding skew_takeovers. The
+//     owner's save then comes from a superseded token and must be fenced
+//     (skew_fenced_writes; the fencing checker must pass), and the
+//     downstream key keeps the order charged once.
+//   - server-clock stores (postgres, redis) judge by one clock and answer
+//     409 until the owner is done: skew_takeovers is 0.
+//
+// The skewed client holds still for a moment after a takeover (LockTTL/2
+// past the owner's work), so the two works never overlap and the
+// exclusive-execution checker judges the store, not the choreography.
+// skewAhead is how far the skewed clients' clocks run ahead, in LockTTLs.
+const skewAhead = 2
+
+func runSkew(ctx context.Context, env *Env) {
+	ttl := env.Config.LockTTL
+	work := ttl / 8
+	first := env.Hist.Now()
+	parallel(env.Keys, func(k int) {
+		o := env.Order(k, "")
+		owner := env.NewClient()
+		owner.WorkTime = work
+		skewed := faults.SkewedClock{Base: env.clock, Skew: skewAhead * ttl}
+		ahead := env.NewClient(workload.Rule{Failpoint: faults.RunAfterClaim, Action: workload.PauseFor(work + ttl/2), Times: 1, Key: o.Key})
+		ahead.Clock = skewed
+		ahead.Store = env.Recorder(ahead.ID, env.Store, skewed)
+		parallel(2, func(i int) {
+			if i == 0 {
+				owner.Submit(ctx, o)
+				return
+			}
+			skewWaitClaim(ctx, env, owner.ID, o.Key, ttl)
+			ahead.Submit(ctx, o)
+		})
+	})
+	takeovers, fenced := skewFindings(env.Hist.Ops(), first, ttl)
+	env.Count(string(history.CountSkew), env.Keys) // clients with a skewed clock
+	env.Finding("skew_takeovers", takeovers)
+	env.Finding("skew_fenced_writes", fenced)
+}
+
+// skewWaitClaim waits until the owner holds a claim on the key (or the
+// wait has lasted max), so the skewed client arrives while it works.
+func skewWaitClaim(ctx context.Context, env *Env, owner int, key stores.KeyRef, max time.Duration) {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		for _, op := range env.Hist.Ops() {
+			if op.Client == owner && op.Input.Key == key && op.IsClaim() {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// skewFindings counts, among the calls since first, takeovers of a claim
+// that was younger than LockTTL by the history's clock (less 10ms for the
+// stores' clock granularity), i.e. of a healthy owner; and the writes of
+// those owners that were fenced after it.
+func skewFindings(ops []history.Op, first int64, ttl time.Duration) (takeovers, fenced int) {
+	const margin = 10 * time.Millisecond
+	keyed, order := history.ByKey(ops)
+	for _, k := range order {
+		var prev *history.Op
+		var victims []history.Op
+		for i, op := range keyed[k] {
+			if op.Call < first {
+				continue
+			}
+			if !op.IsClaim() {
+				continue
+			}
+			d := op.Output.Decision
+			if d.Takeover && prev != nil && prev.Output.Decision.Token != d.Token &&
+				time.Duration(op.Return-prev.Call) < ttl-margin {
+				takeovers++
+				victims = append(victims, *prev)
+			}
+			prev = &keyed[k][i]
+		}
+		for _, v := range victims {
+			for _, op := range keyed[k] {
+				if op.Client == v.Client && op.Input.Token == v.Output.Decision.Token && op.Output.Fenced &&
+					(op.Input.Kind == models.Complete || op.Input.Kind == models.Release) {
+					fenced++
+				}
+			}
+		}
+	}
+	return takeovers, fenced
+}

@@ -1,0 +1,74 @@
+package scenario
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/harness/workload"
+)
+
+// runStoreFaults: clients send paced orders while the server is paused
+// (longer than LockTTL, so claims go stale while it is frozen), then killed
+// with SIGKILL and started again. Calls during the outages end without an
+// answer (unknown outcomes) or fail before reaching the server (left out),
+// and clients retry or give up. Once the server is healed, every order is
+// sent again until it has an answer: a claim or a saved answer that the
+// restart lost shows as a fresh claim of a key that existed.
+func runStoreFaults(ctx context.Context, env *Env) {
+	sf := env.Server()
+	if sf == nil {
+		env.Fail("%s", ServerSkip(env.Caps()))
+		return
+	}
+	ttl := env.Config.LockTTL
+	r := env.PlanRand("store-faults")
+	jitter := func(d time.Duration) time.Duration { return time.Duration(r.Int63n(int64(d) + 1)) }
+	pauseAt := ttl + jitter(ttl)
+	pauseFor := 2*ttl + jitter(ttl)
+	restartAt := pauseAt + pauseFor + ttl + jitter(ttl)
+	env.Note("%s: +%v pause the %s server for %v", env.Tenant, pauseAt.Round(time.Millisecond), sf.Kind(), pauseFor.Round(time.Millisecond))
+	env.Note("%s: +%v kill the %s server (SIGKILL) and start it again", env.Tenant, restartAt.Round(time.Millisecond), sf.Kind())
+
+	stop := make(chan struct{})
+	l := &load{env: env}
+	var loaded sync.WaitGroup
+	loaded.Add(1)
+	go func() {
+		defer loaded.Done()
+		l.run(ctx, env.Clients, func(int) *workload.Client { return env.timedClient() }, 2*ttl/5, stop)
+	}()
+	begun := time.Now()
+	injected := func() bool {
+		if faults.Pause(ctx, time.Until(begun.Add(pauseAt))) != nil {
+			return false
+		}
+		if err := nemesis.PauseServer(ctx, env.Hist, sf, pauseFor); err != nil {
+			env.Fail("%v", err)
+			return false
+		}
+		if faults.Pause(ctx, time.Until(begun.Add(restartAt))) != nil {
+			return false
+		}
+		if err := nemesis.RestartServer(ctx, env.Hist, sf); err != nil {
+			env.Fail("%v", err)
+			return false
+		}
+		return true
+	}()
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	if err := sf.Heal(hctx); err != nil {
+		env.Fail("healing the server: %v", err)
+	}
+	cancel()
+	if injected {
+		_ = faults.Pause(ctx, 2*ttl) // load on the healed server
+	}
+	close(stop)
+	loaded.Wait()
+	if left := settle(ctx, env, l.orders()); len(left) > 0 {
+		env.Fail("%d orders without an answer after the faults were healed (first %s)", len(left), left[0].ID)
+	}
+}

@@ -1,0 +1,72 @@
+package scenario_test
+
+import (
+	"context"
+	"testing"
+
+	redisstore "github.com/idemcheck/idemcheck/stores/redis"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/harnesstest"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// TestFaultScenariosOnServers: on Postgres and on Redis (AOF, fsync
+// always), the correct store passes workers, store-faults and chaos, with
+// every kind of fault really injected.
+func TestFaultScenariosOnServers(t *testing.T) {
+	for _, kind := range []servers.Kind{servers.Postgres, servers.Redis} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			sum, err := harness.Run(context.Background(), harnesstest.ServerOptions(t, kind, stores.Correct, "workers", "store-faults", "chaos"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			harnesstest.KeepOnFailure(t, sum)
+			want := map[string][]history.FaultKind{
+				"workers":      {history.FaultWorkerKill},
+				"store-faults": {history.FaultServerPause, history.FaultServerRestart},
+				"chaos":        {history.FaultPause, history.FaultCrash, history.FaultWorkerKill, history.FaultServerPause, history.FaultServerRestart},
+			}
+			for _, s := range sum.Scenarios {
+				harnesstest.Log(t, s)
+				if s.Verdict != check.Pass {
+					t.Errorf("%s: verdict %s: %s %v", s.Name, s.Verdict, s.Error, s.Violations)
+				}
+				for _, k := range want[s.Name] {
+					if s.Faults[string(k)] == 0 {
+						t.Errorf("%s: no %s fault injected (faults %v)", s.Name, k, s.Faults)
+					}
+				}
+				if s.Name == "store-faults" && s.Outcomes["unknown"] == 0 {
+					t.Errorf("store-faults: no call ended with an unknown outcome during the outages: %v", s.Outcomes)
+				}
+			}
+		})
+	}
+}
+
+// TestNoPersistenceKilled: redis-no-persistence loses its claims and
+// answers in the restart of store-faults, and a checker says so.
+func TestNoPersistenceKilled(t *testing.T) {
+	sum, err := harness.Run(context.Background(), harnesstest.ServerOptions(t, servers.Redis, redisstore.NoPersistence, "store-faults"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sum.Scenarios[0]
+	harnesstest.Log(t, s)
+	if s.Verdict != check.Fail {
+		t.Fatalf("redis-no-persistence survived store-faults: %s %s", s.Verdict, s.Error)
+	}
+	killers := map[string]bool{}
+	for _, v := range s.Violations {
+		killers[v.Checker] = true
+	}
+	if !killers[check.AtMostOnce] || !killers[check.Linearizable] {
+		t.Errorf("killed by %v; want at least at-most-once (a done key claimed again) and linearizability", killers)
+	}
+	t.Logf("killed by %v; first: %s", killers, s.Violations[0].Detail)
+}

@@ -1,0 +1,141 @@
+package scenario
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/harness/worker"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// waitAnswered waits until every order has a definite answer in the
+// history, or done says nothing more will come, or the deadline passes; it
+// returns the orders still unanswered.
+func waitAnswered(ctx context.Context, env *Env, orders []workload.Order, idle func() bool, deadline time.Duration) []workload.Order {
+	end := time.Now().Add(deadline)
+	for {
+		done := map[string]bool{}
+		for _, a := range env.Hist.Answers() {
+			if a.Key.Tenant == env.Tenant && a.Definite() {
+				done[a.Order] = true
+			}
+		}
+		var left []workload.Order
+		for _, o := range orders {
+			if !done[o.ID] {
+				left = append(left, o)
+			}
+		}
+		if len(left) == 0 || time.Now().After(end) || ctx.Err() != nil || idle() {
+			return left
+		}
+		_ = faults.Pause(ctx, 20*time.Millisecond)
+	}
+}
+
+// runWorkers: orders run on worker processes, each order on two of them at
+// once (so they race for its key). Planned kills stop workers with SIGKILL
+// at failpoints (after the claim, after the work, inside SQLite's Begin
+// transaction) and at random moments; each dead worker is replaced by a new
+// one that retries its unanswered orders with the same keys. Every order
+// must end with one answer for all, its claim taken over after LockTTL.
+func runWorkers(ctx context.Context, env *Env) {
+	announce := workerFailpoints(env.Backend())
+	plan := nemesis.WorkerKills(env.PlanRand("workers"), env.Keys, announce)
+	calls := map[int]bool{}
+	for _, k := range plan {
+		switch {
+		case k.Failpoint != "":
+			env.Note("%s: kill the worker at %s on order %d", env.Tenant, k.Failpoint, k.Order)
+		case k.Call > 0:
+			env.Note("%s: kill the worker making store call #%d of the round, in flight", env.Tenant, k.Call)
+			calls[k.Call] = true
+		default:
+			env.Note("%s: kill live worker #%d at +%v", env.Tenant, k.Victim, k.At)
+		}
+	}
+	var ncalls int
+	orders := make([]workload.Order, env.Keys)
+	for i := range orders {
+		orders[i] = env.Order(i, "")
+	}
+	var mu sync.Mutex
+	kills := nemesis.NewKillList()
+	for _, k := range plan {
+		if k.Failpoint != "" {
+			kills.Arm(k.Failpoint, orders[k.Order].Key)
+		}
+	}
+	p := env.WorkerPool(ctx, worker.Options{
+		Announce: announce,
+		Decide:   kills.Decide,
+		OnCall: func(w *worker.Worker, op history.Op) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			ncalls++
+			return calls[ncalls]
+		},
+	})
+	n := env.Clients
+	if n > 3 {
+		n = 3
+	}
+	if n < 2 {
+		n = 2
+	}
+	ws := make([]*worker.Worker, n)
+	var startErr error
+	var smu sync.Mutex
+	parallel(n, func(i int) {
+		w, err := p.Start()
+		smu.Lock()
+		defer smu.Unlock()
+		if err != nil && startErr == nil {
+			startErr = err
+		}
+		ws[i] = w
+	})
+	if startErr != nil {
+		env.Fail("starting worker processes: %v", startErr)
+		p.CloseAll()
+		return
+	}
+	begun := time.Now()
+	for k, o := range orders {
+		ws[k%n].Submit(o)
+		ws[(k+1)%n].Submit(o)
+	}
+	var killers sync.WaitGroup
+	for _, k := range plan {
+		if k.Failpoint != "" || k.Call > 0 {
+			continue
+		}
+		killers.Add(1)
+		go func(k nemesis.WorkerKill) {
+			defer killers.Done()
+			if faults.Pause(ctx, time.Until(begun.Add(k.At))) != nil {
+				return
+			}
+			if w := p.Victim(k.Victim); w != nil {
+				w.Kill("", stores.KeyRef{})
+			}
+		}(k)
+	}
+	killers.Wait()
+	if left := waitAnswered(ctx, env, orders, p.Idle, 30*time.Second+10*env.Config.LockTTL); len(left) > 0 {
+		env.Fail("%d orders unanswered by the worker processes (first %s)", len(left), left[0].ID)
+	}
+	p.CloseAll()
+}
+
+// workerFailpoints are the failpoints worker processes announce: the Run
+// flow's, and the backend's own (SQLite's inside Begin's transaction, where
+// a worker killed holds the file's write lock).
+func workerFailpoints(b stores.Backend) []string {
+	return append([]string{faults.RunAfterClaim, faults.RunAfterWork}, b.Failpoints...)
+}

@@ -1,0 +1,212 @@
+package servers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/moby/moby/client"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/nemesis"
+)
+
+// Faults injects faults into the Postgres or Redis server behind a store:
+// it freezes and thaws the server's container, kills it with SIGKILL and
+// starts it again. The container keeps its data (its file system) and its
+// host port across a restart (Start binds a fixed port), so stores
+// reconnect to the same address by themselves: pgx's pool and go-redis
+// drop a broken connection at its first error and dial anew. It works
+// only for a server this process started (Server.Managed), and implements
+// nemesis.Server for the harness's fault scenarios.
+type Faults struct {
+	srv *Server
+	cli *client.Client
+	id  string
+
+	mu     sync.Mutex
+	paused bool
+	down   bool
+}
+
+var _ nemesis.Server = (*Faults)(nil)
+
+// NewFaults connects to the Docker daemon that runs srv's container.
+func NewFaults(srv *Server) (*Faults, error) {
+	if why := srv.NoFaults(); why != "" {
+		return nil, errors.New(why)
+	}
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return &Faults{srv: srv, cli: cli, id: srv.Container().GetContainerID()}, nil
+}
+
+// NoFaults says why the server cannot be paused or restarted by this
+// process (it comes from the environment, not a container this process
+// started), or "" if it can.
+func (s *Server) NoFaults() string {
+	if s.Managed && s.Container() != nil {
+		return ""
+	}
+	return fmt.Sprintf("the %s server comes from the environment (%s), not a container this run started: it cannot be paused or restarted", s.Kind, s.Source)
+}
+
+// Kind names the server's kind.
+func (f *Faults) Kind() string { return string(f.srv.Kind) }
+
+// Close closes the Docker client (the container stays as it is).
+func (f *Faults) Close() error { return f.cli.Close() }
+
+// Pause freezes the server: connections stay open, calls hang.
+func (f *Faults) Pause(ctx context.Context) error {
+	if _, err := f.cli.ContainerPause(ctx, f.id, client.ContainerPauseOptions{}); err != nil {
+		return fmt.Errorf("pause %s: %w", f.srv.Kind, err)
+	}
+	f.mu.Lock()
+	f.paused = true
+	f.mu.Unlock()
+	return nil
+}
+
+// Resume thaws a paused server; the calls it had received run now.
+func (f *Faults) Resume(ctx context.Context) error {
+	if _, err := f.cli.ContainerUnpause(ctx, f.id, client.ContainerUnpauseOptions{}); err != nil {
+		return fmt.Errorf("resume %s: %w", f.srv.Kind, err)
+	}
+	f.mu.Lock()
+	f.paused = false
+	f.mu.Unlock()
+	return nil
+}
+
+// Kill kills the server with SIGKILL (no shutdown, no flush beyond what
+// it had already made durable) and waits until its container has stopped.
+func (f *Faults) Kill(ctx context.Context) error {
+	f.mu.Lock()
+	paused := f.paused
+	f.mu.Unlock()
+	if paused { // a frozen process cannot be killed until it is thawed
+		if err := f.Resume(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := f.cli.ContainerKill(ctx, f.id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		return fmt.Errorf("kill %s: %w", f.srv.Kind, err)
+	}
+	for {
+		res, err := f.cli.ContainerInspect(ctx, f.id, client.ContainerInspectOptions{})
+		if err != nil {
+			return fmt.Errorf("kill %s: inspect: %w", f.srv.Kind, err)
+		}
+		if st := res.Container.State; st == nil || !st.Running {
+			break
+		}
+		if err := faults.Pause(ctx, 20*time.Millisecond); err != nil {
+			return fmt.Errorf("kill %s: still running: %w", f.srv.Kind, err)
+		}
+	}
+	f.mu.Lock()
+	f.down = true
+	f.mu.Unlock()
+	return nil
+}
+
+// Start starts a killed server again and waits until it answers.
+func (f *Faults) Start(ctx context.Context) error {
+	if _, err := f.cli.ContainerStart(ctx, f.id, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("start %s: %w", f.srv.Kind, err)
+	}
+	f.mu.Lock()
+	f.down = false
+	f.mu.Unlock()
+	return f.Ready(ctx)
+}
+
+// Restart kills the server with SIGKILL and starts it again, and says how
+// long it did not answer.
+func (f *Faults) Restart(ctx context.Context) (time.Duration, error) {
+	t0 := time.Now()
+	if err := f.Kill(ctx); err != nil {
+		return 0, err
+	}
+	err := f.Start(ctx)
+	return time.Since(t0), err
+}
+
+// Heal undoes every fault: a paused server is resumed, a killed one
+// started; it returns once the server answers.
+func (f *Faults) Heal(ctx context.Context) error {
+	f.mu.Lock()
+	paused, down := f.paused, f.down
+	f.mu.Unlock()
+	if paused {
+		if err := f.Resume(ctx); err != nil {
+			return err
+		}
+	}
+	if down {
+		return f.Start(ctx)
+	}
+	return f.Ready(ctx)
+}
+
+// Ready waits until the server answers a ping (Postgres: a new connection
+// and a query, so recovery after a crash is over; Redis: PING, which
+// answers LOADING until the append-only file is read back).
+func (f *Faults) Ready(ctx context.Context) error {
+	var last error
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		last = ping(pctx, f.srv)
+		cancel()
+		if last == nil {
+			return nil
+		}
+		if err := faults.Pause(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("%s did not come back: %v", f.srv.Kind, last)
+		}
+	}
+}
+
+// HostPort is the host address the container's server port is published
+// on now (it must not change across a restart).
+func (f *Faults) HostPort(ctx context.Context) (string, error) {
+	res, err := f.cli.ContainerInspect(ctx, f.id, client.ContainerInspectOptions{})
+	if err != nil {
+		return "", err
+	}
+	ns := res.Container.NetworkSettings
+	if ns == nil {
+		return "", errors.New("no network settings")
+	}
+	for port, bs := range ns.Ports {
+		for _, b := range bs {
+			return fmt.Sprintf("%s->%s:%s", port, b.HostIP, b.HostPort), nil
+		}
+	}
+	return "", errors.New("no published port")
+}
+
+// ping checks once that the server answers.
+func ping(ctx context.Context, srv *Server) error {
+	switch srv.Kind {
+	case Postgres:
+		conn, err := pgx.Connect(ctx, srv.Addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		return conn.Ping(ctx)
+	case Redis:
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
+		defer c.Close()
+		return c.Ping(ctx).Err()
+	}
+	return fmt.Errorf("unknown server kind %q", srv.Kind)
+}
