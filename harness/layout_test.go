@@ -1,0 +1,120 @@
+package harness_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/idemcheck/idemcheck/"
+
+// heavy are the module prefixes of Docker, testcontainers, the database
+// drivers and toxiproxy: only harness/servers (and the tests and programs
+// that import it) may bring them in.
+var heavy = []string{
+	"github.com/docker/", "github.com/moby/", "github.com/testcontainers/",
+	"github.com/jackc/pgx", "github.com/redis/go-redis", "github.com/Shopify/toxiproxy",
+}
+
+// light lists the packages that must not depend on heavy ones, even
+// indirectly: the checking core, the traffic, the scenarios and what a
+// store's author imports (idemtest).
+var light = []string{
+	"models", "stores", "faults", "harness/history", "harness/check", "harness/workload",
+	"harness/worker", "harness/nemesis", "harness/scenario", "harness/sched", "harness",
+	"harness/hunt", "harness/report", "harness/report/htmlreport", "harness/idemtest",
+}
+
+// roles says which of the harness's packages each one may import
+// directly: the data flows workload → nemesis → history → check → report,
+// and producers never import consumers, nor the reverse.
+var roles = map[string][]string{
+	"harness/history":           {},
+	"harness/check":             {"harness/history"},
+	"harness/workload":          {"harness/history"},
+	"harness/worker":            {"harness/history", "harness/workload"},
+	"harness/nemesis":           {"harness/history", "harness/workload", "harness/worker"},
+	"harness/scenario":          {"harness/history", "harness/workload", "harness/worker", "harness/nemesis", "harness/sched"},
+	"harness":                   {"harness/history", "harness/check", "harness/workload", "harness/nemesis", "harness/scenario"},
+	"harness/report":            {"harness", "harness/history", "harness/check"},
+	"harness/report/htmlreport": {"harness", "harness/history", "harness/check"},
+	"harness/hunt": {"harness", "harness/history", "harness/check", "harness/workload", "harness/scenario",
+		"harness/sched", "harness/report"},
+	"harness/idemtest": {"harness", "harness/check", "harness/scenario", "harness/report"},
+}
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// golist lists the packages (module-relative) with their imports and deps.
+func golist(t *testing.T, pkgs []string) map[string]listed {
+	t.Helper()
+	args := []string{"list", "-json=ImportPath,Imports,Deps"}
+	for _, p := range pkgs {
+		args = append(args, module+p)
+	}
+	cmd := exec.Command("go", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, stderr.String())
+	}
+	got := map[string]listed{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var l listed
+		if err := dec.Decode(&l); err != nil {
+			t.Fatal(err)
+		}
+		got[strings.TrimPrefix(l.ImportPath, module)] = l
+	}
+	return got
+}
+
+// TestLayout enforces the import rule of docs/DESIGN.md §6: the light
+// packages bring in no Docker, testcontainers, database driver or
+// toxiproxy, and each harness package imports only the roles before it.
+func TestLayout(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatalf("the go command is needed to list imports: %v", err)
+	}
+	got := golist(t, light)
+	for _, p := range light {
+		l, ok := got[p]
+		if !ok {
+			t.Errorf("go list did not list %s", p)
+			continue
+		}
+		for _, h := range heavy {
+			for _, d := range l.Deps {
+				if strings.HasPrefix(d, h) {
+					t.Errorf("%s depends on %s (and maybe more of %s)", p, d, h)
+					break
+				}
+			}
+		}
+	}
+	for p, allowed := range roles {
+		l, ok := got[p]
+		if !ok {
+			t.Errorf("go list did not list %s", p)
+			continue
+		}
+		for _, imp := range l.Imports {
+			rel, ours := strings.CutPrefix(imp, module)
+			if !ours || !(rel == "harness" || strings.HasPrefix(rel, "harness/")) {
+				continue
+			}
+			if !slices.Contains(allowed, rel) {
+				t.Errorf("%s imports %s: it may import only %v of the harness", p, rel, allowed)
+			}
+		}
+	}
+}
