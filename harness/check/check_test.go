@@ -1,0 +1,352 @@
+package check_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Small hand-built histories, one scenario each: for every checker at
+// least one that must pass and one that must fail, unknown outcomes
+// included. Times are in milliseconds of the history's clock; the
+// caller's clock reads t0 plus the same.
+
+const (
+	ms    = int64(time.Millisecond)
+	never = history.Never
+	probe = 99 // the final liveness probe's client
+)
+
+var (
+	t0    = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	model = models.Config{LockTTL: 100 * time.Millisecond, Retention: 10 * time.Second}
+	key   = stores.KeyRef{Tenant: "t0", Key: "order-o000"}
+	resp  = stores.Response{Status: 201, Body: "charged ch_1"}
+)
+
+// rec builds a history.
+type rec struct {
+	h  *history.History
+	l  *history.Ledger
+	id int
+}
+
+func newRec() *rec { return &rec{h: history.New(), l: history.NewLedger()} }
+
+func (r *rec) op(client int, in models.Input, out models.Output, call, ret int64) {
+	r.id++
+	in.ID = r.id
+	if in.Key == (stores.KeyRef{}) && in.Kind != models.Prune {
+		in.Key = key
+	}
+	if in.Now.IsZero() {
+		in.Now = t0.Add(time.Duration(call))
+	}
+	op := history.Op{Client: client, Input: in, Output: out, Call: call * ms, Return: ret * ms}
+	if out.Unknown {
+		op.Return = never
+	}
+	r.h.AddOp(op)
+}
+
+// begin records a Begin by client at [call, ret] ms that answered d (its
+// DecidedAt is set to the call time).
+func (r *rec) begin(client int, fp string, call, ret int64, d stores.Decision) {
+	d.DecidedAt = t0.Add(time.Duration(call * ms))
+	r.op(client, models.Input{Kind: models.Begin, Fingerprint: fp}, models.Output{Decision: d}, call, ret)
+}
+
+func (r *rec) beginUnknown(client int, fp string, call int64) {
+	r.op(client, models.Input{Kind: models.Begin, Fingerprint: fp}, models.Output{Unknown: true}, call, 0)
+}
+
+func claimedD(tok string, takeover bool) stores.Decision {
+	return stores.Decision{Outcome: stores.Claimed, Token: stores.Token(tok), Takeover: takeover}
+}
+
+var (
+	inFlightD = stores.Decision{Outcome: stores.InFlight}
+	mismatchD = stores.Decision{Outcome: stores.Mismatch}
+)
+
+func replayD(r stores.Response) stores.Decision {
+	return stores.Decision{Outcome: stores.Replay, Response: r}
+}
+
+func (r *rec) complete(client int, tok string, res stores.Response, call, ret int64, fenced, unknown bool) {
+	r.op(client, models.Input{Kind: models.Complete, Token: stores.Token(tok), Response: res, Now: t0.Add(time.Duration(ret * ms))},
+		models.Output{Fenced: fenced, Unknown: unknown}, call, ret)
+}
+
+func (r *rec) release(client int, tok string, call, ret int64, fenced bool) {
+	r.op(client, models.Input{Kind: models.Release, Token: stores.Token(tok), Now: t0.Add(time.Duration(ret * ms))},
+		models.Output{Fenced: fenced}, call, ret)
+}
+
+func (r *rec) work(client int, tok string, start, end int64) {
+	e := end * ms
+	if end < 0 {
+		e = never
+	}
+	r.h.AddWork(history.WorkRun{Client: client, Key: key, Order: "o000", Token: stores.Token(tok), Start: start * ms, End: e})
+}
+
+func (r *rec) answer(client int, fp string, res stores.Response, at int64) {
+	r.h.AddAnswer(history.Answer{Client: client, Key: key, Order: "o000", Fingerprint: fp, Response: res, Status: res.Status, At: at * ms})
+}
+
+// judge runs the checkers and returns the named one's result.
+func (r *rec) judge(t *testing.T, name string) check.Result {
+	t.Helper()
+	for _, c := range check.Run(check.Evidence{Hist: r.h, Ledger: r.l, Model: model, ProbeClient: probe, LinTimeout: 10 * time.Second}) {
+		if c.Checker == name {
+			return c
+		}
+	}
+	t.Fatalf("no checker %s", name)
+	return check.Result{}
+}
+
+func want(t *testing.T, r *rec, name string, v check.Verdict, detail string) {
+	t.Helper()
+	got := r.judge(t, name)
+	if got.Verdict != v {
+		t.Fatalf("%s: %s (%s), want %s", name, got.Verdict, got.Detail, v)
+	}
+	if v == check.Fail && (len(got.Violations) == 0 || !strings.Contains(got.Violations[0].Detail, detail)) {
+		t.Fatalf("%s: violations %+v, want one saying %q", name, got.Violations, detail)
+	}
+}
+
+// happy is one order done right: A claims, works, saves; B is told 409
+// while A works and then replayed A's answer.
+func happy() *rec {
+	r := newRec()
+	r.begin(1, "fp", 0, 1, claimedD("a", false))
+	r.work(1, "a", 1, 5)
+	r.l.Charge("o000", "charge:o000", 1, 3*ms)
+	r.begin(2, "fp", 2, 3, inFlightD)
+	r.complete(1, "a", resp, 5, 6, false, false)
+	r.begin(2, "fp", 20, 21, replayD(resp))
+	r.answer(1, "fp", resp, 6)
+	r.answer(2, "fp", resp, 21)
+	r.begin(probe, "fp", 300, 301, replayD(resp))
+	return r
+}
+
+func TestEveryCheckerPassesAHealthyHistory(t *testing.T) {
+	r := happy()
+	for _, c := range check.Run(check.Evidence{Hist: r.h, Ledger: r.l, Model: model, ProbeClient: probe, LinTimeout: 10 * time.Second}) {
+		if c.Verdict != check.Pass {
+			t.Errorf("%s: %s: %s", c.Checker, c.Verdict, c.Detail)
+		}
+	}
+}
+
+func TestAtMostOnce(t *testing.T) {
+	t.Run("two charges of one order fail", func(t *testing.T) {
+		r := happy()
+		r.l.Charge("o000", "", 2, 30*ms) // unkeyed: a second effective charge
+		want(t, r, check.AtMostOnce, check.Fail, "charged 2 times")
+	})
+	t.Run("a keyed retry is deduplicated by the provider and passes", func(t *testing.T) {
+		r := happy()
+		r.l.Charge("o000", "charge:o000", 2, 30*ms)
+		want(t, r, check.AtMostOnce, check.Pass, "")
+	})
+	t.Run("a key claimed again after it was saved done fails", func(t *testing.T) {
+		r := happy()
+		r.begin(3, "fp", 40, 41, claimedD("c", false))
+		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
+	})
+	t.Run("after a save whose answer was lost, a takeover passes", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.complete(1, "a", resp, 5, 0, false, true) // unknown: it may not have landed
+		r.begin(2, "fp", 200, 201, claimedD("b", true))
+		want(t, r, check.AtMostOnce, check.Pass, "")
+	})
+}
+
+func TestExclusive(t *testing.T) {
+	t.Run("a takeover of a healthy owner that overlaps its work fails", func(t *testing.T) {
+		r := newRec()
+		r.work(1, "a", 1, 50)
+		r.work(2, "b", 20, 60)
+		want(t, r, check.Exclusive, check.Fail, "ran the work of")
+	})
+	t.Run("work after work passes", func(t *testing.T) {
+		r := newRec()
+		r.work(1, "a", 1, 10)
+		r.work(2, "b", 20, 30)
+		want(t, r, check.Exclusive, check.Pass, "")
+	})
+	t.Run("overlapping a paused owner passes", func(t *testing.T) {
+		r := newRec()
+		r.work(1, "a", 1, 300)
+		r.h.AddFault(history.Fault{Client: 1, Key: key, Kind: history.FaultPause, Failpoint: "run.after-claim", Start: 2 * ms, End: 250 * ms})
+		r.work(2, "b", 150, 160)
+		want(t, r, check.Exclusive, check.Pass, "")
+	})
+	t.Run("work that never ended overlaps everything after it unless its owner crashed", func(t *testing.T) {
+		r := newRec()
+		r.work(1, "a", 1, -1)
+		r.work(2, "b", 150, 160)
+		want(t, r, check.Exclusive, check.Fail, "at once")
+		r.h.AddFault(history.Fault{Client: 1, Key: key, Kind: history.FaultCrash, Failpoint: "run.after-work", Start: 2 * ms, End: 2 * ms})
+		want(t, r, check.Exclusive, check.Pass, "")
+	})
+}
+
+func TestFencing(t *testing.T) {
+	takeover := func() *rec {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(2, "fp", 150, 151, claimedD("b", true))
+		return r
+	}
+	t.Run("the stale owner's save fenced passes", func(t *testing.T) {
+		r := takeover()
+		r.complete(1, "a", resp, 200, 201, true, false)
+		want(t, r, check.Fencing, check.Pass, "")
+	})
+	t.Run("the stale owner's save accepted fails", func(t *testing.T) {
+		r := takeover()
+		r.complete(1, "a", resp, 200, 201, false, false)
+		want(t, r, check.Fencing, check.Fail, "had taken")
+	})
+	t.Run("the stale owner's release accepted fails", func(t *testing.T) {
+		r := takeover()
+		r.release(1, "a", 200, 201, false)
+		want(t, r, check.Fencing, check.Fail, "had taken")
+	})
+	t.Run("a stale save whose answer was lost is not judged", func(t *testing.T) {
+		r := takeover()
+		r.complete(1, "a", resp, 200, 0, false, true)
+		want(t, r, check.Fencing, check.Pass, "")
+	})
+	t.Run("a token handed out twice fails", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.release(1, "a", 2, 3, false)
+		r.begin(2, "fp", 10, 11, claimedD("a", false))
+		want(t, r, check.Fencing, check.Fail, "handed out twice")
+	})
+}
+
+func TestReplay(t *testing.T) {
+	t.Run("a replay of nothing saved fails", func(t *testing.T) {
+		r := happy()
+		r.begin(3, "fp", 30, 31, replayD(stores.Response{Status: 201, Body: "charged ch_9"}))
+		want(t, r, check.Replay, check.Fail, "which no Complete had saved")
+	})
+	t.Run("a replay before the save fails", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(2, "fp", 2, 3, replayD(resp))
+		r.complete(1, "a", resp, 5, 6, false, false)
+		want(t, r, check.Replay, check.Fail, "which no Complete had saved")
+	})
+	t.Run("two clients told different answers fail", func(t *testing.T) {
+		r := happy()
+		r.answer(3, "fp", stores.Response{Status: 500, Body: "error"}, 40)
+		want(t, r, check.Replay, check.Fail, "different answers")
+	})
+	t.Run("the probe's answer is not compared", func(t *testing.T) {
+		r := happy()
+		r.answer(probe, "fp", stores.Response{}, 400)
+		want(t, r, check.Replay, check.Pass, "")
+	})
+}
+
+func TestMismatch(t *testing.T) {
+	t.Run("other parameters answered 422 pass", func(t *testing.T) {
+		r := happy()
+		r.begin(3, "fp-eur", 30, 31, mismatchD)
+		want(t, r, check.Mismatch, check.Pass, "")
+	})
+	t.Run("other parameters replayed fail", func(t *testing.T) {
+		r := happy()
+		r.begin(3, "fp-eur", 30, 31, replayD(resp))
+		want(t, r, check.Mismatch, check.Fail, "instead of 422")
+	})
+	t.Run("other parameters after a release claim afresh", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.release(1, "a", 5, 6, false)
+		r.begin(3, "fp-eur", 30, 31, claimedD("c", false))
+		want(t, r, check.Mismatch, check.Pass, "")
+	})
+}
+
+func TestLinearizable(t *testing.T) {
+	t.Run("two fresh claims of one key fail", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 5, claimedD("a", false))
+		r.begin(2, "fp", 1, 6, claimedD("b", false))
+		want(t, r, check.Linearizable, check.Fail, "no order the decision table allows")
+	})
+	t.Run("an unanswered claim may have taken effect: a 409 after it passes", func(t *testing.T) {
+		r := newRec()
+		r.beginUnknown(1, "fp", 0)
+		r.begin(2, "fp", 10, 11, inFlightD)
+		want(t, r, check.Linearizable, check.Pass, "")
+	})
+	t.Run("an unanswered claim may not have taken effect: a fresh claim after it passes", func(t *testing.T) {
+		r := newRec()
+		r.beginUnknown(1, "fp", 0)
+		r.begin(2, "fp", 10, 11, claimedD("b", false))
+		want(t, r, check.Linearizable, check.Pass, "")
+	})
+	t.Run("a 409 long after every claim went stale fails", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(2, "fp", 500, 501, inFlightD)
+		want(t, r, check.Linearizable, check.Fail, "no order")
+	})
+}
+
+func TestLiveness(t *testing.T) {
+	t.Run("a key still in flight at the probe fails", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(probe, "fp", 50, 51, inFlightD)
+		want(t, r, check.Liveness, check.Fail, "still in flight")
+	})
+	t.Run("an unanswered probe fails", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.beginUnknown(probe, "fp", 200)
+		want(t, r, check.Liveness, check.Fail, "no answer")
+	})
+	t.Run("a probe that takes the stale claim over passes", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(probe, "fp", 200, 201, claimedD("p", true))
+		want(t, r, check.Liveness, check.Pass, "")
+	})
+	t.Run("no probe is undecided", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		want(t, r, check.Liveness, check.Unknown, "")
+	})
+}
+
+// TestDocsAndPreference: every checker Run reports is documented, in the
+// same order, and ranked by Preference.
+func TestDocsAndPreference(t *testing.T) {
+	res := check.Run(check.Evidence{Hist: history.New(), Ledger: history.NewLedger(), Model: model, ProbeClient: probe, LinTimeout: time.Second})
+	if len(res) != len(check.Docs) || len(res) != len(check.Preference) {
+		t.Fatalf("%d results, %d docs, %d in the preference", len(res), len(check.Docs), len(check.Preference))
+	}
+	for i, r := range res {
+		if r.Checker != check.Docs[i].Name {
+			t.Errorf("result %d is %s, doc %d is %s", i, r.Checker, i, check.Docs[i].Name)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package history_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// fakeStore answers each call with what the test set.
+type fakeStore struct {
+	d   stores.Decision
+	err error
+}
+
+func (f *fakeStore) Begin(context.Context, stores.Request) (stores.Decision, error) {
+	return f.d, f.err
+}
+func (f *fakeStore) Complete(context.Context, stores.KeyRef, stores.Token, stores.Response) error {
+	return f.err
+}
+func (f *fakeStore) Release(context.Context, stores.KeyRef, stores.Token) error { return f.err }
+func (f *fakeStore) Prune(context.Context, time.Time) (int, error)              { return 0, f.err }
+func (f *fakeStore) Close() error                                               { return nil }
+
+var key = stores.KeyRef{Tenant: "t", Key: "k"}
+
+// TestRecorder: answers are recorded as given, a timeout as an unknown
+// outcome (never guessed), a fenced write as definite, and calls that
+// never reached the store are left out.
+func TestRecorder(t *testing.T) {
+	h := history.New()
+	f := &fakeStore{d: stores.Decision{Outcome: stores.Claimed, Token: "a"}}
+	r := &history.Recorder{Store: f, Client: 3, Hist: h, Clock: faults.RealClock{}}
+	ctx := context.Background()
+	req := stores.Request{KeyRef: key, Fingerprint: "fp", Now: time.Now()}
+	_, _ = r.Begin(ctx, req)
+	f.err = context.DeadlineExceeded
+	_, _ = r.Begin(ctx, req)
+	f.err = stores.ErrFenced
+	_ = r.Complete(ctx, key, "a", stores.Response{Status: 201})
+	f.err = &net.OpError{Op: "dial", Err: errors.New("refused")}
+	_ = r.Release(ctx, key, "a")
+	f.err = stores.ErrInvalidKey
+	_, _ = r.Begin(ctx, req)
+
+	ops := h.Ops()
+	if len(ops) != 3 {
+		t.Fatalf("%d ops recorded, want 3 (the dial failure and the invalid key left out): %+v", len(ops), ops)
+	}
+	if !ops[0].IsClaim() || ops[0].Client != 3 || ops[0].Return < ops[0].Call {
+		t.Errorf("first op %+v, want client 3's claim", ops[0])
+	}
+	if !ops[1].Output.Unknown || ops[1].Return != history.Never || !strings.Contains(ops[1].Err, "deadline") {
+		t.Errorf("timed-out Begin %+v, want an unknown outcome that never returned", ops[1])
+	}
+	if !ops[2].Output.Fenced || ops[2].Output.Unknown || ops[2].Accepted(models.Complete) {
+		t.Errorf("fenced Complete %+v, want a definite fenced answer", ops[2])
+	}
+	ids := map[int]bool{}
+	for _, op := range ops {
+		if ids[op.Input.ID] {
+			t.Errorf("id %d used twice", op.Input.ID)
+		}
+		ids[op.Input.ID] = true
+	}
+}
+
+// sink collects what a worker process's history streams.
+type sink struct {
+	mu      sync.Mutex
+	calls   []int64
+	returns []int64
+	drops   int
+	answers int
+}
+
+func (s *sink) Call(seq int64, _ history.Op) {
+	s.mu.Lock()
+	s.calls = append(s.calls, seq)
+	s.mu.Unlock()
+}
+func (s *sink) Return(seq int64, _ history.Op, drop bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.returns = append(s.returns, seq)
+	if drop {
+		s.drops++
+	}
+}
+func (s *sink) Work(int, history.WorkRun)        {}
+func (s *sink) WorkEnd(int, int64, bool, string) {}
+func (s *sink) Fault(history.Fault)              {}
+func (s *sink) Answer(history.Answer)            { s.answers++ }
+
+// TestSinkAnnouncesEveryCall: a history with a sink announces each call
+// before making it and reports its return (or that it never reached the
+// store), so a process killed mid-call leaves the call behind.
+func TestSinkAnnouncesEveryCall(t *testing.T) {
+	s := &sink{}
+	h := history.FromMono(history.New().MonoStart(), s)
+	f := &fakeStore{d: stores.Decision{Outcome: stores.InFlight}}
+	r := &history.Recorder{Store: f, Client: 1, Hist: h, Clock: faults.RealClock{}}
+	_, _ = r.Begin(context.Background(), stores.Request{KeyRef: key, Fingerprint: "fp"})
+	f.err = &net.OpError{Op: "dial", Err: errors.New("refused")}
+	_, _ = r.Begin(context.Background(), stores.Request{KeyRef: key, Fingerprint: "fp"})
+	h.AddAnswer(history.Answer{Client: 1, Key: key})
+	if !reflect.DeepEqual(s.calls, []int64{1, 2}) || !reflect.DeepEqual(s.returns, []int64{1, 2}) || s.drops != 1 || s.answers != 1 {
+		t.Errorf("sink heard calls %v, returns %v, %d drops, %d answers", s.calls, s.returns, s.drops, s.answers)
+	}
+	if h.OpCount() != 0 {
+		t.Errorf("a streaming history kept %d ops itself", h.OpCount())
+	}
+}
+
+// TestWriteLoadRoundTrip: a history written as JSON lines loads back the
+// same, scenario by scenario, and a line that does not parse is an error
+// naming it.
+func TestWriteLoadRoundTrip(t *testing.T) {
+	mk := func(client int) (*history.History, *history.Ledger) {
+		h, l := history.New(), history.NewLedger()
+		h.AddOp(history.Op{Client: client, Input: models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp", ID: 1},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "a"}}, Call: 1, Return: 2})
+		h.AddOp(history.Op{Client: client, Input: models.Input{Kind: models.Complete, Key: key, Token: "a", ID: 2},
+			Output: models.Output{Unknown: true}, Call: 3, Return: history.Never, Err: "timeout"})
+		i := h.AddWork(history.WorkRun{Client: client, Key: key, Order: "o1", Token: "a", Start: 2, End: history.Never})
+		h.EndWorkAt(i, 5, false, "ch_1")
+		h.AddFault(history.Fault{Client: client, Key: key, Kind: history.FaultPause, Failpoint: "run.after-claim", Start: 2, End: 4})
+		h.AddAnswer(history.Answer{Client: client, Key: key, Order: "o1", Status: 201, At: 6})
+		l.Charge("o1", "charge:o1", client, 4)
+		l.Charge("o1", "charge:o1", client, 5)
+		return h, l
+	}
+	var buf bytes.Buffer
+	h1, l1 := mk(1)
+	h2, l2 := mk(2)
+	if err := history.Write(&buf, "race", h1, l1); err != nil {
+		t.Fatal(err)
+	}
+	if err := history.Write(&buf, "crash", h2, l2); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := history.Load(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(saved) != 2 || saved[0].Scenario != "race" || saved[1].Scenario != "crash" {
+		t.Fatalf("loaded %+v", saved)
+	}
+	got := saved[1]
+	if !reflect.DeepEqual(got.Hist.Ops(), h2.Ops()) || !reflect.DeepEqual(got.Hist.Work(), h2.Work()) ||
+		!reflect.DeepEqual(got.Hist.Faults(), h2.Faults()) || !reflect.DeepEqual(got.Hist.Answers(), h2.Answers()) ||
+		!reflect.DeepEqual(got.Ledger.Charges(), l2.Charges()) {
+		t.Errorf("round trip changed the history")
+	}
+	if next := got.Ledger.Charge("o2", "", 1, 9); next != "ch_2" {
+		t.Errorf("a loaded ledger's next charge is %s, want ch_2", next)
+	}
+	if _, err := history.Load(strings.NewReader("{\"scenario\":\"x\",\"type\":\"op\",\"op\":{}}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad line: %v, want an error naming line 2", err)
+	}
+}

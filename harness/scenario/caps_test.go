@@ -1,0 +1,39 @@
+package scenario_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// TestSkipReasons: each fault scenario says why it cannot run without
+// what it needs, and runs when it has it.
+func TestSkipReasons(t *testing.T) {
+	pg, _ := stores.Lookup("postgres")
+	sq, _ := stores.Lookup("sqlite")
+	mem, _ := stores.Lookup("memory")
+	for _, tc := range []struct {
+		name string
+		skip func(scenario.Caps) string
+		caps scenario.Caps
+		want string // "" must run
+	}{
+		{"server faults on sqlite", scenario.ServerSkip, scenario.Caps{Backend: sq}, "embedded"},
+		{"server faults without control", scenario.ServerSkip, scenario.Caps{Backend: pg, Addr: "postgres://x"}, "no server control"},
+		{"server faults on a server from the environment", scenario.ServerSkip, scenario.Caps{Backend: pg, NoServer: "the postgres server comes from the environment"}, "environment"},
+		{"network on memory", scenario.NetSkip, scenario.Caps{Backend: mem}, "memory is embedded"},
+		{"network without a proxy maker", scenario.NetSkip, scenario.Caps{Backend: pg, Addr: "postgres://x", OpenAt: pg.Open}, "no network proxy"},
+		{"network on a factory without an address", scenario.NetSkip, scenario.Caps{Factory: true}, "factory"},
+		{"workers on memory", scenario.WorkersSkip, scenario.Caps{Backend: mem, WorkerCommand: []string{"x"}}, "one process"},
+		{"workers on a factory", scenario.WorkersSkip, scenario.Caps{Backend: sq, Factory: true, WorkerCommand: []string{"x"}}, "factory"},
+		{"workers without a command", scenario.WorkersSkip, scenario.Caps{Backend: sq}, "worker command"},
+		{"workers on sqlite", scenario.WorkersSkip, scenario.Caps{Backend: sq, WorkerCommand: []string{"x"}}, ""},
+	} {
+		got := tc.skip(tc.caps)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

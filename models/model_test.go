@@ -1,0 +1,146 @@
+package models
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+var (
+	t0   = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg  = Config{LockTTL: 100 * time.Millisecond, Retention: 10 * time.Second}
+	resp = stores.Response{Status: 201, Body: "charged"}
+)
+
+func inFlight(at time.Time, tok stores.Token) State {
+	return State{Exists: true, Fingerprint: "fp", LockedAt: at, CreatedAt: at, Token: tok, Used: string(tok)}
+}
+
+// TestDecisionTable is the lesson card's decision table, row by row ("The
+// decision, in order"), as Decide answers it.
+func TestDecisionTable(t *testing.T) {
+	done := inFlight(t0, "t1")
+	done.Done, done.Response = true, resp
+	for _, tc := range []struct {
+		row   string
+		state State
+		fp    string
+		now   time.Time
+		want  Expected
+	}{
+		{"no row: the INSERT wins, run the work", State{}, "fp", t0, Expected{Outcome: stores.Claimed}},
+		{"no row, though keys were used before (released): a fresh claim", State{Used: "t1"}, "fp", t0, Expected{Outcome: stores.Claimed}},
+		{"row exists, fingerprint differs: 422", inFlight(t0, "t1"), "other", t0, Expected{Outcome: stores.Mismatch}},
+		{"done, fingerprint differs: 422, never replayed", done, "other", t0.Add(time.Hour), Expected{Outcome: stores.Mismatch}},
+		{"done, same params: replay the saved response", done, "fp", t0.Add(time.Second), Expected{Outcome: stores.Replay, Response: resp}},
+		{"in flight, lock younger than LockTTL: 409", inFlight(t0, "t1"), "fp", t0.Add(99 * time.Millisecond), Expected{Outcome: stores.InFlight}},
+		{"in flight, lock stale: take over", inFlight(t0, "t1"), "fp", t0.Add(100 * time.Millisecond), Expected{Outcome: stores.Claimed, Takeover: true}},
+		{"in flight, long stale: take over", inFlight(t0, "t1"), "fp", t0.Add(time.Hour), Expected{Outcome: stores.Claimed, Takeover: true}},
+	} {
+		t.Run(tc.row, func(t *testing.T) {
+			if got := Decide(cfg, tc.state, tc.fp, tc.now); got != tc.want {
+				t.Errorf("Decide = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDecideSlackAndUncertainty: within Slack of the LockTTL boundary, or
+// for a claim whose lock time is only a lower bound, both 409 and a
+// takeover are allowed.
+func TestDecideSlackAndUncertainty(t *testing.T) {
+	slack := Config{LockTTL: 100 * time.Millisecond, Retention: time.Second, Slack: 5 * time.Millisecond}
+	if got := Decide(slack, inFlight(t0, "t1"), "fp", t0.Add(96*time.Millisecond)); got.Outcome != stores.Claimed || !got.Ambiguous {
+		t.Errorf("4 ms before the boundary with 5 ms slack: %+v, want an ambiguous takeover", got)
+	}
+	if got := Decide(slack, inFlight(t0, "t1"), "fp", t0.Add(94*time.Millisecond)); got.Outcome != stores.InFlight {
+		t.Errorf("6 ms before the boundary: %+v, want 409", got)
+	}
+	unsure := inFlight(t0, "?7")
+	unsure.LockUncertain = true
+	if got := Decide(cfg, unsure, "fp", t0.Add(time.Hour)); !got.Ambiguous {
+		t.Errorf("an unanswered claim's lock time is a lower bound: %+v, want ambiguous", got)
+	}
+}
+
+func begin(fp string, at time.Time) Input {
+	return Input{Kind: Begin, Key: key, Fingerprint: fp, Now: at}
+}
+
+var key = stores.KeyRef{Tenant: "t", Key: "k"}
+
+func claimed(tok stores.Token, at time.Time, takeover bool) Output {
+	return Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: takeover, DecidedAt: at}}
+}
+
+// TestStep: each answer Step allows or forbids, with the card's fencing
+// table (a write lands only under the current token) and the rule that
+// tokens never repeat for a key.
+func TestStep(t *testing.T) {
+	claim := inFlight(t0, "t1")
+	doneState := claim
+	doneState.Done, doneState.Response = true, resp
+	for _, tc := range []struct {
+		name  string
+		state State
+		in    Input
+		out   Output
+		ok    bool
+	}{
+		{"claim a new key", State{}, begin("fp", t0), claimed("t1", t0, false), true},
+		{"claim a new key as a takeover: wrong", State{}, begin("fp", t0), claimed("t1", t0, true), false},
+		{"claim with an empty token: wrong", State{}, begin("fp", t0), claimed("", t0, false), false},
+		{"claim a released key with a token used before: wrong", State{Used: "t1"}, begin("fp", t0), claimed("t1", t0, false), false},
+		{"claim a held key: two owners", claim, begin("fp", t0.Add(time.Millisecond)), claimed("t2", t0.Add(time.Millisecond), false), false},
+		{"take over a stale claim", claim, begin("fp", t0.Add(time.Second)), claimed("t2", t0.Add(time.Second), true), true},
+		{"take over reusing the token: wrong", claim, begin("fp", t0.Add(time.Second)), claimed("t1", t0.Add(time.Second), true), false},
+		{"409 on a live claim", claim, begin("fp", t0.Add(time.Millisecond)), Output{Decision: stores.Decision{Outcome: stores.InFlight, DecidedAt: t0.Add(time.Millisecond)}}, true},
+		{"409 on a stale claim: wrong", claim, begin("fp", t0.Add(time.Second)), Output{Decision: stores.Decision{Outcome: stores.InFlight, DecidedAt: t0.Add(time.Second)}}, false},
+		{"replay the saved answer", doneState, begin("fp", t0.Add(time.Second)), Output{Decision: stores.Decision{Outcome: stores.Replay, Response: resp, DecidedAt: t0.Add(time.Second)}}, true},
+		{"replay another answer: wrong", doneState, begin("fp", t0.Add(time.Second)), Output{Decision: stores.Decision{Outcome: stores.Replay, Response: stores.Response{Status: 201, Body: "other"}, DecidedAt: t0.Add(time.Second)}}, false},
+		{"replay to other parameters: wrong", doneState, begin("other", t0.Add(time.Second)), Output{Decision: stores.Decision{Outcome: stores.Replay, Response: resp, DecidedAt: t0.Add(time.Second)}}, false},
+		{"422 to other parameters", doneState, begin("other", t0.Add(time.Second)), Output{Decision: stores.Decision{Outcome: stores.Mismatch, DecidedAt: t0.Add(time.Second)}}, true},
+		{"422 to the same parameters: wrong", doneState, begin("fp", t0.Add(time.Second)), Output{Decision: stores.Decision{Outcome: stores.Mismatch, DecidedAt: t0.Add(time.Second)}}, false},
+		{"save under the current token", claim, Input{Kind: Complete, Key: key, Token: "t1", Response: resp, Now: t0}, Output{}, true},
+		{"save under the current token, fenced: wrong", claim, Input{Kind: Complete, Key: key, Token: "t1", Response: resp, Now: t0}, Output{Fenced: true}, false},
+		{"save under a stale token, fenced", claim, Input{Kind: Complete, Key: key, Token: "t0", Response: resp, Now: t0}, Output{Fenced: true}, true},
+		{"save under a stale token, accepted: wrong", claim, Input{Kind: Complete, Key: key, Token: "t0", Response: resp, Now: t0}, Output{}, false},
+		{"save twice (the key is done), accepted: wrong", doneState, Input{Kind: Complete, Key: key, Token: "t1", Response: resp, Now: t0}, Output{}, false},
+		{"release under the current token", claim, Input{Kind: Release, Key: key, Token: "t1", Now: t0}, Output{}, true},
+		{"release a done key, accepted: wrong", doneState, Input{Kind: Release, Key: key, Token: "t1", Now: t0}, Output{}, false},
+		{"a save whose answer was lost may or may not have landed", claim, Input{Kind: Complete, Key: key, Token: "t1", Response: resp, Now: t0}, Output{Unknown: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := Step(cfg, tc.state, tc.in, tc.out)
+			if ok := len(next) > 0; ok != tc.ok {
+				t.Errorf("Step allowed=%v (next %v), want %v", ok, next, tc.ok)
+			}
+		})
+	}
+}
+
+// TestStepUnknownAndRetention: an unanswered Begin may have claimed (with
+// a token nobody saw) or not; a key past its retention may be gone at any
+// moment, and one inside it may not.
+func TestStepUnknownAndRetention(t *testing.T) {
+	in := begin("fp", t0)
+	in.ID = 7
+	next := Step(cfg, State{}, in, Output{Unknown: true})
+	if len(next) != 2 || next[0].Exists || !next[1].Exists || next[1].Token != "?7" || !next[1].LockUncertain {
+		t.Errorf("unknown Begin on no row: %+v, want no row or an uncertain claim by ?7", next)
+	}
+	done := inFlight(t0, "t1")
+	done.Done, done.Response = true, resp
+	fresh := claimed("t2", t0.Add(time.Second), false)
+	if next := Step(cfg, done, begin("fp", t0.Add(time.Second)), fresh); len(next) != 0 {
+		t.Errorf("a done key claimed again inside its retention: allowed %+v", next)
+	}
+	later := t0.Add(cfg.Retention)
+	if next := Step(cfg, done, begin("fp", later), claimed("t2", later, false)); len(next) != 1 {
+		t.Errorf("a done key claimed again once past its retention: %+v, want allowed", next)
+	}
+	if next := Step(cfg, done, begin("fp", later), claimed("t1", later, false)); len(next) != 0 {
+		t.Errorf("a pruned key's token handed out again: allowed %+v", next)
+	}
+}
