@@ -5,6 +5,7 @@
 #   make lab [STORE=…] [LAB_SEEDS=1-10]   the lesson card's lab table on each seed, and its shape
 #   make mutants [STORE=…] [SEED=1]       hunt every mutant of the store; the correct store must pass
 #   make mutants-20 [STORE=…] [SEED=1]    the same on 20 consecutive seeds: each mutant must die on every one
+#   make lint        go vet, gofmt and staticcheck
 
 STORE    ?= sqlite
 VARIANT  ?= correct
@@ -13,28 +14,53 @@ SEED     ?= 1
 LAB_SEEDS ?= 1-10
 GO       ?= go
 BIN      := bin/idemcheck
+STATICCHECK_VERSION := v0.8.2
 
-.PHONY: check test build images vet fmt clean lab mutants mutants-20
+# The packages whose tests also run under the race detector: the ones made
+# of goroutines, mutexes and the scheduler, on the memory and SQLite paths.
+RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/worker \
+	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite
+
+.PHONY: check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed
 
 build:
 	$(GO) build -o $(BIN) ./cmd/idemcheck
 
-check: build
+# Server stores need the local images on a machine without a registry.
+servers-if-needed:
+	@case "$(STORE)" in postgres|redis) $(MAKE) --no-print-directory images ;; esac
+
+check: build servers-if-needed
 	./$(BIN) check --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED)
 
-lab: build
+lab: build servers-if-needed
 	./$(BIN) lab --store $(STORE) --seeds $(LAB_SEEDS)
 
-mutants: build
+mutants: build servers-if-needed
 	./$(BIN) mutants --store $(STORE) --seed $(SEED)
 
-mutants-20: build
+mutants-20: build servers-if-needed
 	./$(BIN) mutants --store $(STORE) --seed $(SEED) --seeds 20
 
-test:
+vet:
 	$(GO) vet ./...
+
+fmt:
 	@test -z "$$(gofmt -l .)" || (echo "gofmt needed on:"; gofmt -l .; exit 1)
-	$(GO) test -count=1 -timeout 15m ./...
+
+# staticcheck at a pinned version, from the module proxy (cached after the
+# first run).
+lint: vet fmt
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+# The local images are built first when Docker runs (build.sh skips those
+# that are up to date); without Docker, tests that need a server skip, or
+# fail under IDEM_REQUIRE_SERVERS=1.
+test: lint
+	@if docker info >/dev/null 2>&1; then bash images/build.sh; \
+	else echo "make test: no Docker engine: tests that need Postgres or Redis will skip (IDEM_REQUIRE_SERVERS=1: fail)"; fi
+	$(GO) test -count=1 -timeout 18m ./...
+	$(GO) test -count=1 -race -timeout 12m $(RACE_PKGS)
 
 images:
 	bash images/build.sh
