@@ -81,15 +81,19 @@ func ChaosPlan(r *rand.Rand, ttl time.Duration, slots int) []ChaosEvent {
 	dur := func(lo, spread time.Duration) time.Duration { return lo + time.Duration(r.Int63n(int64(spread)+1)) }
 	var plan []ChaosEvent
 	// Client faults and kills at failpoints each on a distinct order
-	// among the first ones the clients (or the workers) send.
-	clientOrders := r.Perm(6 * streams)
+	// among the very first ones the clients (or the workers) send, before
+	// the server and network faults start: a later order may not be
+	// reached on a slow machine, and its fault would never fire. Each
+	// stream of clients sends its first two orders within the first
+	// LockTTL.
+	clientOrders := r.Perm(max(4, 2*streams))
 	for i := 0; i < 2; i++ {
 		plan = append(plan, ChaosEvent{Kind: ChaosClientPause, Order: clientOrders[i], Failpoint: fps[r.Intn(2)], For: dur(2*ttl, ttl)})
 	}
 	for i := 2; i < 4; i++ {
 		plan = append(plan, ChaosEvent{Kind: ChaosClientCrash, Order: clientOrders[i], Failpoint: fps[r.Intn(2)]})
 	}
-	workerOrders := r.Perm(6)
+	workerOrders := r.Perm(3)
 	for i := 0; i < 2; i++ {
 		plan = append(plan, ChaosEvent{Kind: ChaosWorkerKillAt, Order: ChaosWorkerOrders + workerOrders[i], Failpoint: fps[r.Intn(2)]})
 	}
