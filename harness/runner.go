@@ -343,6 +343,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID, in
 		report(Progress{Ops: env.Hist.OpCount(), Faults: env.Hist.FaultCount()})
 	})
 	defer stopTicker()
+	stopWatch := history.WatchStalls(env.Hist)
 	rounds := 0
 	for {
 		env.SetRound(rounds)
@@ -354,6 +355,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID, in
 	}
 	probe := env.NewClientID()
 	env.ProbeAfterLockTTL(ctx, probe)
+	stopWatch()
 	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Rounds: rounds, hist: env.Hist, ledger: env.Ledger}
 	res.Schedule = env.Schedule()
 	res.visualization = &bytes.Buffer{}

@@ -193,6 +193,17 @@ func TestExclusive(t *testing.T) {
 		r.work(2, "b", 150, 160)
 		want(t, r, check.Exclusive, check.Pass, "")
 	})
+	t.Run("an owner the harness's own process stalled past half its lease is excused", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.work(1, "a", 160, 170) // started late: the process stood still
+		r.begin(2, "fp", 100, 101, claimedD("b", true))
+		r.work(2, "b", 165, 175)
+		r.h.AddFault(history.Fault{Client: -1, Kind: history.FaultStall, Failpoint: "harness", Start: 5 * ms, End: 45 * ms})
+		want(t, r, check.Exclusive, check.Fail, "at once") // a 40 ms stall is not half of 100 ms
+		r.h.AddFault(history.Fault{Client: -1, Kind: history.FaultStall, Failpoint: "harness", Start: 100 * ms, End: 150 * ms})
+		want(t, r, check.Exclusive, check.Pass, "")
+	})
 	t.Run("work that never ended overlaps everything after it unless its owner crashed", func(t *testing.T) {
 		r := newRec()
 		r.work(1, "a", 1, -1)

@@ -30,6 +30,11 @@ const (
 	FaultNetLatency   FaultKind = "net-latency"
 	FaultNetReset     FaultKind = "net-reset"
 	FaultNetLostReply FaultKind = "net-lost-reply"
+	// FaultStall: the harness's own process did not run for a while (a
+	// loaded machine, a long GC): not injected, but observed (WatchStalls).
+	// Every client in the process was in effect paused for that long, so
+	// the checkers treat it as a pause of each owner holding a claim.
+	FaultStall FaultKind = "harness-stall"
 )
 
 // Faults counted, not recorded one by one (ScenarioResult.Faults adds them

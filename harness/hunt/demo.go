@@ -10,6 +10,7 @@ import (
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/sched"
 	"github.com/idemcheck/idemcheck/stores"
@@ -237,10 +238,12 @@ func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant stri
 	if spec.pruner {
 		letters[env.SchedPruner(s, "P", 1)] = "P"
 	}
+	stopWatch := history.WatchStalls(env.Hist)
 	runErr := s.Run(ctx)
 	run := &DemoRun{Variant: variant, Lines: demoLines(s.Log()), Answers: []string{}, Caught: []string{}}
 	probe := env.NewClientID()
 	env.ProbeAfterLockTTL(ctx, probe)
+	stopWatch()
 	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(o.Backend.Clock, env.Config),
 		ProbeClient: probe, LinTimeout: harness.LinTimeout})
 	var violations []check.Violation

@@ -189,11 +189,13 @@ func (r *Episodes) Run(ctx context.Context, ch sched.Chooser) *Episode {
 	env := r.env
 	env.Fresh(fmt.Sprintf("h%d", r.tenants))
 	r.tenants++
+	stopWatch := history.WatchStalls(env.Hist)
 	log, err := scenario.RunEpisode(ctx, env, r.name, 0, ch)
 	probe := env.NewClientID()
 	if r.probe {
 		env.ProbeAfterLockTTL(ctx, probe)
 	}
+	stopWatch()
 	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(r.o.Backend.Clock, env.Config),
 		ProbeClient: probe, LinTimeout: harness.LinTimeout})
 	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: res, Err: err}
