@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -46,6 +47,10 @@ type Options struct {
 	LockTTL   time.Duration
 	Retention time.Duration
 	Scenarios []string
+	// Count runs the list of scenarios this many times (0 or 1: once).
+	// Every run of a scenario (a repetition, or a name listed twice) gets
+	// its own store and its own draws from the seed.
+	Count int
 	// Progress, if set, hears where the run is: when a scenario starts,
 	// every ProgressEvery while it runs, and when it ends.
 	Progress      func(Progress)
@@ -74,6 +79,10 @@ type Progress struct {
 	Scenario string
 	Index    int // 1-based
 	Total    int
+	// Skipped says why the scenario did not run (with Done set).
+	Skipped string
+	// Elapsed is the time since the run started.
+	Elapsed time.Duration
 	// Ops and Faults count the store calls and injected faults of the
 	// current scenario so far.
 	Ops    int
@@ -90,15 +99,39 @@ func DefaultOptions() Options {
 		LockTTL: 250 * time.Millisecond, Retention: 10 * time.Second}
 }
 
+// Limits on the options, so that a typo cannot exhaust the machine: each
+// client is a goroutine, each key an order with its history, and every
+// store call is kept in memory and written to the results (about 4 KB a
+// call). MinLockTTL is the shortest LockTTL the workload can honour: its
+// longest work run is 20 ms (the mismatch scenario's owner) and a claim
+// must outlast its work plus a save's round trip, with room for a loaded
+// machine; below it the correct store would fail by design (the
+// lock-shorter-than-work mutant makes that mistake on purpose).
+const (
+	MaxClients  = 256
+	MaxKeys     = 10_000
+	MaxCount    = 1_000
+	MaxDuration = 24 * time.Hour
+	MinLockTTL  = 50 * time.Millisecond
+	MaxLockTTL  = 10 * time.Minute
+)
+
 // Validate reports options no run can use.
 func (o Options) Validate() error {
 	switch {
-	case o.Clients < 1:
-		return fmt.Errorf("--clients must be at least 1, got %d", o.Clients)
-	case o.Keys < 1:
-		return fmt.Errorf("--keys must be at least 1, got %d", o.Keys)
-	case o.Duration < 0:
-		return fmt.Errorf("--duration must not be negative, got %v", o.Duration)
+	case o.Clients < 1 || o.Clients > MaxClients:
+		return fmt.Errorf("--clients must be between 1 and %d, got %d", MaxClients, o.Clients)
+	case o.Keys < 1 || o.Keys > MaxKeys:
+		return fmt.Errorf("--keys must be between 1 and %d, got %d", MaxKeys, o.Keys)
+	case o.Duration < 0 || o.Duration > MaxDuration:
+		return fmt.Errorf("--duration must be between 0 and %v, got %v", MaxDuration, o.Duration)
+	case o.Count < 0 || o.Count > MaxCount:
+		return fmt.Errorf("--count must be between 1 and %d, got %d", MaxCount, o.Count)
+	case o.LockTTL > 0 && o.LockTTL < MinLockTTL:
+		return fmt.Errorf("--lock-ttl %v is shorter than the workload's own work (up to 20ms, plus a save): "+
+			"the correct store would take over healthy owners by design; use at least %v", o.LockTTL, MinLockTTL)
+	case o.LockTTL > MaxLockTTL:
+		return fmt.Errorf("--lock-ttl must be at most %v, got %v", MaxLockTTL, o.LockTTL)
 	case !o.Backend.HasVariant(o.Variant) && !workload.IsClientMutant(o.Variant):
 		return fmt.Errorf("store %s has no variant %q (known: %s; client-side: %s)", o.Backend.Name, o.Variant,
 			strings.Join(o.Backend.Variants(), ", "), strings.Join(workload.ClientMutantNames(), ", "))
@@ -125,6 +158,9 @@ func (o Options) Caps() scenario.Caps {
 // ScenarioResult is one scenario's outcome and what it measured.
 type ScenarioResult struct {
 	Name string `json:"name"`
+	// Repetition numbers the runs of the same scenario in one run (--count,
+	// or the name listed twice): 0 for the first.
+	Repetition int `json:"repetition,omitempty"`
 	// Doc says in a line what the scenario does (scenario.Scenario.Doc).
 	Doc     string        `json:"doc"`
 	Verdict check.Verdict `json:"verdict"`
@@ -156,6 +192,9 @@ type ScenarioResult struct {
 	// Check is what the checkers judged the history by (nil if the
 	// scenario did not run): with history.jsonl, enough to re-check it.
 	Check *check.Params `json:"check,omitempty"`
+	// Episodes records each scheduled episode's choices, so `idemcheck
+	// replay` can run it again on the same interleaving.
+	Episodes []scenario.EpisodeRecord `json:"episodes,omitempty"`
 
 	hist          *history.History
 	ledger        *history.Ledger
@@ -192,6 +231,51 @@ type Summary struct {
 	Scenarios  []ScenarioResult  `json:"scenarios"`
 	Violations []check.Violation `json:"violations"`
 	Dir        string            `json:"results_dir,omitempty"`
+	// Ended is when the run ended; Interrupted says it was cut short
+	// (Ctrl-C, SIGTERM), and NotRun lists the scenarios it never started.
+	Ended       time.Time `json:"ended"`
+	Interrupted bool      `json:"interrupted"`
+	NotRun      []string  `json:"not_run,omitempty"`
+	// Provenance says where the run came from: the command line, the
+	// program's version and commit, the Go version (set by the caller,
+	// see harness.Build).
+	Argv      []string `json:"argv,omitempty"`
+	Version   string   `json:"version,omitempty"`
+	Commit    string   `json:"commit,omitempty"`
+	GoVersion string   `json:"go_version,omitempty"`
+}
+
+// Estimate is a rough forecast of a run's wall time, from each scenario's
+// cost in LockTTLs and retention periods (scenario.Scenario.Cost) on an idle
+// machine: enough to warn before a run that will take long.
+func (o Options) Estimate() time.Duration {
+	var d time.Duration
+	for _, name := range o.Plan() {
+		sc, ok := scenario.Lookup(name)
+		if !ok || sc.WhyNot(o.Caps()) != "" {
+			continue
+		}
+		c := sc.Cost(o.LockTTL, o.Retention, o.Keys)
+		if o.Duration > c {
+			c = o.Duration + sc.Cost(o.LockTTL, o.Retention, 0)
+		}
+		d += c
+	}
+	return d
+}
+
+// Plan lists the scenario runs of o in order: the scenarios (all when
+// none are named), Count times over.
+func (o Options) Plan() []string {
+	names := o.Scenarios
+	if len(names) == 0 {
+		names = scenario.Names()
+	}
+	var out []string
+	for i := 0; i < max(o.Count, 1); i++ {
+		out = append(out, names...)
+	}
+	return out
 }
 
 // Run runs the scenarios one after another, each on a fresh store, and
@@ -201,44 +285,50 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	names := o.Scenarios
-	if len(names) == 0 {
-		names = scenario.Names()
-	}
+	names := o.Plan()
 	sum := &Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
 		LockTTL: o.LockTTL.String(), Started: time.Now(), Violations: []check.Violation{}}
 	runID := NewRunID()
+	reps := map[string]int{}
 	for i, name := range names {
-		sc, _ := scenario.Lookup(name)
-		if why := sc.WhyNot(o.Caps()); why != "" {
-			sum.Scenarios = append(sum.Scenarios, ScenarioResult{Name: name, Doc: sc.Doc, Verdict: check.Skipped, Skipped: why,
-				Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}})
-			continue
+		if ctx.Err() != nil {
+			sum.NotRun = names[i:]
+			break
 		}
+		sc, _ := scenario.Lookup(name)
+		rep := reps[name]
+		reps[name]++
 		report := func(Progress) {}
 		if o.Progress != nil {
 			found := len(sum.Violations)
 			report = func(p Progress) {
-				p.Scenario, p.Index, p.Total = name, i+1, len(names)
+				p.Scenario, p.Index, p.Total, p.Elapsed = name, i+1, len(names), time.Since(sum.Started)
 				p.Violations += found
 				o.Progress(p)
 			}
 		}
-		res, err := RunScenario(ctx, o, sc, runID, int64(i), report)
+		if why := sc.WhyNot(o.Caps()); why != "" {
+			sum.Scenarios = append(sum.Scenarios, ScenarioResult{Name: name, Doc: sc.Doc, Repetition: rep, Verdict: check.Skipped, Skipped: why,
+				Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}})
+			report(Progress{Skipped: why, Done: true})
+			continue
+		}
+		res, err := RunScenario(ctx, o, sc, runID, i, rep, report)
 		if err != nil {
 			return nil, err
 		}
 		report(Progress{Ops: res.Ops, Faults: sumFaults(res.Faults), Violations: len(res.Violations), Done: true})
 		sum.Scenarios = append(sum.Scenarios, *res)
 		sum.Violations = append(sum.Violations, res.Violations...)
-		if ctx.Err() != nil {
-			break
-		}
 	}
-	sum.Seconds = time.Since(sum.Started).Seconds()
+	sum.Ended = time.Now()
+	sum.Seconds = sum.Ended.Sub(sum.Started).Seconds()
 	sum.Verdict = overall(sum.Scenarios)
-	if ctx.Err() != nil && sum.Verdict == check.Pass {
-		sum.Verdict = check.Unknown
+	if ctx.Err() != nil {
+		sum.Interrupted = true
+		if sum.Verdict == check.Pass {
+			sum.Verdict = check.Unknown
+		}
 	}
 	return sum, nil
 }
@@ -273,34 +363,36 @@ func NewRunID() int64 {
 	return (time.Now().UnixNano()/1000)%1_000_000_000 + runSeq.Add(1)*1_000_000_000
 }
 
-// Namespace is the namespace of a scenario's store in a run: the Postgres
-// schema or Redis key prefix that isolates it (stores.Config.Namespace).
+// Namespace is the namespace of one store of a run: the Postgres schema
+// or Redis key prefix that isolates it (stores.Config.Namespace). space
+// names the store within the run (a scenario and its place in the run).
 // Worker processes open the same one.
-func Namespace(runID int64, scenario string) string {
-	return fmt.Sprintf("idem_%d_%s", runID, strings.ReplaceAll(scenario, "-", "_"))
+func Namespace(runID int64, space string) string {
+	return fmt.Sprintf("idem_%d_%s", runID, strings.ReplaceAll(space, "-", "_"))
 }
 
-// Open opens a fresh store of the run's backend for one scenario: its own
-// SQLite file, Postgres schema or Redis key prefix (cfg.Namespace is set
-// here). It returns the store and the address it lives at.
-func (o Options) Open(ctx context.Context, scenario string, runID int64, cfg stores.Config) (stores.Store, stores.Config, string, error) {
-	cfg.Namespace = Namespace(runID, scenario)
-	addr := o.StoreAddr(scenario, runID)
+// Open opens a fresh store of the run's backend, named space within the
+// run: its own SQLite file, Postgres schema or Redis key prefix
+// (cfg.Namespace is set here). It returns the store, its configuration
+// and the address it lives at.
+func (o Options) Open(ctx context.Context, space string, runID int64, cfg stores.Config) (stores.Store, stores.Config, string, error) {
+	cfg.Namespace = Namespace(runID, space)
+	addr := o.StoreAddr(space, runID)
 	var st stores.Store
 	var err error
 	if o.OpenStore != nil {
-		st, err = o.OpenStore(ctx, scenario, cfg)
+		st, err = o.OpenStore(ctx, space, cfg)
 	} else {
 		st, err = o.Backend.Open(ctx, addr, cfg)
 	}
 	return st, cfg, addr, err
 }
 
-// StoreAddr is where the scenario's store lives: its own SQLite file, or
+// StoreAddr is where the store named space lives: its own SQLite file, or
 // the server's address. Worker processes open the same.
-func (o Options) StoreAddr(scenario string, runID int64) string {
+func (o Options) StoreAddr(space string, runID int64) string {
 	if o.Backend.Lives == stores.File {
-		return filepath.Join(o.Addr, fmt.Sprintf("%d-%s.db", runID, scenario))
+		return filepath.Join(o.Addr, fmt.Sprintf("%d-%s.db", runID, space))
 	}
 	return o.Addr
 }
@@ -314,10 +406,11 @@ func (o Options) StoreConfig(sc scenario.Scenario) stores.Config {
 	return cfg
 }
 
-// NewEnv opens the scenario's store and makes its Env; randSeed seeds the
-// Env's PRNG. Close the Env's store when done.
-func (o Options) NewEnv(ctx context.Context, sc scenario.Scenario, runID, randSeed int64) (*scenario.Env, error) {
-	st, cfg, addr, err := o.Open(ctx, sc.Name, runID, o.StoreConfig(sc))
+// NewEnv opens a fresh store for the scenario, named space within the run,
+// and makes its Env; randSeed seeds the Env's PRNG. Close the Env's store
+// when done.
+func (o Options) NewEnv(ctx context.Context, sc scenario.Scenario, space string, runID, randSeed int64) (*scenario.Env, error) {
+	st, cfg, addr, err := o.Open(ctx, space, runID, o.StoreConfig(sc))
 	if err != nil {
 		return nil, fmt.Errorf("open %s store: %w", o.Backend.Name, err)
 	}
@@ -328,11 +421,21 @@ func (o Options) NewEnv(ctx context.Context, sc scenario.Scenario, runID, randSe
 // LinTimeout is porcupine's budget per scenario.
 const LinTimeout = 20 * time.Second
 
+// ScenarioSeed seeds the PRNG of one run of a scenario: a function of the
+// run's seed, the scenario's name and its repetition only, so a scenario
+// failing inside `--scenario all` fails the same way alone with the same
+// seed.
+func ScenarioSeed(seed int64, name string, rep int) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%d", seed, name, rep)
+	return int64(h.Sum64() >> 1)
+}
+
 // RunScenario runs one scenario (its rounds) on a fresh store, probes its
-// keys, and checks its history. index is the scenario's place in the run
-// (it seeds the scenario's PRNG with the run's seed).
-func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID, index int64, report func(Progress)) (*ScenarioResult, error) {
-	env, err := o.NewEnv(ctx, sc, runID, o.Seed*1000+index)
+// keys, and checks its history. index is its place in the run (it names
+// its store) and rep its repetition (it seeds its PRNG, with the seed).
+func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int64, index, rep int, report func(Progress)) (*ScenarioResult, error) {
+	env, err := o.NewEnv(ctx, sc, fmt.Sprintf("%s_%d", sc.Name, index), runID, ScenarioSeed(o.Seed, sc.Name, rep))
 	if err != nil {
 		return nil, err
 	}
@@ -356,8 +459,9 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID, in
 	probe := env.NewClientID()
 	env.ProbeAfterLockTTL(ctx, probe)
 	stopWatch()
-	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Rounds: rounds, hist: env.Hist, ledger: env.Ledger}
+	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, hist: env.Hist, ledger: env.Ledger}
 	res.Schedule = env.Schedule()
+	res.Episodes = env.Episodes()
 	res.visualization = &bytes.Buffer{}
 	m := check.ModelFor(o.Backend.Clock, env.Config)
 	res.Check = &check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probe}

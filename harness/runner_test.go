@@ -53,3 +53,34 @@ func TestMemoryMutantsCaught(t *testing.T) {
 		})
 	}
 }
+
+// TestRepeatedScenariosKeepTheirOwnKeys: a scenario listed twice, and a
+// run repeated with Count, runs each time on its own store, so the second
+// run never meets the first one's keys (it used to, and the correct store
+// failed replay-fidelity).
+func TestRepeatedScenariosKeepTheirOwnKeys(t *testing.T) {
+	o := harnesstest.Options(t, "sqlite", stores.Correct, "race", "race")
+	o.Count = 2
+	sum, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Scenarios) != 4 {
+		t.Fatalf("%d scenario runs, want 4", len(sum.Scenarios))
+	}
+	for i, s := range sum.Scenarios {
+		if s.Verdict != check.Pass || s.Repetition != i {
+			t.Errorf("run %d: %s repetition %d: %s %v", i, s.Name, s.Repetition, s.Verdict, s.Violations)
+		}
+	}
+}
+
+// TestScenarioSeedIgnoresItsPlace: a scenario draws the same workload from
+// the seed whether it runs alone or among others.
+func TestScenarioSeedIgnoresItsPlace(t *testing.T) {
+	if harness.ScenarioSeed(1, "race", 0) == harness.ScenarioSeed(1, "race", 1) ||
+		harness.ScenarioSeed(1, "race", 0) == harness.ScenarioSeed(2, "race", 0) ||
+		harness.ScenarioSeed(1, "race", 0) == harness.ScenarioSeed(1, "crash", 0) {
+		t.Error("seeds collide across repetitions, seeds or scenarios")
+	}
+}

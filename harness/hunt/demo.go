@@ -207,7 +207,7 @@ var demoScenario = scenario.Scenario{Name: "demo"}
 // runDemo runs the schedule on one variant of the store.
 func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant string) (*DemoRun, error) {
 	o.Variant, o.Clients, o.Keys = variant, len(spec.clients), 1
-	env, err := o.NewEnv(ctx, demoScenario, harness.NewRunID(), o.Seed)
+	env, err := o.NewEnv(ctx, demoScenario, "demo", harness.NewRunID(), o.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("%w (%s)", err, variant)
 	}

@@ -168,7 +168,7 @@ func NewEpisodes(ctx context.Context, o harness.Options, name string) (*Episodes
 	}
 	sc, _ := scenario.Lookup(name)
 	o.Keys = 1
-	env, err := o.NewEnv(ctx, sc, harness.NewRunID(), o.Seed)
+	env, err := o.NewEnv(ctx, sc, sc.Name, harness.NewRunID(), o.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +301,7 @@ func huntRounds(ctx context.Context, o harness.Options, sc scenario.Scenario, h 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		res, err := harness.RunScenario(ctx, o, sc, harness.NewRunID(), int64(round), func(harness.Progress) {})
+		res, err := harness.RunScenario(ctx, o, sc, harness.NewRunID(), round, round, func(harness.Progress) {})
 		if err != nil {
 			return err
 		}
@@ -450,3 +450,33 @@ func Median(xs []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// Replay runs one recorded episode of a scheduled scenario again, on a
+// fresh store of o, on the same interleaving (the recorded choices, taken
+// back by sched.Replay), probes its key, and checks it: how a saved
+// failure is seen again statement by statement.
+func Replay(ctx context.Context, o harness.Options, name string, rec scenario.EpisodeRecord) (*Episode, error) {
+	sc, ok := scenario.Lookup(name)
+	if !ok || !sc.Scheduled {
+		return nil, fmt.Errorf("%q is not a scheduled scenario", name)
+	}
+	env, err := o.NewEnv(ctx, sc, "replay_"+name, harness.NewRunID(), o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Store.Close()
+	env.SetRound(rec.Round)
+	env.UseSchedClock()
+	env.SkipClientIDs(rec.FirstClient)
+	stopWatch := history.WatchStalls(env.Hist)
+	log, runErr := scenario.RunEpisode(ctx, env, name, rec.Key, &sched.Replay{Choices: rec.Choices})
+	probe := env.NewClientID()
+	env.ProbeAfterLockTTL(ctx, probe)
+	stopWatch()
+	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(o.Backend.Clock, env.Config),
+		ProbeClient: probe, LinTimeout: harness.LinTimeout})
+	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: res, Err: runErr}, nil
+}
+
+// DescribeLog prints an episode's log as the hunt's traces do.
+func DescribeLog(log []sched.Event) []string { return describeLog(log) }

@@ -33,7 +33,21 @@ type Scenario struct {
 	// Scheduled marks the scenarios run under the controlled scheduler,
 	// one episode per key (see Episode).
 	Scheduled bool
-	run       func(ctx context.Context, env *Env)
+	// TTLs and PerKey say roughly how long one round takes, for run-time
+	// estimates: TTLs LockTTLs (the waits past LockTTL, fault windows),
+	// plus PerKey LockTTLs for each key the scenario works through one
+	// after another. Retentions counts retention periods waited for.
+	TTLs, PerKey, Retentions float64
+	run                      func(ctx context.Context, env *Env)
+}
+
+// Cost estimates one round's wall time with this LockTTL, retention and
+// number of keys (0 keys: the fixed part only), plus the final probe.
+func (s Scenario) Cost(ttl, retention time.Duration, keys int) time.Duration {
+	if s.Retention > 0 {
+		retention = s.Retention
+	}
+	return time.Duration((s.TTLs+1+s.PerKey*float64(keys))*float64(ttl) + s.Retentions*float64(retention))
 }
 
 // Run runs the scenario's workload once (one round) on env.
@@ -51,35 +65,35 @@ func (s Scenario) WhyNot(c Caps) string {
 // workloads, the network ones, the scheduled ones, then those of the
 // client-side mutants, clock skew, and the process and server faults.
 var All = []Scenario{
-	{Name: "race", Doc: "every client sends the same order at once, with the read-to-write window widened: one owner, the rest 409 or replay", run: runRace},
-	{Name: "takeover", Doc: "an owner pauses past LockTTL; others take over; the stale owner's save or release must be fenced", run: runTakeover},
-	{Name: "crash", Doc: "an owner crashes after its claim or its work and never cleans up; after LockTTL another takes over", run: runCrash},
-	{Name: "error", Doc: "the work fails (after charging); release-on-error and save-error policies on half the keys each", run: runError},
-	{Name: "mismatch", Doc: "the key is reused with other parameters, during and after the first request: always 422, never run", run: runMismatch},
-	{Name: "retention", Doc: "keys are pruned while clients retry inside the retry window: every retry must replay", Retention: 1200 * time.Millisecond, run: runRetention},
-	{Name: "network", Doc: "a nemesis switches latency with jitter, connection resets and lost replies on and off between the clients and the server (postgres, redis): unknown outcomes, retried with the same key",
+	{Name: "race", TTLs: 1, Doc: "every client sends the same order at once, with the read-to-write window widened: one owner, the rest 409 or replay", run: runRace},
+	{Name: "takeover", TTLs: 3, Doc: "an owner pauses past LockTTL; others take over; the stale owner's save or release must be fenced", run: runTakeover},
+	{Name: "crash", TTLs: 2, Doc: "an owner crashes after its claim or its work and never cleans up; after LockTTL another takes over", run: runCrash},
+	{Name: "error", TTLs: 1, Doc: "the work fails (after charging); release-on-error and save-error policies on half the keys each", run: runError},
+	{Name: "mismatch", TTLs: 1, Doc: "the key is reused with other parameters, during and after the first request: always 422, never run", run: runMismatch},
+	{Name: "retention", Retentions: 1.5, Doc: "keys are pruned while clients retry inside the retry window: every retry must replay", Retention: 1200 * time.Millisecond, run: runRetention},
+	{Name: "network", TTLs: 8, Doc: "a nemesis switches latency with jitter, connection resets and lost replies on and off between the clients and the server (postgres, redis): unknown outcomes, retried with the same key",
 		Needs: netNeeds, Skip: NetSkip, run: runNetwork},
-	{Name: "lost-reply", Doc: "a claim, save or release commits on the server and its reply is lost (postgres, redis); the client retries into the unknown state with the same key",
+	{Name: "lost-reply", TTLs: 2, Doc: "a claim, save or release commits on the server and its reply is lost (postgres, redis); the client retries into the unknown state with the same key",
 		Needs: netNeeds, Skip: NetSkip, run: runLostReply},
-	{Name: "sched-race", Scheduled: true, run: episodes("sched-race"),
+	{Name: "sched-race", PerKey: 0.5, Scheduled: true, run: episodes("sched-race"),
 		Doc: "scheduled: three clients send the same order; the scheduler interleaves their statements (one owner, the rest 409 or replay)"},
-	{Name: "sched-takeover", Scheduled: true, run: episodes("sched-takeover"),
+	{Name: "sched-takeover", PerKey: 2, Scheduled: true, run: episodes("sched-takeover"),
 		Doc: "scheduled: three clients on one order; the clock moves past LockTTL between steps, work may fail and release, clocks may lag: stale owners must be fenced, tokens never repeat"},
-	{Name: "sched-crash", Scheduled: true, run: episodes("sched-crash"),
+	{Name: "sched-crash", PerKey: 1.5, Scheduled: true, run: episodes("sched-crash"),
 		Doc: "scheduled: the owner crashes after its claim; past LockTTL two clients race for the stale claim: one takes it over, and the key is not stuck"},
-	{Name: "sched-mismatch", Scheduled: true, run: episodes("sched-mismatch"),
+	{Name: "sched-mismatch", PerKey: 0.5, Scheduled: true, run: episodes("sched-mismatch"),
 		Doc: "scheduled: two clients use one key with other parameters, in any order: always 422, never run"},
-	{Name: "sched-retention", Scheduled: true, run: episodes("sched-retention"),
+	{Name: "sched-retention", PerKey: 2, Scheduled: true, run: episodes("sched-retention"),
 		Doc: "scheduled: an order completes, the clock moves, a pruner prunes, the order is retried inside the retention: it must replay"},
-	{Name: "retry-after-charge", run: runRetryAfterCharge,
+	{Name: "retry-after-charge", TTLs: 1, run: runRetryAfterCharge,
 		Doc: "the provider charges but its reply is lost; the client releases its claim (the provider is keyed, as the card's lab) and retries: one charge per order"},
-	{Name: "skew", run: runSkew,
+	{Name: "skew", TTLs: 2, run: runSkew,
 		Doc: "a client whose clock runs 2×LockTTL ahead sends the order a healthy owner is working on: caller-clock stores let it take over (finding skew_takeovers) and fence the owner's save; server-clock stores answer 409"},
-	{Name: "workers", Needs: "worker processes", Skip: WorkersSkip, run: runWorkers,
+	{Name: "workers", TTLs: 4, Needs: "worker processes", Skip: WorkersSkip, run: runWorkers,
 		Doc: "clients run in worker processes that are killed with SIGKILL at failpoints and at random moments: their claims are taken over after LockTTL, never lost, never doubled"},
-	{Name: "store-faults", Needs: "a server it can pause and restart", Skip: ServerSkip, run: runStoreFaults,
+	{Name: "store-faults", TTLs: 15, Needs: "a server it can pause and restart", Skip: ServerSkip, run: runStoreFaults,
 		Doc: "the server is paused, then killed with SIGKILL and restarted, under load: calls during the outage are unknown outcomes; after healing every order is answered and no claim or answer was lost"},
-	{Name: "chaos", run: runChaos,
+	{Name: "chaos", TTLs: 16, run: runChaos,
 		Doc: "a random mix of every fault (client pauses and crashes, worker kills, server pause and restart, network faults) in Jepsen-style phases: faults on, healed, quiet retries; the schedule is a pure function of the seed"},
 }
 

@@ -142,7 +142,7 @@ func TestWorkerKilledInFlight(t *testing.T) {
 // scenario, and closes it when the test ends.
 func testEnv(t *testing.T, o harness.Options, name string) *scenario.Env {
 	t.Helper()
-	env, err := o.NewEnv(context.Background(), scenario.Scenario{Name: name}, harness.NewRunID(), 1)
+	env, err := o.NewEnv(context.Background(), scenario.Scenario{Name: name}, name, harness.NewRunID(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
