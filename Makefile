@@ -23,24 +23,33 @@ RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/work
 
 .PHONY: check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed
 
+# -buildvcs=auto: stamp the commit into the binary (idemcheck version,
+# summary.json) even where GOFLAGS turns it off.
 build:
-	$(GO) build -o $(BIN) ./cmd/idemcheck
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/idemcheck
+
+# explain turns the binary's exit code into its meaning: GNU make answers 2
+# for any failed recipe, so the last line says what idemcheck itself said.
+explain = code=$$?; case $$code in 0) ;; 1) echo "$@: idemcheck exited 1: a violation was found (or a mutant survived); make exits 2 for any failure, call $(BIN) directly to get 1";; \
+	2) echo "$@: idemcheck exited 2: bad usage or a setup error (see the line above)";; \
+	3) echo "$@: idemcheck exited 3: undecided (interrupted, or a checker could not decide)";; \
+	*) echo "$@: idemcheck exited $$code";; esac; exit $$code
 
 # Server stores need the local images on a machine without a registry.
 servers-if-needed:
 	@case "$(STORE)" in postgres|redis) $(MAKE) --no-print-directory images ;; esac
 
 check: build servers-if-needed
-	./$(BIN) check --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED)
+	@./$(BIN) check --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED); $(explain)
 
 lab: build servers-if-needed
 	./$(BIN) lab --store $(STORE) --seeds $(LAB_SEEDS)
 
 mutants: build servers-if-needed
-	./$(BIN) mutants --store $(STORE) --seed $(SEED)
+	@./$(BIN) mutants --store $(STORE) --seed $(SEED); $(explain)
 
 mutants-20: build servers-if-needed
-	./$(BIN) mutants --store $(STORE) --seed $(SEED) --seeds 20
+	@./$(BIN) mutants --store $(STORE) --seed $(SEED) --seeds 20; $(explain)
 
 vet:
 	$(GO) vet ./...

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
 	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 	_ "github.com/idemcheck/idemcheck/stores/postgres"
@@ -48,8 +50,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	seed := fs.Int64("seed", def.Seed, "seed for the workload's random choices")
 	duration := fs.Duration("duration", 0, "repeat each scenario's rounds until this long has passed (0: one round)")
 	lockTTL := fs.Duration("lock-ttl", def.LockTTL, "the stores' LockTTL")
+	count := fs.Int("count", 1, "run the scenarios this many times, each run on its own store")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	out := fs.String("out", "results", "directory for run results")
+	keep := fs.Int("keep", 20, "keep only the newest N run directories in --out (0: keep all)")
+	junit := fs.String("junit", "", "also write a JUnit XML report (one testcase per scenario × checker) to this file")
 	if err := parse(fs, checkHelp, args, stdout); err != nil {
 		return exitUsage, err
 	}
@@ -59,15 +64,22 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	o := def
 	o.Backend, o.Variant, o.Clients, o.Keys, o.Seed, o.Duration, o.LockTTL = backend, *variant, *clients, *keys, *seed, *duration, *lockTTL
+	o.Count = *count
 	if *scenario != "all" {
 		o.Scenarios = strings.Split(*scenario, ",")
 	}
 	if err := o.Validate(); err != nil {
 		return exitUsage, usageError{err.Error()}
 	}
+	if *keep < 0 {
+		return exitUsage, usagef("--keep must not be negative, got %d", *keep)
+	}
 	dir, err := report.PrepareRunDir(*out, backend.Name, o.Variant, time.Now())
 	if err != nil {
 		return exitUsage, err
+	}
+	if est := o.Estimate(); est > time.Minute && !*asJSON {
+		fmt.Fprintf(stderr, "idemcheck: this run will take about %v (%d scenario runs, LockTTL %v)\n", est.Round(time.Second), len(o.Plan()), o.LockTTL)
 	}
 	cleanup, err := provision(ctx, &o, stderr)
 	if err != nil {
@@ -83,11 +95,24 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		os.RemoveAll(dir.Path)
 		return exitUsage, err
 	}
+	stamp(sum, append([]string{"idemcheck", "check"}, args...))
 	if err := dir.Write(sum); err != nil {
 		return exitUsage, fmt.Errorf("writing results to %s: %v", dir.Path, err)
 	}
 	if err := htmlreport.Write(dir.Path, sum); err != nil {
 		return exitUsage, fmt.Errorf("writing results to %s: %v", dir.Path, err)
+	}
+	if *junit != "" {
+		if err := report.WriteJUnit(*junit, sum); err != nil {
+			return exitUsage, fmt.Errorf("writing the JUnit report: %v", err)
+		}
+	}
+	if *keep > 0 {
+		if removed, err := report.Prune(*out, *keep); err != nil {
+			fmt.Fprintf(stderr, "idemcheck: pruning old results in %s: %v\n", *out, err)
+		} else if removed > 0 && !*asJSON {
+			fmt.Fprintf(stderr, "idemcheck: removed %d old run(s) from %s (--keep %d)\n", removed, *out, *keep)
+		}
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -97,14 +122,86 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 	} else {
 		printSummary(stdout, sum)
+		printReproduce(stdout, sum, o)
 	}
-	switch sum.Verdict {
-	case check.Pass:
-		return exitPass, nil
-	case check.Fail:
-		return exitFail, nil
+	return verdictCode(sum), nil
+}
+
+// verdictCode is the exit code of a run's verdict: 0 pass, 1 fail, 3 an
+// interrupted or undecided run (a violation found before an interrupt
+// still exits 1: it is true).
+func verdictCode(sum *harness.Summary) int {
+	switch {
+	case sum.Verdict == check.Fail:
+		return exitFail
+	case sum.Verdict == check.Pass && !sum.Interrupted:
+		return exitPass
 	}
-	return exitUnknown, nil
+	return exitUnknown
+}
+
+// stamp records where the run came from: the command line, this build,
+// the Go version.
+func stamp(sum *harness.Summary, argv []string) {
+	b := buildinfo.Get()
+	sum.Argv, sum.Version, sum.GoVersion = argv, b.Version, b.GoVersion
+	sum.Commit = b.Commit
+	if b.Modified {
+		sum.Commit += "+dirty"
+	}
+}
+
+// printReproduce prints, after a failing or interrupted run, the lines
+// that reproduce it: the check command for each failing scenario with
+// its seed and the run's shape, and the recheck command on the saved
+// history.
+func printReproduce(w io.Writer, sum *harness.Summary, o harness.Options) {
+	if sum.Interrupted {
+		var done []string
+		for _, s := range sum.Scenarios {
+			done = append(done, s.Name)
+		}
+		fmt.Fprintf(w, "\nINTERRUPTED: %d scenario run(s) finished (%s); %d never ran (%s)\n",
+			len(done), listOrNone(done), len(sum.NotRun), listOrNone(sum.NotRun))
+	}
+	var failed []string
+	for _, s := range sum.Scenarios {
+		if s.Verdict == check.Fail && !slices.Contains(failed, s.Name) {
+			failed = append(failed, s.Name)
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
+	def := harness.DefaultOptions()
+	cmd := fmt.Sprintf("idemcheck check --store %s --variant %s --scenario %s --seed %d", o.Backend.Name, o.Variant, strings.Join(failed, ","), o.Seed)
+	if o.Clients != def.Clients {
+		cmd += fmt.Sprintf(" --clients %d", o.Clients)
+	}
+	if o.Keys != def.Keys {
+		cmd += fmt.Sprintf(" --keys %d", o.Keys)
+	}
+	if o.LockTTL != def.LockTTL {
+		cmd += fmt.Sprintf(" --lock-ttl %v", o.LockTTL)
+	}
+	if o.Duration > 0 {
+		cmd += fmt.Sprintf(" --duration %v", o.Duration)
+	}
+	fmt.Fprintf(w, "\nreproduce: %s\n", cmd)
+	fmt.Fprintf(w, "recheck:   idemcheck recheck %s\n", sum.Dir)
+	for _, s := range sum.Scenarios {
+		if s.Verdict == check.Fail && len(s.Episodes) > 0 {
+			fmt.Fprintf(w, "replay:    idemcheck replay %s\n", sum.Dir)
+			break
+		}
+	}
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }
 
 // provision finds where the backend's data lives (a temporary directory
@@ -125,7 +222,8 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (clean
 		o.Addr = dir
 		return func() { os.RemoveAll(dir) }, nil
 	}
-	srv, err := servers.Start(ctx, servers.Kind(o.Backend.Name), servers.Options{})
+	srv, err := servers.Start(ctx, servers.Kind(o.Backend.Name), servers.Options{
+		Notef: func(format string, args ...any) { fmt.Fprintf(stderr, "idemcheck: "+format+"\n", args...) }})
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,9 @@ Usage:
   idemcheck lab     [flags]   the lesson card's lab: no-key, key-per-try, same-key over a lossy link
   idemcheck mutants [flags]   hunt every mutant with the scenario meant to kill it; the correct store must pass
   idemcheck demo <mutant> [flags]  replay a mutant's minimal interleaving step by step, then on the correct store
+  idemcheck recheck <run-dir>  judge a saved run's history again with this build's checkers
+  idemcheck replay <run-dir>   run a saved run's failing scheduled episodes again, on the same interleaving
+  idemcheck version           print the version, the commit and the Go version
   idemcheck help [command]    show help for a command
 
 Run 'idemcheck <command> --help' for a command's flags.
@@ -73,6 +76,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		code, err = cmdMutants(ctx, rest, stdout, stderr)
 	case "demo":
 		code, err = cmdDemo(ctx, rest, stdout, stderr)
+	case "recheck":
+		code, err = cmdRecheck(ctx, rest, stdout, stderr)
+	case "replay":
+		code, err = cmdReplay(ctx, rest, stdout, stderr)
+	case "version", "--version", "-version":
+		err = cmdVersion(rest, stdout)
 	case "worker": // internal: the harness's worker processes (not in the help)
 		code, err = cmdWorker(ctx, rest, os.Stdin, stdout, stderr)
 	case "help", "-h", "--help", "-help":
@@ -81,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprint(stdout, mainHelp)
 	default:
-		err = usagef("unknown command %q (commands: check, list, lab, mutants, demo, help)", cmd)
+		err = usagef("unknown command %q (commands: check, list, lab, mutants, demo, recheck, replay, version, help)", cmd)
 	}
 	if err != nil {
 		if errors.Is(err, errHelp) {

@@ -66,6 +66,7 @@ type Env struct {
 	schedule   []string       // the fault schedule, printed with the result
 	counted    map[string]int // faults counted, not recorded one by one
 	findings   map[string]int // expected effects that are not violations
+	episodes   []EpisodeRecord
 }
 
 // NewEnv makes the Env of one scenario, with an empty history and ledger.
@@ -119,6 +120,21 @@ func (e *Env) NewClientID() int {
 	id := e.nextID
 	e.nextID++
 	return id
+}
+
+// nextClientID is the id NewClientID would hand out next.
+func (e *Env) nextClientID() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.nextID
+}
+
+// SkipClientIDs makes the next client id at least id: a replay gives its
+// clients the ids the recorded run gave them.
+func (e *Env) SkipClientIDs(id int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.nextID = max(e.nextID, id)
 }
 
 // Recorder wraps the store for client id, recording into the history.

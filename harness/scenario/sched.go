@@ -78,12 +78,41 @@ func episodes(name string) func(ctx context.Context, env *Env) {
 	return func(ctx context.Context, env *Env) {
 		env.UseSchedClock()
 		for k := 0; k < env.Keys && ctx.Err() == nil; k++ {
-			if _, err := RunEpisode(ctx, env, name, k, sched.NewRandom(env.Int63())); err != nil {
+			rec := &sched.Recording{Next: sched.NewRandom(env.Int63())}
+			first := env.nextClientID()
+			_, err := RunEpisode(ctx, env, name, k, rec)
+			er := EpisodeRecord{Round: env.Round, Key: k, Order: env.Order(k, "").Key.String(), FirstClient: first, Choices: rec.Choices()}
+			if err != nil {
 				env.Fail("%s key %d: %v", name, k, err)
+				er.Err = err.Error()
 			}
+			env.mu.Lock()
+			env.episodes = append(env.episodes, er)
+			env.mu.Unlock()
 		}
 		env.afterEpisodes()
 	}
+}
+
+// EpisodeRecord is what it takes to replay one scheduled episode on the
+// same interleaving: its round and order, and every choice the chooser
+// made (sched.Replay takes them back).
+type EpisodeRecord struct {
+	Round int    `json:"round"`
+	Key   int    `json:"key"`
+	Order string `json:"order"` // the episode's key, tenant/key
+	// FirstClient is the id its first client had: a replay gives its
+	// clients the same ids, so the scheduler names them alike.
+	FirstClient int    `json:"first_client"`
+	Choices     []int  `json:"choices"`
+	Err         string `json:"err,omitempty"`
+}
+
+// Episodes lists the scheduled episodes the Env ran, in order.
+func (e *Env) Episodes() []EpisodeRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]EpisodeRecord(nil), e.episodes...)
 }
 
 // UseSchedClock gives a caller-clock store's clients a manual clock, which

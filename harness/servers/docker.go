@@ -75,6 +75,13 @@ var noPull sync.Map // image -> error
 // prepared is set once the testcontainers environment has been decided.
 var prepared sync.Once
 
+// reaped counts the containers of killed runs that prepare removed; the
+// first Start with a Notef says so.
+var (
+	reaped     int
+	reapedSaid atomic.Bool
+)
+
 // tcLogf receives testcontainers' global log lines when IDEM_DEBUG=1.
 var tcLogf atomic.Pointer[func(string, ...any)]
 
@@ -146,7 +153,7 @@ func prepare(ctx context.Context, cli *client.Client) {
 			tcLogf.Store(&f)
 		}
 		tclog.SetDefault(globalLogger{})
-		_, _ = reap(ctx, cli)
+		reaped, _ = reap(ctx, cli)
 	})
 }
 
@@ -302,6 +309,9 @@ func startContainer(ctx context.Context, kind Kind, opts Options) (*Server, erro
 		return nil, err
 	}
 	prepare(pctx, cli)
+	if reaped > 0 && opts.Notef != nil && reapedSaid.CompareAndSwap(false, true) {
+		opts.Notef("removed %d container(s) left behind by an idemcheck run that was killed", reaped)
+	}
 
 	timeout := opts.StartTimeout
 	if timeout <= 0 {

@@ -86,6 +86,10 @@ type Options struct {
 	// Logf, when set, receives progress lines (which image, how long it took)
 	// and testcontainers' own log.
 	Logf func(format string, args ...any)
+	// Notef, when set, receives the lines a user should see even when
+	// progress is not shown: containers left behind by a killed run that
+	// this process removed.
+	Notef func(format string, args ...any)
 }
 
 // Server is a running Postgres or Redis server and where to reach it.

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/internal/buildinfo"
+)
+
+const recheckHelp = `Usage: idemcheck recheck [--json] <run-dir>
+
+Re-checks a saved run: reads <run-dir>/summary.json and history.jsonl (as
+idemcheck check wrote them) and judges every scenario's history again with
+this build's checkers, by the parameters it was judged with (LockTTL,
+retention, the probe client). Nothing runs against a store. Use it to see
+whether a saved failure still fails after a change to the checkers, and to
+keep failing runs as regression tests (harness/testdata/runs).
+
+Prints the summary as check does, with each scenario's verdict then and
+now. Exit codes: 0 pass, 1 a violation, 2 bad usage or an unreadable run,
+3 undecided.
+`
+
+func cmdRecheck(_ context.Context, args []string, stdout, _ io.Writer) (int, error) {
+	dir, args := positional(args)
+	fs := newFlagSet("recheck", recheckHelp)
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	if err := parse(fs, recheckHelp, args, stdout); err != nil {
+		return exitUsage, err
+	}
+	if dir == "" {
+		return exitUsage, usagef("recheck: name a run directory (results/latest, or one under results/)")
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return exitUsage, usagef("recheck: %s is not a run directory", dir)
+	}
+	saved, err := harness.LoadRun(dir)
+	if err != nil {
+		return exitUsage, fmt.Errorf("recheck: %v", err)
+	}
+	sum := harness.Recheck(saved)
+	sum.Dir, _ = filepath.Abs(dir)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return verdictCode(sum), enc.Encode(sum)
+	}
+	fmt.Fprintf(stdout, "recheck of %s (made by %s, commit %s), with %s\n\n", dir, orUnknown(saved.Version), orUnknown(saved.Commit), buildinfo.Get())
+	for i, s := range sum.Scenarios {
+		then := saved.Scenarios[i].Verdict
+		mark := ""
+		if then != s.Verdict {
+			mark = "   (changed)"
+		}
+		fmt.Fprintf(stdout, "  %-20s then %-8s now %-8s%s\n", s.Name, then, s.Verdict, mark)
+	}
+	printSummary(stdout, sum)
+	return verdictCode(sum), nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// positional takes the first argument that is not a flag (nor a flag's
+// value) out of args, so that a command's positional argument may come
+// before, between or after its flags.
+func positional(args []string) (string, []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			if i+1 < len(args) {
+				return args[i+1], append(append([]string(nil), args[:i]...), args[i+2:]...)
+			}
+			return "", args[:i]
+		case len(a) > 1 && a[0] == '-':
+			if !hasValue(a) && i+1 < len(args) && !boolFlag(a) {
+				i++ // the flag's value
+			}
+		default:
+			return a, append(append([]string(nil), args[:i]...), args[i+1:]...)
+		}
+	}
+	return "", args
+}
+
+func hasValue(flag string) bool {
+	for _, c := range flag {
+		if c == '=' {
+			return true
+		}
+	}
+	return false
+}
+
+// boolFlag reports whether a flag takes no value: the boolean flags the
+// commands define.
+func boolFlag(flag string) bool {
+	switch flag {
+	case "-json", "--json", "-h", "--h", "-help", "--help", "-html", "--html":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/hunt"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+const replayHelp = `Usage: idemcheck replay [--scenario S] <run-dir>
+
+Runs the failing episodes of a saved run's scheduled scenarios (sched-*)
+again, on a fresh store of the same backend and variant, on the same
+interleaving: every choice the scheduler made was saved in summary.json
+and is taken back in order. Prints each episode step by step (who ran,
+which statement, what it returned) and the checkers that fail now.
+
+Only scheduled scenarios can be replayed this way; for the others,
+idemcheck recheck re-judges the saved history, and the reproduce line that
+check prints runs the scenario again with its seed.
+
+Exit codes: 0 the failures did not come back, 1 they did, 2 bad usage or
+setup error.
+`
+
+func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	dir, args := positional(args)
+	fs := newFlagSet("replay", replayHelp)
+	only := fs.String("scenario", "", "replay only this scenario")
+	if err := parse(fs, replayHelp, args, stdout); err != nil {
+		return exitUsage, err
+	}
+	if dir == "" {
+		return exitUsage, usagef("replay: name a run directory (results/latest, or one under results/)")
+	}
+	saved, err := harness.LoadRun(dir)
+	if err != nil {
+		return exitUsage, fmt.Errorf("replay: %v", err)
+	}
+	backend, err := stores.Lookup(saved.Store)
+	if err != nil {
+		return exitUsage, fmt.Errorf("replay: %v", err)
+	}
+	type job struct {
+		res   harness.ScenarioResult
+		keys  []string
+		total int
+	}
+	var jobs []job
+	for _, s := range saved.Scenarios {
+		if s.Verdict != check.Fail || len(s.Episodes) == 0 || s.Check == nil || (*only != "" && s.Name != *only) {
+			continue
+		}
+		var keys []string
+		for _, v := range s.Violations {
+			if !slices.Contains(keys, v.Key) {
+				keys = append(keys, v.Key)
+			}
+		}
+		jobs = append(jobs, job{res: s, keys: keys})
+	}
+	if len(jobs) == 0 {
+		return exitUsage, usagef("replay: %s has no failing scheduled scenario to replay (recheck re-judges any saved run)", dir)
+	}
+	o := harness.DefaultOptions()
+	o.Backend, o.Variant, o.Seed, o.Clients, o.Keys = backend, saved.Variant, saved.Seed, saved.Clients, saved.Keys
+	cleanup, err := provision(ctx, &o, stderr)
+	if err != nil {
+		return exitUsage, err
+	}
+	defer cleanup()
+	back := 0
+	for _, j := range jobs {
+		oo := o
+		oo.LockTTL, oo.Retention = j.res.Check.LockTTL, j.res.Check.Retention
+		for _, ep := range j.res.Episodes {
+			if len(j.keys) > 0 && !slices.Contains(j.keys, ep.Order) {
+				continue
+			}
+			got, err := hunt.Replay(ctx, oo, j.res.Name, ep)
+			if err != nil {
+				return exitUsage, err
+			}
+			var failing []string
+			for _, c := range got.Checks {
+				if c.Verdict == check.Fail {
+					failing = append(failing, c.Checker)
+				}
+			}
+			fmt.Fprintf(stdout, "%s, episode on %s (%d choices):\n", j.res.Name, ep.Order, len(ep.Choices))
+			for _, l := range hunt.DescribeLog(got.Log) {
+				fmt.Fprintf(stdout, "  %s\n", l)
+			}
+			if len(failing) > 0 {
+				back++
+				fmt.Fprintf(stdout, "  => fails again: %s\n\n", strings.Join(failing, ", "))
+			} else {
+				fmt.Fprintf(stdout, "  => passes now\n\n")
+			}
+		}
+	}
+	if back > 0 {
+		fmt.Fprintf(stdout, "FAIL: %d episode(s) failed again on the same interleaving\n", back)
+		return exitFail, nil
+	}
+	fmt.Fprintf(stdout, "PASS: no replayed episode failed\n")
+	return exitPass, nil
+}

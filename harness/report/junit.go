@@ -1,0 +1,121 @@
+package report
+
+import (
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+)
+
+// The JUnit XML schema's elements that CI systems read (GitHub Actions'
+// test reporters, GitLab, Jenkins): a suite per run, a case per
+// scenario × checker.
+type (
+	junitSuites struct {
+		XMLName xml.Name     `xml:"testsuites"`
+		Suites  []junitSuite `xml:"testsuite"`
+	}
+	junitSuite struct {
+		Name     string      `xml:"name,attr"`
+		Tests    int         `xml:"tests,attr"`
+		Failures int         `xml:"failures,attr"`
+		Skipped  int         `xml:"skipped,attr"`
+		Time     string      `xml:"time,attr"`
+		Cases    []junitCase `xml:"testcase"`
+	}
+	junitCase struct {
+		Class   string        `xml:"classname,attr"`
+		Name    string        `xml:"name,attr"`
+		Time    string        `xml:"time,attr"`
+		Failure *junitMessage `xml:"failure,omitempty"`
+		Skipped *junitMessage `xml:"skipped,omitempty"`
+	}
+	junitMessage struct {
+		Message string `xml:"message,attr"`
+		Text    string `xml:",chardata"`
+	}
+)
+
+// WriteJUnit writes the run as JUnit XML to path: one testcase per
+// scenario × checker (a failed checker is a failure with its violations,
+// an undecided one a skip saying why), and one per skipped scenario.
+func WriteJUnit(path string, sum *harness.Summary) error {
+	suite := junitSuite{Name: fmt.Sprintf("idemcheck %s/%s seed %d", sum.Store, sum.Variant, sum.Seed), Time: fmt.Sprintf("%.3f", sum.Seconds)}
+	for _, s := range sum.Scenarios {
+		class := fmt.Sprintf("idemcheck.%s.%s", sum.Store, s.Name)
+		if s.Repetition > 0 {
+			class += fmt.Sprintf("#%d", s.Repetition)
+		}
+		if s.Verdict == check.Skipped {
+			suite.Cases = append(suite.Cases, junitCase{Class: class, Name: "scenario", Time: "0", Skipped: &junitMessage{Message: s.Skipped}})
+			suite.Skipped++
+			continue
+		}
+		per := fmt.Sprintf("%.3f", s.Seconds/float64(max(len(s.Checkers), 1)))
+		for _, c := range s.Checkers {
+			tc := junitCase{Class: class, Name: c.Checker, Time: per}
+			switch c.Verdict {
+			case check.Fail:
+				var lines []string
+				for _, v := range c.Violations {
+					lines = append(lines, fmt.Sprintf("%s: %s", v.Key, v.Detail))
+				}
+				tc.Failure = &junitMessage{Message: c.Detail, Text: strings.Join(lines, "\n")}
+				suite.Failures++
+			case check.Unknown:
+				tc.Skipped = &junitMessage{Message: "undecided: " + c.Detail}
+				suite.Skipped++
+			}
+			suite.Cases = append(suite.Cases, tc)
+		}
+		if s.Error != "" {
+			suite.Cases = append(suite.Cases, junitCase{Class: class, Name: "workload", Time: "0", Skipped: &junitMessage{Message: s.Error}})
+			suite.Skipped++
+		}
+	}
+	suite.Tests = len(suite.Cases)
+	b, err := xml.MarshalIndent(junitSuites{Suites: []junitSuite{suite}}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append([]byte(xml.Header), append(b, '\n')...), 0o644)
+}
+
+// runDirName matches the names PrepareRunDir gives run directories.
+var runDirName = regexp.MustCompile(`^\d{8}-\d{6}\.\d{3}-`)
+
+// Prune removes the oldest run directories under root beyond the newest
+// keep (only directories named as PrepareRunDir names them; anything else
+// there is left alone) and says how many it removed. The one latest
+// points at is always kept.
+func Prune(root string, keep int) (int, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return 0, err
+	}
+	latest, _ := os.Readlink(filepath.Join(root, "latest"))
+	var runs []string
+	for _, e := range entries {
+		if e.IsDir() && runDirName.MatchString(e.Name()) {
+			runs = append(runs, e.Name())
+		}
+	}
+	sort.Strings(runs) // the names start with the time
+	removed := 0
+	for i := 0; i < len(runs)-keep; i++ {
+		if runs[i] == latest {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(root, runs[i])); err != nil {
+			return removed, err
+		}
+		removed++
+	}
+	return removed, nil
+}
