@@ -91,6 +91,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		o.Progress, o.ProgressEvery = func(p harness.Progress) { printProgress(stderr, p) }, 200*time.Millisecond
 	}
 	sum, err := harness.Run(ctx, o)
+	if o.Progress != nil {
+		fmt.Fprint(stderr, "\r\033[K") // the live line goes; the summary stays
+	}
 	if err != nil {
 		os.RemoveAll(dir.Path)
 		return exitUsage, err
@@ -157,12 +160,16 @@ func stamp(sum *harness.Summary, argv []string) {
 // history.
 func printReproduce(w io.Writer, sum *harness.Summary, o harness.Options) {
 	if sum.Interrupted {
-		var done []string
+		var done, cut []string
 		for _, s := range sum.Scenarios {
-			done = append(done, s.Name)
+			if strings.HasPrefix(s.Error, "interrupted") {
+				cut = append(cut, s.Name)
+			} else {
+				done = append(done, s.Name)
+			}
 		}
-		fmt.Fprintf(w, "\nINTERRUPTED: %d scenario run(s) finished (%s); %d never ran (%s)\n",
-			len(done), listOrNone(done), len(sum.NotRun), listOrNone(sum.NotRun))
+		fmt.Fprintf(w, "\nINTERRUPTED: %d scenario run(s) finished (%s); cut short: %s; %d never ran (%s)\n",
+			len(done), listOrNone(done), listOrNone(cut), len(sum.NotRun), listOrNone(sum.NotRun))
 	}
 	var failed []string
 	for _, s := range sum.Scenarios {
@@ -336,9 +343,11 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// printProgress draws a one-line progress bar on the terminal: scenarios
-// done of all, then the current scenario's store calls, faults injected and
-// the violations found so far. A finished scenario keeps its line.
+// printProgress draws a one-line progress bar on the terminal, replaced
+// in place (the summary table that follows is the only record): scenarios
+// done of all, the current scenario (or why it was skipped), its store
+// calls and faults, the violations found so far, the time elapsed and an
+// estimate of the time left (from the pace so far).
 func printProgress(w io.Writer, p harness.Progress) {
 	const width = 20
 	done := p.Index - 1
@@ -347,9 +356,18 @@ func printProgress(w io.Writer, p harness.Progress) {
 	}
 	filled := width * done / p.Total
 	bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
-	line := fmt.Sprintf("[%d/%d] %s %-10s %5d ops  %3d faults  %d violations so far", p.Index, p.Total, bar, p.Scenario, p.Ops, p.Faults, p.Violations)
-	if p.Done {
-		fmt.Fprintf(w, "\r\033[K%s\n", line)
+	left := "?"
+	if done > 0 {
+		left = (p.Elapsed / time.Duration(done) * time.Duration(p.Total-done)).Round(time.Second).String()
+	}
+	what := fmt.Sprintf("%6d ops %4d faults %3d violations", p.Ops, p.Faults, p.Violations)
+	if p.Skipped != "" {
+		what = "skipped"
+	}
+	line := fmt.Sprintf("[%d/%d] %s %-18s %s  %s elapsed, ~%s left", p.Index, p.Total, bar, p.Scenario, what,
+		p.Elapsed.Round(time.Second), left)
+	if p.Done && p.Index == p.Total {
+		fmt.Fprint(w, "\r\033[K") // the summary follows
 		return
 	}
 	fmt.Fprintf(w, "\r\033[K%s", line)
