@@ -5,6 +5,7 @@
 #   make lab [STORE=…] [LAB_SEEDS=1-10]   the lesson card's lab table on each seed, and its shape
 #   make mutants [STORE=…] [SEED=1]       hunt every mutant of the store; the correct store must pass
 #   make mutants-20 [STORE=…] [SEED=1]    the same on 20 consecutive seeds: each mutant must die on every one
+#   make soak [STORE=…] [SEEDS=200]     every scenario on SEEDS seeds beside CPU hogs: 0 failures on a correct store
 #   make lint        go vet, gofmt and staticcheck
 
 STORE    ?= sqlite
@@ -12,6 +13,7 @@ VARIANT  ?= correct
 SCENARIO ?= all
 SEED     ?= 1
 LAB_SEEDS ?= 1-10
+SEEDS    ?= 200
 GO       ?= go
 BIN      := bin/idemcheck
 STATICCHECK_VERSION := v0.8.2
@@ -21,7 +23,7 @@ STATICCHECK_VERSION := v0.8.2
 RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/worker \
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite
 
-.PHONY: check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed
+.PHONY: soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -50,6 +52,9 @@ mutants: build servers-if-needed
 
 mutants-20: build servers-if-needed
 	@./$(BIN) mutants --store $(STORE) --seed $(SEED) --seeds 20; $(explain)
+
+soak: build servers-if-needed
+	@./$(BIN) soak --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED) --seeds $(SEEDS); $(explain)
 
 vet:
 	$(GO) vet ./...

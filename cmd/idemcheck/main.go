@@ -42,6 +42,7 @@ Usage:
   idemcheck demo <mutant> [flags]  replay a mutant's minimal interleaving step by step, then on the correct store
   idemcheck recheck <run-dir>  judge a saved run's history again with this build's checkers
   idemcheck replay <run-dir>   run a saved run's failing scheduled episodes again, on the same interleaving
+  idemcheck soak    [flags]   every scenario on many seeds beside CPU hogs: a correct store must never fail
   idemcheck version           print the version, the commit and the Go version
   idemcheck help [command]    show help for a command
 
@@ -80,6 +81,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		code, err = cmdRecheck(ctx, rest, stdout, stderr)
 	case "replay":
 		code, err = cmdReplay(ctx, rest, stdout, stderr)
+	case "soak":
+		code, err = cmdSoak(ctx, rest, stdout, stderr)
+	case "spin": // internal: the soak's CPU hog (not in the help)
+		return cmdSpin()
 	case "version", "--version", "-version":
 		err = cmdVersion(rest, stdout)
 	case "worker": // internal: the harness's worker processes (not in the help)
@@ -90,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprint(stdout, mainHelp)
 	default:
-		err = usagef("unknown command %q (commands: check, list, lab, mutants, demo, recheck, replay, version, help)", cmd)
+		err = usagef("unknown command %q (commands: check, list, lab, mutants, demo, recheck, replay, soak, version, help)", cmd)
 	}
 	if err != nil {
 		if errors.Is(err, errHelp) {

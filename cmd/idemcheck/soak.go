@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+const soakHelp = `Usage: idemcheck soak --store S [--seeds N] [--seed FIRST] [--scenario S|all] [--hogs K] [--json]
+
+Runs every scenario (or those named) on N consecutive seeds, one check run
+per seed, with K processes spinning on the CPU beside it (default: one per
+core), so that the harness and the store run on a loaded machine, as CI
+machines are. It is how the harness proves it gives no false alarm: on a
+correct store every run must pass. A run that does not pass keeps its
+results directory under --out and is listed with its reproduce line.
+
+Prints, per scenario, how many runs passed, failed, were undecided or
+skipped, and the wall time. Exit codes: 0 every run passed, 1 a run
+failed, 2 bad usage or setup error, 3 a run was undecided or interrupted.
+`
+
+// soakRow counts one scenario's runs over the seeds.
+type soakRow struct {
+	Scenario string  `json:"scenario"`
+	Pass     int     `json:"pass"`
+	Fail     int     `json:"fail"`
+	Unknown  int     `json:"unknown"`
+	Skipped  int     `json:"skipped"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// soakReport is what --json prints.
+type soakReport struct {
+	Store   string    `json:"store"`
+	Variant string    `json:"variant"`
+	Seed    int64     `json:"seed"`
+	Seeds   int       `json:"seeds"`
+	Hogs    int       `json:"hogs"`
+	Rows    []soakRow `json:"scenarios"`
+	Bad     []string  `json:"not_passed"` // results directories of runs that did not pass
+	Seconds float64   `json:"seconds"`
+}
+
+func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	def := harness.DefaultOptions()
+	fs := newFlagSet("soak", soakHelp)
+	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", "))
+	variant := fs.String("variant", stores.Correct, "store variant (a soak is meant for the correct one)")
+	scenario := fs.String("scenario", "all", "scenarios to run, or all")
+	seeds := fs.Int("seeds", 10, "how many consecutive seeds")
+	first := fs.Int64("seed", 1, "the first seed")
+	hogs := fs.Int("hogs", runtime.NumCPU(), "CPU-spinning processes beside the run (0: none)")
+	out := fs.String("out", "results", "directory for the results of runs that do not pass")
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	if err := parse(fs, soakHelp, args, stdout); err != nil {
+		return exitUsage, err
+	}
+	backend, err := stores.Lookup(*store)
+	if err != nil {
+		return exitUsage, usageError{err.Error()}
+	}
+	if *seeds < 1 || *seeds > 100_000 {
+		return exitUsage, usagef("--seeds must be between 1 and 100000, got %d", *seeds)
+	}
+	if *hogs < 0 || *hogs > 64 {
+		return exitUsage, usagef("--hogs must be between 0 and 64, got %d", *hogs)
+	}
+	o := def
+	o.Backend, o.Variant = backend, *variant
+	if *scenario != "all" {
+		o.Scenarios = strings.Split(*scenario, ",")
+	}
+	if err := o.Validate(); err != nil {
+		return exitUsage, usageError{err.Error()}
+	}
+	cleanup, err := provision(ctx, &o, stderr)
+	if err != nil {
+		return exitUsage, err
+	}
+	defer cleanup()
+	stop, err := startHogs(*hogs)
+	if err != nil {
+		return exitUsage, err
+	}
+	defer stop()
+
+	start := time.Now()
+	rep := soakReport{Store: backend.Name, Variant: o.Variant, Seed: *first, Seeds: *seeds, Hogs: *hogs, Bad: []string{}}
+	rows := map[string]*soakRow{}
+	var order []string
+	progress := isTerminal(stderr) && !*asJSON
+	interrupted := false
+	for i := 0; i < *seeds; i++ {
+		if ctx.Err() != nil {
+			interrupted = true
+			break
+		}
+		oo := o
+		oo.Seed = *first + int64(i)
+		if progress {
+			fmt.Fprintf(stderr, "\r\033[K[%d/%d] seed %d, %d run(s) not passed so far, %s elapsed", i+1, *seeds, oo.Seed, len(rep.Bad), time.Since(start).Round(time.Second))
+		}
+		sum, err := harness.Run(ctx, oo)
+		if err != nil {
+			return exitUsage, err
+		}
+		if sum.Interrupted {
+			interrupted = true
+		}
+		for _, s := range sum.Scenarios {
+			r, ok := rows[s.Name]
+			if !ok {
+				r = &soakRow{Scenario: s.Name}
+				rows[s.Name] = r
+				order = append(order, s.Name)
+			}
+			r.Seconds += s.Seconds
+			switch s.Verdict {
+			case check.Pass:
+				r.Pass++
+			case check.Fail:
+				r.Fail++
+			case check.Skipped:
+				r.Skipped++
+			default:
+				r.Unknown++
+			}
+		}
+		if sum.Verdict != check.Pass && !sum.Interrupted {
+			stamp(sum, append([]string{"idemcheck", "soak"}, args...))
+			dir, err := report.PrepareRunDir(*out, backend.Name, o.Variant, time.Now())
+			if err == nil {
+				err = dir.Write(sum)
+			}
+			if err == nil {
+				err = htmlreport.Write(dir.Path, sum)
+			}
+			if err != nil {
+				return exitUsage, fmt.Errorf("writing results: %v", err)
+			}
+			rep.Bad = append(rep.Bad, dir.Path)
+		}
+	}
+	if progress {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	for _, n := range order {
+		rep.Rows = append(rep.Rows, *rows[n])
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	fails, unknowns := 0, 0
+	for _, r := range rep.Rows {
+		fails += r.Fail
+		unknowns += r.Unknown
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return exitUsage, err
+		}
+	} else {
+		printSoak(stdout, rep)
+	}
+	switch {
+	case fails > 0:
+		return exitFail, nil
+	case unknowns > 0 || interrupted:
+		return exitUnknown, nil
+	}
+	return exitPass, nil
+}
+
+func printSoak(w io.Writer, rep soakReport) {
+	fmt.Fprintf(w, "idemcheck soak: store %s, variant %s, seeds %d..%d, %d CPU hog(s)\n\n", rep.Store, rep.Variant, rep.Seed, rep.Seed+int64(rep.Seeds)-1, rep.Hogs)
+	fmt.Fprintf(w, "  %-20s %6s %6s %8s %8s %9s\n", "scenario", "pass", "fail", "unknown", "skipped", "seconds")
+	total := soakRow{}
+	for _, r := range rep.Rows {
+		fmt.Fprintf(w, "  %-20s %6d %6d %8d %8d %9.1f\n", r.Scenario, r.Pass, r.Fail, r.Unknown, r.Skipped, r.Seconds)
+		total.Pass += r.Pass
+		total.Fail += r.Fail
+		total.Unknown += r.Unknown
+		total.Skipped += r.Skipped
+	}
+	fmt.Fprintf(w, "  %-20s %6d %6d %8d %8d %9.1f (wall)\n", "all", total.Pass, total.Fail, total.Unknown, total.Skipped, rep.Seconds)
+	sort.Strings(rep.Bad)
+	for _, d := range rep.Bad {
+		fmt.Fprintf(w, "\nnot passed: %s (idemcheck recheck %s)", d, d)
+	}
+	if len(rep.Bad) > 0 {
+		fmt.Fprintln(w)
+	}
+	verdict := "PASS"
+	switch {
+	case total.Fail > 0:
+		verdict = "FAIL"
+	case total.Unknown > 0:
+		verdict = "UNKNOWN"
+	}
+	fmt.Fprintf(w, "\n%s: %d scenario runs passed, %d failed, %d undecided, %d skipped, %.0fs\n", verdict, total.Pass, total.Fail, total.Unknown, total.Skipped, rep.Seconds)
+}
+
+// startHogs starts n processes of this program that spin on the CPU
+// (`idemcheck spin`, internal) and returns the function that kills them.
+// They are in their own process group and die with the parent's pipe.
+func startHogs(n int) (func(), error) {
+	exe, err := os.Executable()
+	if err != nil && n > 0 {
+		return nil, fmt.Errorf("cannot start CPU hogs: %v", err)
+	}
+	var cmds []*exec.Cmd
+	stop := func() {
+		for _, c := range cmds {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}
+	for i := 0; i < n; i++ {
+		c := exec.Command(exe, "spin")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			stop()
+			return nil, fmt.Errorf("cannot start CPU hogs: %v", err)
+		}
+		cmds = append(cmds, c)
+	}
+	return stop, nil
+}
+
+// cmdSpin spins on one CPU until killed: the soak's CPU hog (internal).
+func cmdSpin() int {
+	x := uint64(1)
+	for {
+		x = x*6364136223846793005 + 1442695040888963407
+		if x == 0 {
+			return 0
+		}
+	}
+}
