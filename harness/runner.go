@@ -47,6 +47,9 @@ type Options struct {
 	LockTTL   time.Duration
 	Retention time.Duration
 	Scenarios []string
+	// StrictRetention makes a key kept past its retention a violation
+	// (the retention checker), not a finding.
+	StrictRetention bool
 	// Count runs the list of scenarios this many times (0 or 1: once).
 	// Every run of a scenario (a repetition, or a name listed twice) gets
 	// its own store and its own draws from the seed.
@@ -414,7 +417,7 @@ func (o Options) NewEnv(ctx context.Context, sc scenario.Scenario, space string,
 	if err != nil {
 		return nil, fmt.Errorf("open %s store: %w", o.Backend.Name, err)
 	}
-	return scenario.NewEnv(scenario.Setup{Caps: o.Caps(), Store: st, Config: cfg, Addr: addr, Variant: o.Variant,
+	return scenario.NewEnv(scenario.Setup{Caps: o.Caps(), Name: sc.Name, Store: st, Config: cfg, Addr: addr, Variant: o.Variant,
 		Clients: o.Clients, Keys: o.Keys, Seed: o.Seed, RandSeed: randSeed}), nil
 }
 
@@ -464,7 +467,8 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	res.Episodes = env.Episodes()
 	res.visualization = &bytes.Buffer{}
 	m := check.ModelFor(o.Backend.Clock, env.Config)
-	res.Check = &check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probe}
+	res.Check = &check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probe,
+		LeakProbe: env.LeakProbe(), StrictRetention: o.StrictRetention}
 	res.judge(res.visualization)
 	if ctx.Err() != nil && res.Verdict == check.Pass {
 		res.Verdict, res.Error = check.Unknown, "interrupted: "+ctx.Err().Error()
@@ -481,7 +485,8 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 // and sets its checkers, violations and verdict.
 func (r *ScenarioResult) judge(vis *bytes.Buffer) {
 	r.Checkers = check.Run(check.Evidence{Hist: r.hist, Ledger: r.ledger, Model: r.Check.Model(),
-		ProbeClient: r.Check.ProbeClient, LinTimeout: LinTimeout, Visualization: vis})
+		ProbeClient: r.Check.ProbeClient, LeakProbe: r.Check.LeakProbe, StrictRetention: r.Check.StrictRetention,
+		LinTimeout: LinTimeout, Visualization: vis})
 	r.Violations = []check.Violation{}
 	r.Verdict = check.Pass
 	for _, c := range r.Checkers {

@@ -5,9 +5,15 @@ package stores
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Outcome is what Begin decided for a request.
@@ -73,8 +79,82 @@ type KeyRef struct {
 	Key    string `json:"key"`
 }
 
-// String prints tenant/key.
-func (k KeyRef) String() string { return k.Tenant + "/" + k.Key }
+// String prints tenant/key, each part bare when it is plain text (valid,
+// printable UTF-8 with no '/', '"' or surrounding space) and quoted (Go
+// syntax) otherwise, so that two different keys never print alike:
+// t0/order-1, "t0/x"/order-1, t0/"x/order-1", t0/"order-1 ".
+func (k KeyRef) String() string { return keyPart(k.Tenant) + "/" + keyPart(k.Key) }
+
+func keyPart(s string) string {
+	if s == "" || !utf8.ValidString(s) || strings.TrimSpace(s) != s || strings.ContainsAny(s, "/\"") {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// keyJSON is KeyRef's JSON form: tenant and key as strings when they are
+// valid UTF-8, else base64 (JSON cannot carry arbitrary bytes, and
+// encoding/json would replace invalid ones, merging distinct keys in a
+// saved history).
+type keyJSON struct {
+	Tenant    *string `json:"tenant,omitempty"`
+	Key       *string `json:"key,omitempty"`
+	TenantB64 *string `json:"tenant_b64,omitempty"`
+	KeyB64    *string `json:"key_b64,omitempty"`
+}
+
+// MarshalJSON writes {"tenant","key"}, or base64 for invalid UTF-8.
+func (k KeyRef) MarshalJSON() ([]byte, error) {
+	var j keyJSON
+	if utf8.ValidString(k.Tenant) {
+		j.Tenant = &k.Tenant
+	} else {
+		b := base64.StdEncoding.EncodeToString([]byte(k.Tenant))
+		j.TenantB64 = &b
+	}
+	if utf8.ValidString(k.Key) {
+		j.Key = &k.Key
+	} else {
+		b := base64.StdEncoding.EncodeToString([]byte(k.Key))
+		j.KeyB64 = &b
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (k *KeyRef) UnmarshalJSON(b []byte) error {
+	var j keyJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*k = KeyRef{}
+	switch {
+	case j.TenantB64 != nil:
+		t, err := base64.StdEncoding.DecodeString(*j.TenantB64)
+		if err != nil {
+			return fmt.Errorf("tenant_b64: %w", err)
+		}
+		k.Tenant = string(t)
+	case j.Tenant != nil:
+		k.Tenant = *j.Tenant
+	}
+	switch {
+	case j.KeyB64 != nil:
+		key, err := base64.StdEncoding.DecodeString(*j.KeyB64)
+		if err != nil {
+			return fmt.Errorf("key_b64: %w", err)
+		}
+		k.Key = string(key)
+	case j.Key != nil:
+		k.Key = *j.Key
+	}
+	return nil
+}
 
 // Request is one Begin call: the key, a fingerprint of the request's
 // parameters, and the caller's clock reading (used by stores that take time

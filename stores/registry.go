@@ -124,26 +124,35 @@ type Mutant struct {
 	// Bug is one line on the bug it re-creates.
 	Bug string
 	// Scenario is the scenario meant to kill it: a scheduled one
-	// (harness/scenario/sched.go), which kills it on every backend in a
-	// few episodes whatever the seed.
+	// (harness/scenario/sched.go) where the bug needs an interleaving, which
+	// kills it on every backend in a few episodes whatever the seed.
 	Scenario string
+	// Strict: the bug shows only as a finding (a key kept past its
+	// retention), which a hunt counts as a kill only in strict mode.
+	Strict bool
 }
 
 // Mutants is every store-side mutant, by name. Backends implement them
 // beside their correct code.
 var Mutants = map[string]Mutant{
-	"select-then-insert": {"select-then-insert", "reads the key, then inserts in a second statement: two concurrent requests both see none and both run", "sched-race"},
-	"unfenced-complete":  {"unfenced-complete", "saves the response without checking the token: a stale owner overwrites the new owner's answer", "sched-takeover"},
-	"unfenced-release":   {"unfenced-release", "deletes the claim without checking the token: a stale owner deletes the new owner's claim", "sched-takeover"},
-	"no-fingerprint":     {"no-fingerprint", "ignores the fingerprint: a reused key with other parameters replays the wrong answer", "sched-mismatch"},
-	"blind-takeover":     {"blind-takeover", "takes over a stale claim without compare-and-set: two takers both win", "sched-crash"},
-	"token-reuse":        {"token-reuse", "uses locked_at as the fencing token (the card's scheme): a token comes back after release and a stale save lands", "sched-takeover"},
-	"no-takeover":        {"no-takeover", "never recovers a stale claim: a crashed owner's key is stuck in flight forever", "sched-crash"},
-	"short-retention":    {"short-retention", "prunes keys younger than the retention window: a retry inside the window runs again", "sched-retention"},
-	"stale-overwrite":    {"stale-overwrite", "decides a takeover on a stale read and overwrites a record that was finished meanwhile", "sched-takeover"},
+	"select-then-insert":       {"select-then-insert", "reads the key, then inserts in a second statement: two concurrent requests both see none and both run", "sched-race", false},
+	"unfenced-complete":        {"unfenced-complete", "saves the response without checking the token: a stale owner overwrites the new owner's answer", "sched-takeover", false},
+	"unfenced-release":         {"unfenced-release", "deletes the claim without checking the token: a stale owner deletes the new owner's claim", "sched-takeover", false},
+	"no-fingerprint":           {"no-fingerprint", "ignores the fingerprint: a reused key with other parameters replays the wrong answer", "sched-mismatch", false},
+	"blind-takeover":           {"blind-takeover", "takes over a stale claim without compare-and-set: two takers both win", "sched-crash", false},
+	"token-reuse":              {"token-reuse", "uses locked_at as the fencing token (the card's scheme): a token comes back after release and a stale save lands", "sched-takeover", false},
+	"no-takeover":              {"no-takeover", "never recovers a stale claim: a crashed owner's key is stuck in flight forever", "sched-crash", false},
+	"short-retention":          {"short-retention", "prunes keys younger than the retention window: a retry inside the window runs again", "sched-retention", false},
+	"stale-overwrite":          {"stale-overwrite", "decides a takeover on a stale read and overwrites a record that was finished meanwhile", "sched-takeover", false},
+	"case-folded-key":          {"case-folded-key", "compares keys case-insensitively: two operations whose keys differ only in case share one record, and the second is refused or replayed the first one's answer", "key-space", false},
+	"tenant-blind":             {"tenant-blind", "looks keys up without their tenant: two customers using the same key name share one record", "key-space", false},
+	"complete-overwrites-done": {"complete-overwrites-done", "saves a response without checking that the key is still in flight: a save sent twice (a retried request) overwrites the answer already replayed to others", "abuse", false},
+	"release-deletes-done":     {"release-deletes-done", "deletes a claim without checking that the key is still in flight: a release in a defer, after the save, deletes the saved answer and a retry runs the work again", "abuse", false},
+	"prune-sweeps-in-flight":   {"prune-sweeps-in-flight", "prunes in-flight claims whatever their age (a cleanup of \"abandoned\" claims): a live owner's claim vanishes and another client claims the key while it works", "sched-race", false},
+	"never-expire":             {"never-expire", "never lets a key go: Prune removes nothing, so keys outlive their retention (a leak, and a reused key never becomes new)", "retention", true},
 	// A configuration mutant: the Redis store's scripts are correct, its
 	// server runs without persistence (see ConfigMutants).
-	"redis-no-persistence": {"redis-no-persistence", "runs Redis without persistence (no AOF, no snapshots): a server restart forgets acknowledged claims and saved answers, and retries run the work again", "store-faults"},
+	"redis-no-persistence": {"redis-no-persistence", "runs Redis without persistence (no AOF, no snapshots): a server restart forgets acknowledged claims and saved answers, and retries run the work again", "store-faults", false},
 }
 
 // ConfigMutants maps each configuration mutant to the one backend it

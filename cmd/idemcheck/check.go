@@ -51,6 +51,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	duration := fs.Duration("duration", 0, "repeat each scenario's rounds until this long has passed (0: one round)")
 	lockTTL := fs.Duration("lock-ttl", def.LockTTL, "the stores' LockTTL")
 	count := fs.Int("count", 1, "run the scenarios this many times, each run on its own store")
+	strict := fs.Bool("strict-retention", false, "a key kept past its retention fails the run (by default it is a finding)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	out := fs.String("out", "results", "directory for run results")
 	keep := fs.Int("keep", 20, "keep only the newest N run directories in --out (0: keep all)")
@@ -64,7 +65,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	o := def
 	o.Backend, o.Variant, o.Clients, o.Keys, o.Seed, o.Duration, o.LockTTL = backend, *variant, *clients, *keys, *seed, *duration, *lockTTL
-	o.Count = *count
+	o.Count, o.StrictRetention = *count, *strict
 	if *scenario != "all" {
 		o.Scenarios = strings.Split(*scenario, ",")
 	}

@@ -58,12 +58,13 @@ const (
 	Mismatch     = "mismatch"
 	Linearizable = "linearizability"
 	Liveness     = "liveness"
+	Retention    = "retention"
 )
 
 // Preference orders the checkers by how directly they name a bug:
 // linearizability catches nearly every mutant but says least. A hunt and a
 // demo name a mutant's killer by it.
-var Preference = []string{AtMostOnce, Exclusive, Fencing, Mismatch, Liveness, Replay, Linearizable}
+var Preference = []string{AtMostOnce, Exclusive, Fencing, Mismatch, Liveness, Retention, Replay, Linearizable}
 
 // Docs says what each checker proves, in the order Check runs them, for
 // `idemcheck list` and reports.
@@ -75,6 +76,7 @@ var Docs = []struct{ Name, Doc string }{
 	{Mismatch, "a request with other parameters never runs and always gets 422"},
 	{Linearizable, "the history of each key is linearizable against the decision-table model (porcupine)"},
 	{Liveness, "no key stays in flight once its owner is gone and LockTTL has passed"},
+	{Retention, "no key outlives its retention once pruned (a leak is a finding, a failure in strict mode)"},
 }
 
 // Evidence is everything a scenario recorded, for the checkers.
@@ -84,11 +86,17 @@ type Evidence struct {
 	Model       models.Config
 	ProbeClient int           // the client id of the final liveness probes
 	LinTimeout  time.Duration // porcupine's budget
+	// LeakProbe, if set, is the client id of the probes sent once every
+	// key was past its retention and pruned, with a fingerprint no order
+	// uses: a key that is still there leaked. StrictRetention makes a leak
+	// a violation instead of a finding.
+	LeakProbe       *int
+	StrictRetention bool
 	// Visualization, if set, receives porcupine's HTML of the history.
 	Visualization *bytes.Buffer
 }
 
-// Run runs all seven checkers, in the order of Docs.
+// Run runs all eight checkers, in the order of Docs.
 func Run(e Evidence) []Result {
 	ops := e.Hist.Ops()
 	return []Result{
@@ -99,7 +107,44 @@ func Run(e Evidence) []Result {
 		checkMismatch(ops),
 		checkLinearizable(e, ops),
 		checkLiveness(e, ops),
+		checkRetention(e, ops),
 	}
+}
+
+// checkRetention reads the leak probes: each key was past its retention,
+// and pruned, when the probe asked for it with a fingerprint nobody used;
+// the answer must be a fresh claim (the key is gone). Any other answer
+// means the store kept the key past its retention: a leak, which grows the
+// store forever and keeps a reused key from ever being new. The contract
+// allows a store to keep a key longer (retention is a minimum), so a leak
+// is a finding (the verdict passes, the detail counts it) unless
+// StrictRetention asks for it to fail.
+func checkRetention(e Evidence, ops []history.Op) Result {
+	if e.LeakProbe == nil {
+		return Result{Checker: Retention, Verdict: Pass, Detail: "no leak probe in this scenario"}
+	}
+	var vs []Violation
+	probes := 0
+	for _, op := range ops {
+		if op.Client != *e.LeakProbe || op.Input.Kind != models.Begin || op.Output.Unknown {
+			continue
+		}
+		probes++
+		if d := op.Output.Decision; d.Outcome != stores.Claimed || d.Takeover {
+			what := d.Outcome.String()
+			if d.Takeover {
+				what = "a takeover of a claim still there"
+			}
+			vs = append(vs, Violation{Retention, op.Input.Key.String(), fmt.Sprintf(
+				"%s was still there past its retention (%v) and a prune: a new request got %s", op.Input.Key, e.Model.Retention, what)})
+		}
+	}
+	sortViolations(vs)
+	if len(vs) > 0 && !e.StrictRetention {
+		return Result{Checker: Retention, Verdict: Pass, Detail: fmt.Sprintf(
+			"finding: %d of %d keys kept past their retention (a leak; strict retention makes it a failure); first: %s", len(vs), probes, vs[0].Detail)}
+	}
+	return result(Retention, vs, fmt.Sprintf("%d keys probed past their retention, all gone", probes))
 }
 
 func result(name string, vs []Violation, okDetail string) Result {
@@ -411,8 +456,36 @@ func checkMismatch(ops []history.Op) Result {
 			}
 		}
 	}
+	// A 422 is right only if the key may hold other parameters: some Begin
+	// with another fingerprint claimed it (or may have: no answer) before
+	// the 422 came back. Otherwise the store refused a request whose
+	// parameters are the key's own: a spurious 422, as a store that merges
+	// two keys (case, tenant, encoding) gives.
+	spurious := 0
+	for _, k := range order {
+		kops := keyed[k]
+		for _, op := range kops {
+			if op.Input.Kind != models.Begin || op.Output.Unknown || op.Output.Decision.Outcome != stores.Mismatch {
+				continue
+			}
+			other := false
+			for _, c := range kops {
+				if c.Input.Kind == models.Begin && c.Input.Fingerprint != op.Input.Fingerprint && c.Call < op.Return &&
+					(c.IsClaim() || c.Output.Unknown) {
+					other = true
+					break
+				}
+			}
+			if !other {
+				spurious++
+				vs = append(vs, Violation{Mismatch, k.String(), fmt.Sprintf(
+					"client %d was answered 422 for %s (fingerprint %s), though no request with other parameters had claimed the key: a spurious mismatch (is the key merged with another?)",
+					op.Client, k, op.Input.Fingerprint)})
+			}
+		}
+	}
 	sortViolations(vs)
-	return result(Mismatch, vs, fmt.Sprintf("%d reuses with other parameters, all answered 422", checked))
+	return result(Mismatch, vs, fmt.Sprintf("%d reuses with other parameters, all answered 422; no 422 to a key's own parameters", checked))
 }
 
 // resetBefore reports whether the key may have been released or pruned

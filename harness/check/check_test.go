@@ -286,6 +286,17 @@ func TestMismatch(t *testing.T) {
 		r.begin(3, "fp-eur", 30, 31, replayD(resp))
 		want(t, r, check.Mismatch, check.Fail, "instead of 422")
 	})
+	t.Run("a 422 to a key's own parameters is spurious", func(t *testing.T) {
+		r := newRec()
+		r.begin(3, "fp", 0, 1, mismatchD) // nothing with other parameters ever claimed it
+		want(t, r, check.Mismatch, check.Fail, "spurious mismatch")
+	})
+	t.Run("a 422 after an unanswered claim with other parameters is allowed", func(t *testing.T) {
+		r := newRec()
+		r.beginUnknown(1, "fp-eur", 0)
+		r.begin(3, "fp", 10, 11, mismatchD)
+		want(t, r, check.Mismatch, check.Pass, "")
+	})
 	t.Run("other parameters after a release claim afresh", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))

@@ -34,6 +34,10 @@ type Params struct {
 	Retention   time.Duration `json:"retention_ns"`
 	Slack       time.Duration `json:"slack_ns,omitempty"`
 	ProbeClient int           `json:"probe_client"`
+	// LeakProbe is the client id of the leak probes (nil: none), and
+	// StrictRetention makes a leak a violation (see checkRetention).
+	LeakProbe       *int `json:"leak_probe,omitempty"`
+	StrictRetention bool `json:"strict_retention,omitempty"`
 }
 
 // Model is the model the params describe.

@@ -117,6 +117,9 @@ func Hunt(ctx context.Context, o harness.Options, mutant string, h Options) (*Ki
 	}
 	o = OptionsFor(o, name)
 	o.Variant, o.Scenarios = mutant, []string{name}
+	if m, ok := stores.Mutants[mutant]; ok && m.Strict {
+		o.StrictRetention = true // its bug is a finding unless strict
+	}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}

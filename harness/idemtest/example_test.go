@@ -45,4 +45,5 @@ func Example() {
 	//   mismatch: pass
 	//   linearizability: pass
 	//   liveness: pass
+	//   retention: pass
 }

@@ -139,7 +139,7 @@ func TestBrokenThirdPartyStore(t *testing.T) {
 	}
 	text := string(out)
 	for _, want := range []string{"--- FAIL: TestBrokenThirdPartyStore/model", "--- FAIL: TestBrokenThirdPartyStore/takeover",
-		"fencing on key t0/order-", "report: ", "report.md"} {
+		"fencing on key ", "report: ", "report.md"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
 		}

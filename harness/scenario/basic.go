@@ -43,6 +43,7 @@ func runRace(ctx context.Context, env *Env) {
 // B and C retry and take over at the same moment.
 func runTakeover(ctx context.Context, env *Env) {
 	ttl := env.Config.LockTTL
+	defer env.RunPruner(ctx, ttl/2)() // maintenance runs while owners pause and others take over
 	parallel(env.Keys, func(k int) {
 		o := env.Order(k, "")
 		at := faults.RunAfterWork
@@ -74,6 +75,7 @@ func runTakeover(ctx context.Context, env *Env) {
 // never cleans up; B retries until it can take over.
 func runCrash(ctx context.Context, env *Env) {
 	ttl := env.Config.LockTTL
+	defer env.RunPruner(ctx, ttl/2)() // maintenance runs while crashed claims wait to go stale
 	parallel(env.Keys, func(k int) {
 		o := env.Order(k, "")
 		at := []string{faults.RunAfterClaim, faults.RunAfterWork}[k%2]
@@ -135,23 +137,7 @@ func runMismatch(ctx context.Context, env *Env) {
 // get the replay.
 func runRetention(ctx context.Context, env *Env) {
 	ret := env.Config.Retention
-	stop := make(chan struct{})
-	var pruned sync.WaitGroup
-	pruned.Add(1)
-	pruner := env.Recorder(env.NewClient().ID, env.Store, env.clock)
-	go func() {
-		defer pruned.Done()
-		t := time.NewTicker(ret / 8)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_, _ = pruner.Prune(ctx, env.clock.Now())
-			}
-		}
-	}()
+	stop := env.RunPruner(ctx, ret/8)
 	parallel(env.Keys, func(k int) {
 		o := env.Order(k, "")
 		env.NewClient().Submit(ctx, o)
@@ -161,9 +147,11 @@ func runRetention(ctx context.Context, env *Env) {
 			retry.Submit(ctx, o)
 		}
 	})
-	close(stop)
-	pruned.Wait()
+	stop()
 	// Past the retention, the store must have let the keys go.
-	time.Sleep(ret + ret/4)
-	_, _ = pruner.Prune(ctx, env.clock.Now())
+	if faults.Pause(ctx, ret+ret/4) != nil {
+		return
+	}
+	_, _ = env.Recorder(env.NewClientID(), env.Store, env.clock).Prune(ctx, env.clock.Now())
+	env.ProbeLeaks(ctx)
 }

@@ -46,6 +46,7 @@ func (c chaosCan) why(ev nemesis.ChaosEvent) string {
 // by a patient client until it has an answer.
 func runChaos(ctx context.Context, env *Env) {
 	ttl := env.Config.LockTTL
+	defer env.RunPruner(ctx, ttl)() // maintenance runs through every phase
 	plan := nemesis.ChaosPlan(env.PlanRand("chaos"), ttl, env.Clients)
 	can := chaosAllowed(env.Caps())
 	var live []nemesis.ChaosEvent

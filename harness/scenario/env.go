@@ -20,6 +20,9 @@ import (
 // parameters and capabilities.
 type Setup struct {
 	Caps
+	// Name is the scenario's name: it picks which members of the
+	// adversarial key families the scenario's orders use (workload.KeyFor).
+	Name string
 	// Store is the scenario's store, fresh and empty; Config is how it
 	// was opened (its namespace included).
 	Store  stores.Store
@@ -67,6 +70,7 @@ type Env struct {
 	counted    map[string]int // faults counted, not recorded one by one
 	findings   map[string]int // expected effects that are not violations
 	episodes   []EpisodeRecord
+	leakProbe  *int // the leak probes' client id, if the scenario sent any
 }
 
 // NewEnv makes the Env of one scenario, with an empty history and ledger.
@@ -105,10 +109,13 @@ func (e *Env) ServerClock() bool { return e.setup.Backend.Clock == stores.Server
 
 // Order makes the i-th order of the round (fingerprint variant v: ""
 // for the order's own parameters, else other parameters on the same key).
+// Its key comes from the adversarial key space (workload.KeyFor): orders
+// of one round have keys that differ only in case, whitespace, tenant,
+// Unicode normalisation or bytes after a long prefix.
 func (e *Env) Order(i int, v string) workload.Order {
 	amount := 1000 + 7*i
 	id := fmt.Sprintf("o%03d", i)
-	return workload.Order{ID: id, Key: stores.KeyRef{Tenant: e.Tenant, Key: "order-" + id},
+	return workload.Order{ID: id, Key: workload.KeyFor(e.Tenant, i, workload.KeyOffset(e.setup.Name)),
 		Fingerprint: fmt.Sprintf("amount=%d%s", amount, v), Amount: amount}
 }
 
@@ -382,4 +389,57 @@ func parallel(n int, f func(i int)) {
 // hunt runs many episodes on one store, each judged on its own.
 func (e *Env) Fresh(tenant string) {
 	e.Hist, e.Ledger, e.Tenant = history.New(), history.NewLedger(), tenant
+}
+
+// LeakProbe is the client id of the scenario's leak probes (nil if it sent
+// none): see ProbeLeaks.
+func (e *Env) LeakProbe() *int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leakProbe
+}
+
+// ProbeLeaks asks once for every key of the history with a fingerprint no
+// order uses, as a new client: call it once every key is past its
+// retention and a Prune has run. A key still there answers 422 (or
+// anything but a fresh claim): it leaked (the retention checker reads the
+// answers). A fresh claim is released at once.
+func (e *Env) ProbeLeaks(ctx context.Context) {
+	id := e.NewClientID()
+	e.mu.Lock()
+	e.leakProbe = &id
+	e.mu.Unlock()
+	rec := e.Recorder(id, e.Store, e.clock)
+	_, order := history.ByKey(e.Hist.Ops())
+	for _, k := range order {
+		d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: "leak-probe", Now: e.clock.Now()})
+		if err == nil && d.Outcome == stores.Claimed {
+			_ = rec.Release(ctx, k, d.Token)
+		}
+	}
+}
+
+// RunPruner calls Prune every d, as a maintenance job would, recording
+// each call, until the returned stop is called. A correct store's prune
+// removes only keys past their retention, so it may run at any moment.
+func (e *Env) RunPruner(ctx context.Context, d time.Duration) (stop func()) {
+	pruner := e.Recorder(e.NewClientID(), e.Store, e.clock)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, _ = pruner.Prune(ctx, e.clock.Now())
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }

@@ -58,7 +58,7 @@ type clientSpec struct {
 
 // episodeSpecs are the scheduled scenarios' episodes.
 var episodeSpecs = map[string]episodeSpec{
-	"sched-race": {clients: []clientSpec{{attempts: 4}, {attempts: 4}, {attempts: 4}}},
+	"sched-race": {clients: []clientSpec{{attempts: 4}, {attempts: 4}, {attempts: 4}}, prunes: 1},
 	"sched-takeover": {
 		clients: []clientSpec{{mayFail: true, attempts: 6}, {mayFail: true, attempts: 6}, {mayFail: true, attempts: 6}},
 		ticks:   2, skews: true},

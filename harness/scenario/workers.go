@@ -18,10 +18,14 @@ import (
 // returns the orders still unanswered.
 func waitAnswered(ctx context.Context, env *Env, orders []workload.Order, idle func() bool, deadline time.Duration) []workload.Order {
 	end := time.Now().Add(deadline)
+	want := map[stores.KeyRef]bool{}
+	for _, o := range orders {
+		want[o.Key] = true
+	}
 	for {
 		done := map[string]bool{}
 		for _, a := range env.Hist.Answers() {
-			if a.Key.Tenant == env.Tenant && a.Definite() {
+			if want[a.Key] && a.Definite() {
 				done[a.Order] = true
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,15 +65,31 @@ func (f *Faults) Kind() string { return string(f.srv.Kind) }
 func (f *Faults) Close() error { return f.cli.Close() }
 
 // Pause freezes the server: connections stay open, calls hang.
+//
+// The kernel's cgroup freezer gives up ("unable to freeze") when a process
+// of the container does not stop in time, which a loaded machine makes
+// likely; the freeze is then tried again, up to freezeTries times.
 func (f *Faults) Pause(ctx context.Context) error {
-	if _, err := f.cli.ContainerPause(ctx, f.id, client.ContainerPauseOptions{}); err != nil {
-		return fmt.Errorf("pause %s: %w", f.srv.Kind, err)
+	for try := 1; ; try++ {
+		_, err := f.cli.ContainerPause(ctx, f.id, client.ContainerPauseOptions{})
+		if err == nil {
+			break
+		}
+		if try == freezeTries || !strings.Contains(err.Error(), "unable to freeze") {
+			return fmt.Errorf("pause %s: %w", f.srv.Kind, err)
+		}
+		if err := faults.Pause(ctx, 100*time.Millisecond); err != nil {
+			return fmt.Errorf("pause %s: %w", f.srv.Kind, err)
+		}
 	}
 	f.mu.Lock()
 	f.paused = true
 	f.mu.Unlock()
 	return nil
 }
+
+// freezeTries bounds Pause's attempts at freezing the container.
+const freezeTries = 5
 
 // Resume thaws a paused server; the calls it had received run now.
 func (f *Faults) Resume(ctx context.Context) error {

@@ -37,6 +37,8 @@ func init() {
 var Mutants = []string{
 	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
 	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
+	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
+	"prune-sweeps-in-flight", "never-expire",
 }
 
 type record struct {
@@ -94,6 +96,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	if err := stores.ValidateKey(req.KeyRef); err != nil {
 		return stores.Decision{}, err
 	}
+	req.KeyRef = stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
 	switch s.variant {
 	case "select-then-insert":
 		return s.beginSelectThenInsert(ctx, req)
@@ -236,7 +239,7 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 // Complete saves the response under the token (fenced).
 func (s *Store) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
 	const stmt = "lock; if rows[key] in flight under my token: save done + response; unlock"
-	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-complete", func(r *record) string {
+	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-complete", "complete-overwrites-done", func(r *record) string {
 		r.done, r.response = true, resp
 		return fmt.Sprintf("saved %d", resp.Status)
 	})
@@ -245,28 +248,32 @@ func (s *Store) Complete(ctx context.Context, key stores.KeyRef, tok stores.Toke
 // Release deletes the claim under the token (fenced).
 func (s *Store) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
 	const stmt = "lock; if rows[key] in flight under my token: delete rows[key]; unlock"
-	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-release", func(*record) string {
-		delete(s.rows, key)
+	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-release", "release-deletes-done", func(*record) string {
+		delete(s.rows, stores.StoredKey(s.variant, key))
 		return "deleted"
 	})
 }
 
 // fencedWrite applies write to the key's row only while the row is in
-// flight under tok; otherwise ErrFenced. The named mutant skips the fence.
-func (s *Store) fencedWrite(ctx context.Context, key stores.KeyRef, tok stores.Token, stmt, unfencedMutant string, write func(*record) string) error {
+// flight under tok; otherwise ErrFenced. The unfenced mutant skips the
+// fence; the doneMutant checks the token but not that the key is in flight.
+func (s *Store) fencedWrite(ctx context.Context, key stores.KeyRef, tok stores.Token, stmt, unfencedMutant, doneMutant string, write func(*record) string) error {
 	if err := stores.ValidateKey(key); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.rows[key]
+	r, ok := s.rows[stores.StoredKey(s.variant, key)]
 	if !ok {
 		faults.Trace(ctx, stmt, "no row: fenced")
 		return stores.ErrFenced
 	}
 	fenced := r.done || r.token != tok
-	if s.variant == unfencedMutant {
+	switch s.variant {
+	case unfencedMutant:
 		fenced = false
+	case doneMutant:
+		fenced = r.token != tok // a done key's last owner may write again
 	}
 	if fenced {
 		faults.Trace(ctx, stmt, "fenced")
@@ -287,7 +294,14 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 	defer s.mu.Unlock()
 	n := 0
 	for k, r := range s.rows {
-		if now.Sub(r.createdAt) >= keep {
+		expired := now.Sub(r.createdAt) >= keep
+		switch s.variant {
+		case "never-expire":
+			expired = false
+		case "prune-sweeps-in-flight":
+			expired = expired || !r.done // "abandoned" claims, young or not
+		}
+		if expired {
 			delete(s.rows, k)
 			n++
 		}

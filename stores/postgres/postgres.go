@@ -161,6 +161,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	if err := stores.ValidateKey(req.KeyRef); err != nil {
 		return stores.Decision{}, err
 	}
+	req.KeyRef = stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
 	switch s.stmts.split {
 	case selectThenInsert:
 		return s.beginSelectThenInsert(ctx, req)
@@ -302,6 +303,7 @@ func (s *Store) Complete(ctx context.Context, key stores.KeyRef, token stores.To
 	if err := stores.ValidateKey(key); err != nil {
 		return err
 	}
+	key = stores.StoredKey(s.variant, key)
 	tag, err := s.pool.Exec(ctx, s.sql.complete, raw(key.Tenant), raw(key.Key), string(token), resp.Status, raw(resp.Body))
 	if err != nil {
 		faults.Tracef(ctx, s.sql.complete, "error: %v", err)
@@ -320,6 +322,7 @@ func (s *Store) Release(ctx context.Context, key stores.KeyRef, token stores.Tok
 	if err := stores.ValidateKey(key); err != nil {
 		return err
 	}
+	key = stores.StoredKey(s.variant, key)
 	tag, err := s.pool.Exec(ctx, s.sql.release, raw(key.Tenant), raw(key.Key), string(token))
 	if err != nil {
 		faults.Tracef(ctx, s.sql.release, "error: %v", err)

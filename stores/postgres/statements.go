@@ -133,6 +133,8 @@ type statements struct {
 	complete string
 	// release deletes the claim: $1 tenant, $2 key, $3 token.
 	release string
+	// prune deletes the expired keys: $1 how long a key is kept.
+	prune string
 	// keep is how long Prune keeps a key.
 	keep func(stores.Config) time.Duration
 }
@@ -151,7 +153,8 @@ WHERE tenant = $1 AND key = $2
 DELETE FROM {t}
 WHERE tenant = $1 AND key = $2
   AND status = 'in_flight' AND token = $3`,
-	keep: func(c stores.Config) time.Duration { return c.Retention },
+	prune: pruneSQL,
+	keep:  func(c stores.Config) time.Duration { return c.Retention },
 }
 
 // Mutants lists the mutant variants this backend implements: all of
@@ -159,6 +162,8 @@ WHERE tenant = $1 AND key = $2
 var Mutants = []string{
 	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
 	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
+	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
+	"prune-sweeps-in-flight", "never-expire",
 }
 
 // variants maps each variant to its statements.
@@ -215,6 +220,40 @@ WHERE tenant = $1 AND key = $2
 	// Takeover decided on a read, then the whole row written back: a
 	// response saved since the read is erased.
 	"stale-overwrite": mutate(func(s *statements) { s.split = staleOverwrite }),
+
+	// Keys stored case-folded, or without their tenant: the statements are
+	// correct, the key bound is not (stores.StoredKey, in Begin, Complete
+	// and Release).
+	"case-folded-key": correct,
+	"tenant-blind":    correct,
+
+	// The save checks the token but not that the key is still in flight:
+	// a save sent twice overwrites the answer already replayed.
+	"complete-overwrites-done": mutate(func(s *statements) {
+		s.complete = `
+UPDATE {t} SET status = 'done', response_status = $4, response_body = $5
+WHERE tenant = $1 AND key = $2
+  AND token = $3`
+	}),
+
+	// The release checks the token but not that the key is still in
+	// flight: a deferred release after the save deletes the answer.
+	"release-deletes-done": mutate(func(s *statements) {
+		s.release = `
+DELETE FROM {t}
+WHERE tenant = $1 AND key = $2
+  AND token = $3`
+	}),
+
+	// Prune also deletes in-flight claims, whatever their age.
+	"prune-sweeps-in-flight": mutate(func(s *statements) {
+		s.prune = `DELETE FROM {t} WHERE created_at <= clock_timestamp() - $1::interval OR status = 'in_flight'`
+	}),
+
+	// Prune deletes nothing: keys outlive their retention.
+	"never-expire": mutate(func(s *statements) {
+		s.prune = `DELETE FROM {t} WHERE false AND created_at <= clock_timestamp() - $1::interval`
+	}),
 }
 
 func mutate(f func(*statements)) statements {
@@ -241,6 +280,6 @@ func (s statements) render(schema, table string) sqlTexts {
 		blindTakeover: r.Replace(blindTakeoverSQL),
 		complete:      r.Replace(s.complete),
 		release:       r.Replace(s.release),
-		prune:         r.Replace(pruneSQL),
+		prune:         r.Replace(s.prune),
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/stores"
+	"github.com/idemcheck/idemcheck/stores/storetest"
 )
 
 // Each mutant gets a short deterministic scenario that makes its bug happen.
@@ -167,6 +168,14 @@ func testMutants(t *testing.T, addr string) {
 	t.Parallel()
 	for _, m := range Mutants {
 		sc, ok := mutantScenarios[m]
+		if bug := storetest.Bugs[m]; !ok && bug != nil {
+			sc.lockTTL, sc.retention, ok = long, short, true // never-expire waits the retention out
+			sc.run = func(t *testing.T, s *Store) bool {
+				happened, seen := bug(t, s, storetest.Clock{Now: time.Now, Advance: time.Sleep}, stores.Config{LockTTL: sc.lockTTL, Retention: sc.retention})
+				t.Log(seen)
+				return happened
+			}
+		}
 		if !ok {
 			t.Errorf("mutant %s has no scenario", m)
 			continue

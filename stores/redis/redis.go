@@ -110,6 +110,8 @@ func init() {
 var Mutants = []string{
 	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
 	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
+	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
+	"prune-sweeps-in-flight", "never-expire",
 }
 
 // ErrNotDurable is wrapped by the error Durability returns when the server's
@@ -308,6 +310,7 @@ func traceReply(v any) string {
 // redisKey names the key's hash: the namespace, then the tenant with its
 // length in front (so no tenant's bytes can run into the key's), then the key.
 func (s *Store) redisKey(k stores.KeyRef) string {
+	k = stores.StoredKey(s.variant, k) // case-folded-key, tenant-blind
 	var b strings.Builder
 	b.Grow(len(s.prefix) + 8 + len(k.Tenant) + len(k.Key))
 	b.WriteString(s.prefix)
@@ -499,7 +502,25 @@ func (s *Store) fenced(ctx context.Context, sc *script, key stores.KeyRef, args 
 // Prune does nothing and returns (0, nil): every key carries a server-side
 // expiry set when it is first claimed (created_at + Retention), and Redis
 // deletes it then. The server's clock decides, so now is ignored.
-func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) { return 0, nil }
+//
+// The prune-sweeps-in-flight mutant is a "cleanup of abandoned claims"
+// that someone added: it scans the namespace and deletes every key still
+// in flight, whatever its age.
+func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
+	if s.variant != "prune-sweeps-in-flight" {
+		return 0, nil
+	}
+	n := 0
+	iter := s.rdb.Scan(ctx, 0, s.prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if st, err := s.rdb.HGet(ctx, iter.Val(), "status").Result(); err == nil && st == "in_flight" {
+			if d, err := s.rdb.Del(ctx, iter.Val()).Result(); err == nil {
+				n += int(d)
+			}
+		}
+	}
+	return n, iter.Err()
+}
 
 // Close closes the client's connections.
 func (s *Store) Close() error {

@@ -86,8 +86,15 @@ func TestMutantScriptsAreSmallEdits(t *testing.T) {
 		if ss.second != nil {
 			n += diff(correct.begin.src, ss.second.src)
 		}
-		if n < 1 || n > 2 {
-			t.Errorf("%s differs from the correct scripts in %d lines, want 1 or 2", m, n)
+		switch m {
+		case "case-folded-key", "tenant-blind", "prune-sweeps-in-flight":
+			if n != 0 { // their bug is in Go (stores.StoredKey, Prune), not in a script
+				t.Errorf("%s differs from the correct scripts in %d lines, want none", m, n)
+			}
+		default:
+			if n < 1 || n > 2 {
+				t.Errorf("%s differs from the correct scripts in %d lines, want 1 or 2", m, n)
+			}
 		}
 	}
 }

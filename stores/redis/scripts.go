@@ -141,6 +141,19 @@ var variants = map[string]variant{
 	"stale-overwrite": {split: takeoverOnRead,
 		begin:  []edit{{lineTakeover, returnStale}},
 		second: []edit{{lineAbsent, `if true then return claim(tonumber(ARGV[5]), 1) end -- write the record read earlier back whole`}}},
+	// The key is stored case-folded or without its tenant: the scripts are
+	// correct, the key they get is not (stores.StoredKey, in redisKey).
+	"case-folded-key": {},
+	"tenant-blind":    {},
+	// The save and the release check the token, not that the key is still
+	// in flight: a second save overwrites the answer, a deferred release
+	// deletes it.
+	"complete-overwrites-done": {complete: []edit{{fenceLua, `if h[2] ~= ARGV[1] then return 0 end -- the token only`}}},
+	"release-deletes-done":     {release: []edit{{fenceLua, `if h[2] ~= ARGV[1] then return 0 end -- the token only`}}},
+	// The scripts are correct; Prune sweeps in-flight keys (redis.go).
+	"prune-sweeps-in-flight": {},
+	// The key never expires: it outlives its retention.
+	"never-expire": {begin: []edit{{lineExpire, `  -- no expiry: the key is kept forever`}}},
 }
 
 // script is one Lua source and its SHA-1, the name EVALSHA runs it by.

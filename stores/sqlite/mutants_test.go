@@ -11,6 +11,7 @@ import (
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/stores"
 	"github.com/idemcheck/idemcheck/stores/memory"
+	"github.com/idemcheck/idemcheck/stores/storetest"
 )
 
 // A bugScenario drives a store through one mutant's counterexample and says
@@ -211,6 +212,11 @@ func TestMutants(t *testing.T) {
 	}
 	for _, m := range Mutants {
 		scenario, ok := bugScenarios[m]
+		if bug, shared := storetest.Bugs[m]; shared && !ok {
+			scenario, ok = func(t *testing.T, s stores.Store) (bool, string) {
+				return bug(t, s, manualClock(), testConfig(m))
+			}, true
+		}
 		if !ok {
 			t.Errorf("no scenario for mutant %s", m)
 			continue
@@ -227,4 +233,10 @@ func TestMutants(t *testing.T) {
 			}
 		}
 	}
+}
+
+// manualClock starts at t0 and moves only when advanced.
+func manualClock() storetest.Clock {
+	now := t0
+	return storetest.Clock{Now: func() time.Time { return now }, Advance: func(d time.Duration) { now = now.Add(d) }}
 }

@@ -277,6 +277,7 @@ func blob(s string) []byte {
 // configuration, and the step's own (a statement ignores those it does not
 // name).
 func (s *Store) args(key stores.KeyRef, extra ...any) []any {
+	key = stores.StoredKey(s.variant, key) // case-folded-key, tenant-blind
 	return append([]any{
 		sql.Named("tenant", blob(key.Tenant)),
 		sql.Named("key", blob(key.Key)),

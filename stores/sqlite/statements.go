@@ -98,6 +98,8 @@ var correct = statements{
 var Mutants = []string{
 	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
 	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
+	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
+	"prune-sweeps-in-flight", "never-expire",
 }
 
 // statementsFor returns the SQL of the variant: the correct set with the
@@ -123,6 +125,16 @@ func statementsFor(variant string) statements {
 		s.read = fmt.Sprintf(readRow, sameFingerprint, `0`) // no claim is ever stale
 	case "short-retention":
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :lock_ttl`) // keeps keys only for LockTTL
+	case "complete-overwrites-done":
+		s.complete = setDone + ` AND token = :token` // the token, not that the key is still in flight
+	case "release-deletes-done":
+		s.release = deleteClaim + ` AND token = :token` // the token, not that the key is still in flight
+	case "prune-sweeps-in-flight":
+		s.prune = fmt.Sprintf(pruneWhere, `:now - :retention OR status = 'in_flight'`) // "abandoned" claims too
+	case "never-expire":
+		s.prune = fmt.Sprintf(pruneWhere, `:now - :retention AND 0`) // deletes nothing
+	// case-folded-key and tenant-blind change the key bound, not the SQL
+	// (stores.StoredKey, in args).
 	case "blind-takeover":
 		s.takeoverAfterRead = setTakeover // no `AND token = :old_token`
 	case "stale-overwrite":

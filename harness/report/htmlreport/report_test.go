@@ -84,7 +84,7 @@ func TestWriteFailingRun(t *testing.T) {
 		rows[m[1]+" "+m[2]] = true
 	}
 	for _, v := range sum.Violations {
-		if !rows[v.Checker+" "+v.Key] {
+		if !rows[v.Checker+" "+templateEscape(v.Key)] {
 			t.Errorf("no violation row for %s on %s", v.Checker, v.Key)
 		}
 		if !strings.Contains(html, templateEscape(v.Detail)) {

@@ -1,0 +1,105 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// runKeySpace: every member of at least one family of the adversarial key
+// space (workload.KeyFor: keys that differ only in case, whitespace,
+// tenant, Unicode normalisation, a byte after a long prefix) is sent by one
+// client, one after another, then each is sent again with the same
+// parameters (it must replay its own answer) and with other parameters (it
+// must be refused with 422). A store that merges two of the keys answers
+// one of them with the other's record: a 422 to its own parameters, or
+// another order's answer.
+func runKeySpace(ctx context.Context, env *Env) {
+	n := max(env.Keys, workload.KeyVariants)
+	orders := make([]workload.Order, n)
+	for i := range orders {
+		orders[i] = env.Order(i, "")
+	}
+	first, again, other := env.NewClient(), env.NewClient(), env.NewClient()
+	for _, o := range orders {
+		first.Submit(ctx, o)
+	}
+	for i, o := range orders {
+		again.Submit(ctx, o)
+		other.Submit(ctx, env.Order(i, "&currency=eur"))
+	}
+}
+
+// runAbuse: clients that break the contract's etiquette, as real apps do.
+// Per key, an owner claims, charges and saves, and then, with its own
+// token: releases the key (a release in a defer that runs after the save)
+// and saves again with another answer (a retried save). Other calls come
+// with the token of another key, an empty token, and a made-up one, while
+// the key is in flight and once it is done. The store must fence every one
+// of them; a client retrying the order must still be replayed the first
+// answer, and the work must not run again.
+func runAbuse(ctx context.Context, env *Env) {
+	type claim struct {
+		key stores.KeyRef
+		tok stores.Token
+	}
+	claims := make([]claim, env.Keys)
+	parallel(env.Keys, func(k int) {
+		o := env.Order(k, "")
+		id := env.NewClientID()
+		rec := env.Recorder(id, env.Store, env.clock)
+		d, err := rec.Begin(ctx, stores.Request{KeyRef: o.Key, Fingerprint: o.Fingerprint, Now: env.clock.Now()})
+		if err != nil || d.Outcome != stores.Claimed {
+			env.Fail("abuse: the owner of %s could not claim it: %v %v", o.Key, d.Outcome, err)
+			return
+		}
+		claims[k] = claim{o.Key, d.Token}
+		// While in flight: calls that are not the owner's must be fenced.
+		for _, t := range []stores.Token{"", "made-up-token"} {
+			_ = rec.Complete(ctx, o.Key, t, stores.Response{Status: 201, Body: "forged"})
+			_ = rec.Release(ctx, o.Key, t)
+		}
+		w := env.Hist.AddWork(historyWork(id, o, d.Token, env.Hist.Now()))
+		charge := env.Ledger.Charge(o.ID, "charge:"+o.ID, id, env.Hist.Now())
+		env.Hist.EndWork(w, false, charge)
+		resp := stores.Response{Status: 201, Body: fmt.Sprintf("charged %s %d cents (owner %s)", charge, o.Amount, id2s(id))}
+		if err := rec.Complete(ctx, o.Key, d.Token, resp); err != nil {
+			env.Fail("abuse: the owner of %s could not save: %v", o.Key, err)
+			return
+		}
+		env.Hist.AddAnswer(historyAnswer(id, o, resp, env.Hist.Now()))
+		// Done: the owner's own token must be fenced now too.
+		_ = rec.Release(ctx, o.Key, d.Token)                                                      // a deferred release
+		_ = rec.Complete(ctx, o.Key, d.Token, stores.Response{Status: 500, Body: "retried save"}) // a save sent twice
+		_ = rec.Complete(ctx, o.Key, "", stores.Response{Status: 201, Body: "forged"})            // no token
+		_ = rec.Release(ctx, o.Key, "made-up-token")                                              // a made-up token
+	})
+	// Each key with every other key's token, then the orders retried.
+	parallel(env.Keys, func(k int) {
+		rec := env.Recorder(env.NewClientID(), env.Store, env.clock)
+		for j, c := range claims {
+			if j == k || c.tok == "" || claims[k].tok == "" {
+				continue
+			}
+			_ = rec.Complete(ctx, claims[k].key, c.tok, stores.Response{Status: 201, Body: "foreign token"})
+			_ = rec.Release(ctx, claims[k].key, c.tok)
+		}
+		env.NewClient().Submit(ctx, env.Order(k, ""))
+	})
+}
+
+// historyWork is the work run of an order by a client that called the
+// store itself (not through a workload.Client).
+func historyWork(client int, o workload.Order, tok stores.Token, at int64) history.WorkRun {
+	return history.WorkRun{Client: client, Key: o.Key, Order: o.ID, Token: tok, Start: at, End: history.Never}
+}
+
+// historyAnswer is the final answer such a client gave its caller.
+func historyAnswer(client int, o workload.Order, r stores.Response, at int64) history.Answer {
+	return history.Answer{Client: client, Key: o.Key, Order: o.ID, Fingerprint: o.Fingerprint, Response: r, Status: r.Status, Attempts: 1, At: at}
+}
+
+func id2s(id int) string { return fmt.Sprintf("client-%d", id) }

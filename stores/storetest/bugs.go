@@ -1,0 +1,115 @@
+// Package storetest holds counterexamples shared by the backends' tests:
+// short, deterministic schedules that make one mutant's bug happen on any
+// store, so each backend shows that its mutant has the bug and its correct
+// variant does not, without writing the schedule four times.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Clock is the time a test drives a store with: for a caller-clock store
+// a manual clock (Advance moves it), for a server-clock store the real
+// clock (Advance sleeps).
+type Clock struct {
+	Now     func() time.Time
+	Advance func(d time.Duration)
+}
+
+// Bug plays one counterexample on s (configured with cfg, whose Retention
+// must be short for a server-clock store: never-expire waits it out) and
+// says whether the bug happened and what was seen.
+type Bug func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bug bool, seen string)
+
+// Bugs has a counterexample for each of the mutants that merge keys, write
+// over a done key, or get pruning wrong.
+var Bugs = map[string]Bug{
+	// "KEY-1" is claimed and saved; "key-1", another key, must be new.
+	"case-folded-key": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
+		done(t, s, c, stores.KeyRef{Tenant: "acme", Key: "KEY-1"}, "fp-1")
+		d := begin(t, s, c, stores.KeyRef{Tenant: "acme", Key: "key-1"}, "fp-2")
+		return d.Outcome != stores.Claimed, fmt.Sprintf("key-1 after KEY-1: %v", d.Outcome)
+	},
+	// Tenant a's "k" is claimed and saved; tenant b's "k" must be new.
+	"tenant-blind": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
+		done(t, s, c, stores.KeyRef{Tenant: "a", Key: "k"}, "fp-1")
+		d := begin(t, s, c, stores.KeyRef{Tenant: "b", Key: "k"}, "fp-2")
+		return d.Outcome != stores.Claimed, fmt.Sprintf("b/k after a/k: %v", d.Outcome)
+	},
+	// The owner saves twice with its token: the second must be fenced.
+	"complete-overwrites-done": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
+		k := stores.KeyRef{Tenant: "acme", Key: "twice"}
+		tok := done(t, s, c, k, "fp")
+		err := s.Complete(context.Background(), k, tok, stores.Response{Status: 500, Body: "second"})
+		mustDefinite(t, err)
+		d := begin(t, s, c, k, "fp")
+		return err == nil, fmt.Sprintf("second save: %v; replay %q", err, d.Response.Body)
+	},
+	// The owner releases after its save: the release must be fenced.
+	"release-deletes-done": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
+		k := stores.KeyRef{Tenant: "acme", Key: "deferred"}
+		tok := done(t, s, c, k, "fp")
+		err := s.Release(context.Background(), k, tok)
+		mustDefinite(t, err)
+		d := begin(t, s, c, k, "fp")
+		return err == nil, fmt.Sprintf("release after the save: %v; then %v", err, d.Outcome)
+	},
+	// A fresh claim is in flight when Prune runs: it must stay.
+	"prune-sweeps-in-flight": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
+		k := stores.KeyRef{Tenant: "acme", Key: "working"}
+		if d := begin(t, s, c, k, "fp"); d.Outcome != stores.Claimed {
+			t.Fatalf("claim: %v", d.Outcome)
+		}
+		if _, err := s.Prune(context.Background(), c.Now()); err != nil {
+			t.Fatal(err)
+		}
+		d := begin(t, s, c, k, "fp")
+		return d.Outcome == stores.Claimed, fmt.Sprintf("after a prune, while the owner works: %v", d.Outcome)
+	},
+	// A key saved done outlives its retention and a prune.
+	"never-expire": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
+		k := stores.KeyRef{Tenant: "acme", Key: "old"}
+		done(t, s, c, k, "fp")
+		c.Advance(cfg.Retention + cfg.Retention/4)
+		if _, err := s.Prune(context.Background(), c.Now()); err != nil {
+			t.Fatal(err)
+		}
+		d := begin(t, s, c, k, "other-fp")
+		return d.Outcome != stores.Claimed, fmt.Sprintf("past the retention, other parameters: %v", d.Outcome)
+	},
+}
+
+func begin(t testing.TB, s stores.Store, c Clock, k stores.KeyRef, fp string) stores.Decision {
+	t.Helper()
+	d, err := s.Begin(context.Background(), stores.Request{KeyRef: k, Fingerprint: fp, Now: c.Now()})
+	if err != nil {
+		t.Fatalf("Begin(%s): %v", k, err)
+	}
+	return d
+}
+
+// done claims k and saves an answer, and returns the owner's token.
+func done(t testing.TB, s stores.Store, c Clock, k stores.KeyRef, fp string) stores.Token {
+	t.Helper()
+	d := begin(t, s, c, k, fp)
+	if d.Outcome != stores.Claimed {
+		t.Fatalf("claim %s: %v", k, d.Outcome)
+	}
+	if err := s.Complete(context.Background(), k, d.Token, stores.Response{Status: 201, Body: "first"}); err != nil {
+		t.Fatalf("save %s: %v", k, err)
+	}
+	return d.Token
+}
+
+func mustDefinite(t testing.TB, err error) {
+	t.Helper()
+	if err != nil && !errors.Is(err, stores.ErrFenced) {
+		t.Fatal(err)
+	}
+}
