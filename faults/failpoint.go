@@ -18,6 +18,13 @@ const (
 	RunAfterComplete  = "run.after-complete"  // response saved
 	BeginAfterSelect  = "begin.after-select"  // between a read and the write that depends on it
 	BeginBeforeCommit = "begin.before-commit" // inside Begin's transaction, before it commits
+	// BeforeRoundTrip is passed before every round trip a store makes to
+	// its server (every statement, command or script, and every write
+	// transaction of SQLite): the stores hit it from their drivers' hooks,
+	// not beside the statements, so a store whose operation takes two round
+	// trips is interleaved there by the scheduler even where nobody put a
+	// failpoint between them.
+	BeforeRoundTrip = "store.round-trip"
 )
 
 // ErrCrashed is returned by Hit when the armed action is a crash: the caller

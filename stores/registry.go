@@ -149,6 +149,7 @@ var Mutants = map[string]Mutant{
 	"complete-overwrites-done": {"complete-overwrites-done", "saves a response without checking that the key is still in flight: a save sent twice (a retried request) overwrites the answer already replayed to others", "abuse", false},
 	"release-deletes-done":     {"release-deletes-done", "deletes a claim without checking that the key is still in flight: a release in a defer, after the save, deletes the saved answer and a retry runs the work again", "abuse", false},
 	"prune-sweeps-in-flight":   {"prune-sweeps-in-flight", "prunes in-flight claims whatever their age (a cleanup of \"abandoned\" claims): a live owner's claim vanishes and another client claims the key while it works", "sched-race", false},
+	"split-claim":              {"split-claim", "asks EXISTS, then claims with a second command when the key was absent (a get-then-set a team writes without a failpoint between): two requests both see no key and both run", "sched-race", false},
 	"never-expire":             {"never-expire", "never lets a key go: Prune removes nothing, so keys outlive their retention (a leak, and a reused key never becomes new)", "retention", true},
 	// A configuration mutant: the Redis store's scripts are correct, its
 	// server runs without persistence (see ConfigMutants).
@@ -162,13 +163,22 @@ var ConfigMutants = map[string]string{
 	"redis-no-persistence": "redis",
 }
 
+// OnlyOn maps each store-side mutant that only one backend implements to
+// that backend: a bug of that backend's protocol (several commands where
+// one script belongs), with no counterpart in the others.
+var OnlyOn = map[string]string{
+	"split-claim": "redis",
+}
+
 // MutantNames lists the store-side mutants, sorted: those every backend
-// implements (configuration mutants, in ConfigMutants, belong to one
-// backend and are listed by its Backend.Mutants only).
+// implements (configuration mutants, in ConfigMutants, and those in OnlyOn
+// belong to one backend and are listed by its Backend.Mutants only).
 func MutantNames() []string {
 	names := make([]string, 0, len(Mutants))
 	for n := range Mutants {
-		if _, config := ConfigMutants[n]; config {
+		_, config := ConfigMutants[n]
+		_, only := OnlyOn[n]
+		if config || only {
 			continue
 		}
 		names = append(names, n)

@@ -17,6 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -116,7 +117,7 @@ type driver struct {
 
 var (
 	tenants      = []string{"acme", "globex"}
-	keys         = []string{"order-1", "order-2", "a:b"}
+	keys         = adversarialKeys()
 	fingerprints = []string{"fp-A", "fp-B"}
 )
 
@@ -178,7 +179,7 @@ func (d *driver) begin(rt *rapid.T) {
 	client, k := d.lastClient, d.lastKey
 	if d.lastKey.Key == "" || !rapid.Bool().Draw(rt, "same key") {
 		client = rapid.IntRange(0, len(d.skews)-1).Draw(rt, "client")
-		k = stores.KeyRef{Tenant: rapid.SampledFrom(tenants).Draw(rt, "tenant"), Key: rapid.SampledFrom(keys).Draw(rt, "key")}
+		k = rapid.SampledFrom(keys).Draw(rt, "key")
 	}
 	d.lastClient, d.lastKey = client, k
 	fp := rapid.SampledFrom(fingerprints).Draw(rt, "fingerprint")
@@ -197,13 +198,43 @@ func (d *driver) begin(rt *rapid.T) {
 	d.check(rt, in, models.Output{Decision: dec})
 }
 
-// pickClaim draws any token handed out so far, current or stale.
+// adversarialKeys are the keys the model test draws from: one family of
+// the harness's adversarial key space (workload.KeyFor: keys that differ
+// only in case, whitespace, tenant, Unicode form, a NUL or invalid byte
+// after a 250-byte prefix), and the plain key in a second tenant.
+func adversarialKeys() []stores.KeyRef {
+	var out []stores.KeyRef
+	for i := range workload.KeyVariants {
+		out = append(out, workload.KeyFor(tenants[0], i, 0))
+	}
+	return append(out, workload.KeyFor(tenants[1], 0, 0))
+}
+
+// pickClaim draws a key and a token to write with: mostly a token handed
+// out so far for that key, current or stale (the owner, a stale owner, or
+// one writing twice or after its save), and sometimes one a correct store
+// must fence whatever the key's state: another key's token, an empty one,
+// a made-up one.
 func (d *driver) pickClaim(rt *rapid.T) (claim, bool) {
 	if len(d.claims) == 0 {
 		return claim{}, false
 	}
 	back := rapid.IntRange(0, len(d.claims)-1).Draw(rt, "claims back") // 0 (the latest) is drawn most
-	return d.claims[len(d.claims)-1-back], true
+	c := d.claims[len(d.claims)-1-back]
+	switch rapid.IntRange(0, 5).Draw(rt, "token source") {
+	case 3:
+		for i := len(d.claims) - 1; i >= 0; i-- {
+			if d.claims[i].key != c.key {
+				c.token = d.claims[i].token // another key's
+				break
+			}
+		}
+	case 4:
+		c.token = ""
+	case 5:
+		c.token = "made-up-token"
+	}
+	return c, true
 }
 
 func (d *driver) complete(rt *rapid.T) {

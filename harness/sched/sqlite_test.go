@@ -30,7 +30,7 @@ func TestSQLiteWriteLockHolderIsDetected(t *testing.T) {
 	var ea, eb error
 	s := sched.New(sched.NewScript(
 		sched.Step{Client: "A", Until: []string{faults.BeginBeforeCommit}},
-		sched.Step{Client: "B"},
+		sched.Step{Client: "B", ToEnd: true}, // through store.round-trip, into the lock wait
 	), sched.Options{Block: 100 * time.Millisecond, Stuck: 10 * time.Second})
 	s.Client("A", func(ctx context.Context) {
 		if faults.Hit(ctx, "start") == nil {

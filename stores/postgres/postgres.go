@@ -107,6 +107,7 @@ func New(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
 	// would claim the key later, unseen, and hold it for LockTTL). The
 	// outcome is still unknown to the caller; if the cancel cannot reach
 	// the server, the connection is dropped after cancelGrace.
+	pcfg.ConnConfig.Tracer = roundTrips{}
 	pcfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
 	}
@@ -374,3 +375,19 @@ func callErr(ctx context.Context, call string, err error) error {
 
 // quote prints tenant/key for an error message, escaping binary bytes.
 func quote(k stores.KeyRef) string { return strconv.Quote(k.String()) }
+
+// roundTrips is the pool's query tracer: it passes the failpoint
+// faults.BeforeRoundTrip before every statement, so a harness can
+// interleave a Begin made of several statements whichever code sends them.
+// It only yields: a crash there is not possible (pgx cannot abort from a
+// tracer), and nothing happens without a failpoint handler.
+type roundTrips struct{}
+
+// TraceQueryStart passes the failpoint.
+func (roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	_ = faults.Hit(ctx, faults.BeforeRoundTrip)
+	return ctx
+}
+
+// TraceQueryEnd does nothing.
+func (roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/stores"
 	"github.com/idemcheck/idemcheck/stores/storetest"
@@ -23,6 +25,14 @@ var mutantScenarios = map[string]struct {
 	// Two requests both read "no key" before either writes: both claim.
 	"select-then-insert": {long, long, func(t *testing.T, s *Store) bool {
 		ds := concurrentBegins(t, s, req("k", "f"))
+		return ds[0].Outcome == stores.Claimed && ds[1].Outcome == stores.Claimed
+	}},
+	// The same race with no failpoint of ours between EXISTS and the
+	// claim: the two requests go round trip for round trip in lockstep
+	// (at the driver's hook), so both ask EXISTS before either claims.
+	"split-claim": {long, long, func(t *testing.T, s *Store) bool {
+		warm(t, s)
+		ds := lockstep(t, s, req("k", "f"))
 		return ds[0].Outcome == stores.Claimed && ds[1].Outcome == stores.Claimed
 	}},
 	// A stale owner's save lands over the new owner's claim.
@@ -127,30 +137,43 @@ var mutantScenarios = map[string]struct {
 // faults.BeginAfterSelect, each waits there until both have arrived, so both
 // read before either writes; an atomic store never stops there.
 func concurrentBegins(t *testing.T, s *Store, r stores.Request) [2]stores.Decision {
+	return concurrentAt(t, s, r, faults.BeginAfterSelect, 1)
+}
+
+// concurrentAt runs two Begins on r at once, each waiting at its nth pass
+// through the failpoint until both have arrived there.
+func concurrentAt(t *testing.T, s *Store, r stores.Request, failpoint string, nth int) [2]stores.Decision {
 	var mu sync.Mutex
 	arrived := 0
 	both := make(chan struct{})
-	h := faults.HandlerFunc(func(ctx context.Context, name string) error {
-		if name != faults.BeginAfterSelect {
+	handler := func() faults.Handler { // one per request: it counts that request's passes
+		passes := 0
+		return faults.HandlerFunc(func(ctx context.Context, name string) error {
+			if name != failpoint {
+				return nil
+			}
+			if passes++; passes != nth {
+				return nil
+			}
+			mu.Lock()
+			arrived++
+			if arrived == 2 {
+				close(both)
+			}
+			mu.Unlock()
+			select {
+			case <-both:
+			case <-time.After(5 * time.Second):
+				t.Error("the other request never reached the failpoint")
+			}
 			return nil
-		}
-		mu.Lock()
-		arrived++
-		if arrived == 2 {
-			close(both)
-		}
-		mu.Unlock()
-		select {
-		case <-both:
-		case <-time.After(5 * time.Second):
-			t.Error("the other request never reached the failpoint")
-		}
-		return nil
-	})
+		})
+	}
 	var out [2]stores.Decision
 	var wg sync.WaitGroup
 	for i := range out {
 		wg.Add(1)
+		h := handler()
 		go func() {
 			defer wg.Done()
 			d, err := s.Begin(faults.WithHandler(context.Background(), h), r)
@@ -166,7 +189,7 @@ func concurrentBegins(t *testing.T, s *Store, r stores.Request) [2]stores.Decisi
 
 func testMutants(t *testing.T, addr string) {
 	t.Parallel()
-	for _, m := range Mutants {
+	for _, m := range append(append([]string(nil), Mutants...), OnlyHere...) {
 		sc, ok := mutantScenarios[m]
 		if bug := storetest.Bugs[m]; !ok && bug != nil {
 			sc.lockTTL, sc.retention, ok = long, short, true // never-expire waits the retention out
@@ -194,4 +217,67 @@ func testMutants(t *testing.T, addr string) {
 			})
 		}
 	}
+}
+
+// lockstep runs two Begins on r at once, round trip for round trip: each
+// waits at its nth faults.BeforeRoundTrip until the other has made n round
+// trips or has finished.
+func lockstep(t *testing.T, s *Store, r stores.Request) [2]stores.Decision {
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	var trips [2]int
+	var finished [2]bool
+	var out [2]stores.Decision
+	var wg sync.WaitGroup
+	for i := range out {
+		other := 1 - i
+		h := faults.HandlerFunc(func(_ context.Context, name string) error {
+			if name != faults.BeforeRoundTrip {
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			trips[i]++
+			cond.Broadcast()
+			for trips[other] < trips[i] && !finished[other] {
+				cond.Wait()
+			}
+			return nil
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := s.Begin(faults.WithHandler(context.Background(), h), r)
+			if err != nil {
+				t.Error(err)
+			}
+			out[i] = d
+			mu.Lock()
+			finished[i] = true
+			cond.Broadcast()
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// warm makes the store's first round trips of a Begin the ones the scenario
+// counts: two connections open (so neither request dials during the race)
+// and the scripts loaded (so no EVALSHA answers NOSCRIPT and is sent again).
+func warm(t *testing.T, s *Store) {
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each holds its connection 50 ms: two connections are opened.
+			if err := s.rdb.BLPop(context.Background(), 50*time.Millisecond, "warm-list").Err(); err != nil && !errors.Is(err, goredis.Nil) {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	begin(t, s, req("warm", "f")) // no key: the claim script
+	begin(t, s, req("warm", "f")) // the key: the begin script
 }

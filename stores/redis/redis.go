@@ -98,7 +98,7 @@ func init() {
 		Name:    "redis",
 		Clock:   stores.ServerClock,
 		Lives:   stores.Server,
-		Mutants: append(append([]string(nil), Mutants...), NoPersistence),
+		Mutants: append(append(append([]string(nil), Mutants...), OnlyHere...), NoPersistence),
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			return New(ctx, addr, cfg)
 		},
@@ -113,6 +113,9 @@ var Mutants = []string{
 	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
 	"prune-sweeps-in-flight", "never-expire",
 }
+
+// OnlyHere lists the mutants of this backend alone (stores.OnlyOn).
+var OnlyHere = []string{"split-claim"}
 
 // ErrNotDurable is wrapped by the error Durability returns when the server's
 // persistence can lose an acknowledged claim in a crash.
@@ -162,6 +165,7 @@ func New(ctx context.Context, addr string, cfg stores.Config) (*Store, error) {
 		}
 	}
 	rdb := goredis.NewClient(opt)
+	rdb.AddHook(roundTrips{})
 	s := &Store{
 		rdb:       rdb,
 		variant:   v,
@@ -342,6 +346,15 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return s.beginSelectThenInsert(ctx, key, args)
 	case takeoverOnRead:
 		return s.beginTakeoverOnRead(ctx, key, args)
+	case existsThenClaim:
+		n, err := s.rdb.Exists(ctx, key).Result()
+		if err != nil {
+			return stores.Decision{}, fmt.Errorf("redis: begin (exists): %w", err)
+		}
+		faults.Tracef(ctx, "EXISTS key", "%d", n)
+		if n == 0 {
+			return s.runBegin(ctx, s.scripts.second, key, args) // the upsert
+		}
 	}
 	return s.runBegin(ctx, s.scripts.begin, key, args)
 }
@@ -528,4 +541,34 @@ func (s *Store) Close() error {
 		s.restore()
 	}
 	return s.rdb.Close()
+}
+
+// roundTrips is the client's hook: it passes the failpoint
+// faults.BeforeRoundTrip before every command, script or pipeline, so a
+// harness can interleave an operation made of several round trips whichever
+// code sends them (and crash the caller there). Nothing happens without a
+// failpoint handler.
+type roundTrips struct{}
+
+// DialHook passes dials through.
+func (roundTrips) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+// ProcessHook passes the failpoint before a command.
+func (roundTrips) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if err := faults.Hit(ctx, faults.BeforeRoundTrip); err != nil {
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook passes the failpoint before a pipeline.
+func (roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if err := faults.Hit(ctx, faults.BeforeRoundTrip); err != nil {
+			return err
+		}
+		return next(ctx, cmds)
+	}
 }

@@ -91,6 +91,7 @@ const (
 	oneCall          split = iota // the correct shape: one atomic script
 	selectThenInsert              // HGETALL, failpoint, then an upsert if the read saw no key
 	takeoverOnRead                // Begin up to "stale", failpoint, then the takeover write
+	existsThenClaim               // EXISTS, then an upsert if it said 0: no failpoint of ours between
 )
 
 // variant is a variant's scripts, as edits to the correct ones.
@@ -152,6 +153,12 @@ var variants = map[string]variant{
 	"release-deletes-done":     {release: []edit{{fenceLua, `if h[2] ~= ARGV[1] then return 0 end -- the token only`}}},
 	// The scripts are correct; Prune sweeps in-flight keys (redis.go).
 	"prune-sweeps-in-flight": {},
+	// EXISTS in one call, then, if the key was absent, the upsert of
+	// select-then-insert in a second: the same race, written as a team
+	// would write it, with no failpoint between the calls. Only the
+	// driver's round-trip hook (faults.BeforeRoundTrip) lets a harness in.
+	"split-claim": {split: existsThenClaim,
+		second: []edit{{lineAbsent, `if true then return claim(now, 0) end -- EXISTS said no key: upsert`}}},
 	// The key never expires: it outlives its retention.
 	"never-expire": {begin: []edit{{lineExpire, `  -- no expiry: the key is kept forever`}}},
 }
@@ -198,7 +205,7 @@ func buildScriptSets() map[string]*scriptSet {
 			complete: newScript(name+"/complete", applyEdits(name, completeLua, v.complete)),
 			release:  newScript(name+"/release", applyEdits(name, releaseLua, v.release)),
 		}
-		if v.split == takeoverOnRead || v.split == selectThenInsert {
+		if v.split == takeoverOnRead || v.split == selectThenInsert || v.split == existsThenClaim {
 			ss.second = newScript(name+"/begin-write", applyEdits(name, beginLua, v.second))
 		}
 		sets[name] = ss

@@ -114,6 +114,12 @@ var ErrBusy = errors.New("database is locked: no write lock within the busy time
 // transaction (paused at a failpoint, say) makes the others fail with
 // ErrBusy rather than hang. Between Stores (processes) the poll remains.
 func (s *Store) write(ctx context.Context) (done func(), err error) {
+	// Before each write transaction, before it waits for the writer's
+	// turn: a harness interleaves a caller there (holding nothing), so an
+	// operation made of several transactions is interleaved between them.
+	if err := faults.Hit(ctx, faults.BeforeRoundTrip); err != nil {
+		return nil, err
+	}
 	select {
 	case s.writer <- struct{}{}:
 		return func() { <-s.writer }, nil
