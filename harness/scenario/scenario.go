@@ -86,7 +86,7 @@ var All = []Scenario{
 	{Name: "sched-crash", PerKey: 1.5, Scheduled: true, run: episodes("sched-crash"),
 		Doc: "scheduled: the owner crashes after its claim; past LockTTL two clients race for the stale claim: one takes it over, and the key is not stuck"},
 	{Name: "sched-mismatch", PerKey: 0.5, Scheduled: true, run: episodes("sched-mismatch"),
-		Doc: "scheduled: two clients use one key with other parameters, in any order: always 422, never run"},
+		Doc: "scheduled: a client sends other parameters on a key two others use, while the claim is live, stale, released after a failed work, or being taken over: always 422, never run"},
 	{Name: "sched-retention", PerKey: 2, Scheduled: true, run: episodes("sched-retention"),
 		Doc: "scheduled: an order completes, the clock moves, a pruner prunes, the order is retried inside the retention: it must replay"},
 	{Name: "retry-after-charge", TTLs: 1, run: runRetryAfterCharge,

@@ -65,7 +65,11 @@ var episodeSpecs = map[string]episodeSpec{
 	"sched-crash": {
 		clients:    []clientSpec{{crashAt: faults.RunAfterClaim, attempts: 1, first: true}, {attempts: 3}, {attempts: 3}},
 		staleFirst: true, probe: true},
-	"sched-mismatch": {clients: []clientSpec{{attempts: 3}, {variant: "&currency=eur", attempts: 3}}},
+	// Other parameters arrive while the first claim is live, once it went
+	// stale, after a failed work released it, or while a third client
+	// takes it over.
+	"sched-mismatch": {clients: []clientSpec{{mayFail: true, attempts: 3}, {variant: "&currency=eur", attempts: 3}, {mayFail: true, attempts: 3}},
+		ticks: 2},
 	"sched-retention": {
 		clients: []clientSpec{{attempts: 3}, {attempts: 3}},
 		ticks:   2, prunes: 2},

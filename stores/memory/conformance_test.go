@@ -29,7 +29,8 @@ func TestConformance(t *testing.T) {
 // mutant it can see without concurrency, it fails with a shrunk history.
 func TestModelCatchesMutants(t *testing.T) {
 	for _, m := range []string{"unfenced-complete", "unfenced-release", "no-fingerprint", "token-reuse", "no-takeover", "short-retention",
-		"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done", "prune-sweeps-in-flight"} {
+		"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done", "prune-sweeps-in-flight",
+		"takeover-ignores-fingerprint"} {
 		t.Run(m, func(t *testing.T) {
 			msg := idemtest.ExpectFailure(t, factory(), m)
 			if !strings.Contains(msg, "model forbids") {

@@ -38,7 +38,7 @@ var Mutants = []string{
 	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
 	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
 	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
-	"prune-sweeps-in-flight", "never-expire",
+	"prune-sweeps-in-flight", "never-expire", "takeover-ignores-fingerprint",
 }
 
 type record struct {
@@ -184,13 +184,20 @@ func (s *Store) decide(req stores.Request, r *record, ok bool) stores.Decision {
 		s.rows[req.KeyRef] = &record{fingerprint: req.Fingerprint, lockedAt: now, createdAt: now, token: tok}
 		return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: now}
 	}
-	if r.fingerprint != req.Fingerprint && s.variant != "no-fingerprint" {
+	stale := now.Sub(r.lockedAt) >= s.cfg.LockTTL
+	mismatch := r.fingerprint != req.Fingerprint
+	switch s.variant {
+	case "no-fingerprint":
+		mismatch = false
+	case "takeover-ignores-fingerprint":
+		mismatch = mismatch && (r.done || !stale) // a stale claim goes to anyone
+	}
+	if mismatch {
 		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: now}
 	}
 	if r.done {
 		return stores.Decision{Outcome: stores.Replay, Response: r.response, DecidedAt: now}
 	}
-	stale := now.Sub(r.lockedAt) >= s.cfg.LockTTL
 	if s.variant == "no-takeover" {
 		stale = false
 	}

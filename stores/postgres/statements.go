@@ -163,7 +163,7 @@ var Mutants = []string{
 	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
 	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
 	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
-	"prune-sweeps-in-flight", "never-expire",
+	"prune-sweeps-in-flight", "never-expire", "takeover-ignores-fingerprint",
 }
 
 // variants maps each variant to its statements.
@@ -248,6 +248,12 @@ WHERE tenant = $1 AND key = $2
 	// Prune also deletes in-flight claims, whatever their age.
 	"prune-sweeps-in-flight": mutate(func(s *statements) {
 		s.prune = `DELETE FROM {t} WHERE created_at <= clock_timestamp() - $1::interval OR status = 'in_flight'`
+	}),
+
+	// The fingerprint is compared only while the claim is live or done: a
+	// stale claim is taken over by a request with any parameters.
+	"takeover-ignores-fingerprint": mutate(func(s *statements) {
+		s.mismatch = `k.fingerprint <> EXCLUDED.fingerprint AND (k.status = 'done' OR n.clock < k.locked_at + n.ttl)`
 	}),
 
 	// Prune deletes nothing: keys outlive their retention.

@@ -111,7 +111,7 @@ var Mutants = []string{
 	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
 	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
 	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
-	"prune-sweeps-in-flight", "never-expire",
+	"prune-sweeps-in-flight", "never-expire", "takeover-ignores-fingerprint",
 }
 
 // OnlyHere lists the mutants of this backend alone (stores.OnlyOn).

@@ -159,6 +159,9 @@ var variants = map[string]variant{
 	// driver's round-trip hook (faults.BeforeRoundTrip) lets a harness in.
 	"split-claim": {split: existsThenClaim,
 		second: []edit{{lineAbsent, `if true then return claim(now, 0) end -- EXISTS said no key: upsert`}}},
+	// The fingerprint is compared only while the claim is live or done: a
+	// stale claim is taken over by a request with any parameters.
+	"takeover-ignores-fingerprint": {begin: []edit{{lineMismatch, `if h[1] ~= fp and (status == 'done' or now - locked_at < ttl) then return {'mismatch', now} end`}}},
 	// The key never expires: it outlives its retention.
 	"never-expire": {begin: []edit{{lineExpire, `  -- no expiry: the key is kept forever`}}},
 }

@@ -99,7 +99,7 @@ var Mutants = []string{
 	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
 	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
 	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
-	"prune-sweeps-in-flight", "never-expire",
+	"prune-sweeps-in-flight", "never-expire", "takeover-ignores-fingerprint",
 }
 
 // statementsFor returns the SQL of the variant: the correct set with the
@@ -131,6 +131,9 @@ func statementsFor(variant string) statements {
 		s.release = deleteClaim + ` AND token = :token` // the token, not that the key is still in flight
 	case "prune-sweeps-in-flight":
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :retention OR status = 'in_flight'`) // "abandoned" claims too
+	case "takeover-ignores-fingerprint":
+		// A stale claim "matches" any fingerprint: it is taken over by anyone.
+		s.read = fmt.Sprintf(readRow, sameFingerprint+` OR (status = 'in_flight' AND `+isStale+`)`, isStale)
 	case "never-expire":
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :retention AND 0`) // deletes nothing
 	// case-folded-key and tenant-blind change the key bound, not the SQL

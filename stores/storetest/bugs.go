@@ -22,9 +22,9 @@ type Clock struct {
 	Advance func(d time.Duration)
 }
 
-// Bug plays one counterexample on s (configured with cfg, whose Retention
-// must be short for a server-clock store: never-expire waits it out) and
-// says whether the bug happened and what was seen.
+// Bug plays one counterexample on s (configured with cfg, whose LockTTL
+// and Retention must be short for a server-clock store: some bugs wait
+// them out) and says whether the bug happened and what was seen.
 type Bug func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bug bool, seen string)
 
 // Bugs has a counterexample for each of the mutants that merge keys, write
@@ -71,6 +71,16 @@ var Bugs = map[string]Bug{
 		}
 		d := begin(t, s, c, k, "fp")
 		return d.Outcome == stores.Claimed, fmt.Sprintf("after a prune, while the owner works: %v", d.Outcome)
+	},
+	// The owner's claim goes stale; other parameters must still be 422.
+	"takeover-ignores-fingerprint": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
+		k := stores.KeyRef{Tenant: "acme", Key: "stale"}
+		if d := begin(t, s, c, k, "fp"); d.Outcome != stores.Claimed {
+			t.Fatalf("claim: %v", d.Outcome)
+		}
+		c.Advance(cfg.LockTTL + cfg.LockTTL/4)
+		d := begin(t, s, c, k, "other-fp")
+		return d.Outcome == stores.Claimed, fmt.Sprintf("other parameters on a stale claim: %v", d.Outcome)
 	},
 	// A key saved done outlives its retention and a prune.
 	"never-expire": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
