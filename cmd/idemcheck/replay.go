@@ -48,9 +48,8 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return exitUsage, fmt.Errorf("replay: %v", err)
 	}
 	type job struct {
-		res   harness.ScenarioResult
-		keys  []string
-		total int
+		res  harness.ScenarioResult
+		keys []string
 	}
 	var jobs []job
 	for _, s := range saved.Scenarios {
