@@ -47,6 +47,11 @@ type Options struct {
 	LockTTL   time.Duration
 	Retention time.Duration
 	Scenarios []string
+	// Semantics and Fence are what the store declares beyond the contract
+	// (idemtest.Factory): the model and the fencing checker hold it to
+	// them.
+	Semantics stores.Semantics
+	Fence     stores.Fence
 	// StrictRetention makes a key kept past its retention a violation
 	// (the retention checker), not a finding.
 	StrictRetention bool
@@ -147,10 +152,24 @@ func (o Options) Validate() error {
 	return stores.Config{LockTTL: o.LockTTL, Retention: o.Retention}.Validate()
 }
 
+// Declared is what the store declares beyond the contract: the options'
+// Semantics and Fence, or else the backend's.
+func (o Options) Declared() (stores.Semantics, stores.Fence) {
+	sem, fence := o.Semantics, o.Fence
+	if sem == (stores.Semantics{}) {
+		sem = o.Backend.Semantics
+	}
+	if fence == nil {
+		fence = o.Backend.Fence
+	}
+	return sem, fence
+}
+
 // Caps is what the run can do besides calling its store, as the
 // scenarios' Skip functions read it.
 func (o Options) Caps() scenario.Caps {
-	c := scenario.Caps{Backend: o.Backend, Factory: o.OpenStore != nil, Addr: o.Addr,
+	sem, _ := o.Declared()
+	c := scenario.Caps{Backend: o.Backend, Factory: o.OpenStore != nil, Addr: o.Addr, Semantics: sem,
 		Net: o.Net, Server: o.Server, NoServer: o.NoServer, WorkerCommand: o.WorkerCommand, OpenAt: o.OpenAt}
 	if o.OpenStore == nil && o.Backend.Open != nil {
 		c.OpenAt = o.Backend.Open
@@ -202,6 +221,7 @@ type ScenarioResult struct {
 	hist          *history.History
 	ledger        *history.Ledger
 	visualization *bytes.Buffer
+	fence         stores.Fence
 }
 
 // History returns the scenario's recorded history (nil if it was skipped).
@@ -459,6 +479,11 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 			break
 		}
 	}
+	if why := env.Skipped(); why != "" {
+		stopWatch()
+		return &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Verdict: check.Skipped, Skipped: why,
+			Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}}, nil
+	}
 	probe := env.NewClientID()
 	env.ProbeAfterLockTTL(ctx, probe)
 	stopWatch()
@@ -466,9 +491,11 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	res.Schedule = env.Schedule()
 	res.Episodes = env.Episodes()
 	res.visualization = &bytes.Buffer{}
-	m := check.ModelFor(o.Backend.Clock, env.Config)
+	sem, fence := o.Declared()
+	m := check.ModelFor(o.Backend.Clock, env.Config, sem)
 	res.Check = &check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probe,
-		LeakProbe: env.LeakProbe(), StrictRetention: o.StrictRetention}
+		LeakProbe: env.LeakProbe(), StrictRetention: o.StrictRetention, Semantics: sem}
+	res.fence = fence
 	res.judge(res.visualization)
 	if ctx.Err() != nil && res.Verdict == check.Pass {
 		res.Verdict, res.Error = check.Unknown, "interrupted: "+ctx.Err().Error()
@@ -486,7 +513,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 func (r *ScenarioResult) judge(vis *bytes.Buffer) {
 	r.Checkers = check.Run(check.Evidence{Hist: r.hist, Ledger: r.ledger, Model: r.Check.Model(),
 		ProbeClient: r.Check.ProbeClient, LeakProbe: r.Check.LeakProbe, StrictRetention: r.Check.StrictRetention,
-		LinTimeout: LinTimeout, Visualization: vis})
+		Fence: r.fence, LinTimeout: LinTimeout, Visualization: vis})
 	r.Violations = []check.Violation{}
 	r.Verdict = check.Pass
 	for _, c := range r.Checkers {

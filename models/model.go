@@ -25,6 +25,9 @@ const (
 	// Prune is the store-wide Prune call, copied into every key's history:
 	// keys older than the retention at its time may vanish.
 	Prune
+	// Extend renews a claim's lease under its token (a heartbeat), for
+	// stores that implement stores.Extender.
+	Extend
 )
 
 // String names the operation.
@@ -38,6 +41,8 @@ func (k Kind) String() string {
 		return "Release"
 	case Prune:
 		return "Prune"
+	case Extend:
+		return "Extend"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -55,6 +60,12 @@ type Input struct {
 	// ID names the call uniquely in its history; an unknown Begin that may
 	// have claimed gets the placeholder token "?<ID>".
 	ID int `json:"id"`
+	// Lease is a Begin's own lease (stores.Request.Lease; 0: the store's
+	// LockTTL).
+	Lease time.Duration `json:"lease,omitempty"`
+	// Called is an Extend's call time on the caller's clock: the lease it
+	// renews starts no earlier (Now, after the call, is the latest).
+	Called time.Time `json:"called,omitempty"`
 }
 
 // Output is what the call returned. Unknown means no answer came back
@@ -72,6 +83,17 @@ type Config struct {
 	// Slack widens the LockTTL and retention boundaries by this much either
 	// way, for stores whose clocks are coarser than the history's.
 	Slack time.Duration
+	// Semantics are the choices the store declares where the contract lets
+	// it choose (stores.Semantics): the model allows what they allow.
+	Semantics stores.Semantics
+}
+
+// lease is the lease of the state's claim: its own, or the LockTTL.
+func (cfg Config) lease(s State) time.Duration {
+	if s.Lease > 0 {
+		return s.Lease
+	}
+	return cfg.LockTTL
 }
 
 // State is one key's record, or its absence. Used lists every token ever
@@ -88,8 +110,15 @@ type State struct {
 	// LockUncertain marks a claim whose call never answered: it took effect
 	// at some moment after its call (a frozen server, a killed worker), so
 	// LockedAt (the call's time) is only a lower bound and staleness is
-	// undecided from LockTTL on.
+	// undecided from LockTTL on. An extended lease is uncertain the same
+	// way (the extension took effect during its call).
 	LockUncertain bool
+	// Lease is the claim's lease when the request chose one (0: LockTTL).
+	Lease time.Duration
+	// Tombstone marks a released key whose record a store that declares
+	// ReleaseKeepsFingerprint keeps: no owner, but the fingerprint, until
+	// the retention ends.
+	Tombstone bool
 }
 
 // usedToken reports whether t was handed out before for this key.
@@ -120,9 +149,12 @@ type Expected struct {
 	Outcome  stores.Outcome
 	Takeover bool
 	Response stores.Response
-	// Stale is set when the in-flight claim is exactly at the LockTTL
-	// boundary (within Slack): then both InFlight and a takeover are right.
+	// Ambiguous is set when the in-flight claim is at the LockTTL boundary
+	// (within Slack) or its lock time is uncertain: then both InFlight and
+	// a takeover are right.
 	Ambiguous bool
+	// EitherClaim: a claim may say takeover or not (a tombstone reclaimed).
+	EitherClaim bool
 }
 
 // Decide is the decision table as a pure function: the outcome Begin must
@@ -133,14 +165,16 @@ func Decide(cfg Config, s State, fingerprint string, now time.Time) Expected {
 		return Expected{Outcome: stores.Claimed}
 	case s.Fingerprint != fingerprint:
 		return Expected{Outcome: stores.Mismatch}
+	case s.Tombstone:
+		return Expected{Outcome: stores.Claimed, EitherClaim: true}
 	case s.Done:
 		return Expected{Outcome: stores.Replay, Response: s.Response}
 	}
-	age := now.Sub(s.LockedAt)
-	if age < cfg.LockTTL-cfg.Slack {
+	age, lease := now.Sub(s.LockedAt), cfg.lease(s)
+	if age < lease-cfg.Slack {
 		return Expected{Outcome: stores.InFlight}
 	}
-	return Expected{Outcome: stores.Claimed, Takeover: true, Ambiguous: age < cfg.LockTTL+cfg.Slack || s.LockUncertain}
+	return Expected{Outcome: stores.Claimed, Takeover: true, Ambiguous: age < lease+cfg.Slack || s.LockUncertain}
 }
 
 // mayBeExpired reports whether retention allows the record to be gone at now.
@@ -182,20 +216,32 @@ func step(cfg Config, s State, in Input, out Output) []State {
 		return []State{s}
 	case Begin:
 		return stepBegin(cfg, s, in, out)
-	case Complete, Release:
-		held := s.Exists && !s.Done && s.Token == in.Token
+	case Complete, Release, Extend:
+		held := s.Exists && !s.Done && !s.Tombstone && s.Token == in.Token
+		// A store whose ownership ends with the lease may fence its owner
+		// once the lease may be over, though nobody took over.
+		ended := held && cfg.Semantics.LeaseBoundWrites && in.Now.Sub(s.LockedAt) >= cfg.lease(s)-cfg.Slack
 		after := s
-		if in.Kind == Complete {
+		switch in.Kind {
+		case Complete:
 			after.Done, after.Response = true, in.Response
-		} else {
+		case Release:
 			after = State{Used: s.Used}
+			if cfg.Semantics.ReleaseKeepsFingerprint {
+				after = State{Exists: true, Tombstone: true, Fingerprint: s.Fingerprint, CreatedAt: s.CreatedAt, Used: s.Used}
+			}
+		case Extend:
+			after.LockedAt, after.LockUncertain = in.Called, true
+			if in.Called.IsZero() {
+				after.LockedAt = in.Now
+			}
 		}
 		switch {
 		case out.Unknown && held:
 			return []State{s, after}
 		case out.Unknown:
 			return []State{s}
-		case out.Fenced && !held:
+		case out.Fenced && (!held || ended):
 			return []State{s}
 		case !out.Fenced && held:
 			return []State{after}
@@ -213,15 +259,15 @@ func stepBegin(cfg Config, s State, in Input, out Output) []State {
 	exp := Decide(cfg, s, in.Fingerprint, d.DecidedAt)
 	switch d.Outcome {
 	case stores.Claimed:
-		if exp.Outcome != stores.Claimed || exp.Takeover != d.Takeover {
+		if exp.Outcome != stores.Claimed || (exp.Takeover != d.Takeover && !exp.EitherClaim) {
 			return nil
 		}
 		if d.Token == "" || s.usedToken(d.Token) {
 			return nil // tokens must never repeat for a key
 		}
 		n := State{Exists: true, Fingerprint: in.Fingerprint, LockedAt: d.DecidedAt,
-			CreatedAt: d.DecidedAt, Token: d.Token, Used: s.withToken(d.Token)}
-		if d.Takeover {
+			CreatedAt: d.DecidedAt, Token: d.Token, Used: s.withToken(d.Token), Lease: in.Lease}
+		if s.Exists { // a takeover, or a tombstone reclaimed: retention runs from the first claim
 			n.CreatedAt = s.CreatedAt
 		}
 		return []State{n}
@@ -250,7 +296,7 @@ func unknownBegin(cfg Config, s State, in Input) []State {
 	}
 	tok := stores.Token(fmt.Sprintf("?%d", in.ID))
 	n := State{Exists: true, Fingerprint: in.Fingerprint, LockedAt: in.Now, CreatedAt: in.Now,
-		Token: tok, Used: s.withToken(tok), LockUncertain: true}
+		Token: tok, Used: s.withToken(tok), LockUncertain: true, Lease: in.Lease}
 	if s.Exists {
 		n.CreatedAt = s.CreatedAt
 	}
@@ -263,8 +309,8 @@ func Equal(a, b State) bool { return a == b }
 // Hash hashes a state consistently with Equal.
 func Hash(s State) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%v|%s|%v|%d|%s|%d|%d|%s|%s|%v", s.Exists, s.Fingerprint, s.Done, s.Response.Status,
-		s.Response.Body, s.LockedAt.UnixNano(), s.CreatedAt.UnixNano(), s.Token, s.Used, s.LockUncertain)
+	fmt.Fprintf(h, "%v|%s|%v|%d|%s|%d|%d|%s|%s|%v|%d|%v", s.Exists, s.Fingerprint, s.Done, s.Response.Status,
+		s.Response.Body, s.LockedAt.UnixNano(), s.CreatedAt.UnixNano(), s.Token, s.Used, s.LockUncertain, s.Lease, s.Tombstone)
 	return h.Sum64()
 }
 
@@ -272,6 +318,9 @@ func Hash(s State) uint64 {
 func DescribeState(s State) string {
 	if !s.Exists {
 		return "no row"
+	}
+	if s.Tombstone {
+		return fmt.Sprintf("released, fp=%s kept", s.Fingerprint)
 	}
 	if s.Done {
 		return fmt.Sprintf("done fp=%s resp=%d %q", s.Fingerprint, s.Response.Status, short(s.Response.Body))
@@ -289,6 +338,8 @@ func DescribeOperation(in Input, out Output) string {
 		call = fmt.Sprintf("Complete(token=%s, %d %q)", faults.ShortToken(string(in.Token)), in.Response.Status, short(in.Response.Body))
 	case Release:
 		call = fmt.Sprintf("Release(token=%s)", faults.ShortToken(string(in.Token)))
+	case Extend:
+		call = fmt.Sprintf("Extend(token=%s)", faults.ShortToken(string(in.Token)))
 	case Prune:
 		return fmt.Sprintf("Prune(now=%s)", in.Now.Format("15:04:05.000"))
 	}

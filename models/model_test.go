@@ -144,3 +144,72 @@ func TestStepUnknownAndRetention(t *testing.T) {
 		t.Errorf("a pruned key's token handed out again: allowed %+v", next)
 	}
 }
+
+// TestDeclaredSemantics: each declared semantic allows what it says, and
+// the same history without the declaration is a violation.
+func TestDeclaredSemantics(t *testing.T) {
+	claim := inFlight(t0, "t1")
+	late := t0.Add(cfg.LockTTL)
+	lateSave := Input{Kind: Complete, Key: key, Token: "t1", Response: resp, Now: late}
+	leaseBound := cfg
+	leaseBound.Semantics.LeaseBoundWrites = true
+	if len(Step(cfg, claim, lateSave, Output{Fenced: true})) != 0 {
+		t.Error("the contract: the owner's save after its lease, nobody having taken over, must land")
+	}
+	if len(Step(leaseBound, claim, lateSave, Output{Fenced: true})) != 1 {
+		t.Error("LeaseBoundWrites: the owner's save after its lease may be fenced")
+	}
+	early := lateSave
+	early.Now = t0.Add(cfg.LockTTL / 2)
+	if len(Step(leaseBound, claim, early, Output{Fenced: true})) != 0 {
+		t.Error("LeaseBoundWrites: a save inside the lease must still land")
+	}
+
+	keeps := cfg
+	keeps.Semantics.ReleaseKeepsFingerprint = true
+	release := Input{Kind: Release, Key: key, Token: "t1", Now: t0}
+	other := Output{Decision: stores.Decision{Outcome: stores.Mismatch, DecidedAt: t0.Add(time.Second)}}
+	for _, c := range []struct {
+		cfg  Config
+		want int
+	}{{cfg, 0}, {keeps, 1}} {
+		after := Step(c.cfg, claim, release, Output{})
+		if len(after) != 1 {
+			t.Fatalf("release: %v", after)
+		}
+		if got := len(Step(c.cfg, after[0], begin("other", t0.Add(time.Second)), other)); got != c.want {
+			t.Errorf("ReleaseKeepsFingerprint=%v: 422 to other parameters after a release allowed %d, want %d", c.cfg.Semantics.ReleaseKeepsFingerprint, got, c.want)
+		}
+		again := Step(c.cfg, after[0], begin("fp", t0.Add(time.Second)), claimed("t2", t0.Add(time.Second), false))
+		if len(again) != 1 {
+			t.Errorf("ReleaseKeepsFingerprint=%v: the same parameters must claim again: %v", c.cfg.Semantics.ReleaseKeepsFingerprint, again)
+		}
+	}
+
+	long := begin("fp", t0)
+	long.Lease = time.Second
+	held := Step(cfg, State{}, long, claimed("t1", t0, false))
+	if len(held) != 1 || held[0].Lease != time.Second {
+		t.Fatalf("a claim with its own lease: %v", held)
+	}
+	at := t0.Add(500 * time.Millisecond) // past LockTTL, inside the claim's lease
+	if len(Step(cfg, held[0], begin("fp", at), claimed("t2", at, true))) != 0 {
+		t.Error("a takeover inside the claim's own lease must be refused")
+	}
+	if len(Step(cfg, held[0], begin("fp", at), Output{Decision: stores.Decision{Outcome: stores.InFlight, DecidedAt: at}})) != 1 {
+		t.Error("409 inside the claim's own lease must be allowed")
+	}
+
+	ext := Input{Kind: Extend, Key: key, Token: "t1", Called: t0.Add(80 * time.Millisecond), Now: t0.Add(81 * time.Millisecond)}
+	extended := Step(cfg, claim, ext, Output{})
+	if len(extended) != 1 {
+		t.Fatalf("extend: %v", extended)
+	}
+	at = t0.Add(150 * time.Millisecond) // past the first lease, inside the renewed one
+	if len(Step(cfg, extended[0], begin("fp", at), claimed("t2", at, true))) != 0 {
+		t.Error("a takeover inside the renewed lease must be refused")
+	}
+	if len(Step(cfg, claim, Input{Kind: Extend, Key: key, Token: "t0", Now: at}, Output{})) != 0 {
+		t.Error("an extension under a stale token must be fenced")
+	}
+}

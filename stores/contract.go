@@ -163,6 +163,9 @@ type Request struct {
 	KeyRef
 	Fingerprint string    `json:"fingerprint"`
 	Now         time.Time `json:"now"`
+	// Lease, when positive, is this claim's lease instead of LockTTL, for
+	// stores that declare Semantics.PerRequestLease (the others ignore it).
+	Lease time.Duration `json:"lease,omitempty"`
 }
 
 // Decision is Begin's answer. DecidedAt is the clock reading the store decided
@@ -248,4 +251,27 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// MarshalJSON writes the request whole (KeyRef's own MarshalJSON, which
+// the embedding would promote, writes only the key).
+func (r Request) MarshalJSON() ([]byte, error) {
+	return json.Marshal(requestJSON{Key: r.KeyRef, Fingerprint: r.Fingerprint, Now: r.Now, Lease: r.Lease})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Request) UnmarshalJSON(b []byte) error {
+	var j requestJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*r = Request{KeyRef: j.Key, Fingerprint: j.Fingerprint, Now: j.Now, Lease: j.Lease}
+	return nil
+}
+
+type requestJSON struct {
+	Key         KeyRef        `json:"key"`
+	Fingerprint string        `json:"fingerprint"`
+	Now         time.Time     `json:"now"`
+	Lease       time.Duration `json:"lease,omitempty"`
 }

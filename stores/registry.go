@@ -55,6 +55,10 @@ type Backend struct {
 	// Mutants lists the mutant variants this backend implements, by name
 	// (see Mutants for what each re-creates).
 	Mutants []string
+	// Semantics and Fence are what the backend declares beyond the
+	// contract (see stores.Semantics and stores.Fence); zero: nothing.
+	Semantics Semantics
+	Fence     Fence
 	// Open connects to addr (a file path, DSN or host:port, as the backend
 	// documents) and returns a store of cfg.Variant. An unknown variant is
 	// an error.
@@ -150,6 +154,7 @@ var Mutants = map[string]Mutant{
 	"release-deletes-done":         {"release-deletes-done", "deletes a claim without checking that the key is still in flight: a release in a defer, after the save, deletes the saved answer and a retry runs the work again", "abuse", false},
 	"prune-sweeps-in-flight":       {"prune-sweeps-in-flight", "prunes in-flight claims whatever their age (a cleanup of \"abandoned\" claims): a live owner's claim vanishes and another client claims the key while it works", "sched-race", false},
 	"split-claim":                  {"split-claim", "asks EXISTS, then claims with a second command when the key was absent (a get-then-set a team writes without a failpoint between): two requests both see no key and both run", "sched-race", false},
+	"fence-not-incremented":        {"fence-not-incremented", "takes a stale claim over with a new owner but the old fencing number: downstream systems that fence by the number let the old owner's writes through", "sched-takeover", false},
 	"takeover-ignores-fingerprint": {"takeover-ignores-fingerprint", "takes over a stale claim without comparing the fingerprint: a request with other parameters, arriving once the owner's claim went stale, runs instead of getting 422", "sched-mismatch", false},
 	"never-expire":                 {"never-expire", "never lets a key go: Prune removes nothing, so keys outlive their retention (a leak, and a reused key never becomes new)", "retention", true},
 	// A configuration mutant: the Redis store's scripts are correct, its
@@ -168,7 +173,8 @@ var ConfigMutants = map[string]string{
 // that backend: a bug of that backend's protocol (several commands where
 // one script belongs), with no counterpart in the others.
 var OnlyOn = map[string]string{
-	"split-claim": "redis",
+	"split-claim":           "redis",
+	"fence-not-incremented": "lease",
 }
 
 // MutantNames lists the store-side mutants, sorted: those every backend

@@ -10,6 +10,7 @@ package check
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -86,6 +87,10 @@ type Evidence struct {
 	Model       models.Config
 	ProbeClient int           // the client id of the final liveness probes
 	LinTimeout  time.Duration // porcupine's budget
+	// Fence, if set, is the store's declared fencing number of a token
+	// (stores.Fence): the fencing checker then also proves that the numbers
+	// strictly increase with every claim of a key.
+	Fence stores.Fence
 	// LeakProbe, if set, is the client id of the probes sent once every
 	// key was past its retention and pruned, with a fingerprint no order
 	// uses: a key that is still there leaked. StrictRetention makes a leak
@@ -102,7 +107,7 @@ func Run(e Evidence) []Result {
 	return []Result{
 		checkAtMostOnce(e, ops),
 		checkExclusive(e, ops),
-		checkFencing(ops),
+		checkFencing(e, ops),
 		checkReplay(e, ops),
 		checkMismatch(ops),
 		checkLinearizable(e, ops),
@@ -332,10 +337,10 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 	return result(Exclusive, vs, detail)
 }
 
-func checkFencing(ops []history.Op) Result {
+func checkFencing(e Evidence, ops []history.Op) Result {
 	var vs []Violation
 	keyed, order := byKey(ops)
-	writes := 0
+	writes, fenced := 0, 0
 	for _, k := range order {
 		kops := keyed[k]
 		var claims []history.Op
@@ -352,6 +357,10 @@ func checkFencing(ops []history.Op) Result {
 			}
 			seen[tok] = op
 			claims = append(claims, op)
+		}
+		if e.Fence != nil {
+			fenced += len(claims)
+			vs = append(vs, monotonicFences(e.Fence, k, claims)...)
 		}
 		for _, w := range kops {
 			if !w.Accepted(models.Complete) && !w.Accepted(models.Release) {
@@ -379,7 +388,11 @@ func checkFencing(ops []history.Op) Result {
 		}
 	}
 	sortViolations(vs)
-	return result(Fencing, vs, fmt.Sprintf("%d accepted writes, all from the current token; no token repeated", writes))
+	detail := fmt.Sprintf("%d accepted writes, all from the current token; no token repeated", writes)
+	if e.Fence != nil {
+		detail += fmt.Sprintf("; the fencing numbers of %d claims increase", fenced)
+	}
+	return result(Fencing, vs, detail)
 }
 
 func checkReplay(e Evidence, ops []history.Op) Result {
@@ -536,14 +549,17 @@ func checkLinearizable(e Evidence, ops []history.Op) Result {
 	case porcupine.Unknown:
 		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout)}
 	}
-	// Name the keys whose histories are not linearizable.
+	// Name the keys whose histories are not linearizable, and in each the
+	// first call that no order allows.
 	var vs []Violation
 	for _, part := range models.PartitionByKey(pops) {
-		if porcupine.CheckOperationsTimeout(model, part, e.LinTimeout) == porcupine.Illegal {
-			k := part[0].Input.(models.Input).Key
-			vs = append(vs, Violation{Linearizable, k.String(), fmt.Sprintf(
-				"the history of %s (%d calls) has no order the decision table allows", k, len(part))})
+		res, info := porcupine.CheckOperationsVerbose(model, part, e.LinTimeout)
+		if res != porcupine.Illegal {
+			continue
 		}
+		k := part[0].Input.(models.Input).Key
+		vs = append(vs, Violation{Linearizable, k.String(), fmt.Sprintf(
+			"the history of %s (%d calls) has no order the decision table allows: %s", k, len(part), explain(e.Model, part, info))})
 	}
 	if len(vs) == 0 {
 		vs = append(vs, Violation{Linearizable, "", "the history is not linearizable"})
@@ -574,4 +590,83 @@ func checkLiveness(e Evidence, ops []history.Op) Result {
 	}
 	sortViolations(vs)
 	return result(Liveness, vs, fmt.Sprintf("%d keys probed after LockTTL, none stuck", probes))
+}
+
+// explain says why a key's history is not linearizable: porcupine's
+// longest partial linearization is the longest order of calls the model
+// accepts; the first call (by call time) left out of it is one that no
+// order allows there, and the model's possible states after the partial
+// order say what the store was expected to be.
+func explain(cfg models.Config, part []porcupine.Operation, info porcupine.LinearizationInfo) string {
+	var longest []porcupine.Operation
+	for _, partition := range info.PartialLinearizationsOperations() {
+		for _, lin := range partition {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
+		}
+	}
+	in := map[int]bool{}
+	for _, op := range longest {
+		in[op.Input.(models.Input).ID] = true
+	}
+	var culprit *porcupine.Operation
+	for i := range part {
+		if !in[part[i].Input.(models.Input).ID] && (culprit == nil || part[i].Call < culprit.Call) {
+			culprit = &part[i]
+		}
+	}
+	if culprit == nil {
+		return "porcupine found no partial order to explain it"
+	}
+	states := []models.State{{}}
+	for _, op := range longest {
+		var next []models.State
+		for _, st := range states {
+			for _, n := range models.Step(cfg, st, op.Input.(models.Input), op.Output.(models.Output)) {
+				if !slices.Contains(next, n) {
+					next = append(next, n)
+				}
+			}
+		}
+		states = next
+	}
+	var could []string
+	for _, st := range states {
+		if d := models.DescribeState(st); !slices.Contains(could, d) {
+			could = append(could, d)
+		}
+	}
+	return fmt.Sprintf("no order allows client %d's %s (called at %s); the longest order the model accepts has %d of the calls, after which the key could be: %s",
+		culprit.ClientId, models.DescribeOperation(culprit.Input.(models.Input), culprit.Output.(models.Output)), ms(culprit.Call),
+		len(longest), strings.Join(could, " | "))
+}
+
+// monotonicFences checks a key's claims against the store's declared fence:
+// every token carries a number, and a claim that began after another had
+// answered carries a greater one (claims whose calls overlap may have
+// been decided in either order, so they are not compared).
+func monotonicFences(fence stores.Fence, k stores.KeyRef, claims []history.Op) []Violation {
+	var vs []Violation
+	nums := make([]uint64, len(claims))
+	for i, c := range claims {
+		n, ok := fence(c.Output.Decision.Token)
+		if !ok {
+			vs = append(vs, Violation{Fencing, k.String(), fmt.Sprintf(
+				"client %d's token %s for %s carries no fencing number", c.Client, tok(c.Output.Decision.Token), k)})
+			return vs
+		}
+		nums[i] = n
+	}
+	for i, a := range claims {
+		for j, b := range claims {
+			if a.Return < b.Call && nums[j] <= nums[i] {
+				vs = append(vs, Violation{Fencing, k.String(), fmt.Sprintf(
+					"fencing numbers of %s do not increase: client %d claimed with %d (token %s) at %s, then client %d with %d (token %s) at %s",
+					k, a.Client, nums[i], tok(a.Output.Decision.Token), ms(a.Return), b.Client, nums[j], tok(b.Output.Decision.Token), ms(b.Return))})
+				return vs
+			}
+		}
+	}
+	return vs
 }

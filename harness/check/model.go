@@ -17,8 +17,8 @@ const ServerClockSlack = 5 * time.Millisecond
 // ModelFor is the model a store is judged by: its LockTTL and retention,
 // with ServerClockSlack for server-clock stores. It is the one place the
 // model's parameters are made, for every run, hunt and demo.
-func ModelFor(clock stores.ClockSource, cfg stores.Config) models.Config {
-	m := models.Config{LockTTL: cfg.LockTTL, Retention: cfg.Retention}
+func ModelFor(clock stores.ClockSource, cfg stores.Config, sem stores.Semantics) models.Config {
+	m := models.Config{LockTTL: cfg.LockTTL, Retention: cfg.Retention, Semantics: sem}
 	if clock == stores.ServerClock {
 		m.Slack = ServerClockSlack
 	}
@@ -38,9 +38,12 @@ type Params struct {
 	// StrictRetention makes a leak a violation (see checkRetention).
 	LeakProbe       *int `json:"leak_probe,omitempty"`
 	StrictRetention bool `json:"strict_retention,omitempty"`
+	// Semantics are the store's declared choices (stores.Semantics). A
+	// declared Fence is code, not data: a re-check goes without it.
+	Semantics stores.Semantics `json:"semantics,omitempty"`
 }
 
 // Model is the model the params describe.
 func (p Params) Model() models.Config {
-	return models.Config{LockTTL: p.LockTTL, Retention: p.Retention, Slack: p.Slack}
+	return models.Config{LockTTL: p.LockTTL, Retention: p.Retention, Slack: p.Slack, Semantics: p.Semantics}
 }

@@ -135,3 +135,29 @@ func (r *Recorder) Prune(ctx context.Context, now time.Time) (int, error) {
 
 // Close closes nothing: the runner owns the store.
 func (r *Recorder) Close() error { return nil }
+
+// Extend records a lease renewal (stores.Extender); a store that cannot
+// extend answers with an error saying so, recorded as nothing (no call
+// reached it). ErrFenced is a definite answer.
+func (r *Recorder) Extend(ctx context.Context, key stores.KeyRef, tok stores.Token, now time.Time) error {
+	ext, ok := r.Store.(stores.Extender)
+	if !ok {
+		return ErrNoExtend
+	}
+	in := models.Input{Kind: models.Extend, Key: key, Token: tok, ID: r.Hist.NextID(), Called: r.Clock.Now(), Now: r.Clock.Now()}
+	seq, call := r.call(in)
+	err := ext.Extend(ctx, key, tok, now)
+	in.Now = r.Clock.Now()
+	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
+	r.ret(seq, in, call, models.Output{Fenced: errors.Is(err, stores.ErrFenced), Unknown: !Definite(err)}, err, drop)
+	return err
+}
+
+// CanExtend reports whether the recorded store renews leases.
+func (r *Recorder) CanExtend() bool {
+	_, ok := r.Store.(stores.Extender)
+	return ok
+}
+
+// ErrNoExtend: the store does not implement stores.Extender.
+var ErrNoExtend = errors.New("the store does not extend leases (stores.Extender)")

@@ -244,7 +244,7 @@ func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant stri
 	probe := env.NewClientID()
 	env.ProbeAfterLockTTL(ctx, probe)
 	stopWatch()
-	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(o.Backend.Clock, env.Config),
+	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: modelOf(o, env.Config), Fence: fenceOf(o),
 		ProbeClient: probe, LinTimeout: harness.LinTimeout})
 	var violations []check.Violation
 	for _, name := range check.Preference {

@@ -21,6 +21,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/sched"
 	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -142,6 +143,8 @@ func Hunt(ctx context.Context, o harness.Options, mutant string, h Options) (*Ki
 // what a property test drives with a rapid chooser.
 type Episodes struct {
 	o       harness.Options
+	sem     stores.Semantics
+	fence   stores.Fence
 	name    string
 	probe   bool
 	env     *scenario.Env
@@ -176,7 +179,8 @@ func NewEpisodes(ctx context.Context, o harness.Options, name string) (*Episodes
 		return nil, err
 	}
 	env.UseSchedClock()
-	return &Episodes{o: o, name: name, probe: probe, env: env}, nil
+	sem, fence := o.Declared()
+	return &Episodes{o: o, sem: sem, fence: fence, name: name, probe: probe, env: env}, nil
 }
 
 // Close closes the store.
@@ -199,7 +203,7 @@ func (r *Episodes) Run(ctx context.Context, ch sched.Chooser) *Episode {
 		env.ProbeAfterLockTTL(ctx, probe)
 	}
 	stopWatch()
-	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(r.o.Backend.Clock, env.Config),
+	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(r.o.Backend.Clock, env.Config, r.sem), Fence: r.fence,
 		ProbeClient: probe, LinTimeout: harness.LinTimeout})
 	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: res, Err: err}
 }
@@ -476,10 +480,22 @@ func Replay(ctx context.Context, o harness.Options, name string, rec scenario.Ep
 	probe := env.NewClientID()
 	env.ProbeAfterLockTTL(ctx, probe)
 	stopWatch()
-	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(o.Backend.Clock, env.Config),
+	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: modelOf(o, env.Config), Fence: fenceOf(o),
 		ProbeClient: probe, LinTimeout: harness.LinTimeout})
 	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: res, Err: runErr}, nil
 }
 
 // DescribeLog prints an episode's log as the hunt's traces do.
 func DescribeLog(log []sched.Event) []string { return describeLog(log) }
+
+// modelOf is the model a store of o is judged by, with its declarations.
+func modelOf(o harness.Options, cfg stores.Config) models.Config {
+	sem, _ := o.Declared()
+	return check.ModelFor(o.Backend.Clock, cfg, sem)
+}
+
+// fenceOf is the fence o's store declares (nil: none).
+func fenceOf(o harness.Options) stores.Fence {
+	_, fence := o.Declared()
+	return fence
+}

@@ -32,6 +32,9 @@ type Caps struct {
 	// WorkerCommand starts an `idemcheck worker` process (argv); empty:
 	// no worker processes.
 	WorkerCommand []string
+	// Semantics are the store's declared choices (stores.Semantics): a
+	// scenario that needs one (a lease per request) runs only when declared.
+	Semantics stores.Semantics
 }
 
 const netNeeds = "a Postgres or Redis server to put a network proxy in front of"

@@ -71,6 +71,7 @@ type Env struct {
 	findings   map[string]int // expected effects that are not violations
 	episodes   []EpisodeRecord
 	leakProbe  *int // the leak probes' client id, if the scenario sent any
+	skipped    string
 }
 
 // NewEnv makes the Env of one scenario, with an empty history and ledger.
@@ -442,4 +443,20 @@ func (e *Env) RunPruner(ctx context.Context, d time.Duration) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// Skip ends the scenario without a verdict, saying why: what it needs
+// showed only once the store was open (a store that renews no lease).
+// The scenario should return at once.
+func (e *Env) Skip(why string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.skipped = why
+}
+
+// Skipped says why the scenario skipped itself ("" if it did not).
+func (e *Env) Skipped() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.skipped
 }

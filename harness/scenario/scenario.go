@@ -75,6 +75,8 @@ var All = []Scenario{
 		Doc: "orders whose keys differ only in case, whitespace, tenant, Unicode form or a byte after a long prefix: each keeps its own record (no 422 to its own parameters, no other order's answer)"},
 	{Name: "abuse", TTLs: 1, run: runAbuse,
 		Doc: "clients break the etiquette: a release after the save, a save sent twice, another key's token, an empty or made-up token: every one fenced, the first answer kept"},
+	{Name: "heartbeat", TTLs: 4, run: runHeartbeat,
+		Doc: "stores that renew leases: slow work extends its claim and is never taken over while it beats; an owner stalled before its first beat is taken over and its late beats and save are fenced"},
 	{Name: "network", TTLs: 8, Doc: "a nemesis switches latency with jitter, connection resets and lost replies on and off between the clients and the server (postgres, redis): unknown outcomes, retried with the same key",
 		Needs: netNeeds, Skip: NetSkip, run: runNetwork},
 	{Name: "lost-reply", TTLs: 2, Doc: "a claim, save or release commits on the server and its reply is lost (postgres, redis); the client retries into the unknown state with the same key",

@@ -85,6 +85,11 @@ type Client struct {
 	// FirstWorkTime, if set, is how long the first attempt's work takes
 	// (a slow provider call); later attempts take WorkTime.
 	FirstWorkTime time.Duration
+	// Heartbeat, if set and the store renews leases (stores.Extender),
+	// extends the claim every Heartbeat while the work runs: slow work
+	// keeps its key. A heartbeat that is fenced means the claim is lost;
+	// the work runs on (its save will be fenced).
+	Heartbeat time.Duration
 }
 
 // chain passes a failpoint to each handler in turn (nil ones skipped),
@@ -182,7 +187,7 @@ func (c *Client) work(o Order, key stores.KeyRef, attempt int) stores.Work {
 		if attempt == 1 && c.FirstWorkTime > 0 {
 			d = c.FirstWorkTime
 		}
-		if err := faults.Pause(ctx, d); err != nil {
+		if err := c.runWork(ctx, key, tok, d); err != nil {
 			c.Hist.EndWork(i, true, "")
 			return stores.Response{}, err
 		}
@@ -220,4 +225,28 @@ func (c *Client) work(o Order, key stores.KeyRef, attempt int) stores.Work {
 		// The body names the owner, as an API's log line would.
 		return stores.Response{Status: 201, Body: fmt.Sprintf("charged %s %d cents (owner %s)", id, o.Amount, faults.ShortToken(string(tok)))}, nil
 	}
+}
+
+// extender is a store that renews leases (stores.Extender).
+type extender interface {
+	Extend(ctx context.Context, key stores.KeyRef, token stores.Token, now time.Time) error
+}
+
+// runWork takes d, extending the claim every Heartbeat if the client beats
+// and the store renews leases.
+func (c *Client) runWork(ctx context.Context, key stores.KeyRef, tok stores.Token, d time.Duration) error {
+	ext, ok := c.Store.(extender)
+	if c.Heartbeat <= 0 || !ok || tok == "" {
+		return faults.Pause(ctx, d)
+	}
+	for d > 0 {
+		step := min(c.Heartbeat, d)
+		if err := faults.Pause(ctx, step); err != nil {
+			return err
+		}
+		if d -= step; d > 0 {
+			_ = ext.Extend(ctx, key, tok, c.Clock.Now())
+		}
+	}
+	return nil
 }

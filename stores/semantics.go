@@ -1,0 +1,50 @@
+package stores
+
+import (
+	"context"
+	"time"
+)
+
+// Semantics declares what a store does where the contract leaves it a
+// choice, so that a harness judges the store by what it promises rather
+// than by one reading of the contract (as testing/fstest and nettest let
+// an implementation say what it supports). Each field is a documented
+// option of the model (package models); the zero value is the contract as
+// docs/DESIGN.md §1 states it.
+type Semantics struct {
+	// LeaseBoundWrites: a claim's ownership ends with its lease. Complete
+	// and Release (and Extend) after the lease has run out may be fenced
+	// even when nobody took the key over. Stricter than the contract, and
+	// safe: the owner learns it lost the key instead of saving late. The
+	// risk the store takes on: work that outlasts its lease has its answer
+	// refused, so the client must retry (with the same key).
+	LeaseBoundWrites bool `json:"lease_bound_writes,omitempty"`
+	// ReleaseKeepsFingerprint: Release leaves a record with the key's
+	// fingerprint (an "abandoned" claim, a tombstone) instead of deleting
+	// it, until the retention ends. A later Begin with the same parameters
+	// claims the key again; one with other parameters gets Mismatch (422),
+	// where the contract would let it claim. The risk: a client that
+	// released after a failure cannot reuse the key with corrected
+	// parameters; it needs a new key.
+	ReleaseKeepsFingerprint bool `json:"release_keeps_fingerprint,omitempty"`
+	// PerRequestLease: the store honours Request.Lease, a lease chosen by
+	// each request, instead of LockTTL for that claim.
+	PerRequestLease bool `json:"per_request_lease,omitempty"`
+}
+
+// Extender is implemented by stores whose claims can be renewed while the
+// work runs (a heartbeat): Extend moves the claim's lease to start now, only
+// while the key is in flight under token (and, for LeaseBoundWrites, the
+// lease has not run out); otherwise it returns ErrFenced. An owner whose
+// work may outlast the lease extends it instead of risking a takeover.
+type Extender interface {
+	Extend(ctx context.Context, key KeyRef, token Token, now time.Time) error
+}
+
+// Fence maps a store's token to a fencing number that strictly increases
+// with every claim of a key (across takeovers, releases and prunes), so
+// that systems downstream can reject a write from an older owner
+// (Kleppmann's fencing token). ok is false for a token that carries no
+// number. A store that declares one is checked for it: two claims of a key
+// must never carry the same or a decreasing number.
+type Fence func(t Token) (n uint64, ok bool)
