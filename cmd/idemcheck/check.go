@@ -18,6 +18,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
+	_ "github.com/idemcheck/idemcheck/stores/lease"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 	_ "github.com/idemcheck/idemcheck/stores/postgres"
 	_ "github.com/idemcheck/idemcheck/stores/redis"

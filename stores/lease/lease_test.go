@@ -1,0 +1,76 @@
+package lease_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/idemcheck/idemcheck/harness/idemtest"
+	"github.com/idemcheck/idemcheck/stores"
+	"github.com/idemcheck/idemcheck/stores/lease"
+)
+
+// factory is the lease store as its author would hand it to idemtest:
+// with what it declares beyond the contract.
+func factory(sem stores.Semantics, fence stores.Fence) idemtest.Factory {
+	return idemtest.Factory{Name: "lease", Clock: stores.ServerClock, Semantics: sem, Fence: fence,
+		Open: func(cfg stores.Config) (stores.Store, error) {
+			s, err := lease.New(cfg, nil)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		}}
+}
+
+// TestConformance: with its declarations, the lease store passes the whole
+// suite: the model test and every scenario that applies.
+func TestConformance(t *testing.T) {
+	idemtest.Run(t, factory(lease.Semantics, lease.Fence))
+}
+
+// TestNeedsItsDeclarations: without each of its declarations the same
+// store fails the model test: the declarations are what makes a correct
+// but stricter store pass, not a loosening of the suite.
+func TestNeedsItsDeclarations(t *testing.T) {
+	for name, drop := range map[string]func(*stores.Semantics){
+		"lease-bound writes":        func(s *stores.Semantics) { s.LeaseBoundWrites = false },
+		"release keeps fingerprint": func(s *stores.Semantics) { s.ReleaseKeepsFingerprint = false },
+		"all":                       func(s *stores.Semantics) { *s = stores.Semantics{} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			sem := lease.Semantics
+			drop(&sem)
+			msg := idemtest.ExpectFailure(t, factory(sem, lease.Fence), stores.Correct)
+			if !strings.Contains(msg, "model forbids") {
+				t.Fatalf("the failure does not come from the model:\n%s", msg)
+			}
+		})
+	}
+}
+
+// TestMutantsDie: each of the lease store's mutants fails the model test,
+// and fence-not-incremented only because the store declares its fence.
+func TestMutantsDie(t *testing.T) {
+	t.Run("fence-not-incremented", func(t *testing.T) {
+		msg := idemtest.ExpectFailure(t, factory(lease.Semantics, lease.Fence), "fence-not-incremented")
+		if !strings.Contains(msg, "fencing") {
+			t.Fatalf("not caught by the fence check:\n%s", msg)
+		}
+	})
+	t.Run("takeover-ignores-fingerprint", func(t *testing.T) {
+		msg := idemtest.ExpectFailure(t, factory(lease.Semantics, lease.Fence), "takeover-ignores-fingerprint")
+		if !strings.Contains(msg, "model forbids") {
+			t.Fatalf("not caught by the model:\n%s", msg)
+		}
+	})
+}
+
+// TestFenceIsParsed: the store's tokens carry their fencing number.
+func TestFenceIsParsed(t *testing.T) {
+	if n, ok := lease.Fence("42.abcdef"); !ok || n != 42 {
+		t.Errorf("Fence(42.abcdef) = %d, %v", n, ok)
+	}
+	if _, ok := lease.Fence("opaque"); ok {
+		t.Error("an opaque token parsed")
+	}
+}
