@@ -7,17 +7,23 @@ package idemtest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	"pgregory.net/rapid"
 
 	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/nemesis"
 	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/internal/rapidrec"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -35,6 +41,29 @@ type Factory struct {
 	// suite closes it. Open may be called many times by one test: a file
 	// store makes each one in a directory of the test's (t.TempDir()).
 	Open func(cfg stores.Config) (stores.Store, error)
+
+	// Semantics declares what the store does where the contract lets it
+	// choose (ownership that ends with the lease, a release that keeps the
+	// fingerprint, a lease per request): the model and every checker allow
+	// what is declared, and only that. See stores.Semantics for what each
+	// one means and the risk it takes on.
+	Semantics stores.Semantics
+	// Fence, if set, maps a token to its fencing number: the suite then
+	// also proves that the numbers strictly increase with every claim of a
+	// key (across takeovers, releases and prunes).
+	Fence stores.Fence
+
+	// Addr is where the store's data lives (a DSN, host:port) and OpenAt
+	// opens a store like Open's (same cfg, so the same namespace) at
+	// another address: the harness's network proxy in front of Addr. With
+	// both and Network (harness/servers.Network), the network and
+	// lost-reply scenarios run; with Server (harness/servers.NewFaults, for
+	// a container the test started), store-faults and chaos pause and
+	// restart the server too.
+	Addr    string
+	OpenAt  func(addr string, cfg stores.Config) (stores.Store, error)
+	Network nemesis.Network
+	Server  nemesis.Server
 }
 
 // modelTimes are the contract parameters the model test runs with.
@@ -43,27 +72,74 @@ type modelTimes struct {
 	advances []time.Duration
 }
 
-func timesFor(c stores.ClockSource) modelTimes {
+func timesFor(c stores.ClockSource, sem stores.Semantics) modelTimes {
 	if c == stores.ServerClock {
 		ttl, ret := 30*time.Millisecond, 120*time.Millisecond
 		return modelTimes{
-			cfg:      models.Config{LockTTL: ttl, Retention: ret, Slack: 5 * time.Millisecond},
+			cfg:      models.Config{LockTTL: ttl, Retention: ret, Slack: 5 * time.Millisecond, Semantics: sem},
 			advances: []time.Duration{time.Millisecond, ttl / 2, ttl + 6*time.Millisecond, ret},
 		}
 	}
 	ttl, ret := 10*time.Second, 60*time.Second
 	return modelTimes{
-		cfg:      models.Config{LockTTL: ttl, Retention: ret},
+		cfg:      models.Config{LockTTL: ttl, Retention: ret, Semantics: sem},
 		advances: []time.Duration{time.Millisecond, ttl / 2, ttl, ret},
 	}
 }
 
 // ModelTest runs the model property with rapid (100 checks by default;
 // -rapid.checks and -rapid.seed as usual). A failure is shrunk to the
-// shortest sequence of operations and printed with the key's history.
+// shortest sequence of operations and printed with the key's history, the
+// time that passed and the store's own errors.
+//
+// Rapid saves each failing case under testdata/rapid/<test name>/ and
+// replays the saved cases first on the next run (commit them to keep a
+// fixed bug fixed). A saved case that still fails stops rapid before its
+// random search, so a standing failure would hide any other bug: when
+// one fails, ModelTest names the file and runs a fresh search too, as the
+// subtest "fresh-search" (which saves nothing).
 func ModelTest(t *testing.T, f Factory) {
 	t.Helper()
-	rapid.Check(t, ModelProperty(f, ""))
+	saved, _ := filepath.Glob(filepath.Join("testdata", "rapid", safeName(t.Name()), "*.fail"))
+	failed, report := rapidrec.Check(t.Name(), ModelProperty(f, ""))
+	if !failed {
+		if len(saved) > 0 {
+			t.Logf("the %d saved failing case(s) of %s pass now (%s)", len(saved), t.Name(), strings.Join(saved, ", "))
+		}
+		return
+	}
+	t.Error(report)
+	if len(saved) == 0 {
+		return
+	}
+	t.Logf("saved failing cases were replayed first: %s", strings.Join(saved, ", "))
+	t.Run("fresh-search", func(t *testing.T) {
+		noFailFiles.Lock()
+		defer noFailFiles.Unlock()
+		if fl := flag.Lookup("rapid.nofailfile"); fl != nil {
+			old := fl.Value.String()
+			_ = fl.Value.Set("true")
+			defer func() { _ = fl.Value.Set(old) }()
+		}
+		rapid.Check(t, ModelProperty(f, ""))
+	})
+}
+
+// noFailFiles serializes the fresh searches, which switch rapid's
+// process-wide nofailfile flag on for their run.
+var noFailFiles sync.Mutex
+
+// safeName is rapid's directory name for a test (its kindaSafeFilename).
+func safeName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
 }
 
 // ModelProperty is the property ModelTest checks: random Begin, Complete,
@@ -72,7 +148,7 @@ func ModelTest(t *testing.T, f Factory) {
 // given variant ("" for the factory's default).
 func ModelProperty(f Factory, variant string) func(*rapid.T) {
 	return func(rt *rapid.T) {
-		mt := timesFor(f.Clock)
+		mt := timesFor(f.Clock, f.Semantics)
 		cfg := stores.Config{LockTTL: mt.cfg.LockTTL, Retention: mt.cfg.Retention, Variant: variant,
 			Namespace: fmt.Sprintf("m%d", namespaceSeq.Add(1)+uint64(time.Now().UnixNano()))}
 		s, err := f.Open(cfg)
@@ -81,14 +157,19 @@ func ModelProperty(f Factory, variant string) func(*rapid.T) {
 		}
 		defer s.Close()
 		d := newDriver(f.Clock, mt, s)
-		rt.Repeat(map[string]func(*rapid.T){
+		d.fence, d.perRequestLease = f.Fence, f.Semantics.PerRequestLease
+		actions := map[string]func(*rapid.T){
 			"begin":    d.begin,
 			"complete": d.complete,
 			"release":  d.release,
 			"advance":  d.advance,
 			"prune":    d.prune,
 			"invalid":  d.invalid,
-		})
+		}
+		if _, ok := s.(stores.Extender); ok {
+			actions["extend"] = d.extend
+		}
+		rt.Repeat(actions)
 	}
 }
 
@@ -113,6 +194,11 @@ type driver struct {
 	lastClient int
 	lastKey    stores.KeyRef
 	ctx        context.Context
+	// what the store declares: its fence (each key's last number seen),
+	// and whether requests choose their lease
+	fence           stores.Fence
+	fences          map[stores.KeyRef]uint64
+	perRequestLease bool
 }
 
 var (
@@ -129,6 +215,7 @@ func newDriver(c stores.ClockSource, mt modelTimes, s stores.Store) *driver {
 		skews:    []time.Duration{0, ttl / 2, -ttl / 2}, // three clients, two skewed
 		possible: map[stores.KeyRef][]models.State{},
 		history:  map[stores.KeyRef][]string{},
+		fences:   map[stores.KeyRef]uint64{},
 		ctx:      context.Background(),
 	}
 }
@@ -150,10 +237,15 @@ func (d *driver) states(k stores.KeyRef) []models.State {
 }
 
 // check steps the model with the call and its answer and fails with the
-// key's history when no state allows that answer.
-func (d *driver) check(rt *rapid.T, in models.Input, out models.Output) {
+// key's history when no state allows that answer. err is the store's
+// error, shown beside its answer ("fenced: …").
+func (d *driver) check(rt *rapid.T, in models.Input, out models.Output, err error) {
 	k := in.Key
-	d.history[k] = append(d.history[k], models.DescribeOperation(in, out))
+	line := fmt.Sprintf("%s  %s", d.stamp(in.Now), models.DescribeOperation(in, out))
+	if err != nil {
+		line += fmt.Sprintf("  (the store said: %v)", err)
+	}
+	d.history[k] = append(d.history[k], line)
 	var next []models.State
 	for _, s := range d.states(k) {
 		for _, n := range models.Step(d.times.cfg, s, in, out) {
@@ -183,9 +275,13 @@ func (d *driver) begin(rt *rapid.T) {
 	}
 	d.lastClient, d.lastKey = client, k
 	fp := rapid.SampledFrom(fingerprints).Draw(rt, "fingerprint")
+	var lease time.Duration
+	if d.perRequestLease {
+		lease = rapid.SampledFrom([]time.Duration{0, d.times.cfg.LockTTL / 2, 2 * d.times.cfg.LockTTL}).Draw(rt, "lease")
+	}
 	d.nextID++
-	in := models.Input{Kind: models.Begin, Key: k, Fingerprint: fp, Now: d.now(client), ID: d.nextID}
-	dec, err := d.store.Begin(d.ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: in.Now})
+	in := models.Input{Kind: models.Begin, Key: k, Fingerprint: fp, Now: d.now(client), ID: d.nextID, Lease: lease}
+	dec, err := d.store.Begin(d.ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: in.Now, Lease: lease})
 	if err != nil {
 		rt.Fatalf("Begin(%s): unexpected error: %v", k, err)
 	}
@@ -194,8 +290,32 @@ func (d *driver) begin(rt *rapid.T) {
 	}
 	if dec.Outcome == stores.Claimed {
 		d.claims = append(d.claims, claim{k, dec.Token})
+		d.checkFence(rt, k, dec.Token)
 	}
-	d.check(rt, in, models.Output{Decision: dec})
+	d.check(rt, in, models.Output{Decision: dec}, nil)
+}
+
+// checkFence holds a store that declares a fence to it: each claim of a
+// key carries a greater number than the last (the calls here are one at a
+// time, so every claim follows the last).
+func (d *driver) checkFence(rt *rapid.T, k stores.KeyRef, tok stores.Token) {
+	if d.fence == nil {
+		return
+	}
+	n, ok := d.fence(tok)
+	if !ok {
+		rt.Fatalf("fencing: the token %q of a claim of %s carries no fencing number", tok, k)
+	}
+	if last, seen := d.fences[k]; seen && n <= last {
+		rt.Fatalf("fencing: a claim of %s carries fencing number %d, not above the last claim's %d\n  history of the key:\n    %s",
+			k, n, last, strings.Join(d.history[k], "\n    "))
+	}
+	d.fences[k] = n
+}
+
+// stamp prints a time of the test's clock for the key's history.
+func (d *driver) stamp(t time.Time) string {
+	return t.Format("15:04:05.000")
 }
 
 // adversarialKeys are the keys the model test draws from: one family of
@@ -250,7 +370,24 @@ func (d *driver) complete(rt *rapid.T) {
 	if err != nil && !errors.Is(err, stores.ErrFenced) {
 		rt.Fatalf("Complete(%s): unexpected error: %v", c.key, err)
 	}
-	d.check(rt, in, models.Output{Fenced: err != nil})
+	d.check(rt, in, models.Output{Fenced: err != nil}, err)
+}
+
+// extend renews a claim's lease, for a store that implements
+// stores.Extender.
+func (d *driver) extend(rt *rapid.T) {
+	c, ok := d.pickClaim(rt)
+	if !ok {
+		rt.Skip("no claim yet")
+	}
+	d.nextID++
+	in := models.Input{Kind: models.Extend, Key: c.key, Token: c.token, ID: d.nextID, Called: d.now(0)}
+	err := d.store.(stores.Extender).Extend(d.ctx, c.key, c.token, in.Called)
+	in.Now = d.now(0)
+	if err != nil && !errors.Is(err, stores.ErrFenced) {
+		rt.Fatalf("Extend(%s): unexpected error: %v", c.key, err)
+	}
+	d.check(rt, in, models.Output{Fenced: err != nil}, err)
 }
 
 func (d *driver) release(rt *rapid.T) {
@@ -265,16 +402,26 @@ func (d *driver) release(rt *rapid.T) {
 	if err != nil && !errors.Is(err, stores.ErrFenced) {
 		rt.Fatalf("Release(%s): unexpected error: %v", c.key, err)
 	}
-	d.check(rt, in, models.Output{Fenced: err != nil})
+	d.check(rt, in, models.Output{Fenced: err != nil}, err)
 }
 
+// advance moves time on (a manual clock jumps; for a server-clock store
+// the test sleeps), and notes it in every key's history, so a failure
+// shows the time that passed between two calls.
 func (d *driver) advance(rt *rapid.T) {
 	by := rapid.SampledFrom(d.times.advances).Draw(rt, "advance")
 	if d.clockSrc == stores.ServerClock {
 		time.Sleep(by)
-		return
+	} else {
+		d.clock.Advance(by)
 	}
-	d.clock.Advance(by)
+	how := "the clock moves"
+	if d.clockSrc == stores.ServerClock {
+		how = "the test sleeps"
+	}
+	for k := range d.history {
+		d.history[k] = append(d.history[k], fmt.Sprintf("%s  — %s %v —", d.stamp(d.now(0)), how, by))
+	}
 }
 
 // prune asks the store to prune; the model allows any key older than the
@@ -287,7 +434,7 @@ func (d *driver) prune(rt *rapid.T) {
 	in.Now = d.now(0) // a server-clock store pruned by its own clock, no later than this
 	for k := range d.possible {
 		in.Key = k
-		d.check(rt, in, models.Output{})
+		d.check(rt, in, models.Output{}, nil)
 	}
 }
 

@@ -58,22 +58,36 @@ func Run(t *testing.T, f Factory) {
 // Inapplicable says why a scenario cannot run on the factory's store, or ""
 // if it can.
 func Inapplicable(f Factory, sc scenario.Scenario) string {
-	if sc.Needs != "" {
-		return fmt.Sprintf("scenario %s needs %s, which a Factory cannot provide", sc.Name, sc.Needs)
+	if why := sc.WhyNot(options(f).Caps()); why != "" {
+		return fmt.Sprintf("scenario %s: %s", sc.Name, why)
 	}
 	return ""
+}
+
+// options are the run options of a factory's store: its declarations, and
+// the address, proxies and server control it offers.
+func options(f Factory) harness.Options {
+	o := harness.DefaultOptions()
+	o.Backend = stores.Backend{Name: f.Name, Clock: f.Clock}
+	o.OpenStore = func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {
+		return f.Open(cfg)
+	}
+	if f.OpenAt != nil {
+		o.OpenAt = func(_ context.Context, addr string, cfg stores.Config) (stores.Store, error) {
+			return f.OpenAt(addr, cfg)
+		}
+	}
+	o.Addr, o.Net, o.Server = f.Addr, f.Network, f.Server
+	o.Semantics, o.Fence = f.Semantics, f.Fence
+	return o
 }
 
 // CheckScenario runs one scenario of the harness on a fresh store from the
 // factory and writes its results directory (report.md, traces, history).
 // It is Run without the testing.T, for programs and examples.
 func CheckScenario(ctx context.Context, f Factory, scenario string) (*harness.Summary, string, error) {
-	o := harness.DefaultOptions()
-	o.Backend = stores.Backend{Name: f.Name, Clock: f.Clock}
+	o := options(f)
 	o.Scenarios = []string{scenario}
-	o.OpenStore = func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {
-		return f.Open(cfg)
-	}
 	sum, err := harness.Run(ctx, o)
 	if err != nil {
 		return nil, "", err
