@@ -39,6 +39,9 @@ func Run(t *testing.T, f Factory) {
 			case check.Pass:
 				os.RemoveAll(dir)
 				t.Logf("%d store calls, %d keys, at most %d Begins at once on a key, faults %v", s.Ops, s.Keys, s.MaxConcurrentBegins, s.Faults)
+			case check.Skipped:
+				os.RemoveAll(dir)
+				t.Skip(s.Skipped)
 			case check.Fail:
 				for _, v := range s.Violations {
 					t.Errorf("%s: %s on key %s: %s", sc.Name, v.Checker, v.Key, v.Detail)
