@@ -253,7 +253,12 @@ func TraceLines(h *history.History, l *history.Ledger, key string) []string {
 			continue
 		}
 		ret := history.Millis(op.Return)
-		ls = append(ls, traceLine{op.Call, fmt.Sprintf("%9s  client %-3d %s   (returned %s)", history.Millis(op.Call), op.Client, models.DescribeOperation(op.Input, op.Output), ret)})
+		line := fmt.Sprintf("%9s  client %-3d %s   (returned %s)", history.Millis(op.Call), op.Client, models.DescribeOperation(op.Input, op.Output), ret)
+		if op.Err != "" {
+			// The store's own words: why it fenced, or why no answer came.
+			line += "   store said: " + op.Err
+		}
+		ls = append(ls, traceLine{op.Call, line})
 	}
 	for _, wr := range h.Work() {
 		if wr.Key.String() != key {

@@ -246,7 +246,11 @@ func fate(claim history.Op, tok stores.Token, ops []history.Op, work []history.W
 		case op.Output.Unknown:
 			evs = append(evs, ev{op.Call, fmt.Sprintf("%s at %s: no answer (%s)", verb, ms(op.Call), op.Err)})
 		case op.Output.Fenced:
-			evs = append(evs, ev{op.Call, fmt.Sprintf("%s FENCED at %s", verb, ms(op.Return))})
+			text := fmt.Sprintf("%s FENCED at %s", verb, ms(op.Return))
+			if op.Err != "" {
+				text += " (" + op.Err + ")"
+			}
+			evs = append(evs, ev{op.Call, text})
 		case op.Input.Kind == models.Complete:
 			evs = append(evs, ev{op.Call, fmt.Sprintf("saved %d %q at %s", op.Input.Response.Status, op.Input.Response.Body, ms(op.Return))})
 		default:
