@@ -1,6 +1,7 @@
 package lease_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -45,6 +46,32 @@ func TestNeedsItsDeclarations(t *testing.T) {
 				t.Fatalf("the failure does not come from the model:\n%s", msg)
 			}
 		})
+	}
+}
+
+// ignoresLease is the lease store with its per-request lease broken: every
+// claim gets LockTTL whatever the request asked for.
+type ignoresLease struct{ *lease.Store }
+
+func (s ignoresLease) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	req.Lease = 0
+	return s.Store.Begin(ctx, req)
+}
+
+// TestDeclarationsAreHeldToTheirWord: a store that declares per-request
+// leases but gives every claim LockTTL fails the model test: a declaration
+// is a promise the suite checks, not only a licence.
+func TestDeclarationsAreHeldToTheirWord(t *testing.T) {
+	f := factory(lease.Semantics, lease.Fence)
+	f.Open = func(cfg stores.Config) (stores.Store, error) {
+		s, err := lease.New(cfg, nil)
+		if err != nil {
+			return nil, err
+		}
+		return ignoresLease{s}, nil
+	}
+	if msg := idemtest.ExpectFailure(t, f, stores.Correct); !strings.Contains(msg, "model forbids") {
+		t.Fatalf("the failure does not come from the model:\n%s", msg)
 	}
 }
 
