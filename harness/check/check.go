@@ -311,6 +311,9 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 	for _, k := range keys {
 		work := byKeyRuns[k]
 		for i, a := range work {
+			// Every later run that overlapped a's while a was healthy: one
+			// violation names them all, as the timeline shows them.
+			var with []history.WorkRun
 			for _, b := range work[i+1:] {
 				if b.Token == a.Token || b.Start >= a.End || unhealthy(fs, a.Client, a.Key) {
 					continue
@@ -323,10 +326,20 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 					excused++
 					continue
 				}
-				vs = append(vs, Violation{Exclusive, a.Key.String(), fmt.Sprintf(
-					"clients %d and %d ran the work of %s at once: client %d (token %s) from %s to %s, client %d (token %s) from %s; client %d was healthy",
-					a.Client, b.Client, a.Key, a.Client, tok(a.Token), ms(a.Start), ms(a.End), b.Client, tok(b.Token), ms(b.Start), a.Client)})
+				with = append(with, b)
 			}
+			if len(with) == 0 {
+				continue
+			}
+			clients := []string{fmt.Sprint(a.Client)}
+			runs := []string{fmt.Sprintf("client %d (token %s) from %s to %s", a.Client, tok(a.Token), ms(a.Start), ms(a.End))}
+			for _, b := range with {
+				clients = append(clients, fmt.Sprint(b.Client))
+				runs = append(runs, fmt.Sprintf("client %d (token %s) from %s", b.Client, tok(b.Token), ms(b.Start)))
+			}
+			vs = append(vs, Violation{Exclusive, a.Key.String(), fmt.Sprintf(
+				"clients %s ran the work of %s at once: %s; client %d was healthy",
+				andList(clients), a.Key, strings.Join(runs, ", "), a.Client)})
 		}
 	}
 	sortViolations(vs)
@@ -541,6 +554,7 @@ func checkLinearizable(e Evidence, ops []history.Op) Result {
 	pops := porcupineOps(ops)
 	res, info := porcupine.CheckOperationsVerbose(model, pops, e.LinTimeout)
 	if e.Visualization != nil {
+		info.AddAnnotations(keyLabels(pops))
 		_ = porcupine.Visualize(model, info, e.Visualization)
 	}
 	switch res {
@@ -669,4 +683,33 @@ func monotonicFences(fence stores.Fence, k stores.KeyRef, claims []history.Op) [
 		}
 	}
 	return vs
+}
+
+// andList joins words as prose: "a", "a and b", "a, b and c".
+func andList(words []string) string {
+	if len(words) <= 1 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+}
+
+// keyLabels labels porcupine's picture with the keys: one annotation row
+// per key ("key t0/order-o003"), spanning the key's first call to its last
+// answer, since the picture itself only numbers its partitions.
+func keyLabels(pops []porcupine.Operation) []porcupine.Annotation {
+	var out []porcupine.Annotation
+	for _, part := range models.PartitionByKey(pops) {
+		k := part[0].Input.(models.Input).Key
+		start, end := part[0].Call, part[0].Call
+		for _, op := range part {
+			start = min(start, op.Call)
+			if op.Return != history.Never {
+				end = max(end, op.Return)
+			}
+			end = max(end, op.Call)
+		}
+		out = append(out, porcupine.Annotation{Tag: "key " + k.String(), Start: start, End: end,
+			Description: k.String(), Details: fmt.Sprintf("%d operations on key %s", len(part), k)})
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package check_test
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -180,6 +181,19 @@ func TestExclusive(t *testing.T) {
 		r.work(1, "a", 1, 50)
 		r.work(2, "b", 20, 60)
 		want(t, r, check.Exclusive, check.Fail, "ran the work of")
+	})
+	t.Run("one violation names every client that overlapped a healthy owner", func(t *testing.T) {
+		r := newRec()
+		r.work(1, "a", 1, 50)
+		r.work(2, "b", 20, 60)
+		r.work(3, "c", 30, 70)
+		got := r.judge(t, check.Exclusive)
+		if got.Verdict != check.Fail || len(got.Violations) == 0 {
+			t.Fatalf("%s: %s", got.Verdict, got.Detail)
+		}
+		if d := got.Violations[0].Detail; !strings.HasPrefix(d, "clients 1, 2 and 3 ran the work of") {
+			t.Fatalf("the first violation does not name all three clients: %s", d)
+		}
 	})
 	t.Run("work after work passes", func(t *testing.T) {
 		r := newRec()
@@ -404,5 +418,16 @@ func TestDocsAndPreference(t *testing.T) {
 		if r.Checker != check.Docs[i].Name {
 			t.Errorf("result %d is %s, doc %d is %s", i, r.Checker, i, check.Docs[i].Name)
 		}
+	}
+}
+
+// TestVisualizationNamesItsKeys: porcupine's page carries a labelled row
+// per key, so a reader can tell which partition is which.
+func TestVisualizationNamesItsKeys(t *testing.T) {
+	r := happy()
+	var page bytes.Buffer
+	check.Run(check.Evidence{Hist: r.h, Ledger: r.l, Model: model, ProbeClient: probe, LinTimeout: 10 * time.Second, Visualization: &page})
+	if !strings.Contains(page.String(), "key t0/order-o000") {
+		t.Fatalf("the visualisation (%d bytes) has no row labelled with the key", page.Len())
 	}
 }
