@@ -6,6 +6,7 @@
 #   make mutants [STORE=…] [SEED=1]       hunt every mutant of the store; the correct store must pass
 #   make mutants-20 [STORE=…] [SEED=1]    the same on 20 consecutive seeds: each mutant must die on every one
 #   make soak [STORE=…] [SEEDS=200]     every scenario on SEEDS seeds beside CPU hogs: 0 failures on a correct store
+#   make determinism  every sched-* scenario 10 times per backend on one seed: the traces must be byte-identical
 #   make lint        go vet, gofmt and staticcheck
 
 STORE    ?= sqlite
@@ -23,7 +24,7 @@ STATICCHECK_VERSION := v0.8.2
 RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/worker \
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite
 
-.PHONY: soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed
+.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -55,6 +56,9 @@ mutants-20: build servers-if-needed
 
 soak: build servers-if-needed
 	@./$(BIN) soak --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED) --seeds $(SEEDS); $(explain)
+
+determinism: images
+	IDEM_REQUIRE_SERVERS=1 IDEM_DETERMINISM_RUNS=10 $(GO) test -count=1 -run TestScheduledRunsAreDeterministic -v ./harness
 
 vet:
 	$(GO) vet ./...

@@ -25,6 +25,9 @@ const (
 	// trips is interleaved there by the scheduler even where nobody put a
 	// failpoint between them.
 	BeforeRoundTrip = "store.round-trip"
+	// WaitTurn is where a store is about to wait for a lock another client
+	// of the same process holds (SQLite's writer turn). See Wait.
+	WaitTurn = "store.wait-turn"
 )
 
 // ErrCrashed is returned by Hit when the armed action is a crash: the caller
@@ -61,6 +64,31 @@ func Hit(ctx context.Context, name string) error {
 		return nil
 	}
 	return h.Hit(ctx, name)
+}
+
+// Waiter is a Handler that can hold a client that would otherwise block on
+// a lock (harness/sched): it parks the client at the named failpoint and
+// lets it go, to try the lock again, when its turn comes. The scheduler
+// then sees blocking as an event, not as a client that went quiet for a
+// while, so the same seed makes the same choices however loaded the
+// machine is.
+type Waiter interface {
+	Handler
+	// Waits reports whether the handler holds waiting clients now (a
+	// scheduler that has let every client run freely does not).
+	Waits() bool
+}
+
+// Wait is called by a store that found a lock taken and is about to block
+// on it: under a Waiter it parks at name and returns true, and the store
+// tries the lock again; otherwise it returns false at once and the store
+// blocks as usual.
+func Wait(ctx context.Context, name string) (bool, error) {
+	w, ok := ctx.Value(handlerKey{}).(Waiter)
+	if !ok || w == nil || !w.Waits() {
+		return false, nil
+	}
+	return true, w.Hit(ctx, name)
 }
 
 // Pause blocks for d or until ctx ends, like a GC pause or a stalled disk.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemcheck/idemcheck/harness/check"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -95,7 +97,7 @@ func TestList(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &l); err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Checkers) != 7 || len(l.Scenarios) < 6 || len(l.Stores) < 2 {
+	if len(l.Checkers) != len(check.Docs) || len(l.Scenarios) < 6 || len(l.Stores) < 2 {
 		t.Fatalf("list is short: %d checkers, %d scenarios, %d stores", len(l.Checkers), len(l.Scenarios), len(l.Stores))
 	}
 }
@@ -141,7 +143,7 @@ func TestCheckSQLite(t *testing.T) {
 			continue
 		}
 		ran[s.Name] = true
-		if s.Ops < 20 || len(s.Checkers) != 7 {
+		if s.Ops < 20 || len(s.Checkers) != len(check.Docs) {
 			t.Errorf("scenario %s: %d ops, %d checkers", s.Name, s.Ops, len(s.Checkers))
 		}
 		if s.Name == "race" && s.MaxConcurrentBegins < 3 {

@@ -327,6 +327,10 @@ type schedYield struct {
 	crashed bool
 }
 
+// Waits passes on the scheduler's faults.Waiter: a client of an episode
+// about to block on a lock in the store parks instead.
+func (p *schedYield) Waits() bool { return p.client.Waits() }
+
 func (p *schedYield) Hit(ctx context.Context, name string) error {
 	if name == p.crashAt && !p.crashed {
 		p.crashed = true

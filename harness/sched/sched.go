@@ -123,6 +123,11 @@ func (c *Client) Hit(ctx context.Context, name string) error {
 	}
 }
 
+// Waits makes the client a faults.Waiter: until the scheduler lets every
+// client run freely, a client about to block on a lock in the store parks
+// at faults.WaitTurn instead, and tries the lock again when let go.
+func (c *Client) Waits() bool { return !c.s.isFree() }
+
 // Trace records a statement the client ran and what it saw.
 func (c *Client) Trace(_ context.Context, stmt, result string) {
 	c.s.record(Event{Kind: Statement, Client: c.name, Stmt: stmt, Result: result})

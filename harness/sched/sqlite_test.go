@@ -14,9 +14,11 @@ import (
 
 // TestSQLiteWriteLockHolderIsDetected: on a real SQLite file, A parks inside
 // its Begin at begin.before-commit, holding the write lock; B, let run,
-// blocks on it. The scheduler sees B reach no failpoint, lets A commit, and
-// B then answers (in flight: A's claim). Nobody waits for SQLite's busy
-// timeout.
+// finds the lock taken and parks at store.wait-turn (faults.Wait) instead
+// of blocking where the scheduler cannot see: its wait is an event, not a
+// timeout, so the same choices give the same run however loaded the
+// machine is. A commits, and B then answers (in flight: A's claim).
+// Nobody waits for SQLite's busy timeout.
 func TestSQLiteWriteLockHolderIsDetected(t *testing.T) {
 	ctx := context.Background()
 	st, err := sqlite.New(ctx, filepath.Join(t.TempDir(), "k.db"), stores.Config{LockTTL: time.Second, Retention: time.Hour})
@@ -52,13 +54,16 @@ func TestSQLiteWriteLockHolderIsDetected(t *testing.T) {
 	if da.Outcome != stores.Claimed || db.Outcome != stores.InFlight {
 		t.Errorf("A %v, B %v; want claimed and in flight", da.Outcome, db.Outcome)
 	}
-	blocked := false
+	waited := false
 	for _, e := range s.Log() {
-		if e.Kind == sched.Blocked && e.Client == "B" {
-			blocked = true
+		if e.Kind == sched.Parked && e.Client == "B" && e.Failpoint == faults.WaitTurn {
+			waited = true
+		}
+		if e.Kind == sched.Blocked {
+			t.Errorf("%s was taken for blocked after a timeout: a wait for the write lock must be an event", e.Client)
 		}
 	}
-	if !blocked {
+	if !waited {
 		t.Errorf("B's wait for the write lock was not seen: %v", s.Log())
 	}
 	if d := time.Since(start); d >= sqlite.BusyTimeout {

@@ -96,6 +96,17 @@ type Client struct {
 // stopping at an error.
 type chain []faults.Handler
 
+// Waits makes the chain a faults.Waiter when one of its handlers is one
+// that holds waiting clients now (a scheduler's).
+func (c chain) Waits() bool {
+	for _, h := range c {
+		if w, ok := h.(faults.Waiter); ok && w.Waits() {
+			return true
+		}
+	}
+	return false
+}
+
 func (c chain) Hit(ctx context.Context, name string) error {
 	for _, h := range c {
 		if h == nil {

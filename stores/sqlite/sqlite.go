@@ -120,10 +120,19 @@ func (s *Store) write(ctx context.Context) (done func(), err error) {
 	if err := faults.Hit(ctx, faults.BeforeRoundTrip); err != nil {
 		return nil, err
 	}
-	select {
-	case s.writer <- struct{}{}:
-		return func() { <-s.writer }, nil
-	default:
+	for {
+		select {
+		case s.writer <- struct{}{}:
+			return func() { <-s.writer }, nil
+		default:
+		}
+		// Taken: under a scheduler, wait as one of its steps (and try
+		// again when let go) rather than block where it cannot see.
+		if held, err := faults.Wait(ctx, faults.WaitTurn); err != nil {
+			return nil, err
+		} else if !held {
+			break
+		}
 	}
 	t := time.NewTimer(s.busyTimeout)
 	defer t.Stop()
