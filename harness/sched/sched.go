@@ -99,6 +99,10 @@ type Client struct {
 	spun     bool   // its last turn ended where it began: it backs off
 	deadline time.Time
 	lastRun  int
+	// recheck: it was blocked, and another client has run since, which
+	// may have freed what it waits for; it is waited for like a running
+	// client (Block after the world last moved) before the next choice.
+	recheck bool
 }
 
 // Name is the client's name in options and traces.
@@ -287,7 +291,10 @@ func (s *Scheduler) loop(ctx context.Context) error {
 			d := time.Until(r.deadline)
 			if d <= 0 {
 				r.state = blocked
-				s.record(Event{Kind: Blocked, Client: r.name})
+				if !r.recheck {
+					s.record(Event{Kind: Blocked, Client: r.name})
+				}
+				r.recheck = false
 				continue
 			}
 			t := time.NewTimer(d)
@@ -404,6 +411,14 @@ func (s *Scheduler) drain() {
 
 func (s *Scheduler) apply(ev event) {
 	c := ev.c
+	c.recheck = false
+	// The world moved: a client still being rechecked gets a full Block
+	// from now to show that it was freed.
+	for _, o := range s.clients {
+		if o.recheck && o.state == running {
+			o.deadline = time.Now().Add(s.opts.Block)
+		}
+	}
 	if ev.done {
 		c.state = done
 		s.record(Event{Kind: Finished, Client: c.name})
@@ -420,6 +435,15 @@ func (s *Scheduler) apply(ev event) {
 }
 
 func (s *Scheduler) grant(c *Client) {
+	// A client blocked inside the store may be freed by what c does next
+	// (a commit that releases a row lock): it is waited for again, so
+	// whether it got through before the next choice does not depend on
+	// how fast the machine is, only on whether it was freed.
+	for _, o := range s.clients {
+		if o.state == blocked {
+			o.state, o.deadline, o.recheck = running, time.Now().Add(s.opts.Block), true
+		}
+	}
 	c.state, c.deadline, c.lastRun, c.from = running, time.Now().Add(s.opts.Block), s.steps, c.at
 	s.record(Event{Kind: Granted, Client: c.name, Failpoint: c.at})
 	c.grant <- struct{}{}
