@@ -157,9 +157,9 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 
 	h := history.New()
 	ledger := history.NewLedger()
-	prov, err := startProvider(*provPort, httpload.ProviderConfig{Latency: *provLatency, FailRate: *provFail, Seed: *seed}, h, ledger)
+	prov, err := httpload.StartProvider(httpload.ProviderConfig{Latency: *provLatency, FailRate: *provFail, Seed: *seed}, h, ledger, *provPort)
 	if err != nil {
-		return exitUsage, err
+		return exitUsage, fmt.Errorf("http: %v", err)
 	}
 	defer prov.Close()
 
@@ -203,7 +203,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}
 		for _, in := range insts {
 			if err := ready(ctx, in); err != nil {
-				return exitUsage, fmt.Errorf("http: %v", err)
+				return exitUsage, fmt.Errorf("http: %v (its log: %s)", err, filepath.Join(dir, in.Name+".log"))
 			}
 		}
 	} else {
@@ -298,13 +298,4 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	fmt.Fprintf(stdout, "NOT as expected: %s did not fail with cause %q\n", expChecker, expCause)
 	return exitFail, nil
-}
-
-// startProvider serves the payment provider, on port if it is not 0.
-func startProvider(port int, cfg httpload.ProviderConfig, h *history.History, l *history.Ledger) (*httpload.Provider, error) {
-	p, err := httpload.StartProvider(cfg, h, l, port)
-	if err != nil {
-		return nil, fmt.Errorf("http: %v", err)
-	}
-	return p, nil
 }

@@ -99,7 +99,7 @@ func (in *Instance) Ready(ctx context.Context, timeout time.Duration, ping func(
 			in.mu.Lock()
 			err := in.err
 			in.mu.Unlock()
-			return fmt.Errorf("instance %s exited before it answered HTTP on port %d (%v; see its log)", in.Name, in.Port, err)
+			return fmt.Errorf("instance %s exited before it answered HTTP on port %d (%v)", in.Name, in.Port, err)
 		case <-ctx.Done():
 			return ctx.Err()
 		default:

@@ -305,8 +305,10 @@ func Ping(ctx context.Context, url string, timeout time.Duration) error {
 			return fmt.Errorf("target %s: connection refused (nothing listens there)", url)
 		case errors.As(err, &ne) && ne.Timeout():
 			return fmt.Errorf("target %s: no HTTP answer within %v", url, timeout)
-		case strings.Contains(err.Error(), "malformed HTTP"), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			return fmt.Errorf("target %s: %w (it answered: %v)", url, errNotHTTP, shortErr(err))
+		case strings.Contains(err.Error(), "malformed HTTP"):
+			return fmt.Errorf("target %s: %w: it answered, but not in HTTP", url, errNotHTTP)
+		case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return fmt.Errorf("target %s: %w: it closed the connection without an HTTP answer", url, errNotHTTP)
 		}
 		return fmt.Errorf("target %s: %v", url, err)
 	}
