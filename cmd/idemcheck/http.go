@@ -249,7 +249,11 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	fctx, stopFaults := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var faultErr error
-	wg.Add(1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		httpfault.WatchStalls(fctx, h, 300*time.Millisecond)
+	}()
 	go func() {
 		defer wg.Done()
 		if insts == nil {

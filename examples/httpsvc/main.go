@@ -52,7 +52,8 @@ var variants = []string{"correct", "lock-in-process", "no-fingerprint", "memory-
 
 func main() {
 	variant := flag.String("variant", "correct", fmt.Sprint("middleware: ", variants))
-	lockTTL := flag.Duration("lock-ttl", 2*time.Second, "a claim older than this is stale (longer than any honest charge)")
+	lockTTL := flag.Duration("lock-ttl", 5*time.Second, "a claim older than this is stale: it must outlast the charge's deadline (-charge-timeout)")
+	chargeTimeout := flag.Duration("charge-timeout", 2*time.Second, "deadline of the whole charge, provider call included")
 	flag.Parse()
 	port, provider, addr := os.Getenv("PORT"), os.Getenv("IDEM_PROVIDER_URL"), os.Getenv("IDEM_STORE_ADDR")
 	if port == "" || provider == "" {
@@ -64,7 +65,10 @@ func main() {
 	}
 	ctx := context.Background()
 	cfg := stores.Config{LockTTL: *lockTTL, Retention: time.Hour, Variant: stores.Correct, Namespace: ns}
-	svc := &service{provider: provider, http: &http.Client{Timeout: 5 * time.Second}, policy: stores.SaveError}
+	if *chargeTimeout >= *lockTTL {
+		log.Fatalf("httpsvc: -charge-timeout %v must be shorter than -lock-ttl %v, or a slow charge is taken over and runs twice", *chargeTimeout, *lockTTL)
+	}
+	svc := &service{provider: provider, http: &http.Client{}, chargeTimeout: *chargeTimeout, policy: stores.SaveError}
 	var err error
 	switch *variant {
 	case "correct", "no-fingerprint", "release-on-error":
@@ -94,6 +98,7 @@ func main() {
 
 type service struct {
 	provider      string
+	chargeTimeout time.Duration
 	http          *http.Client
 	store         stores.Store
 	policy        stores.ErrorPolicy
@@ -147,8 +152,11 @@ func (s *service) orders(w http.ResponseWriter, r *http.Request) {
 	reply(w, res.Response)
 }
 
-// charge calls the provider once: one effect.
+// charge calls the provider once: one effect. Its deadline is shorter
+// than the lock's TTL, so that no honest charge outlives its claim.
 func (s *service) charge(ctx context.Context, o order) (stores.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.chargeTimeout)
+	defer cancel()
 	b, _ := json.Marshal(o)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.provider, bytes.NewReader(b))
 	if err != nil {

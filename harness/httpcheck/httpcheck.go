@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 )
@@ -170,6 +171,9 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 				continue
 			}
 			cause, why := classify(oxs, first, second)
+			if d := stalled(fs, first.At, second.At); d > 0 {
+				why += fmt.Sprintf(" (idemcheck itself stood still for %v between them: a charge held that long may outlive a lock TTL that is too short)", d)
+			}
 			key := order
 			if len(oxs) > 0 {
 				key = oxs[0].Key
@@ -188,6 +192,18 @@ func via(c history.Charge) string {
 		return "an instance"
 	}
 	return c.Via
+}
+
+// stalled is how long idemcheck's own process stood still between from
+// and to.
+func stalled(fs []history.Fault, from, to int64) time.Duration {
+	var d time.Duration
+	for _, f := range fs {
+		if f.Kind == history.FaultStall && f.End >= from && f.Start <= to {
+			d += time.Duration(f.End - f.Start)
+		}
+	}
+	return d.Round(time.Millisecond)
 }
 
 // killedBetween reports whether an instance was killed between from and to.

@@ -228,3 +228,26 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// WatchStalls records, until ctx ends, every window longer than threshold
+// in which this process did not run (a loaded machine, a long GC): the
+// provider and the proxies live here, so a stall holds every charge and
+// every request, and the report shows it beside what it may explain.
+func WatchStalls(ctx context.Context, h *history.History, threshold time.Duration) {
+	const tick = 20 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	last := h.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := h.Now()
+		if time.Duration(now-last) > threshold+tick {
+			h.AddFault(history.Fault{Client: -1, Kind: history.FaultStall, Failpoint: "idemcheck", Start: last, End: now})
+		}
+		last = now
+	}
+}
