@@ -9,8 +9,9 @@
 //     that is not shared between instances), the second came after an
 //     error answer (a claim released although the charge went through),
 //     or after the first had finished (a record lost or not shared: a map
-//     in memory, a restart). A second charge after an instance was killed
-//     between the two, whose first charge no client ever saw, is excused:
+//     in memory, a restart). A second charge after the instance that made
+//     the first was killed between the two, when no client ever saw the
+//     first, is excused:
 //     an owner that dies between the effect and saving it cannot be told
 //     from one that died before the effect (at-least-once after a crash).
 //   - replay-fidelity: every answer for a key and its body after the first
@@ -165,7 +166,7 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 		oxs := xByOrder[order]
 		for i := 1; i < len(cs); i++ {
 			first, second := cs[i-1], cs[i]
-			if killedBetween(fs, first.At, second.At) && !delivered(oxs, first.ID, second.At) {
+			if killedBetween(fs, first.Via, first.At, second.At) && !delivered(oxs, first.ID, second.At) {
 				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) after an instance was killed between the two, and no client saw %s: at-least-once after a crash, excused",
 					order, second.ID, first.ID, first.ID))
 				continue
@@ -206,10 +207,11 @@ func stalled(fs []history.Fault, from, to int64) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
-// killedBetween reports whether an instance was killed between from and to.
-func killedBetween(fs []history.Fault, from, to int64) bool {
+// killedBetween reports whether the instance (any, when the provider could
+// not tell which) was killed between from and to.
+func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
 	for _, f := range fs {
-		if f.Kind == history.FaultInstanceKill && f.Start >= from && f.Start <= to {
+		if f.Kind == history.FaultInstanceKill && (inst == "" || f.Failpoint == inst) && f.Start >= from && f.Start <= to {
 			return true
 		}
 	}

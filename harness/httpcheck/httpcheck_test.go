@@ -94,6 +94,15 @@ func TestAtMostOnceCauses(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
+	t.Run("a kill of another instance excuses nothing", func(t *testing.T) {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+		e.charge("o", "i1", 20)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i3", Start: 30, End: 40})
+		e.x(0, "i2", history.PurposeRetry, "k", "o", "b", 60, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i2", 70)
+		wantCause(t, e.result(t, AtMostOnce), CauseConcurrent)
+	})
 }
 
 func TestReplayStatusLiveness(t *testing.T) {
