@@ -49,6 +49,8 @@ type Exchange struct {
 	Status   int    `json:"status,omitempty"` // 0 when no answer came
 	Reply    string `json:"reply,omitempty"`
 	Err      string `json:"err,omitempty"`
+	// ErrAt is when the error that ended an unanswered exchange came.
+	ErrAt int64 `json:"err_at,omitempty"`
 }
 
 // Answered reports whether an HTTP answer came back.

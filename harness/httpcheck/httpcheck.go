@@ -208,10 +208,12 @@ func stalled(fs []history.Fault, from, to int64) time.Duration {
 }
 
 // killedBetween reports whether the instance (any, when the provider could
-// not tell which) was killed between from and to.
+// not tell which) was down at some time between from and to: a kill's
+// window runs from the signal to the restart, and a charge the provider
+// counts just after the signal was sent just before the process died.
 func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
 	for _, f := range fs {
-		if f.Kind == history.FaultInstanceKill && (inst == "" || f.Failpoint == inst) && f.Start >= from && f.Start <= to {
+		if f.Kind == history.FaultInstanceKill && (inst == "" || f.Failpoint == inst) && f.End >= from && f.Start <= to {
 			return true
 		}
 	}

@@ -224,7 +224,7 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 		}
 	}
 	if err != nil {
-		x.Return, x.Err = history.Never, shortErr(err)
+		x.Return, x.Err, x.ErrAt = history.Never, shortErr(err), l.hist.Now()
 	}
 	l.hist.AddExchange(x)
 	return x

@@ -118,7 +118,8 @@ func Timeline(xs []history.Exchange, charges []history.Charge, fs []history.Faul
 			to = max(to, x.Return)
 			evs = append(evs, ev{x.Return, fmt.Sprintf("%9s  client %-3d ← %-4s %d %s", ms(x.Return), x.Client, x.Instance, x.Status, clip(x.Reply))})
 		} else {
-			evs = append(evs, ev{x.Call, fmt.Sprintf("%9s  client %-3d ✗ %-4s no answer: %s", ms(x.Call), x.Client, x.Instance, x.Err)})
+			at := max(x.ErrAt, x.Call)
+			evs = append(evs, ev{at, fmt.Sprintf("%9s  client %-3d ✗ %-4s no answer: %s", ms(at), x.Client, x.Instance, x.Err)})
 		}
 	}
 	for _, c := range charges {
