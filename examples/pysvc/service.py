@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -154,6 +155,15 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client whose connection a fault proxy reset is not our error.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 if __name__ == "__main__":
     init()
-    ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+    Server(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
