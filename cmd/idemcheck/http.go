@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,12 +139,12 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	var expChecker, expCause string
 	if *expect != "" {
 		expChecker, expCause, _ = strings.Cut(*expect, ":")
-		known := false
-		for _, c := range []string{httpcheck.AtMostOnce, httpcheck.Replay, httpcheck.Status, httpcheck.Liveness} {
-			known = known || c == expChecker
-		}
+		causes, known := httpcheck.Causes[expChecker]
 		if !known {
 			return exitUsage, usagef("http: --expect %q: unknown checker", *expect)
+		}
+		if expCause != "" && !slices.Contains(causes, expCause) {
+			return exitUsage, usagef("http: --expect %q: %s names no cause %q (its causes: %s)", *expect, expChecker, expCause, strings.Join(causes, ", "))
 		}
 	}
 	dir := *out

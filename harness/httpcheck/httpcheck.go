@@ -62,6 +62,14 @@ const (
 	Cause409      = "409-not-in-flight"
 )
 
+// Causes names, by checker, the causes its violations may carry.
+var Causes = map[string][]string{
+	AtMostOnce: {CauseConcurrent, CauseAfterError, CauseAfterDone},
+	Replay:     nil,
+	Status:     {CauseMissing, CauseLong, CauseReuse, CauseReuseRan, Cause409},
+	Liveness:   nil,
+}
+
 // Violation is one broken promise, on one key (or order).
 type Violation struct {
 	Checker string `json:"checker"`
