@@ -24,7 +24,8 @@ STATICCHECK_VERSION := v0.8.2
 # The packages whose tests also run under the race detector: the ones made
 # of goroutines, mutexes and the scheduler, on the memory and SQLite paths.
 RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/worker \
-	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite
+	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite \
+	./harness/httpload ./harness/httpfault
 
 .PHONY: soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc
 
