@@ -8,6 +8,9 @@
 #   make soak [STORE=…] [SEEDS=200]     every scenario on SEEDS seeds beside CPU hogs: 0 failures on a correct store
 #   make determinism  every sched-* scenario 10 times per backend on one seed: the traces must be byte-identical
 #   make lint        go vet, gofmt and staticcheck
+#   make check-http [HTTP_DURATION=6s] [SEED=1]  black-box mode: the example HTTP service (examples/httpsvc)
+#                    on 2 instances over a shared Redis, through faults: correct passes, each mutant fails
+#                    with the checker (and cause) that names its bug
 
 STORE    ?= sqlite
 VARIANT  ?= correct
@@ -22,9 +25,10 @@ STATICCHECK_VERSION := v0.8.2
 # The packages whose tests also run under the race detector: the ones made
 # of goroutines, mutexes and the scheduler, on the memory and SQLite paths.
 RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/worker \
-	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite
+	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite \
+	./harness/httpload ./harness/httpfault
 
-.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed
+.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -59,6 +63,31 @@ soak: build servers-if-needed
 
 determinism: images
 	IDEM_REQUIRE_SERVERS=1 IDEM_DETERMINISM_RUNS=10 $(GO) test -count=1 -run TestScheduledRunsAreDeterministic -v ./harness
+
+# The example service of the black-box mode, and its mutants with the
+# checker and cause that must name each one's bug.
+HTTPSVC       := bin/httpsvc
+HTTP_DURATION ?= 6s
+HTTP_MUTANTS  := lock-in-process=at-most-once:concurrent no-fingerprint=status-codes:422-old-answer \
+	memory-map=at-most-once:after-done release-on-error=at-most-once:after-error
+
+httpsvc:
+	$(GO) build -o $(HTTPSVC) ./examples/httpsvc
+
+check-http: build httpsvc
+	@$(MAKE) --no-print-directory images
+	@fail=0; \
+	echo "== correct: every checker must pass"; \
+	./$(BIN) http --cmd "$(HTTPSVC) -variant correct" --instances 2 --server redis --duration $(HTTP_DURATION) --seed $(SEED) \
+		--out results/check-http/correct || { echo "check-http: the correct service FAILED"; fail=1; }; \
+	for m in $(HTTP_MUTANTS); do v=$${m%%=*}; exp=$${m#*=}; \
+		echo "== mutant $$v: $$exp must fail"; mkdir -p results/check-http/$$v; \
+		./$(BIN) http --cmd "$(HTTPSVC) -variant $$v" --instances 2 --server redis --duration $(HTTP_DURATION) --seed $(SEED) \
+			--expect $$exp --out results/check-http/$$v > results/check-http/$$v.out; rc=$$?; \
+		grep -E '^(PASS|FAIL|expected|NOT|     causes)' results/check-http/$$v.out; \
+		[ $$rc = 0 ] || { echo "check-http: mutant $$v SURVIVED (exit $$rc; see results/check-http/$$v/report.txt)"; fail=1; }; \
+	done; \
+	if [ $$fail = 0 ]; then echo "check-http: correct passed, every mutant failed as expected"; fi; exit $$fail
 
 vet:
 	$(GO) vet ./...

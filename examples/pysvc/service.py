@@ -1,23 +1,25 @@
 #!/usr/bin/env python3
-"""A payment API in Python (standard library only), the worked example of
+"""A payment API in Python (standard library only): the worked example of
 idemcheck's black-box mode for a service not written in Go.
 
 POST /orders with a JSON body {"order": "...", "amount": N} and an
 Idempotency-Key header charges the order once at the payment provider whose
 URL is in IDEM_PROVIDER_URL. The idempotency middleware keeps its records
-in SQLite (IDEM_DB, a file every instance on this machine shares):
+in SQLite (IDEM_DB, one file that every instance on this machine shares):
 
   - 400 for a missing key or one longer than 255 bytes;
-  - the key is claimed atomically (INSERT ... ON CONFLICT DO NOTHING in one
-    transaction); a claim older than LOCK_TTL is stale and may be taken
-    over;
+  - the key is claimed atomically (BEGIN IMMEDIATE: one writer at a time);
+    a claim older than LOCK_TTL is stale and may be taken over;
   - 409 while another request holds the key, 422 when the key was used
     with another body (a SHA-256 fingerprint of the body);
   - the answer is saved and replayed, errors included: a provider error
-    may come after the charge went through, so it is never retried under
-    the same key.
+    may come after the charge went through, so it is never run again
+    under the same key;
+  - the save is fenced by the claim's token: an owner whose claim was
+    taken over cannot overwrite the new owner's answer.
 
-Run it under idemcheck (each instance gets PORT and IDEM_PROVIDER_URL):
+Run it under idemcheck (each instance gets PORT, IDEM_PROVIDER_URL and
+IDEM_NAMESPACE):
 
   idemcheck http --cmd "IDEM_DB=/tmp/orders.db python3 examples/pysvc/service.py" --instances 2
 """
@@ -25,12 +27,13 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-LOCK_TTL = 5.0          # seconds; longer than CHARGE_TIMEOUT
-CHARGE_TIMEOUT = 2.0    # the provider call's deadline
+LOCK_TTL = 5.0  # seconds; longer than CHARGE_TIMEOUT, so no honest charge outlives its claim
+CHARGE_TIMEOUT = 2.0  # the provider call's deadline
 MAX_KEY = 255
 PROVIDER = os.environ["IDEM_PROVIDER_URL"]
 DB = os.environ.get("IDEM_DB", "/tmp/idem-pysvc.db")
@@ -39,32 +42,35 @@ NS = os.environ.get("IDEM_NAMESPACE", "")  # keeps runs apart in one file
 
 def db():
     c = sqlite3.connect(DB, timeout=10, isolation_level=None)
-    c.execute("PRAGMA journal_mode=WAL")
     c.execute("PRAGMA busy_timeout=10000")
     return c
 
 
 def init():
     c = db()
-    c.execute("""CREATE TABLE IF NOT EXISTS idem (
+    c.execute("PRAGMA journal_mode=WAL")
+    c.execute(
+        """CREATE TABLE IF NOT EXISTS idem (
         key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, token TEXT NOT NULL,
-        state TEXT NOT NULL, claimed_at REAL NOT NULL, status INTEGER, body TEXT)""")
+        state TEXT NOT NULL, claimed_at REAL NOT NULL, status INTEGER, body TEXT)"""
+    )
     c.close()
 
 
 def begin(c, key, fp):
-    """Claim the key, or say why not: ("claimed", token) | ("replay",
-    (status, body)) | ("in-flight", None) | ("mismatch", None)."""
+    """Claim the key, or say why not: ("claimed", token), ("replay",
+    (status, body)), ("in-flight", None) or ("mismatch", None)."""
     token = os.urandom(16).hex()
     now = time.time()
     c.execute("BEGIN IMMEDIATE")
     try:
-        row = c.execute("SELECT fingerprint, token, state, claimed_at, status, body FROM idem WHERE key=?",
-                        (key,)).fetchone()
+        row = c.execute(
+            "SELECT fingerprint, state, claimed_at, status, body FROM idem WHERE key=?", (key,)
+        ).fetchone()
         if row is None:
             c.execute("INSERT INTO idem VALUES (?, ?, ?, 'in-flight', ?, NULL, NULL)", (key, fp, token, now))
             return "claimed", token
-        rfp, _, state, claimed_at, status, body = row
+        rfp, state, claimed_at, status, body = row
         if rfp != fp:
             return "mismatch", None
         if state == "done":
@@ -79,19 +85,26 @@ def begin(c, key, fp):
 
 def complete(c, key, token, status, body):
     """Save the answer, only while the claim is still ours (fencing)."""
-    cur = c.execute("UPDATE idem SET state='done', status=?, body=? WHERE key=? AND token=? AND state='in-flight'",
-                    (status, body, key, token))
+    cur = c.execute(
+        "UPDATE idem SET state='done', status=?, body=? WHERE key=? AND token=? AND state='in-flight'",
+        (status, body, key, token),
+    )
     return cur.rowcount == 1
 
 
 def charge(order):
-    req = urllib.request.Request(PROVIDER, data=json.dumps(order).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
+    """One call to the provider: one effect."""
+    req = urllib.request.Request(
+        PROVIDER,
+        data=json.dumps({"order": order["order"], "amount": order["amount"]}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     try:
         with urllib.request.urlopen(req, timeout=CHARGE_TIMEOUT) as r:
             ch = json.load(r)["charge"]
         return 200, json.dumps({"order": order["order"], "amount": order["amount"], "charge": ch}, sort_keys=True)
-    except Exception as e:  # the charge may have gone through: saved, never retried
+    except Exception as e:  # the charge may have gone through: saved, never run again
         return 500, "error: provider: %s" % e
 
 
@@ -117,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
             order = json.loads(raw)
             order["order"], order["amount"]
         except Exception:
-            return self.reply(400, "want a JSON body {\"order\": ..., \"amount\": N}")
+            return self.reply(400, 'want a JSON body {"order": ..., "amount": N}')
         key = self.headers.get("Idempotency-Key")
         if not key or len(key.encode()) > MAX_KEY:
             return self.reply(400, "invalid idempotency key: must be 1-255 bytes")
@@ -142,6 +155,15 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client whose connection a fault proxy reset is not our error.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 if __name__ == "__main__":
     init()
-    ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+    Server(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()

@@ -35,6 +35,11 @@ const (
 	// Every client in the process was in effect paused for that long, so
 	// the checkers treat it as a pause of each owner holding a claim.
 	FaultStall FaultKind = "harness-stall"
+	// FaultInstanceKill and FaultInstancePause: a service instance of a
+	// black-box run killed with SIGKILL (and started again at End), or
+	// stopped with SIGSTOP until End. Failpoint names the instance.
+	FaultInstanceKill  FaultKind = "instance-kill"
+	FaultInstancePause FaultKind = "instance-pause"
 )
 
 // Faults counted, not recorded one by one (ScenarioResult.Faults adds them

@@ -91,8 +91,10 @@ type History struct {
 	work    []WorkRun
 	faults  []Fault
 	answers []Answer
-	nextID  int
-	seq     int64 // numbers the calls announced to the sink
+	// exchanges are the HTTP requests of a black-box run.
+	exchanges []Exchange
+	nextID    int
+	seq       int64 // numbers the calls announced to the sink
 	// sink, when set, hears each record as it is made, and store calls
 	// go only to it: a worker process streams its history to the harness
 	// this way (see Sink).

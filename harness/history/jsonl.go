@@ -9,17 +9,18 @@ import (
 
 // Line is one line of history.jsonl: one record of one scenario's history.
 type Line struct {
-	Scenario string   `json:"scenario"`
-	Type     string   `json:"type"` // op | work | fault | answer | charge
-	Op       *Op      `json:"op,omitempty"`
-	Work     *WorkRun `json:"work,omitempty"`
-	Fault    *Fault   `json:"fault,omitempty"`
-	Answer   *Answer  `json:"answer,omitempty"`
-	Charge   *Charge  `json:"charge,omitempty"`
+	Scenario string    `json:"scenario"`
+	Type     string    `json:"type"` // op | work | fault | answer | charge | exchange
+	Op       *Op       `json:"op,omitempty"`
+	Work     *WorkRun  `json:"work,omitempty"`
+	Fault    *Fault    `json:"fault,omitempty"`
+	Answer   *Answer   `json:"answer,omitempty"`
+	Charge   *Charge   `json:"charge,omitempty"`
+	Exchange *Exchange `json:"exchange,omitempty"`
 }
 
 // Write writes one scenario's history and ledger as JSON lines: ops in
-// call order, then work, faults, answers and charges.
+// call order, then work, faults, answers, HTTP exchanges and charges.
 func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 	enc := json.NewEncoder(w)
 	for _, op := range h.Ops() {
@@ -39,6 +40,11 @@ func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 	}
 	for _, a := range h.Answers() {
 		if err := enc.Encode(Line{Scenario: scenario, Type: "answer", Answer: &a}); err != nil {
+			return err
+		}
+	}
+	for _, x := range h.Exchanges() {
+		if err := enc.Encode(Line{Scenario: scenario, Type: "exchange", Exchange: &x}); err != nil {
 			return err
 		}
 	}
@@ -104,6 +110,8 @@ func Load(r io.Reader) ([]Saved, error) {
 			p.h.faults = append(p.h.faults, *l.Fault)
 		case l.Type == "answer" && l.Answer != nil:
 			p.h.answers = append(p.h.answers, *l.Answer)
+		case l.Type == "exchange" && l.Exchange != nil:
+			p.h.exchanges = append(p.h.exchanges, *l.Exchange)
 		case l.Type == "charge" && l.Charge != nil:
 			p.charges = append(p.charges, *l.Charge)
 		default:

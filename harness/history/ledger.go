@@ -15,6 +15,9 @@ type Charge struct {
 	// Effective is false when the provider recognised the key and returned
 	// an earlier charge instead of charging again.
 	Effective bool `json:"effective"`
+	// Via names the service instance that asked for the charge, when the
+	// provider can tell (a black-box run gives each instance its own URL).
+	Via string `json:"via,omitempty"`
 }
 
 // Ledger is the downstream "payment provider": foreign state that the

@@ -1,0 +1,86 @@
+package history
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Purposes of an HTTP exchange: why the black-box workload sent it, so
+// that the checkers know what answer the draft asks for.
+const (
+	// PurposeFirst is the first attempt of a new key with its body.
+	PurposeFirst = "first"
+	// PurposeRetry re-sends a key with its original body after a lost or
+	// refused answer (a connection error, 409, 5xx).
+	PurposeRetry = "retry"
+	// PurposeRace sends a new key's first attempt from a second client at
+	// the same moment, to another instance (a double submit).
+	PurposeRace = "race"
+	// PurposeReplay re-sends a key that already got an answer, with its
+	// original body: the answer must be the saved one.
+	PurposeReplay = "replay"
+	// PurposeReuse sends a used key with another body: 422 (or 409 while
+	// the key is in flight), never a success.
+	PurposeReuse = "reuse"
+	// PurposeMissing sends no Idempotency-Key at all: 400.
+	PurposeMissing = "missing-key"
+	// PurposeLong sends a key longer than the service's limit: 400.
+	PurposeLong = "long-key"
+	// PurposeProbe is sent after every fault has healed, to keys whose
+	// last answer was not definite: the key must not stay stuck.
+	PurposeProbe = "probe"
+)
+
+// Exchange is one HTTP request to a service under test and what came
+// back, as the client saw it. Times are history times (nanoseconds since
+// the history began); Return is Never when no HTTP answer came (a
+// connection error or a timeout), and the request may still take effect.
+type Exchange struct {
+	Client   int    `json:"client"`
+	Instance string `json:"instance"` // which target (instance) it was sent to
+	Purpose  string `json:"purpose"`
+	Key      string `json:"key,omitempty"` // the Idempotency-Key sent ("" when none)
+	HasKey   bool   `json:"has_key"`
+	Order    string `json:"order"` // the order the body names (the ledger's unit)
+	Body     string `json:"body"`
+	Attempt  int    `json:"attempt"` // 1 for the first attempt of an operation
+	Call     int64  `json:"call"`
+	Return   int64  `json:"return"`
+	Status   int    `json:"status,omitempty"` // 0 when no answer came
+	Reply    string `json:"reply,omitempty"`
+	Err      string `json:"err,omitempty"`
+	// ErrAt is when the error that ended an unanswered exchange came.
+	ErrAt int64 `json:"err_at,omitempty"`
+}
+
+// Answered reports whether an HTTP answer came back.
+func (x Exchange) Answered() bool { return x.Status != 0 }
+
+// AddExchange records one HTTP exchange.
+func (h *History) AddExchange(x Exchange) {
+	h.mu.Lock()
+	h.exchanges = append(h.exchanges, x)
+	h.mu.Unlock()
+}
+
+// Exchanges returns the HTTP exchanges sorted by call time.
+func (h *History) Exchanges() []Exchange {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := append([]Exchange(nil), h.exchanges...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Call < out[j].Call })
+	return out
+}
+
+// Effect records one effect the payment provider applied for an order,
+// made by the named instance (via; "" when the provider cannot tell):
+// every call is an effect, there is no downstream key. It returns the
+// charge id.
+func (l *Ledger) Effect(order, via string, at int64) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.made++
+	id := fmt.Sprintf("ch_%d", l.made)
+	l.charges = append(l.charges, Charge{ID: id, Order: order, Client: -1, Via: via, At: at, Effective: true})
+	return id
+}

@@ -1,0 +1,84 @@
+package httpfault
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// state reads a process's state letter from /proc (T: stopped).
+func state(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[0]
+}
+
+// TestInstanceLifecycle: a real process is paused (stopped), resumed,
+// killed with its children, and started again; a command that exits is
+// reported as such by Ready, with its exit.
+func TestInstanceLifecycle(t *testing.T) {
+	log, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	in := NewInstance("i1", 12345, "echo port={port} $PORT; sleep 30", nil, log)
+	if err := in.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := in.proc.Process.Pid
+	var out []byte
+	for wait := time.Now().Add(5 * time.Second); len(out) == 0 && time.Now().Before(wait); time.Sleep(10 * time.Millisecond) {
+		out, _ = os.ReadFile(log.Name())
+	}
+	if !strings.Contains(string(out), "port=12345 12345") {
+		t.Errorf("the command did not get its port: %q", out)
+	}
+	if err := in.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for state(t, pid) != "T" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := state(t, pid); s != "T" {
+		t.Fatalf("paused instance in state %s, want T (stopped)", s)
+	}
+	if err := in.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-in.done:
+	default:
+		t.Fatal("Kill returned before the process exited")
+	}
+	if err := in.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if in.proc.Process.Pid == pid {
+		t.Fatal("restart reused the old process")
+	}
+	if err := in.Kill(); err != nil {
+		t.Fatal(err)
+	}
+
+	bad := NewInstance("i2", 12346, "exit 3", nil, log)
+	if err := bad.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err = bad.Ready(context.Background(), 5*time.Second, func(context.Context, string) error { return errors.New("no answer") })
+	if err == nil || !strings.Contains(err.Error(), "exited before it answered") || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("Ready on an exited instance: %v", err)
+	}
+}

@@ -1,0 +1,318 @@
+package httpload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+// Target is one instance of the service under test: its name in reports
+// and the URL the clients POST to (through the instance's fault proxy).
+type Target struct {
+	Name string
+	URL  string
+}
+
+// Mix is the share of each kind of operation a client draws; the rest are
+// new keys. Shares are fractions of 1.
+type Mix struct {
+	Race, Replay, Reuse, Missing, Long float64
+}
+
+// DefaultMix sends mostly new keys, with a few of every other kind.
+var DefaultMix = Mix{Race: 0.15, Replay: 0.15, Reuse: 0.08, Missing: 0.03, Long: 0.03}
+
+// Config is one black-box workload.
+type Config struct {
+	Targets  []Target
+	Clients  int
+	Duration time.Duration
+	Seed     int64
+	// RunID prefixes every key and order, so that runs against one
+	// long-lived service never share a key.
+	RunID string
+	// Random spreads requests over the instances at random instead of
+	// round-robin.
+	Random bool
+	// MaxKeyLen is the longest key the service accepts: over-long keys
+	// are one byte longer. 0 sends none.
+	MaxKeyLen int
+	// Timeout bounds one request; MaxAttempts bounds an operation's
+	// attempts (retries use the same key and body).
+	Timeout     time.Duration
+	MaxAttempts int
+	Mix         Mix
+}
+
+// keyState is what the workload remembers of a key, for replays, reuses
+// and the final probes.
+type keyState struct {
+	key, order, body string
+	settled          bool // the last answer was definite (2xx or 4xx but 409)
+}
+
+// Load runs the clients of one black-box run and remembers their keys.
+type Load struct {
+	cfg  Config
+	hist *history.History
+	http *http.Client
+
+	mu   sync.Mutex
+	keys []*keyState
+}
+
+// New prepares a workload writing to h.
+func New(cfg Config, h *history.History) (*Load, error) {
+	if len(cfg.Targets) == 0 {
+		return nil, errors.New("no target")
+	}
+	if cfg.Clients <= 0 || cfg.MaxAttempts <= 0 || cfg.Timeout <= 0 {
+		return nil, fmt.Errorf("clients (%d), attempts (%d) and timeout (%v) must be positive", cfg.Clients, cfg.MaxAttempts, cfg.Timeout)
+	}
+	// One connection per request (no keep-alive): a fault that tears a
+	// connection down hits exactly one request, and Go's transport never
+	// resends a request on its own (it would for a reused connection, as
+	// it treats a request with an Idempotency-Key as idempotent).
+	tr := &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: (&net.Dialer{Timeout: cfg.Timeout}).DialContext}
+	return &Load{cfg: cfg, hist: h, http: &http.Client{Transport: tr, Timeout: cfg.Timeout}}, nil
+}
+
+// Run runs the clients until the duration is over or ctx ends.
+func (l *Load) Run(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	for c := 0; c < l.cfg.Clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			l.client(ctx, c)
+		}(c)
+	}
+	wg.Wait()
+}
+
+// client is one client's loop: it draws an operation and runs it.
+func (l *Load) client(ctx context.Context, c int) {
+	rng := rand.New(rand.NewSource(l.cfg.Seed*1000003 + int64(c)))
+	next := c // round-robin position
+	pick := func() Target {
+		if l.cfg.Random {
+			return l.cfg.Targets[rng.Intn(len(l.cfg.Targets))]
+		}
+		next++
+		return l.cfg.Targets[next%len(l.cfg.Targets)]
+	}
+	var mine []*keyState
+	m := l.cfg.Mix
+	for n := 0; ctx.Err() == nil; n++ {
+		order := fmt.Sprintf("%s-c%d-o%d", l.cfg.RunID, c, n)
+		body := fmt.Sprintf(`{"order":%q,"amount":%d}`, order, 100+rng.Intn(900))
+		r := rng.Float64()
+		switch {
+		case r < m.Race:
+			ks := l.newKey(fmt.Sprintf("%s-c%d-k%d", l.cfg.RunID, c, n), order, body)
+			mine = append(mine, ks)
+			a, b := pick(), pick()
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l.send(ctx, c, b, history.PurposeRace, ks.key, true, order, body, 1)
+			}()
+			l.operation(ctx, c, a, pick, ks, history.PurposeFirst, rng)
+			wg.Wait()
+		case r < m.Race+m.Replay && len(mine) > 0:
+			ks := mine[rng.Intn(len(mine))]
+			l.send(ctx, c, pick(), history.PurposeReplay, ks.key, true, ks.order, ks.body, 1)
+		case r < m.Race+m.Replay+m.Reuse && len(mine) > 0:
+			ks := mine[rng.Intn(len(mine))]
+			other := &keyState{key: ks.key, order: order, body: body}
+			l.operation(ctx, c, pick(), pick, other, history.PurposeReuse, rng)
+		case r < m.Race+m.Replay+m.Reuse+m.Missing:
+			l.send(ctx, c, pick(), history.PurposeMissing, "", false, order, body, 1)
+		case r < m.Race+m.Replay+m.Reuse+m.Missing+m.Long && l.cfg.MaxKeyLen > 0:
+			key := fmt.Sprintf("%s-c%d-k%d-", l.cfg.RunID, c, n)
+			key += strings.Repeat("x", max(0, l.cfg.MaxKeyLen+1-len(key)))
+			l.send(ctx, c, pick(), history.PurposeLong, key, true, order, body, 1)
+		default:
+			ks := l.newKey(fmt.Sprintf("%s-c%d-k%d", l.cfg.RunID, c, n), order, body)
+			mine = append(mine, ks)
+			l.operation(ctx, c, pick(), pick, ks, history.PurposeFirst, rng)
+		}
+	}
+}
+
+func (l *Load) newKey(key, order, body string) *keyState {
+	ks := &keyState{key: key, order: order, body: body}
+	l.mu.Lock()
+	l.keys = append(l.keys, ks)
+	l.mu.Unlock()
+	return ks
+}
+
+// operation sends ks's body with its key until a definite answer (2xx,
+// or a 4xx but 409) or MaxAttempts, retrying on no answer, 409 and 5xx
+// with the same key and body, each retry to the next instance.
+func (l *Load) operation(ctx context.Context, c int, first Target, pick func() Target, ks *keyState, purpose string, rng *rand.Rand) {
+	t := first
+	for a := 1; a <= l.cfg.MaxAttempts && ctx.Err() == nil; a++ {
+		x := l.send(ctx, c, t, purpose, ks.key, true, ks.order, ks.body, a)
+		if definite(x.Status) {
+			l.mu.Lock()
+			ks.settled = true
+			l.mu.Unlock()
+			return
+		}
+		if purpose != history.PurposeReuse { // a reuse stays one, for the checker
+			purpose = history.PurposeRetry
+		}
+		backoff := min(10*time.Millisecond<<(a-1), 200*time.Millisecond)
+		sleep(ctx, backoff+time.Duration(rng.Int63n(int64(backoff))))
+		t = pick()
+	}
+}
+
+// definite reports whether an answer settles an operation: retrying
+// cannot change a success or a client error other than 409.
+func definite(status int) bool {
+	return status >= 200 && status < 300 || status >= 400 && status < 500 && status != http.StatusConflict
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// send makes one request and records it.
+func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, hasKey bool, order, body string, attempt int) history.Exchange {
+	x := history.Exchange{Client: c, Instance: t.Name, Purpose: purpose, Key: key, HasKey: hasKey,
+		Order: order, Body: body, Attempt: attempt}
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, t.URL, bytes.NewReader([]byte(body)))
+	if err != nil {
+		x.Call, x.Return, x.Err = l.hist.Now(), history.Never, err.Error()
+		l.hist.AddExchange(x)
+		return x
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if hasKey {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	x.Call = l.hist.Now()
+	resp, err := l.http.Do(req)
+	if err == nil {
+		var b []byte
+		b, err = io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if err == nil {
+			x.Return, x.Status, x.Reply = l.hist.Now(), resp.StatusCode, strings.TrimSpace(string(b))
+		}
+	}
+	if err != nil {
+		x.Return, x.Err, x.ErrAt = history.Never, shortErr(err), l.hist.Now()
+	}
+	l.hist.AddExchange(x)
+	return x
+}
+
+// Probe re-sends, once every fault has healed, each key whose last answer
+// was not definite (no answer, 409, 5xx), with its original body, until
+// an answer that is not 409 comes or settle has passed: the liveness
+// checker reads the last probe of each key.
+func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
+	l.mu.Lock()
+	var todo []*keyState
+	for _, ks := range l.keys {
+		if !ks.settled {
+			todo = append(todo, ks)
+		}
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, settle)
+	defer cancel()
+	work := make(chan *keyState)
+	var wg sync.WaitGroup
+	for w := 0; w < min(16, len(todo)); w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for ks := range work {
+				for a, i := 1, w; ; a, i = a+1, i+1 {
+					x := l.send(ctx, -1, l.cfg.Targets[i%len(l.cfg.Targets)], history.PurposeProbe, ks.key, true, ks.order, ks.body, a)
+					if x.Answered() && x.Status != http.StatusConflict || ctx.Err() != nil {
+						break
+					}
+					sleep(ctx, 100*time.Millisecond)
+					if ctx.Err() != nil {
+						break
+					}
+				}
+			}
+		}(w)
+	}
+	for _, ks := range todo {
+		work <- ks
+	}
+	close(work)
+	wg.Wait()
+	return len(todo)
+}
+
+// shortErr names a transport error briefly (the URL is in the record).
+func shortErr(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed without an answer"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return err.Error()
+}
+
+// Ping asks the target for any HTTP answer (a GET, which a service
+// answers, if only with 404 or 405) and says, in one line, why it is not
+// an HTTP server when it is not: a refused port, a server that speaks
+// something else, or one that does not answer within timeout.
+func Ping(ctx context.Context, url string, timeout time.Duration) error {
+	cl := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("target %s: %v", url, err)
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		var ne net.Error
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			return fmt.Errorf("target %s: connection refused (nothing listens there)", url)
+		case errors.As(err, &ne) && ne.Timeout():
+			return fmt.Errorf("target %s: no HTTP answer within %v", url, timeout)
+		case strings.Contains(err.Error(), "malformed HTTP"):
+			return fmt.Errorf("target %s: %w: it answered, but not in HTTP", url, errNotHTTP)
+		case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return fmt.Errorf("target %s: %w: it closed the connection without an HTTP answer", url, errNotHTTP)
+		}
+		return fmt.Errorf("target %s: %v", url, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	return nil
+}

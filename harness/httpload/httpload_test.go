@@ -1,0 +1,126 @@
+package httpload_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/httpcheck"
+	"github.com/idemcheck/idemcheck/harness/httpload"
+	"github.com/idemcheck/idemcheck/stores"
+	"github.com/idemcheck/idemcheck/stores/memory"
+)
+
+// service is a minimal payment API over stores.Run: the store is shared
+// by the instances that are given the same one.
+func service(t *testing.T, store stores.Store, provider string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var o struct {
+			Order string `json:"order"`
+		}
+		if r.Method != http.MethodPost || json.Unmarshal(body, &o) != nil {
+			w.WriteHeader(http.StatusOK) // the ping
+			return
+		}
+		sum := sha256.Sum256(body)
+		req := stores.Request{KeyRef: stores.KeyRef{Key: r.Header.Get("Idempotency-Key")}, Fingerprint: hex.EncodeToString(sum[:]), Now: time.Now()}
+		res, err := stores.Run(context.WithoutCancel(r.Context()), store, req, stores.SaveError, func(ctx context.Context, _ stores.Token) (stores.Response, error) {
+			resp, err := http.Post(provider, "application/json", bytes.NewReader(body))
+			if err != nil {
+				return stores.Response{}, err
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return stores.Response{}, fmt.Errorf("provider: %d", resp.StatusCode)
+			}
+			return stores.Response{Status: 200, Body: string(b)}, nil
+		})
+		if err != nil {
+			http.Error(w, err.Error(), stores.HTTPStatus(err))
+			return
+		}
+		w.WriteHeader(res.Response.Status)
+		io.WriteString(w, res.Response.Body)
+	})
+}
+
+func newStore(t *testing.T) stores.Store {
+	s, err := memory.New(stores.Config{LockTTL: 5 * time.Second, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// run drives two instances (sharing one store, or each with its own) for
+// a second and returns the checkers' verdicts.
+func run(t *testing.T, shared bool) (*history.History, []httpcheck.Result) {
+	h, l := history.New(), history.NewLedger()
+	p, err := httpload.StartProvider(httpload.ProviderConfig{Latency: 5 * time.Millisecond, FailRate: 0.05, Seed: 1}, h, l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	one := newStore(t)
+	var targets []httpload.Target
+	for i := 1; i <= 2; i++ {
+		st := one
+		if !shared {
+			st = newStore(t)
+		}
+		name := fmt.Sprintf("i%d", i)
+		srv := httptest.NewServer(service(t, st, p.URL(name)))
+		defer srv.Close()
+		if err := httpload.Ping(context.Background(), srv.URL, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, httpload.Target{Name: name, URL: srv.URL + "/orders"})
+	}
+	load, err := httpload.New(httpload.Config{Targets: targets, Clients: 4, Duration: time.Second, Seed: 1, RunID: "t",
+		MaxKeyLen: stores.MaxKeyLen, Timeout: 2 * time.Second, MaxAttempts: 4, Mix: httpload.DefaultMix}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load.Run(context.Background())
+	load.Probe(context.Background(), 3*time.Second)
+	return h, httpcheck.Run(httpcheck.Evidence{Hist: h, Ledger: l})
+}
+
+// TestSharedStorePassesPerInstanceStoreFails: through the whole chain
+// (clients, provider, history, checkers), two instances over one store
+// pass every checker, and two instances each with its own map charge
+// orders twice.
+func TestSharedStorePassesPerInstanceStoreFails(t *testing.T) {
+	h, results := run(t, true)
+	purposes := map[string]int{}
+	for _, x := range h.Exchanges() {
+		purposes[x.Purpose]++
+	}
+	for _, p := range []string{history.PurposeFirst, history.PurposeRace, history.PurposeReplay, history.PurposeReuse, history.PurposeMissing, history.PurposeLong} {
+		if purposes[p] == 0 {
+			t.Errorf("no %s request in a second of traffic: %v", p, purposes)
+		}
+	}
+	for _, r := range results {
+		if !r.Pass {
+			t.Errorf("shared store: %s failed: %s", r.Checker, r.Detail)
+		}
+	}
+	_, results = run(t, false)
+	for _, r := range results {
+		if r.Checker == httpcheck.AtMostOnce && r.Pass {
+			t.Errorf("a store per instance passed at-most-once: %s", r.Detail)
+		}
+	}
+}

@@ -1,0 +1,144 @@
+// Package httpload is the traffic of a black-box run (idemcheck http):
+// concurrent clients that POST to a service's instances with an
+// Idempotency-Key, retry with the same key, reuse keys with other bodies
+// and send missing and over-long keys, recording every request and
+// answer in the history; and the fake payment provider the service calls
+// once per effect, which records every effect in the ledger. It is a
+// producer: it writes the history and never judges it.
+package httpload
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+// ProviderConfig tunes the fake payment provider.
+type ProviderConfig struct {
+	// Latency is how long a charge takes (plus up to Latency of jitter):
+	// the window in which two executions of one order can overlap.
+	Latency time.Duration
+	// FailRate is the share of charges that take effect and then answer
+	// 503, as a provider whose reply times out does: the service cannot
+	// tell that the charge went through. 0 disables it.
+	FailRate float64
+	// Seed draws the latencies and the failures.
+	Seed int64
+}
+
+// Provider is the fake downstream payment provider, served over HTTP on
+// 127.0.0.1. Every POST to /charge (or /i/<instance>/charge, so that the
+// ledger knows which instance asked) with a JSON body {"order": ...} is
+// one effect, counted per order in the ledger. It answers
+// {"charge": "ch_N"}.
+type Provider struct {
+	cfg    ProviderConfig
+	hist   *history.History
+	ledger *history.Ledger
+	srv    *http.Server
+	ln     net.Listener
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// StartProvider serves the provider on port of 127.0.0.1 (0: a free one);
+// effects go to ledger, at times of h's clock.
+func StartProvider(cfg ProviderConfig, h *history.History, ledger *history.Ledger, port int) (*Provider, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("payment provider: %v", err)
+	}
+	p := &Provider{cfg: cfg, hist: h, ledger: ledger, ln: ln, rng: rand.New(rand.NewSource(cfg.Seed))}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = p.srv.Serve(ln) }()
+	return p, nil
+}
+
+// URL is the charge endpoint for the named instance ("" for a service
+// whose instances all share one URL).
+func (p *Provider) URL(instance string) string {
+	if instance == "" {
+		return "http://" + p.ln.Addr().String() + "/charge"
+	}
+	return "http://" + p.ln.Addr().String() + "/i/" + instance + "/charge"
+}
+
+// Close stops serving.
+func (p *Provider) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return p.srv.Shutdown(ctx)
+}
+
+// draw returns this charge's delay and whether it fails after the effect.
+func (p *Provider) draw() (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.cfg.Latency
+	if d > 0 {
+		d += time.Duration(p.rng.Int63n(int64(d) + 1))
+	}
+	return d, p.cfg.FailRate > 0 && p.rng.Float64() < p.cfg.FailRate
+}
+
+// ServeHTTP applies one charge.
+func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	via, ok := instanceOf(r.URL.Path)
+	if !ok || r.Method != http.MethodPost {
+		http.Error(w, "POST /charge or /i/<instance>/charge", http.StatusNotFound)
+		return
+	}
+	var body struct {
+		Order string `json:"order"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&body); err != nil || body.Order == "" {
+		http.Error(w, `want a JSON body {"order": "..."}`, http.StatusBadRequest)
+		return
+	}
+	delay, fail := p.draw()
+	id := p.ledger.Effect(body.Order, via, p.hist.Now())
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
+	}
+	if fail {
+		http.Error(w, "provider timeout (the charge went through)", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]string{"charge": id})
+}
+
+// instanceOf reads the instance from /i/<instance>/charge ("" for /charge).
+func instanceOf(path string) (string, bool) {
+	if path == "/charge" {
+		return "", true
+	}
+	rest, ok := strings.CutPrefix(path, "/i/")
+	if !ok {
+		return "", false
+	}
+	inst, tail, ok := strings.Cut(rest, "/")
+	if !ok || tail != "charge" || inst == "" {
+		return "", false
+	}
+	return inst, true
+}
+
+// errNotHTTP marks a target that answered, but not in HTTP.
+var errNotHTTP = errors.New("not an HTTP server")

@@ -1,0 +1,242 @@
+// Package httpreport writes what a black-box run (idemcheck http) found:
+// a text report with each checker's verdict, whether it applied, and for
+// each violation the timeline of its key (every request and answer, on
+// which instance, every charge the provider counted and by which
+// instance, and the faults around them), plus the history as JSON lines
+// and a summary as JSON. It reads the history, the ledger and the
+// verdicts; it produces nothing they depend on.
+package httpreport
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/httpcheck"
+)
+
+// Run describes a black-box run for the report's header.
+type Run struct {
+	Targets  []string `json:"targets"`
+	Seed     int64    `json:"seed"`
+	Duration string   `json:"duration"`
+	Clients  int      `json:"clients"`
+	Command  string   `json:"command,omitempty"`
+}
+
+// Summary is summary.json.
+type Summary struct {
+	Run      Run                `json:"run"`
+	Pass     bool               `json:"pass"`
+	Requests int                `json:"requests"`
+	Charges  int                `json:"charges"`
+	Faults   map[string]int     `json:"faults"`
+	Results  []httpcheck.Result `json:"results"`
+}
+
+// maxTimelines bounds the timelines printed per checker.
+const maxTimelines = 3
+
+// Write writes the text report to w.
+func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results []httpcheck.Result) error {
+	xs := h.Exchanges()
+	charges := l.Charges()
+	var b strings.Builder
+	fmt.Fprintf(&b, "idemcheck http: %d instance(s) %s, %d clients, %s, seed %d\n", len(run.Targets), strings.Join(run.Targets, " "), run.Clients, run.Duration, run.Seed)
+	if run.Command != "" {
+		fmt.Fprintf(&b, "  command: %s\n", run.Command)
+	}
+	fmt.Fprintf(&b, "  %d requests (%s), %d answered (%s); %d charges; faults: %s\n",
+		len(xs), countBy(xs, func(x history.Exchange) string { return x.Purpose }), answered(xs),
+		countBy(xs, func(x history.Exchange) string {
+			if !x.Answered() {
+				return "no answer"
+			}
+			return fmt.Sprint(x.Status)
+		}), len(charges), faultCounts(h.Faults()))
+	for _, r := range results {
+		verdict := "PASS"
+		if !r.Pass {
+			verdict = "FAIL"
+		}
+		applied := "applied"
+		if !r.Applied {
+			applied = "did not apply"
+		}
+		fmt.Fprintf(&b, "%-4s %-16s (%s) %s\n", verdict, r.Checker, applied, r.Detail)
+		if c := r.Causes(); len(c) > 0 {
+			fmt.Fprintf(&b, "     causes: %s\n", strings.Join(c, ", "))
+		}
+		for i, n := range r.Notes {
+			if i == maxTimelines {
+				fmt.Fprintf(&b, "     note: … and %d more\n", len(r.Notes)-i)
+				break
+			}
+			fmt.Fprintf(&b, "     note: %s\n", n)
+		}
+	}
+	for _, r := range results {
+		for i, v := range r.Violations {
+			if i == maxTimelines {
+				fmt.Fprintf(&b, "\n(%d more %s violations in summary.json)\n", len(r.Violations)-i, r.Checker)
+				break
+			}
+			fmt.Fprintf(&b, "\n%s violation [%s]: %s\n", r.Checker, v.Cause, v.Detail)
+			for _, line := range Timeline(xs, charges, h.Faults(), v.Key) {
+				fmt.Fprintf(&b, "  %s\n", line)
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Timeline lists, in time order, everything that happened to a key: its
+// requests and answers (on which instance), the charges of its orders
+// (by which instance), and the faults that overlap them.
+func Timeline(xs []history.Exchange, charges []history.Charge, fs []history.Fault, key string) []string {
+	type ev struct {
+		at   int64
+		line string
+	}
+	var evs []ev
+	orders := map[string]bool{}
+	var from, to int64 = history.Never, 0
+	for _, x := range xs {
+		if x.Key != key || !x.HasKey {
+			continue
+		}
+		orders[x.Order] = true
+		from, to = min(from, x.Call), max(to, x.Call)
+		evs = append(evs, ev{x.Call, fmt.Sprintf("%9s  client %-3d → %-4s POST %-10s attempt %d, order %s", ms(x.Call), x.Client, x.Instance, x.Purpose, x.Attempt, x.Order)})
+		if x.Answered() {
+			to = max(to, x.Return)
+			evs = append(evs, ev{x.Return, fmt.Sprintf("%9s  client %-3d ← %-4s %d %s", ms(x.Return), x.Client, x.Instance, x.Status, clip(x.Reply))})
+		} else {
+			at := max(x.ErrAt, x.Call)
+			evs = append(evs, ev{at, fmt.Sprintf("%9s  client %-3d ✗ %-4s no answer: %s", ms(at), x.Client, x.Instance, x.Err)})
+		}
+	}
+	for _, c := range charges {
+		if orders[c.Order] && c.Effective {
+			via := c.Via
+			if via == "" {
+				via = "?"
+			}
+			from, to = min(from, c.At), max(to, c.At)
+			evs = append(evs, ev{c.At, fmt.Sprintf("%9s  provider     ★ %-4s charged order %s: %s", ms(c.At), via, c.Order, c.ID)})
+		}
+	}
+	for _, f := range fs {
+		if f.Start <= to && f.End >= from {
+			evs = append(evs, ev{f.Start, fmt.Sprintf("%9s  fault        ⚡ %-4s %s until %s", ms(f.Start), f.Failpoint, f.Kind, ms(f.End))})
+		}
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.line
+	}
+	return out
+}
+
+// WriteDir writes report.txt, history.jsonl and summary.json into dir.
+func WriteDir(dir string, run Run, h *history.History, l *history.Ledger, results []httpcheck.Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	files := map[string]func(io.Writer) error{
+		"report.txt":    func(w io.Writer) error { return Write(w, run, h, l, results) },
+		"history.jsonl": func(w io.Writer) error { return history.Write(w, "http", h, l) },
+		"summary.json": func(w io.Writer) error {
+			s := Summary{Run: run, Pass: Pass(results), Requests: len(h.Exchanges()), Charges: len(l.Charges()),
+				Faults: map[string]int{}, Results: results}
+			for _, f := range h.Faults() {
+				s.Faults[string(f.Kind)]++
+			}
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(s)
+		},
+	}
+	for name, write := range files {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Pass reports whether every checker passed.
+func Pass(results []httpcheck.Result) bool {
+	for _, r := range results {
+		if !r.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+func ms(t int64) string { return history.Millis(t) }
+
+func clip(s string) string {
+	if len(s) > 90 {
+		return s[:87] + "..."
+	}
+	return s
+}
+
+func answered(xs []history.Exchange) int {
+	n := 0
+	for _, x := range xs {
+		if x.Answered() {
+			n++
+		}
+	}
+	return n
+}
+
+func countBy(xs []history.Exchange, f func(history.Exchange) string) string {
+	m := map[string]int{}
+	for _, x := range xs {
+		m[f(x)]++
+	}
+	return joinCounts(m)
+}
+
+func faultCounts(fs []history.Fault) string {
+	m := map[string]int{}
+	for _, f := range fs {
+		m[string(f.Kind)]++
+	}
+	if len(m) == 0 {
+		return "none"
+	}
+	return joinCounts(m)
+}
+
+func joinCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
