@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -43,6 +44,36 @@ func runSkew(ctx context.Context, env *Env) {
 		ahead := env.NewClient(workload.Rule{Failpoint: faults.RunAfterClaim, Action: workload.PauseFor(work + ttl/2), Times: 1, Key: o.Key})
 		ahead.Clock = skewed
 		ahead.Store = env.Recorder(ahead.ID, env.Store, skewed)
+		// The owner, its work done, saves only once the skewed client's
+		// first Begin has answered (or LockTTL/2 has passed), so on a
+		// loaded machine the skewed client still meets a live claim rather
+		// than the saved answer. An ordering of events, not a fault: the
+		// owner stays well inside its lease.
+		met := make(chan struct{})
+		var once sync.Once
+		meet := func() { once.Do(func() { close(met) }) }
+		owner.Yield = faults.HandlerFunc(func(ctx context.Context, name string) error {
+			if name == faults.RunAfterWork {
+				t := time.NewTimer(ttl / 2)
+				defer t.Stop()
+				select {
+				case <-met:
+				case <-t.C:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		})
+		begins := 0
+		ahead.Yield = faults.HandlerFunc(func(_ context.Context, name string) error {
+			if name == faults.RunBeforeBegin {
+				begins++
+			}
+			if name == faults.RunAfterClaim || begins > 1 { // its first Begin answered
+				meet()
+			}
+			return nil
+		})
 		parallel(2, func(i int) {
 			if i == 0 {
 				owner.Submit(ctx, o)
@@ -50,6 +81,7 @@ func runSkew(ctx context.Context, env *Env) {
 			}
 			skewWaitClaim(ctx, env, owner.ID, o.Key, ttl)
 			ahead.Submit(ctx, o)
+			meet()
 		})
 	})
 	takeovers, fenced := skewFindings(env.Hist.Ops(), first, ttl)
