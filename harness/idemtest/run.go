@@ -58,6 +58,23 @@ func Run(t *testing.T, f Factory) {
 	}
 }
 
+// Require fails the test unless every named scenario can run on the
+// factory's store: a suite that gives an address and a network (for
+// network and lost-reply) or a server (for store-faults) can say so, and a
+// later change that loses one of them fails instead of quietly skipping.
+func Require(t testing.TB, f Factory, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		sc, ok := scenario.Lookup(name)
+		if !ok {
+			t.Fatalf("idemtest.Require: no scenario %q", name)
+		}
+		if why := Inapplicable(f, sc); why != "" {
+			t.Errorf("idemtest.Require: %s", why)
+		}
+	}
+}
+
 // Inapplicable says why a scenario cannot run on the factory's store, or ""
 // if it can.
 func Inapplicable(f Factory, sc scenario.Scenario) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -146,5 +147,26 @@ func TestBrokenThirdPartyStore(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("child output:\n%s", text)
+	}
+}
+
+// errorsTB records the errors a helper reports instead of failing.
+type errorsTB struct {
+	testing.TB
+	errs []string
+}
+
+func (e *errorsTB) Helper() {}
+func (e *errorsTB) Errorf(format string, args ...any) {
+	e.errs = append(e.errs, fmt.Sprintf(format, args...))
+}
+
+// TestRequire: a factory with no address or network cannot run network,
+// and Require says so; it can run race, and Require is quiet.
+func TestRequire(t *testing.T) {
+	tb := &errorsTB{TB: t}
+	idemtest.Require(tb, tinyFactory(false), "race", "network")
+	if len(tb.errs) != 1 || !strings.Contains(tb.errs[0], "network") {
+		t.Fatalf("Require reported %q; want one error about network", tb.errs)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/idemtest"
-	harnessscenario "github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -38,15 +37,7 @@ func conformanceFactory(dsn string) idemtest.Factory {
 func TestModel(t *testing.T) {
 	dsn := testDSN(t)
 	f := conformanceFactory(dsn)
-	for _, name := range []string{"network", "lost-reply"} {
-		sc, ok := harnessscenario.Lookup(name)
-		if !ok {
-			t.Fatalf("no scenario %q", name)
-		}
-		if why := idemtest.Inapplicable(f, sc); why != "" {
-			t.Fatalf("a factory with an address and a network must run %s, but: %s", name, why)
-		}
-	}
+	idemtest.Require(t, f, "network", "lost-reply")
 	start := time.Now()
 	t.Run("correct", func(t *testing.T) { idemtest.Run(t, f) })
 	t.Logf("idemtest.Run on postgres: %s", time.Since(start).Round(time.Millisecond))

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/idemtest"
-	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/stores"
 	"github.com/idemcheck/idemcheck/stores/redis"
@@ -51,15 +50,7 @@ func withFaults(t *testing.T, f idemtest.Factory, srv *servers.Server) idemtest.
 func TestModel(t *testing.T) {
 	srv := servers.ForTest(t, servers.Redis)
 	f := withFaults(t, factory(srv.Addr), srv)
-	for _, name := range []string{"network", "lost-reply", "store-faults", "chaos"} {
-		sc, ok := scenario.Lookup(name)
-		if !ok {
-			t.Fatalf("no scenario %q", name)
-		}
-		if why := idemtest.Inapplicable(f, sc); why != "" {
-			t.Errorf("a factory with an address, a network and a server must run %s, but %s", name, why)
-		}
-	}
+	idemtest.Require(t, f, "network", "lost-reply", "store-faults", "chaos")
 	start := time.Now()
 	t.Run("correct", func(t *testing.T) { idemtest.Run(t, f) })
 	t.Logf("idemtest.Run on redis, every fault: %s", time.Since(start).Round(time.Millisecond))
