@@ -21,21 +21,46 @@ func newFlagSet(name, help string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args; --help prints the command's help and flags to out.
+// parse parses args, which take no positional argument; --help prints the
+// command's help and flags to out.
 func parse(fs *flag.FlagSet, help string, args []string, out io.Writer) error {
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(out, help)
-		fmt.Fprintln(out, "\nFlags:")
-		fs.SetOutput(out)
-		fs.PrintDefaults()
-		return errHelp
+	pos, err := parseArgs(fs, help, args, out, 0)
+	if err == nil && len(pos) > 0 {
+		return usagef("%s: unexpected argument %q", fs.Name(), pos[0])
 	}
-	if err != nil {
-		return usagef("%s: %v", fs.Name(), strings.TrimSpace(err.Error()))
+	return err
+}
+
+// parseArgs parses args with flags before or after the positional
+// arguments (as a person types them: `demo --store redis split-claim` or
+// `demo split-claim --store redis`), and returns the positional ones; more
+// than max of them is an error. "--" ends the flags.
+func parseArgs(fs *flag.FlagSet, help string, args []string, out io.Writer, max int) ([]string, error) {
+	var pos []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(out, help)
+			fmt.Fprintln(out, "\nFlags:")
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+			return nil, errHelp
+		}
+		if err != nil {
+			return nil, usagef("%s: %v", fs.Name(), strings.TrimSpace(err.Error()))
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" { // everything after -- is positional
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if fs.NArg() > 0 {
-		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	if len(pos) > max {
+		return nil, usagef("%s: unexpected argument %q", fs.Name(), pos[max])
 	}
-	return nil
+	return pos, nil
 }

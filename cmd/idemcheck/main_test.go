@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/idemcheck/idemcheck/harness/check"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,8 +96,24 @@ func TestList(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &l); err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Checkers) != 7 || len(l.Scenarios) < 6 || len(l.Stores) < 2 {
+	if len(l.Checkers) != len(check.Preference) || len(l.Scenarios) < 6 || len(l.Stores) < 2 {
 		t.Fatalf("list is short: %d checkers, %d scenarios, %d stores", len(l.Checkers), len(l.Scenarios), len(l.Stores))
+	}
+	seen := map[string]bool{}
+	for _, m := range l.Mutants {
+		if seen[m.Name] {
+			t.Errorf("list --json lists %s twice", m.Name)
+		}
+		seen[m.Name] = true
+	}
+	code, text, _ := runCLI(t, "list")
+	if code != 0 {
+		t.Fatalf("list: exit %d", code)
+	}
+	for m := range seen { // once in the table, once with its story
+		if n := strings.Count(text, "\n  "+m+" "); n != 1 {
+			t.Errorf("list prints the row of %s %d times", m, n)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -134,8 +135,9 @@ var demoSpecs = map[string]demoSpec{
 		}},
 }
 
-// DemoMutants lists the mutants with a demo, sorted.
-func DemoMutants() []string {
+// ScriptedDemos lists the mutants with a scripted interleaving, sorted;
+// every other mutant's demo is found by a hunt (see foundDemo).
+func ScriptedDemos() []string {
 	var out []string
 	for m := range demoSpecs {
 		out = append(out, m)
@@ -150,6 +152,9 @@ type DemoLine struct {
 	Client string `json:"client,omitempty"`
 	Text   string `json:"text"`
 	Result string `json:"result,omitempty"`
+	// Row is the key's stored row once the step ran ("" unread; the store
+	// cannot show it).
+	Row string `json:"row,omitempty"`
 }
 
 // DemoRun is one store's run of a demo's schedule.
@@ -162,6 +167,9 @@ type DemoRun struct {
 	// ChargeIDs says which, and by whom.
 	Charges   int      `json:"charges"`
 	ChargeIDs []string `json:"charge_ids"`
+	// Trace is the key's history (calls, answers, work and charges) in a
+	// demo found by a hunt; a scripted demo's Lines say it all.
+	Trace []string `json:"trace,omitempty"`
 	// Harm says, in a line, what went wrong (or that nothing did).
 	Harm string `json:"harm"`
 	// Caught lists the checkers that failed on the run's history.
@@ -174,24 +182,33 @@ type DemoInfo struct {
 	Store  string `json:"store"`
 	Story  string `json:"story"`
 	Keyed  bool   `json:"keyed"`
+	// Side is where the bug lives: "store", "client" or "config";
+	// Scenario the scenario meant to kill it.
+	Side     string `json:"side"`
+	Scenario string `json:"scenario"`
+	// Found: no scripted interleaving; a hunt with Scenario found the
+	// episode shown (shrunk), and it ran again on the correct store.
+	Found bool `json:"found"`
 	// LockTTL the stores ran with.
 	LockTTL string `json:"lock_ttl"`
 }
 
 // Demo runs the mutant's minimal interleaving on o.Backend, then the same
-// schedule on the correct store.
+// schedule on the correct store: the scripted one (ScriptedDemos), or the
+// one a hunt finds (every other mutant of MutantsFor(o.Backend)).
 func Demo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo, *DemoRun, *DemoRun, error) {
+	if known := MutantsFor(o.Backend); !slices.Contains(known, mutant) {
+		return nil, nil, nil, fmt.Errorf("store %s has no mutant %q (its mutants: %s)", o.Backend.Name, mutant, strings.Join(known, ", "))
+	}
 	spec, ok := demoSpecs[mutant]
 	if !ok {
-		return nil, nil, nil, fmt.Errorf("no demo for %q (demos: %s)", mutant, strings.Join(DemoMutants(), ", "))
-	}
-	if !o.Backend.HasVariant(mutant) {
-		return nil, nil, nil, fmt.Errorf("store %s has no mutant %q", o.Backend.Name, mutant)
+		return foundDemo(ctx, o, mutant)
 	}
 	if o.Backend.Clock == stores.ServerClock && o.LockTTL > ScheduledServerLockTTL {
 		o.LockTTL = ScheduledServerLockTTL
 	}
-	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Story: spec.story, Keyed: spec.keyed, LockTTL: o.LockTTL.String()}
+	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Story: spec.story, Keyed: spec.keyed, LockTTL: o.LockTTL.String(),
+		Side: "store", Scenario: stores.Mutants[mutant].Scenario}
 	bad, err := runDemo(ctx, o, spec, mutant)
 	if err != nil {
 		return info, nil, nil, err
@@ -313,7 +330,7 @@ func demoLines(log []sched.Event) []DemoLine {
 				out = append(out, DemoLine{Client: e.Client, Text: e.Result})
 			case "BEGIN IMMEDIATE", "COMMIT": // SQLite's transaction brackets: implied by the statements
 			default:
-				out = append(out, DemoLine{Client: e.Client, Text: condense(schemaRE.ReplaceAllString(e.Stmt, "idempotency_keys"), 120), Result: e.Result})
+				out = append(out, DemoLine{Client: e.Client, Text: strings.Join(strings.Fields(schemaRE.ReplaceAllString(e.Stmt, "idempotency_keys")), " "), Result: e.Result})
 			}
 		case sched.Acted:
 			var waiting []string
