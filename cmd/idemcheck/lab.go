@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-		"strings"
+	"strings"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/lab"
