@@ -158,7 +158,7 @@ func TestCheckSQLite(t *testing.T) {
 			continue
 		}
 		ran[s.Name] = true
-		if s.Ops < 20 || len(s.Checkers) != 7 {
+		if s.Ops < 20 || len(s.Checkers) != len(check.Preference) {
 			t.Errorf("scenario %s: %d ops, %d checkers", s.Name, s.Ops, len(s.Checkers))
 		}
 		if s.Name == "race" && s.MaxConcurrentBegins < 3 {
