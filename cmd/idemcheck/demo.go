@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -13,7 +14,7 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-const demoHelp = `Usage: idemcheck demo <mutant> [--store S] [--json]
+const demoHelp = `Usage: idemcheck demo <mutant> [--store S] [--json] [--html FILE]
 
 Shows a mutant's bug happen, step by step, on the real store, then the
 same schedule on the correct store.
@@ -25,7 +26,12 @@ kill it, its killing episode shrunk to the shortest one found, and that
 episode (the same interleaving, or the same round and seed) then runs on
 the correct store with correct clients. Either way the demo ends with the
 harm done (a double charge, a lost or overwritten answer, a stuck key) and
-the checkers that caught it; its last line says both.
+the checkers that caught it; its last line says both. Between steps, a
+line marked ⇄ says where the scheduler switched: the failpoint the client
+that ran before waits at, and the one the next client runs from.
+
+--html FILE also writes the demo as a page: a lane per client, the key's
+row between the lanes, the switches between the steps.
 
 The store defaults to sqlite, or to the one backend a mutant belongs to
 (split-claim and redis-no-persistence: redis; fence-not-incremented: lease).
@@ -81,6 +87,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	fs := newFlagSet("demo", help)
 	store := fs.String("store", "", "store backend: "+strings.Join(stores.Backends(), ", ")+" (default: sqlite, or the mutant's own backend)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	htmlOut := fs.String("html", "", "also write the demo as a step-by-step page to this file (a lane per client, the key's row between, the scheduler's switches)")
 	pos, err := parseArgs(fs, help, args, stdout, 1)
 	if err != nil {
 		return exitUsage, err
@@ -118,6 +125,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if len(bad.Caught) == 0 {
 		code = exitFail
 	}
+	if *htmlOut != "" {
+		if err := writeDemoHTML(*htmlOut, info, bad, good); err != nil {
+			return exitUsage, err
+		}
+		fmt.Fprintf(stderr, "idemcheck: wrote %s\n", *htmlOut)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -144,6 +157,22 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	return code, nil
 }
 
+// writeDemoHTML writes the demo's page to path.
+func writeDemoHTML(path string, info *hunt.DemoInfo, bad, good *hunt.DemoRun) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("demo --html: %v", err)
+	}
+	if err := hunt.WriteDemoHTML(f, info, bad, good); err != nil {
+		f.Close()
+		return fmt.Errorf("demo --html: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("demo --html: %v", err)
+	}
+	return nil
+}
+
 func capitalize(s string) string {
 	if s == "" {
 		return s
@@ -160,6 +189,9 @@ func printDemoRun(w io.Writer, title string, r *hunt.DemoRun) {
 		who := l.Client
 		if who == "" {
 			who = "·"
+		}
+		if l.Switch != "" {
+			fmt.Fprintf(w, "         ⇄ %s\n", l.Switch)
 		}
 		text := wrap(l.Text, demoWidth, "         ")
 		switch {

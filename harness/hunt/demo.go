@@ -155,6 +155,10 @@ type DemoLine struct {
 	// Row is the key's stored row once the step ran ("" unread; the store
 	// cannot show it).
 	Row string `json:"row,omitempty"`
+	// Switch, on a client's first line after the scheduler let it run,
+	// says where the scheduler switched: the failpoint the client ran from
+	// and where the client that ran before it waits.
+	Switch string `json:"switch,omitempty"`
 }
 
 // DemoRun is one store's run of a demo's schedule.
@@ -316,22 +320,41 @@ var (
 	clientRE = regexp.MustCompile(`client (\d+)`)
 )
 
-// demoLines turns a scheduler log into the demo's lines.
+// demoLines turns a scheduler log into the demo's lines: each statement a
+// client ran (in full, whitespace collapsed), the clock ticks, the blocked
+// clients, and on each client's first line after the scheduler switched
+// to it, the failpoints of the switch.
 func demoLines(log []sched.Event) []DemoLine {
 	var out []DemoLine
 	at := map[string]string{}
+	from := map[string]string{} // a client let run, until its next line
+	last := ""                  // the client of the last line
 	for _, e := range log {
 		switch e.Kind {
 		case sched.Parked:
 			at[e.Client] = e.Failpoint
+		case sched.Granted:
+			from[e.Client] = e.Failpoint
 		case sched.Statement:
+			l := DemoLine{Client: e.Client, Text: e.Result}
 			switch e.Stmt {
 			case "":
-				out = append(out, DemoLine{Client: e.Client, Text: e.Result})
 			case "BEGIN IMMEDIATE", "COMMIT": // SQLite's transaction brackets: implied by the statements
+				continue
 			default:
-				out = append(out, DemoLine{Client: e.Client, Text: strings.Join(strings.Fields(schemaRE.ReplaceAllString(e.Stmt, "idempotency_keys")), " "), Result: e.Result})
+				l = DemoLine{Client: e.Client, Text: strings.Join(strings.Fields(schemaRE.ReplaceAllString(e.Stmt, "idempotency_keys")), " "), Result: e.Result}
 			}
+			if fp, ok := from[e.Client]; ok {
+				delete(from, e.Client)
+				if e.Client != last {
+					l.Switch = e.Client + " runs from " + fp
+					if last != "" && at[last] != "" {
+						l.Switch = last + " waits at " + at[last] + "; " + l.Switch
+					}
+				}
+			}
+			last = e.Client
+			out = append(out, l)
 		case sched.Acted:
 			var waiting []string
 			for c, fp := range at {
