@@ -88,3 +88,25 @@ func TestDemoFlagsBeforeOrAfter(t *testing.T) {
 		t.Errorf("demo a b: exit %d: %s", code, stderr.String())
 	}
 }
+
+// TestDemoShowsValuesAndRows: on SQLite each statement is shown whole with
+// its bound values (no :placeholder left), and the key's row after each
+// step: none at first, then A's claim, B's claim over it, B's saved answer.
+func TestDemoShowsValuesAndRows(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"demo", "select-then-insert"}, &stdout, &stderr); code != exitPass {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := strings.Join(strings.Fields(stdout.String()), " ") // statements wrap
+	for _, want := range []string{"WHERE tenant = 'demo' AND key = 'KEY-000'", "'in_flight'", "AND token = '",
+		"row: no row", "row: status=in_flight token=", "row: status=done token=", "⇄ A waits at begin.after-select; B runs from run.before-begin"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo lacks %q:\n%s", want, out)
+		}
+	}
+	for _, ph := range []string{":tenant", ":key", ":fingerprint", ":token", ":now"} {
+		if strings.Contains(out, ph) {
+			t.Errorf("placeholder %s left unbound:\n%s", ph, out)
+		}
+	}
+}

@@ -28,6 +28,7 @@ type demoDOM struct {
 	Steps      []int      `json:"steps"`    // each run's step rows
 	Active     [][]string `json:"active"`   // each run's steps: the lane of the filled cell
 	Switches   []string   `json:"switches"` // the mutant run's switch rows
+	Rows       []string   `json:"rows"`     // the mutant run's row column, step by step
 	Harm       []string   `json:"harm"`
 	Verdict    string     `json:"verdict"`
 	Resources  int        `json:"resources"`
@@ -49,6 +50,7 @@ const readDemoDOM = `(() => {
     steps: runs.map(s => q('tr.step', s).length),
     active: runs.map(s => q('tr.step', s).map(tr => { const c = tr.querySelector('td.lane.active'); return c ? c.dataset.lane : ''; })),
     switches: q('tr.switch', runs[0]).map(tr => tr.textContent.trim()),
+    rows: q('tr.step td.row', runs[0]).map(td => td.textContent.trim()),
     harm: q('p.harm').map(p => p.textContent),
     verdict: document.getElementById('verdict').textContent,
     resources: performance.getEntriesByType('resource').length,
@@ -103,6 +105,14 @@ func TestDemoHTMLInChromium(t *testing.T) {
 	}
 	if len(got.Switches) < 4 || !strings.Contains(got.Switches[1], "A waits at begin.after-select; B runs from") {
 		t.Errorf("the switches between steps: %q", got.Switches)
+	}
+	var inFlight, done bool
+	for _, r := range got.Rows {
+		inFlight = inFlight || strings.HasPrefix(r, "status=in_flight token=")
+		done = done || strings.HasPrefix(r, "status=done") && strings.Contains(r, "response=201")
+	}
+	if !inFlight || !done || len(got.Rows) == 0 || got.Rows[0] != "no row" {
+		t.Errorf("the row column, step by step: %q", got.Rows)
 	}
 	if len(got.Harm) != 2 || !strings.HasPrefix(got.Harm[0], "DOUBLE CHARGE") || !strings.HasPrefix(got.Harm[1], "no harm") {
 		t.Errorf("harm: %q", got.Harm)

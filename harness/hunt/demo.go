@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness"
@@ -251,6 +252,9 @@ func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant stri
 	s := env.NewScheduler(sched.NewScript(steps...), ticks)
 	letters := map[int]string{}
 	order := env.Order(0, "")
+	if rs, ok := env.Store.(stores.RowShower); ok {
+		s.Observe(func() string { return showRow(ctx, rs, order.Key) })
+	}
 	for _, dc := range spec.clients {
 		c := env.SchedClient(s, dc, nil, 0)
 		c.DownstreamKeyed = spec.keyed
@@ -355,6 +359,10 @@ func demoLines(log []sched.Event) []DemoLine {
 			}
 			last = e.Client
 			out = append(out, l)
+		case sched.Observed: // the row after the last line's step
+			if n := len(out); n > 0 && out[n-1].Row == "" {
+				out[n-1].Row = e.Value
+			}
 		case sched.Acted:
 			var waiting []string
 			for c, fp := range at {
@@ -373,6 +381,18 @@ func demoLines(log []sched.Event) []DemoLine {
 		}
 	}
 	return out
+}
+
+// showRow is the key's row for a demo's step, read within a bound: a
+// store that waited for a lock would stall the scheduler.
+func showRow(ctx context.Context, rs stores.RowShower, key stores.KeyRef) string {
+	ctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	defer cancel()
+	row, err := rs.ShowRow(ctx, key)
+	if err != nil {
+		return "(cannot read the row: " + err.Error() + ")"
+	}
+	return row
 }
 
 // renameClients writes the demo's letters for the history's client ids.
