@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,8 +92,15 @@ func isWordByte(c byte) bool {
 // maxLiteral is how many characters of a value a bound statement shows.
 const maxLiteral = 40
 
-// literal prints a value as SQL would read it.
+// literal prints a value as SQL would read it: a nil pointer is NULL,
+// another pointer its value.
 func literal(v any) string {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return "NULL"
+		}
+		return literal(rv.Elem().Interface())
+	}
 	switch x := v.(type) {
 	case nil:
 		return "NULL"

@@ -20,6 +20,7 @@ func TestBind(t *testing.T) {
 		{"SELECT $1, $2, $10, $1x", []any{[]byte("t"), 250 * time.Millisecond, 3, 4, 5, 6, 7, 8, 9, nil},
 			"SELECT 't', '250ms', NULL, $1x"},
 		{"SELECT :a", []any{sql.Named("a", ":a")}, "SELECT ':a'"},
+		{"SELECT $1, $2", []any{(*time.Time)(nil), &[]int{7}[0]}, "SELECT NULL, 7"},
 	} {
 		if got := Bind(c.stmt, c.args...); got != c.want {
 			t.Errorf("Bind(%q) = %q, want %q", c.stmt, got, c.want)
