@@ -175,6 +175,9 @@ func orderTrace(hist *history.History, ledger *history.Ledger, order string) []s
 				continue // a charge or a prune, listed under each key
 			}
 			seen[t] = true
+			if len(keys) > 1 && !strings.Contains(t, " provider ") { // which key each call sent
+				t += "   [key " + key + "]"
+			}
 			var at float64
 			fmt.Sscanf(strings.TrimSpace(t), "%fms", &at)
 			ls = append(ls, line{at, t})
