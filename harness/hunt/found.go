@@ -63,6 +63,20 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 	order := orderOf(k.hist, k.key)
 	bad := &DemoRun{Variant: mutant, Lines: demoLines(k.log), Trace: orderTrace(k.hist, k.ledger, order), Answers: []string{},
 		Caught: preferred(k.Checkers), Harm: "HARM: " + k.Detail}
+	if sc, _ := scenario.Lookup(name); sc.Scheduled {
+		// The same episode again, the key's row read between its steps;
+		// kept if it kills alike (a replay takes back every choice).
+		om := o
+		om.Variant = mutant
+		if ep, err := replay(ctx, om, name, scenario.EpisodeRecord{Choices: k.choices}, true); err == nil && ep.Err == nil {
+			again := &Kill{}
+			if judge(again, ep.Checks, ep.Hist, ep.Ledger) && again.Checker == k.Checker {
+				order = orderOf(ep.Hist, again.key)
+				bad.Lines, bad.Trace = demoLines(ep.Log), orderTrace(ep.Hist, ep.Ledger, order)
+				bad.Caught, bad.Harm = preferred(again.Checkers), "HARM: "+again.Detail
+			}
+		}
+	}
 	if bad.Lines == nil {
 		bad.Lines = []DemoLine{}
 	}
@@ -96,7 +110,7 @@ func correctRun(ctx context.Context, o harness.Options, name string, k *Kill, or
 		lines  []DemoLine
 	)
 	if sc.Scheduled {
-		ep, err := Replay(ctx, o, name, scenario.EpisodeRecord{Choices: k.choices})
+		ep, err := replay(ctx, o, name, scenario.EpisodeRecord{Choices: k.choices}, true)
 		if err != nil {
 			return nil, fmt.Errorf("%w (correct store)", err)
 		}

@@ -475,6 +475,12 @@ func Median(xs []float64) float64 {
 // back by sched.Replay), probes its key, and checks it: how a saved
 // failure is seen again statement by statement.
 func Replay(ctx context.Context, o harness.Options, name string, rec scenario.EpisodeRecord) (*Episode, error) {
+	return replay(ctx, o, name, rec, false)
+}
+
+// replay is Replay; showRows has the log carry the key's row between steps
+// (when the store can show it), for a demo.
+func replay(ctx context.Context, o harness.Options, name string, rec scenario.EpisodeRecord, showRows bool) (*Episode, error) {
 	sc, ok := scenario.Lookup(name)
 	if !ok || !sc.Scheduled {
 		return nil, fmt.Errorf("%q is not a scheduled scenario", name)
@@ -487,6 +493,10 @@ func Replay(ctx context.Context, o harness.Options, name string, rec scenario.Ep
 	env.SetRound(rec.Round)
 	env.UseSchedClock()
 	env.SkipClientIDs(rec.FirstClient)
+	if rs, ok := env.Store.(stores.RowShower); ok && showRows {
+		key := env.Order(rec.Key, "").Key
+		env.Observe = func() string { return showRow(ctx, rs, key) }
+	}
 	stopWatch := history.WatchStalls(env.Hist)
 	log, runErr := scenario.RunEpisode(ctx, env, name, rec.Key, &sched.Replay{Choices: rec.Choices})
 	probe := env.NewClientID()
