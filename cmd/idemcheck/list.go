@@ -79,15 +79,25 @@ func cmdList(args []string, stdout io.Writer) error {
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout, "  (and each runs every client-side mutant: the correct store with clients that make the mistake)")
-	fmt.Fprintln(stdout, "\nMutants:")
-	fmt.Fprintln(tw, "  name\tside\tstores\tscenario\tcaught by")
+	// Each mutant's row, then the bug it re-creates beneath it: columns
+	// sized by hand, as a line between rows would break tabwriter's.
+	head := []string{"name", "side", "stores", "scenario", "caught by"}
+	w := make([]int, len(head))
+	rows := [][]string{head}
 	for _, m := range l.Mutants {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", m.Name, m.Side, storesCell(m.Stores), m.Scenario, m.Checker)
+		rows = append(rows, []string{m.Name, m.Side, storesCell(m.Stores), m.Scenario, m.Checker})
 	}
-	tw.Flush()
-	fmt.Fprintln(stdout, "\nWhat each mutant re-creates:")
-	for _, m := range l.Mutants {
-		fmt.Fprintf(stdout, "  %s\n      %s\n", m.Name, m.Bug)
+	for _, r := range rows {
+		for i, c := range r {
+			w[i] = max(w[i], len(c))
+		}
+	}
+	fmt.Fprintln(stdout, "\nMutants (each with the bug it re-creates):")
+	for i, r := range rows {
+		fmt.Fprintf(stdout, "  %-*s  %-*s  %-*s  %-*s  %s\n", w[0], r[0], w[1], r[1], w[2], r[2], w[3], r[3], r[4])
+		if i > 0 {
+			fmt.Fprintf(stdout, "      %s\n", l.Mutants[i-1].Bug)
+		}
 	}
 	fmt.Fprintln(stdout, "\nScenarios:")
 	for _, s := range l.Scenarios {

@@ -110,9 +110,9 @@ func TestList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("list: exit %d", code)
 	}
-	for m := range seen { // once in the table, once with its story
+	for m := range seen { // one row each (its story is indented beneath)
 		if n := strings.Count(text, "\n  "+m+" "); n != 1 {
-			t.Errorf("list prints the row of %s %d times", m, n)
+			t.Errorf("list prints %d rows for %s", n, m)
 		}
 	}
 }
