@@ -15,6 +15,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
+	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
@@ -258,8 +259,8 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (clean
 }
 
 func printSummary(w io.Writer, sum *harness.Summary) {
-	fmt.Fprintf(w, "idemcheck check: store %s, variant %s, seed %d, %d clients, %d keys, LockTTL %s\n\n",
-		sum.Store, sum.Variant, sum.Seed, sum.Clients, sum.Keys, sum.LockTTL)
+	fmt.Fprintf(w, "idemcheck check: store %s, variant %s, seed %d, %s, %s, LockTTL %s\n\n",
+		sum.Store, sum.Variant, sum.Seed, plural(sum.Clients, "client"), plural(sum.Keys, "key"), sum.LockTTL)
 	// Faults last: with every kind of fault, the column gets long.
 	nw := len("scenario")
 	for _, s := range sum.Scenarios {
@@ -307,8 +308,43 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 			fmt.Fprintf(w, "  %s on %s: %s\n", v.Checker, v.Key, v.Detail)
 		}
 	}
-	fmt.Fprintf(w, "\n%s: %d scenarios, %d store calls, %.1fs. Results: %s\n",
-		strings.ToUpper(string(sum.Verdict)), len(sum.Scenarios), ops, sum.Seconds, sum.Dir)
+	fmt.Fprintf(w, "\n%s: %s; %s, %.1fs elapsed. Results: %s\n",
+		strings.ToUpper(string(sum.Verdict)), countVerdicts(sum.Scenarios), plural(ops, "store call"), sum.Seconds, sum.Dir)
+}
+
+// countVerdicts says how the scenario runs ended, as a person counts them:
+// "15 scenarios passed, 3 skipped", "1 scenario failed, 14 passed".
+func countVerdicts(runs []harness.ScenarioResult) string {
+	n := map[check.Verdict]int{}
+	for _, s := range runs {
+		n[s.Verdict]++
+	}
+	var parts []string
+	for _, v := range []struct {
+		verdict check.Verdict
+		word    string
+	}{{check.Fail, "failed"}, {check.Unknown, "undecided"}, {check.Pass, "passed"}, {check.Skipped, "skipped"}} {
+		if n[v.verdict] == 0 {
+			continue
+		}
+		if len(parts) == 0 { // the first count names what is counted
+			parts = append(parts, plural(n[v.verdict], "scenario")+" "+v.word)
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", n[v.verdict], v.word))
+	}
+	if len(parts) == 0 {
+		return "no scenario ran"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// plural counts n of a thing: "1 client", "6 clients".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func faults(m map[string]int) string {
@@ -333,6 +369,16 @@ func faults(m map[string]int) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// nameWidth is the longest scenario name, so the progress line's columns
+// stay put from one scenario to the next.
+func nameWidth() int {
+	w := 0
+	for _, s := range scenario.All {
+		w = max(w, len(s.Name))
+	}
+	return w
 }
 
 // isTerminal reports whether w is a terminal (progress goes only there).
@@ -364,9 +410,12 @@ func printProgress(w io.Writer, p harness.Progress) {
 	}
 	what := fmt.Sprintf("%6d ops %4d faults %3d violations", p.Ops, p.Faults, p.Violations)
 	if p.Skipped != "" {
-		what = "skipped"
+		what = "skipped: " + p.Skipped
+		if r := []rune(what); len(r) > 60 {
+			what = string(r[:59]) + "…"
+		}
 	}
-	line := fmt.Sprintf("[%d/%d] %s %-18s %s  %s elapsed, ~%s left", p.Index, p.Total, bar, p.Scenario, what,
+	line := fmt.Sprintf("[%*d/%d] %s %-*s %s  %s elapsed, ~%s left", len(fmt.Sprint(p.Total)), p.Index, p.Total, bar, nameWidth(), p.Scenario, what,
 		p.Elapsed.Round(time.Second), left)
 	if p.Done && p.Index == p.Total {
 		fmt.Fprint(w, "\r\033[K") // the summary follows

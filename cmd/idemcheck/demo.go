@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -13,41 +14,100 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-const demoHelp = `Usage: idemcheck demo <mutant> [--store S] [--json]
+const demoHelp = `Usage: idemcheck demo <mutant> [--store S] [--json] [--html FILE]
 
-Runs the mutant's minimal interleaving on the real store, under the
-controlled scheduler, and prints it step by step: which client ran which
-statement (as the store runs it) and what it saw, and the harm done (a
-double charge, a stale answer saved, a stuck key). Then runs the same
-schedule on the correct store (less the mutant's extra read, which the
-correct store does not make), where the second client gets 409 or a replay.
+Shows a mutant's bug happen, step by step, on the real store, then the
+same schedule on the correct store.
 
-Mutants: ` + "%s" + `
+Mutants with a scripted interleaving (%s) run it under the controlled
+scheduler: which client ran which statement, in full as the store runs it,
+and what it saw. Every other mutant is hunted with the scenario meant to
+kill it, its killing episode shrunk to the shortest one found, and that
+episode (the same interleaving, or the same round and seed) then runs on
+the correct store with correct clients. Either way the demo ends with the
+harm done (a double charge, a lost or overwritten answer, a stuck key) and
+the checkers that caught it; its last line says both. Between steps, a
+line marked ⇄ says where the scheduler switched: the failpoint the client
+that ran before waits at, and the one the next client runs from.
 
-Exit codes: 0 the demo ran; 2 bad usage or setup error.
+--html FILE also writes the demo as a page: a lane per client, the key's
+row between the lanes, the switches between the steps.
+
+The store defaults to sqlite, or to the one backend a mutant belongs to
+(split-claim and redis-no-persistence: redis; fence-not-incremented: lease).
+
+Mutants: %s
+
+Exit codes: 0 the demo ran; 1 no checker caught the mutant; 2 bad usage or
+setup error.
 `
 
-func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	help := fmt.Sprintf(demoHelp, strings.Join(hunt.DemoMutants(), ", "))
-	mutant := ""
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		mutant, args = args[0], args[1:]
+// allMutants lists every mutant idemcheck list shows, once each: store
+// side, then configuration, then client side, each in the order the
+// backends list them (the backend with the most mutants first).
+func allMutants() []string {
+	var backends []stores.Backend
+	for _, name := range stores.Backends() {
+		b, _ := stores.Lookup(name)
+		backends = append(backends, b)
 	}
+	slices.SortStableFunc(backends, func(a, b stores.Backend) int { return len(b.Mutants) - len(a.Mutants) })
+	var out []string
+	for _, b := range backends {
+		for _, m := range hunt.MutantsFor(b) {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	rank := map[string]int{"store": 0, "config": 1, "client": 2}
+	slices.SortStableFunc(out, func(a, b string) int {
+		_, sa, _ := hunt.MutantScenario(a)
+		_, sb, _ := hunt.MutantScenario(b)
+		return rank[sa] - rank[sb]
+	})
+	return out
+}
+
+// homeStore is the store a mutant's demo runs on by default: the one
+// backend it belongs to, else sqlite.
+func homeStore(mutant string) string {
+	if b, ok := stores.OnlyOn[mutant]; ok {
+		return b
+	}
+	if b, ok := stores.ConfigMutants[mutant]; ok {
+		return b
+	}
+	return "sqlite"
+}
+
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	all := allMutants()
+	help := fmt.Sprintf(demoHelp, strings.Join(hunt.ScriptedDemos(), ", "), strings.Join(all, ", "))
 	fs := newFlagSet("demo", help)
-	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", "))
+	store := fs.String("store", "", "store backend: "+strings.Join(stores.Backends(), ", ")+" (default: sqlite, or the mutant's own backend)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
-	if err := parse(fs, help, args, stdout); err != nil {
+	htmlOut := fs.String("html", "", "also write the demo as a step-by-step page to this file (a lane per client, the key's row between, the scheduler's switches)")
+	pos, err := parseArgs(fs, help, args, stdout, 1)
+	if err != nil {
 		return exitUsage, err
 	}
-	if mutant == "" {
-		return exitUsage, usagef("demo: name a mutant (%s)", strings.Join(hunt.DemoMutants(), ", "))
+	if len(pos) == 0 {
+		return exitUsage, usagef("demo: name a mutant: %s", strings.Join(all, ", "))
 	}
-	if !slices.Contains(hunt.DemoMutants(), mutant) {
-		return exitUsage, usagef("demo: no demo for %q (demos: %s)", mutant, strings.Join(hunt.DemoMutants(), ", "))
+	mutant := pos[0]
+	if !slices.Contains(all, mutant) {
+		return exitUsage, usagef("demo: no mutant %q; the mutants: %s", mutant, strings.Join(all, ", "))
+	}
+	if *store == "" {
+		*store = homeStore(mutant)
 	}
 	backend, err := stores.Lookup(*store)
 	if err != nil {
 		return exitUsage, usageError{err.Error()}
+	}
+	if known := hunt.MutantsFor(backend); !slices.Contains(known, mutant) {
+		return exitUsage, usagef("demo: store %s has no mutant %q (try --store %s); its mutants: %s", backend.Name, mutant, homeStore(mutant), strings.Join(known, ", "))
 	}
 	o := harness.DefaultOptions()
 	o.Backend = backend
@@ -60,23 +120,68 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		return exitUsage, err
 	}
+	verdict := hunt.Verdict(info, bad, good)
+	code := exitPass
+	if len(bad.Caught) == 0 {
+		code = exitFail
+	}
+	if *htmlOut != "" {
+		if err := writeDemoHTML(*htmlOut, info, bad, good); err != nil {
+			return exitUsage, err
+		}
+		fmt.Fprintf(stderr, "idemcheck: wrote %s\n", *htmlOut)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return exitPass, enc.Encode(struct {
+		return code, enc.Encode(struct {
 			*hunt.DemoInfo
 			Mutant  *hunt.DemoRun `json:"mutant_run"`
 			Correct *hunt.DemoRun `json:"correct_run"`
-		}{info, bad, good})
+			Verdict string        `json:"verdict"`
+		}{info, bad, good, verdict})
 	}
-	fmt.Fprintf(stdout, "demo %s on %s (LockTTL %s)\n%s.\n", info.Mutant, info.Store, info.LockTTL, info.Story)
-	if !info.Keyed {
+	fmt.Fprintf(stdout, "demo %s (%s side) on %s, LockTTL %s\n%s.\n", info.Mutant, info.Side, info.Store, info.LockTTL, capitalize(info.Story))
+	if info.Found {
+		fmt.Fprintf(stdout, "No scripted interleaving: scenario %s hunted it; below, the killing episode (shrunk), then the same on the correct store.\n", info.Scenario)
+	} else if !info.Keyed {
 		fmt.Fprintf(stdout, "The provider gets no idempotency key here, so the store alone stands between a retry and a second charge.\n")
 	}
-	printDemoRun(stdout, fmt.Sprintf("mutant store (%s):", info.Mutant), bad)
-	printDemoRun(stdout, "correct store, same schedule (less the mutant's extra read):", good)
-	return exitPass, nil
+	printDemoRun(stdout, fmt.Sprintf("mutant (%s):", info.Mutant), bad)
+	title := "correct store, same schedule (less the mutant's extra read):"
+	if info.Found {
+		title = "correct store and clients, same " + map[bool]string{true: "interleaving", false: "round and seed"}[len(good.Lines) > 0] + ":"
+	}
+	printDemoRun(stdout, title, good)
+	fmt.Fprintf(stdout, "\n%s\n", verdict)
+	return code, nil
 }
+
+// writeDemoHTML writes the demo's page to path.
+func writeDemoHTML(path string, info *hunt.DemoInfo, bad, good *hunt.DemoRun) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("demo --html: %v", err)
+	}
+	if err := hunt.WriteDemoHTML(f, info, bad, good); err != nil {
+		f.Close()
+		return fmt.Errorf("demo --html: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("demo --html: %v", err)
+	}
+	return nil
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// demoWidth is where a demo's statements wrap.
+const demoWidth = 100
 
 func printDemoRun(w io.Writer, title string, r *hunt.DemoRun) {
 	fmt.Fprintf(w, "\n%s\n", title)
@@ -85,22 +190,57 @@ func printDemoRun(w io.Writer, title string, r *hunt.DemoRun) {
 		if who == "" {
 			who = "·"
 		}
-		if l.Result == "" {
-			fmt.Fprintf(w, "  %2d %-2s %s\n", i+1, who, l.Text)
-			continue
+		if l.Switch != "" {
+			fmt.Fprintf(w, "         ⇄ %s\n", l.Switch)
 		}
-		if len([]rune(l.Text))+len([]rune(l.Result)) < 112 {
-			fmt.Fprintf(w, "  %2d %-2s %s  → %s\n", i+1, who, l.Text, l.Result)
-			continue
+		text := wrap(l.Text, demoWidth, "         ")
+		switch {
+		case l.Result == "":
+			fmt.Fprintf(w, "  %2d %-3s %s\n", i+1, who, text)
+		case !strings.Contains(text, "\n") && len([]rune(text))+len([]rune(l.Result)) < demoWidth:
+			fmt.Fprintf(w, "  %2d %-3s %s  → %s\n", i+1, who, text, l.Result)
+		default:
+			fmt.Fprintf(w, "  %2d %-3s %s\n         → %s\n", i+1, who, text, l.Result)
 		}
-		fmt.Fprintf(w, "  %2d %-2s %s\n          → %s\n", i+1, who, l.Text, l.Result)
+		if l.Row != "" {
+			fmt.Fprintf(w, "         row: %s\n", l.Row)
+		}
 	}
-	fmt.Fprintf(w, "  answers:\n")
-	for _, a := range r.Answers {
-		fmt.Fprintf(w, "    %s\n", a)
+	if len(r.Trace) > 0 {
+		fmt.Fprintf(w, "  the order's history (each call and its answer, the work, the provider's charges):\n")
+		for _, t := range r.Trace {
+			fmt.Fprintf(w, "  %s\n", t)
+		}
+	}
+	if len(r.Answers) > 0 {
+		fmt.Fprintf(w, "  answers:\n")
+		for _, a := range r.Answers {
+			fmt.Fprintf(w, "    %s\n", a)
+		}
 	}
 	fmt.Fprintf(w, "  => %s\n", r.Harm)
 	if len(r.Caught) > 0 {
 		fmt.Fprintf(w, "     caught by: %s\n", strings.Join(r.Caught, ", "))
 	}
+}
+
+// wrap breaks s at spaces into lines of at most width runes, the lines
+// after the first indented.
+func wrap(s string, width int, indent string) string {
+	words := strings.Fields(s)
+	var lines []string
+	cur := ""
+	for _, wd := range words {
+		if cur != "" && len([]rune(cur))+1+len([]rune(wd)) > width {
+			lines = append(lines, cur)
+			cur = wd
+			continue
+		}
+		if cur != "" {
+			cur += " "
+		}
+		cur += wd
+	}
+	lines = append(lines, cur)
+	return strings.Join(lines, "\n"+indent)
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -21,21 +22,111 @@ func newFlagSet(name, help string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args; --help prints the command's help and flags to out.
+// parse parses args, which take no positional argument; --help prints the
+// command's help and flags to out.
 func parse(fs *flag.FlagSet, help string, args []string, out io.Writer) error {
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(out, help)
-		fmt.Fprintln(out, "\nFlags:")
-		fs.SetOutput(out)
-		fs.PrintDefaults()
-		return errHelp
+	pos, err := parseArgs(fs, help, args, out, 0)
+	if err == nil && len(pos) > 0 {
+		return usagef("%s: unexpected argument %q", fs.Name(), pos[0])
 	}
-	if err != nil {
-		return usagef("%s: %v", fs.Name(), strings.TrimSpace(err.Error()))
+	return err
+}
+
+// parseArgs parses args with flags before or after the positional
+// arguments (as a person types them: `demo --store redis split-claim` or
+// `demo split-claim --store redis`), and returns the positional ones; more
+// than max of them is an error. "--" ends the flags.
+func parseArgs(fs *flag.FlagSet, help string, args []string, out io.Writer, max int) ([]string, error) {
+	var pos []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(out, help)
+			fmt.Fprintln(out, "\nFlags:")
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+			return nil, errHelp
+		}
+		if err != nil {
+			return nil, usagef("%s: %v", fs.Name(), strings.TrimSpace(err.Error()))
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" { // everything after -- is positional
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if fs.NArg() > 0 {
-		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	if len(pos) > max {
+		return nil, usagef("%s: unexpected argument %q", fs.Name(), pos[max])
 	}
+	return pos, nil
+}
+
+// seedsFlag is --seeds, with one meaning in every command: "N" runs N
+// consecutive seeds from --seed, "A-B" runs seeds A to B. Naming --seed
+// beside a range is refused: the range names its first seed, and --seed
+// would otherwise be silently ignored.
+type seedsFlag struct {
+	set      bool
+	from, to int64 // a range
+	n        int   // a count
+	text     string
+}
+
+// seedsHelp is --seeds' usage line.
+const seedsHelp = `N consecutive seeds from --seed, or a range A-B`
+
+func (s *seedsFlag) String() string { return s.text }
+
+func (s *seedsFlag) Set(v string) error {
+	s.set, s.text = true, v
+	a, b, isRange := strings.Cut(v, "-")
+	if !isRange {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return fmt.Errorf("--seeds wants a count of seeds (at least 1) or a range like 1-10, got %q", v)
+		}
+		s.n = n
+		return nil
+	}
+	from, err1 := strconv.ParseInt(strings.TrimSpace(a), 10, 64)
+	to, err2 := strconv.ParseInt(strings.TrimSpace(b), 10, 64)
+	if err1 != nil || err2 != nil || from > to {
+		return fmt.Errorf("--seeds wants a count of seeds or a range like 1-10 (first no greater than last), got %q", v)
+	}
+	s.from, s.to = from, to
 	return nil
+}
+
+// resolve gives the first seed and how many, from --seed (seed; seedSet
+// when given) and --seeds (def seeds when not given); at most max.
+func (s *seedsFlag) resolve(seed int64, seedSet bool, def, max int) (first int64, n int, err error) {
+	switch {
+	case !s.set:
+		first, n = seed, def
+	case s.n > 0:
+		first, n = seed, s.n
+	case seedSet:
+		return 0, 0, usagef("--seed %d and --seeds %s: give one (the range names its first seed), or --seeds N for N seeds from --seed", seed, s.text)
+	default:
+		if s.to-s.from >= int64(max) {
+			return 0, 0, usagef("--seeds %s: at most %d seeds at once", s.text, max)
+		}
+		first, n = s.from, int(s.to-s.from)+1
+	}
+	if n > max {
+		return 0, 0, usagef("--seeds %d: at most %d seeds at once", n, max)
+	}
+	return first, n, nil
+}
+
+// given reports whether the named flag was on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	found := false
+	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+	return found
 }

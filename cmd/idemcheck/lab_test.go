@@ -43,10 +43,23 @@ func TestLabTable(t *testing.T) {
 	if code != exitPass {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"no-key", "key-per-try", "same-key", "card (npm run l4, seed 1)", "132   24", "SHAPE HOLDS on seeds 1-2"} {
+	for _, want := range []string{"no-key", "key-per-try", "same-key", "do not compare with this run; its claim is the shape", "SHAPE HOLDS on seeds 1-2"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
+	}
+	if strings.Contains(stdout, "132") || strings.Contains(stdout, "card (npm") {
+		t.Errorf("the card's figures (100 orders) beside a run of 30 orders:\n%s", stdout)
+	}
+	// Seeds 1-2 with the card's 100 orders: the figures beside seed 1 only,
+	// with the line on why the counts differ.
+	code, stdout, stderr = runCLI(t, "lab", "--store", "memory", "--seeds", "2")
+	if code != exitPass {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if n := strings.Count(stdout, "  132   24"); n != 2 || !regexp.MustCompile(`(?m)^\s+1\s+same-key\s+100\s+0\s+100\s+0$`).MatchString(stdout) ||
+		regexp.MustCompile(`(?m)^ +2 +same-key +\d+ +\d+ +\d+`).MatchString(stdout) || !strings.Contains(stdout, "random source") {
+		t.Errorf("the card's figures must sit beside seed 1's rows only, with why the counts differ:\n%s", stdout)
 	}
 	if n := len(regexp.MustCompile(`(?m)^\s+\d+\s+same-key\s+\d+`).FindAllString(stdout, -1)); n != 2 {
 		t.Errorf("%d same-key rows for 2 seeds:\n%s", n, stdout)
@@ -64,6 +77,7 @@ func TestLabBadInput(t *testing.T) {
 		{"lab", "--orders", "0"},
 		{"lab", "--seeds", "5-1"},
 		{"lab", "--seeds", "x"},
+		{"lab", "--seeds", "1-3", "--seed", "2"},
 		{"lab", "extra"},
 	} {
 		code, stdout, stderr := runCLI(t, args...)

@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
@@ -13,21 +17,41 @@ import (
 
 const listHelp = `Usage: idemcheck list [--json]
 
-Lists the stores and their variants (correct and each mutant, with the bug
-it re-creates and the scenario meant to kill it), the scenarios and the
-checkers.
+Lists the stores (where each keeps its data, whose clock it judges by),
+the mutants, once each (the bug each re-creates, its side of the contract:
+store, client or config, the stores it runs on, the scenario meant to kill
+it and the checker that catches it), the scenarios and the checkers.
+Every store also runs its correct variant, named "correct"; a client-side
+mutant runs the correct store with clients that make the mistake.
 `
 
 type listing struct {
-	Stores    []listStore `json:"stores"`
-	Scenarios []listItem  `json:"scenarios"`
-	Checkers  []listItem  `json:"checkers"`
+	Stores    []listStore  `json:"stores"`
+	Mutants   []listMutant `json:"mutants"`
+	Scenarios []listItem   `json:"scenarios"`
+	Checkers  []listItem   `json:"checkers"`
 }
 
 type listStore struct {
-	Name     string     `json:"name"`
-	Clock    string     `json:"clock"`
-	Variants []listItem `json:"variants"`
+	Name  string `json:"name"`
+	Clock string `json:"clock"`
+	Lives string `json:"lives"`
+	// Variants: correct, then the store's own mutants (store side and
+	// configuration); every client-side mutant runs on it too.
+	Variants []string `json:"variants"`
+}
+
+// listMutant is one mutant, in structured fields.
+type listMutant struct {
+	Name string `json:"name"`
+	// Side: "store", "client" or "config".
+	Side string `json:"side"`
+	// Stores it runs on.
+	Stores   []string `json:"stores"`
+	Scenario string   `json:"scenario"`
+	// Checker is the checker that catches it (hunt.Catcher).
+	Checker string `json:"checker"`
+	Bug     string `json:"bug"`
 }
 
 type listItem struct {
@@ -41,19 +65,91 @@ func cmdList(args []string, stdout io.Writer) error {
 	if err := parse(fs, listHelp, args, stdout); err != nil {
 		return err
 	}
+	l := buildListing()
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(l)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "Stores:")
+	fmt.Fprintln(tw, "  name\tdata in\tclock\tvariants")
+	for _, s := range l.Stores {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tcorrect and %d store-side mutants\n", s.Name, s.Lives, s.Clock, len(s.Variants)-1)
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout, "  (and each runs every client-side mutant: the correct store with clients that make the mistake)")
+	// Each mutant's row, then the bug it re-creates beneath it: columns
+	// sized by hand, as a line between rows would break tabwriter's.
+	head := []string{"name", "side", "stores", "scenario", "caught by"}
+	w := make([]int, len(head))
+	rows := [][]string{head}
+	for _, m := range l.Mutants {
+		rows = append(rows, []string{m.Name, m.Side, storesCell(m.Stores), m.Scenario, m.Checker})
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			w[i] = max(w[i], len(c))
+		}
+	}
+	fmt.Fprintln(stdout, "\nMutants (each with the bug it re-creates):")
+	for i, r := range rows {
+		fmt.Fprintf(stdout, "  %-*s  %-*s  %-*s  %-*s  %s\n", w[0], r[0], w[1], r[1], w[2], r[2], w[3], r[3], r[4])
+		if i > 0 {
+			fmt.Fprintf(stdout, "      %s\n", l.Mutants[i-1].Bug)
+		}
+	}
+	fmt.Fprintln(stdout, "\nScenarios:")
+	for _, s := range l.Scenarios {
+		fmt.Fprintf(tw, "  %s\t%s\n", s.Name, s.Doc)
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout, "\nCheckers:")
+	for _, c := range l.Checkers {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.Name, c.Doc)
+	}
+	return tw.Flush()
+}
+
+// storesCell prints a mutant's stores: "all", or "all but X" when it
+// misses one store.
+func storesCell(names []string) string {
+	all := stores.Backends()
+	var missing []string
+	for _, b := range all {
+		if !slices.Contains(names, b) {
+			missing = append(missing, b)
+		}
+	}
+	switch {
+	case len(missing) == 0:
+		return "all"
+	case len(missing) == 1 && len(all) > 2:
+		return "all but " + missing[0]
+	}
+	return strings.Join(names, ",")
+}
+
+// buildListing gathers what list prints.
+func buildListing() listing {
 	var l listing
+	on := map[string][]string{}
 	for _, name := range stores.Backends() {
 		b, _ := stores.Lookup(name)
-		s := listStore{Name: name, Clock: string(b.Clock)}
-		s.Variants = append(s.Variants, listItem{stores.Correct, "the correct store"})
-		for _, m := range b.Mutants {
-			mu := stores.Mutants[m]
-			s.Variants = append(s.Variants, listItem{m, fmt.Sprintf("%s (killed by scenario %s)", mu.Bug, mu.Scenario)})
+		l.Stores = append(l.Stores, listStore{Name: name, Clock: string(b.Clock), Lives: string(b.Lives), Variants: b.Variants()})
+		for _, m := range hunt.MutantsFor(b) {
+			on[m] = append(on[m], name)
 		}
-		for _, cm := range workload.ClientMutants { // the correct store, with clients that make the mistake
-			s.Variants = append(s.Variants, listItem{cm.Name, fmt.Sprintf("client-side: %s (killed by scenario %s)", cm.Bug, cm.Scenario)})
+	}
+	for _, m := range allMutants() {
+		sc, side, _ := hunt.MutantScenario(m)
+		bug := ""
+		if cm, ok := workload.LookupClientMutant(m); ok {
+			bug = cm.Bug
+		} else {
+			bug = stores.Mutants[m].Bug
 		}
-		l.Stores = append(l.Stores, s)
+		l.Mutants = append(l.Mutants, listMutant{Name: m, Side: side, Stores: on[m], Scenario: sc, Checker: hunt.Catcher[m], Bug: bug})
 	}
 	for _, s := range scenario.All {
 		l.Scenarios = append(l.Scenarios, listItem{s.Name, s.Doc})
@@ -61,25 +157,5 @@ func cmdList(args []string, stdout io.Writer) error {
 	for _, c := range check.Docs {
 		l.Checkers = append(l.Checkers, listItem{c.Name, c.Doc})
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(l)
-	}
-	fmt.Fprintln(stdout, "Stores and variants:")
-	for _, s := range l.Stores {
-		fmt.Fprintf(stdout, "  %s (%s clock)\n", s.Name, s.Clock)
-		for _, v := range s.Variants {
-			fmt.Fprintf(stdout, "    %-24s %s\n", v.Name, v.Doc)
-		}
-	}
-	fmt.Fprintln(stdout, "\nScenarios:")
-	for _, s := range l.Scenarios {
-		fmt.Fprintf(stdout, "  %-10s %s\n", s.Name, s.Doc)
-	}
-	fmt.Fprintln(stdout, "\nCheckers:")
-	for _, c := range l.Checkers {
-		fmt.Fprintf(stdout, "  %-20s %s\n", c.Name, c.Doc)
-	}
-	return nil
+	return l
 }

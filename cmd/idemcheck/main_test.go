@@ -100,6 +100,22 @@ func TestList(t *testing.T) {
 	if len(l.Checkers) != len(check.Docs) || len(l.Scenarios) < 6 || len(l.Stores) < 2 {
 		t.Fatalf("list is short: %d checkers, %d scenarios, %d stores", len(l.Checkers), len(l.Scenarios), len(l.Stores))
 	}
+	seen := map[string]bool{}
+	for _, m := range l.Mutants {
+		if seen[m.Name] {
+			t.Errorf("list --json lists %s twice", m.Name)
+		}
+		seen[m.Name] = true
+	}
+	code, text, _ := runCLI(t, "list")
+	if code != 0 {
+		t.Fatalf("list: exit %d", code)
+	}
+	for m := range seen { // one row each (its story is indented beneath)
+		if n := strings.Count(text, "\n  "+m+" "); n != 1 {
+			t.Errorf("list prints %d rows for %s", n, m)
+		}
+	}
 }
 
 // TestCheckSQLite is the skeleton's promise end to end: the correct SQLite

@@ -15,7 +15,7 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-const mutantsHelp = `Usage: idemcheck mutants --store S [--json] [--seed N] [--seeds N] [--mutant M,...]
+const mutantsHelp = `Usage: idemcheck mutants --store S [--json] [--seed N] [--seeds N | --seeds A-B] [--mutant M,...]
 
 Hunts every mutant of the store (its store-side mutants, then the
 client-side ones: the correct store with clients that make the mistake)
@@ -28,8 +28,8 @@ as a seeded PRNG chooses.
 Prints the matrix: each mutant, killed or survived, by which checker, the
 seconds from the start of the hunt to the end of the episode (or round)
 whose check found the first violation, and the shortest trace. With
---seeds N each mutant is hunted with seeds N consecutive seeds and must die
-on every one; the seconds are then the median over the seeds.
+--seeds N (N seeds from --seed) or --seeds A-B each mutant is hunted on
+every seed and must die on every one; the seconds are then the median over the seeds.
 
 Exit codes: 0 every mutant killed and the correct store passed; 1 a mutant
 survived or the correct store failed; 2 bad usage or setup error.
@@ -40,7 +40,8 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	fs := newFlagSet("mutants", mutantsHelp)
 	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", "))
 	seed := fs.Int64("seed", def.Seed, "first seed")
-	seeds := fs.Int("seeds", 1, "how many consecutive seeds each mutant must die on")
+	var seeds seedsFlag
+	fs.Var(&seeds, "seeds", seedsHelp+": each mutant must die on every one")
 	budget := fs.Duration("budget", time.Minute, "give up on a mutant (it survives) after this long, per seed")
 	only := fs.String("mutant", "", "hunt only these mutants (comma-separated)")
 	shrinkFor := fs.Duration("shrink", 3*time.Second, "after a scheduled kill (on the first seed), shrink its trace for up to this long (0: off)")
@@ -52,8 +53,9 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if err != nil {
 		return exitUsage, usageError{err.Error()}
 	}
-	if *seeds < 1 {
-		return exitUsage, usagef("--seeds must be at least 1, got %d", *seeds)
+	first, nSeeds, err := seeds.resolve(*seed, given(fs, "seed"), 1, 1000)
+	if err != nil {
+		return exitUsage, err
 	}
 	if *budget <= 0 {
 		return exitUsage, usagef("--budget must be positive, got %v", *budget)
@@ -69,13 +71,13 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		}
 	}
 	o := def
-	o.Backend, o.Seed = backend, *seed
+	o.Backend, o.Seed = backend, first
 	cleanup, err := provision(ctx, &o, stderr)
 	if err != nil {
 		return exitUsage, err
 	}
 	defer cleanup()
-	mo := hunt.MutantsOptions{Seeds: *seeds, Mutants: mutants, Hunt: hunt.Options{Budget: *budget, Keys: 2, Shrink: *shrinkFor}}
+	mo := hunt.MutantsOptions{Seeds: nSeeds, Mutants: mutants, Hunt: hunt.Options{Budget: *budget, Keys: 2, Shrink: *shrinkFor}}
 	if !*asJSON && isTerminal(stderr) {
 		mo.Progress = func(s string) { fmt.Fprintf(stderr, "\r\033[K%s…", s) }
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-const soakHelp = `Usage: idemcheck soak --store S [--seeds N] [--seed FIRST] [--scenario S|all] [--hogs K] [--json]
+const soakHelp = `Usage: idemcheck soak --store S [--seeds N | --seeds A-B] [--seed FIRST] [--scenario S|all] [--hogs K] [--json]
 
 Runs every scenario (or those named) on N consecutive seeds, one check run
 per seed, with K processes spinning on the CPU beside it (default: one per
@@ -62,8 +62,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", "))
 	variant := fs.String("variant", stores.Correct, "store variant (a soak is meant for the correct one)")
 	scenario := fs.String("scenario", "all", "scenarios to run, or all")
-	seeds := fs.Int("seeds", 10, "how many consecutive seeds")
-	first := fs.Int64("seed", 1, "the first seed")
+	var seedsF seedsFlag
+	fs.Var(&seedsF, "seeds", seedsHelp+" (default 10 from --seed)")
+	seed := fs.Int64("seed", 1, "the first seed")
 	hogs := fs.Int("hogs", runtime.NumCPU(), "CPU-spinning processes beside the run (0: none)")
 	out := fs.String("out", "results", "directory for the results of runs that do not pass")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
@@ -74,8 +75,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		return exitUsage, usageError{err.Error()}
 	}
-	if *seeds < 1 || *seeds > 100_000 {
-		return exitUsage, usagef("--seeds must be between 1 and 100000, got %d", *seeds)
+	firstSeed, nSeeds, err := seedsF.resolve(*seed, given(fs, "seed"), 10, 100_000)
+	if err != nil {
+		return exitUsage, err
 	}
 	if *hogs < 0 || *hogs > 64 {
 		return exitUsage, usagef("--hogs must be between 0 and 64, got %d", *hogs)
@@ -100,20 +102,20 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	defer stop()
 
 	start := time.Now()
-	rep := soakReport{Store: backend.Name, Variant: o.Variant, Seed: *first, Seeds: *seeds, Hogs: *hogs, Bad: []string{}}
+	rep := soakReport{Store: backend.Name, Variant: o.Variant, Seed: firstSeed, Seeds: nSeeds, Hogs: *hogs, Bad: []string{}}
 	rows := map[string]*soakRow{}
 	var order []string
 	progress := isTerminal(stderr) && !*asJSON
 	interrupted := false
-	for i := 0; i < *seeds; i++ {
+	for i := 0; i < nSeeds; i++ {
 		if ctx.Err() != nil {
 			interrupted = true
 			break
 		}
 		oo := o
-		oo.Seed = *first + int64(i)
+		oo.Seed = firstSeed + int64(i)
 		if progress {
-			fmt.Fprintf(stderr, "\r\033[K[%d/%d] seed %d, %d run(s) not passed so far, %s elapsed", i+1, *seeds, oo.Seed, len(rep.Bad), time.Since(start).Round(time.Second))
+			fmt.Fprintf(stderr, "\r\033[K[%d/%d] seed %d, %d run(s) not passed so far, %s elapsed", i+1, nSeeds, oo.Seed, len(rep.Bad), time.Since(start).Round(time.Second))
 		}
 		sum, err := harness.Run(ctx, oo)
 		if err != nil {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness"
@@ -134,8 +136,9 @@ var demoSpecs = map[string]demoSpec{
 		}},
 }
 
-// DemoMutants lists the mutants with a demo, sorted.
-func DemoMutants() []string {
+// ScriptedDemos lists the mutants with a scripted interleaving, sorted;
+// every other mutant's demo is found by a hunt (see foundDemo).
+func ScriptedDemos() []string {
 	var out []string
 	for m := range demoSpecs {
 		out = append(out, m)
@@ -150,6 +153,13 @@ type DemoLine struct {
 	Client string `json:"client,omitempty"`
 	Text   string `json:"text"`
 	Result string `json:"result,omitempty"`
+	// Row is the key's stored row once the step ran ("" unread; the store
+	// cannot show it).
+	Row string `json:"row,omitempty"`
+	// Switch, on a client's first line after the scheduler let it run,
+	// says where the scheduler switched: the failpoint the client ran from
+	// and where the client that ran before it waits.
+	Switch string `json:"switch,omitempty"`
 }
 
 // DemoRun is one store's run of a demo's schedule.
@@ -162,6 +172,9 @@ type DemoRun struct {
 	// ChargeIDs says which, and by whom.
 	Charges   int      `json:"charges"`
 	ChargeIDs []string `json:"charge_ids"`
+	// Trace is the key's history (calls, answers, work and charges) in a
+	// demo found by a hunt; a scripted demo's Lines say it all.
+	Trace []string `json:"trace,omitempty"`
 	// Harm says, in a line, what went wrong (or that nothing did).
 	Harm string `json:"harm"`
 	// Caught lists the checkers that failed on the run's history.
@@ -174,24 +187,33 @@ type DemoInfo struct {
 	Store  string `json:"store"`
 	Story  string `json:"story"`
 	Keyed  bool   `json:"keyed"`
+	// Side is where the bug lives: "store", "client" or "config";
+	// Scenario the scenario meant to kill it.
+	Side     string `json:"side"`
+	Scenario string `json:"scenario"`
+	// Found: no scripted interleaving; a hunt with Scenario found the
+	// episode shown (shrunk), and it ran again on the correct store.
+	Found bool `json:"found"`
 	// LockTTL the stores ran with.
 	LockTTL string `json:"lock_ttl"`
 }
 
 // Demo runs the mutant's minimal interleaving on o.Backend, then the same
-// schedule on the correct store.
+// schedule on the correct store: the scripted one (ScriptedDemos), or the
+// one a hunt finds (every other mutant of MutantsFor(o.Backend)).
 func Demo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo, *DemoRun, *DemoRun, error) {
+	if known := MutantsFor(o.Backend); !slices.Contains(known, mutant) {
+		return nil, nil, nil, fmt.Errorf("store %s has no mutant %q (its mutants: %s)", o.Backend.Name, mutant, strings.Join(known, ", "))
+	}
 	spec, ok := demoSpecs[mutant]
 	if !ok {
-		return nil, nil, nil, fmt.Errorf("no demo for %q (demos: %s)", mutant, strings.Join(DemoMutants(), ", "))
-	}
-	if !o.Backend.HasVariant(mutant) {
-		return nil, nil, nil, fmt.Errorf("store %s has no mutant %q", o.Backend.Name, mutant)
+		return foundDemo(ctx, o, mutant)
 	}
 	if o.Backend.Clock == stores.ServerClock && o.LockTTL > ScheduledServerLockTTL {
 		o.LockTTL = ScheduledServerLockTTL
 	}
-	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Story: spec.story, Keyed: spec.keyed, LockTTL: o.LockTTL.String()}
+	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Story: spec.story, Keyed: spec.keyed, LockTTL: o.LockTTL.String(),
+		Side: "store", Scenario: stores.Mutants[mutant].Scenario}
 	bad, err := runDemo(ctx, o, spec, mutant)
 	if err != nil {
 		return info, nil, nil, err
@@ -230,6 +252,9 @@ func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant stri
 	s := env.NewScheduler(sched.NewScript(steps...), ticks)
 	letters := map[int]string{}
 	order := env.Order(0, "")
+	if rs, ok := env.Store.(stores.RowShower); ok {
+		s.Observe(func() string { return showRow(ctx, rs, order.Key) })
+	}
 	for _, dc := range spec.clients {
 		c := env.SchedClient(s, dc, nil, 0)
 		c.DownstreamKeyed = spec.keyed
@@ -299,21 +324,44 @@ var (
 	clientRE = regexp.MustCompile(`client (\d+)`)
 )
 
-// demoLines turns a scheduler log into the demo's lines.
+// demoLines turns a scheduler log into the demo's lines: each statement a
+// client ran (in full, whitespace collapsed), the clock ticks, the blocked
+// clients, and on each client's first line after the scheduler switched
+// to it, the failpoints of the switch.
 func demoLines(log []sched.Event) []DemoLine {
 	var out []DemoLine
 	at := map[string]string{}
+	from := map[string]string{} // a client let run, until its next line
+	last := ""                  // the client of the last line
 	for _, e := range log {
 		switch e.Kind {
 		case sched.Parked:
 			at[e.Client] = e.Failpoint
+		case sched.Granted:
+			from[e.Client] = e.Failpoint
 		case sched.Statement:
+			l := DemoLine{Client: e.Client, Text: e.Result}
 			switch e.Stmt {
 			case "":
-				out = append(out, DemoLine{Client: e.Client, Text: e.Result})
 			case "BEGIN IMMEDIATE", "COMMIT": // SQLite's transaction brackets: implied by the statements
+				continue
 			default:
-				out = append(out, DemoLine{Client: e.Client, Text: condense(schemaRE.ReplaceAllString(e.Stmt, "idempotency_keys"), 120), Result: e.Result})
+				l = DemoLine{Client: e.Client, Text: strings.Join(strings.Fields(schemaRE.ReplaceAllString(e.Stmt, "idempotency_keys")), " "), Result: e.Result}
+			}
+			if fp, ok := from[e.Client]; ok {
+				delete(from, e.Client)
+				if e.Client != last {
+					l.Switch = e.Client + " runs from " + fp
+					if last != "" && at[last] != "" {
+						l.Switch = last + " waits at " + at[last] + "; " + l.Switch
+					}
+				}
+			}
+			last = e.Client
+			out = append(out, l)
+		case sched.Observed: // the row after the last line's step
+			if n := len(out); n > 0 && out[n-1].Row == "" {
+				out[n-1].Row = e.Value
 			}
 		case sched.Acted:
 			var waiting []string
@@ -333,6 +381,18 @@ func demoLines(log []sched.Event) []DemoLine {
 		}
 	}
 	return out
+}
+
+// showRow is the key's row for a demo's step, read within a bound: a
+// store that waited for a lock would stall the scheduler.
+func showRow(ctx context.Context, rs stores.RowShower, key stores.KeyRef) string {
+	ctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	defer cancel()
+	row, err := rs.ShowRow(ctx, key)
+	if err != nil {
+		return "(cannot read the row: " + err.Error() + ")"
+	}
+	return row
 }
 
 // renameClients writes the demo's letters for the history's client ids.

@@ -57,6 +57,15 @@ type Kill struct {
 	ShrinkRuns int `json:"shrink_runs,omitempty"`
 	FirstTrace int `json:"first_trace_lines,omitempty"`
 	choices    []int
+	// key is the violated key (Trace's); round the killing round of a
+	// scenario that is not scheduled: a demo runs the same on the correct
+	// store.
+	key   string
+	round int
+	log   []sched.Event // the killing episode's log (scheduled scenarios)
+	// hist and ledger are the killing run's, for a demo's trace.
+	hist   *history.History
+	ledger *history.Ledger
 }
 
 // Options bound a hunt.
@@ -224,7 +233,7 @@ func huntEpisodes(ctx context.Context, o harness.Options, sc scenario.Scenario, 
 			try.Error = ep.Err.Error() // a stuck episode still has a history worth checking
 		}
 		if judge(try, ep.Checks, ep.Hist, ep.Ledger) {
-			try.Schedule, try.choices = describeLog(ep.Log), rec.Choices()
+			try.Schedule, try.choices, try.log = describeLog(ep.Log), rec.Choices(), ep.Log
 		}
 		return ctx.Err()
 	}
@@ -268,7 +277,8 @@ func shrink(k *Kill, budget time.Duration, episode func(sched.Chooser, *Kill) er
 			}
 			k.ShrinkRuns++
 			if better(try) {
-				k.Checker, k.Checkers, k.Detail, k.Trace, k.Schedule, k.choices = try.Checker, try.Checkers, try.Detail, try.Trace, try.Schedule, try.choices
+				k.Checker, k.Checkers, k.Detail, k.Trace, k.Schedule, k.choices, k.key, k.log = try.Checker, try.Checkers, try.Detail, try.Trace, try.Schedule, try.choices, try.key, try.log
+				k.hist, k.ledger = try.hist, try.ledger
 				improved = true
 				break
 			}
@@ -312,7 +322,7 @@ func huntRounds(ctx context.Context, o harness.Options, sc scenario.Scenario, h 
 		if err != nil {
 			return err
 		}
-		k.Episodes = round + 1
+		k.Episodes, k.round = round+1, round
 		if res.Verdict == check.Fail && judge(k, res.Checkers, res.History(), res.Ledger()) {
 			k.Seconds = time.Since(start).Seconds()
 			return nil
@@ -337,12 +347,14 @@ func judge(k *Kill, res []check.Result, hist *history.History, ledger *history.L
 	}
 	for _, name := range check.Preference {
 		if c, ok := failed[name]; ok {
-			k.Killed, k.Checker = true, name
+			k.Killed, k.Checker, k.hist, k.ledger = true, name, hist, ledger
 			v := c.Violations[0]
 			k.Detail = v.Detail
+			k.key = v.Key
 			k.Trace = report.TraceLines(hist, ledger, v.Key)
 			if len(k.Trace) == 0 { // a violation named by order, not key
-				k.Trace = report.TraceLines(hist, ledger, orderKey(hist, v.Key))
+				k.key = orderKey(hist, v.Key)
+				k.Trace = report.TraceLines(hist, ledger, k.key)
 			}
 			return true
 		}
@@ -463,6 +475,12 @@ func Median(xs []float64) float64 {
 // back by sched.Replay), probes its key, and checks it: how a saved
 // failure is seen again statement by statement.
 func Replay(ctx context.Context, o harness.Options, name string, rec scenario.EpisodeRecord) (*Episode, error) {
+	return replay(ctx, o, name, rec, false)
+}
+
+// replay is Replay; showRows has the log carry the key's row between steps
+// (when the store can show it), for a demo.
+func replay(ctx context.Context, o harness.Options, name string, rec scenario.EpisodeRecord, showRows bool) (*Episode, error) {
 	sc, ok := scenario.Lookup(name)
 	if !ok || !sc.Scheduled {
 		return nil, fmt.Errorf("%q is not a scheduled scenario", name)
@@ -475,6 +493,10 @@ func Replay(ctx context.Context, o harness.Options, name string, rec scenario.Ep
 	env.SetRound(rec.Round)
 	env.UseSchedClock()
 	env.SkipClientIDs(rec.FirstClient)
+	if rs, ok := env.Store.(stores.RowShower); ok && showRows {
+		key := env.Order(rec.Key, "").Key
+		env.Observe = func() string { return showRow(ctx, rs, key) }
+	}
 	stopWatch := history.WatchStalls(env.Hist)
 	log, runErr := scenario.RunEpisode(ctx, env, name, rec.Key, &sched.Replay{Choices: rec.Choices})
 	probe := env.NewClientID()

@@ -66,7 +66,7 @@ func TestScheduledScenariosOnEveryBackend(t *testing.T) {
 				}
 			})
 			t.Run("demos", func(t *testing.T) {
-				for _, m := range hunt.DemoMutants() {
+				for _, m := range hunt.ScriptedDemos() {
 					info, bad, good, err := hunt.Demo(ctx, o, m)
 					if err != nil {
 						t.Fatalf("%s: %v", m, err)

@@ -62,6 +62,13 @@ type Figures struct {
 	DoubleCharged int `json:"double_charged"`
 }
 
+// The card's run: its seed and orders per version. Its figures compare
+// only with a run of the same seed and orders.
+const (
+	CardSeed   = 1
+	CardOrders = 100
+)
+
 // Card is the card's published table (`npm run l4`, seed 1, 100 orders).
 var Card = map[string]Figures{
 	NoKey:     {Charges: 132, DoubleCharged: 24},

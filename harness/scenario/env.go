@@ -72,6 +72,9 @@ type Env struct {
 	episodes   []EpisodeRecord
 	leakProbe  *int // the leak probes' client id, if the scenario sent any
 	skipped    string
+	// Observe, when set, is given to every scheduler the Env makes
+	// (sched.Scheduler.Observe): a demo reads the key's row between steps.
+	Observe func() string
 }
 
 // NewEnv makes the Env of one scenario, with an empty history and ledger.

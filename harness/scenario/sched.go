@@ -162,6 +162,9 @@ func (e *Env) NewScheduler(ch sched.Chooser, ticks int) *sched.Scheduler {
 		o.Block = embeddedBlock
 	}
 	s := sched.New(ch, o)
+	if e.Observe != nil {
+		s.Observe(e.Observe)
+	}
 	if ticks > 0 {
 		s.Action(Tick, ticks, e.Tick)
 	}

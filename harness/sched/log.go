@@ -19,6 +19,7 @@ const (
 	Picked    EventKind = "pick"      // a value was picked (a clock skew)
 	Statement EventKind = "statement" // a client ran a statement (faults.Trace)
 	Note      EventKind = "note"      // the scheduler says something (Stmt holds it)
+	Observed  EventKind = "observed"  // what Observe saw while no client ran (Value holds it)
 )
 
 // Event is one entry of a scheduled run's log.
@@ -52,6 +53,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("pick %s = %s", e.Pick, e.Value)
 	case Statement:
 		return fmt.Sprintf("%s: %s → %s", e.Client, oneLine(e.Stmt), e.Result)
+	case Observed:
+		return "observed: " + e.Value
 	}
 	return e.Stmt
 }

@@ -160,6 +160,7 @@ type Scheduler struct {
 	ctx     context.Context
 	start   time.Time
 	steps   int
+	observe func() string
 
 	mu   sync.Mutex
 	free bool
@@ -203,6 +204,13 @@ func (s *Scheduler) Client(name string, body func(ctx context.Context)) *Client 
 func (s *Scheduler) Action(name string, max int, f func()) {
 	s.actions = append(s.actions, &action{name: name, max: max, f: f})
 }
+
+// Observe has f called whenever no client runs (each waits at a failpoint,
+// is blocked inside the store, or is done): before every decision and once
+// at the end. What f returns is recorded as an Observed event, so a log
+// says what the world looked like between steps (a demo: the key's row).
+// f must not wait for a client: one may hold a lock while it waits.
+func (s *Scheduler) Observe(f func() string) { s.observe = f }
 
 // Used says how many times the named action has run; safe from any
 // goroutine (a client compares it before and after a failpoint to learn
@@ -310,6 +318,9 @@ func (s *Scheduler) loop(ctx context.Context) error {
 			continue
 		}
 		s.drain()
+		if s.observe != nil {
+			s.record(Event{Kind: Observed, Value: s.observe()})
+		}
 		if s.allDone() {
 			return nil
 		}

@@ -319,3 +319,22 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 
 // Close does nothing: the map goes with the store.
 func (s *Store) Close() error { return nil }
+
+// ShowRow describes the key's row (stores.RowShower), for a demo. It does
+// not wait for the store's lock: a client may hold it while a demo's
+// scheduler holds the client.
+func (s *Store) ShowRow(_ context.Context, key stores.KeyRef) (string, error) {
+	if !s.mu.TryLock() {
+		return "(locked by a client)", nil
+	}
+	defer s.mu.Unlock()
+	r, ok := s.rows[stores.StoredKey(s.variant, key)]
+	if !ok {
+		return stores.NoRow, nil
+	}
+	status := "in_flight"
+	if r.done {
+		status = "done"
+	}
+	return stores.RowLine(status, string(r.token), r.fingerprint, r.response.Status, r.response.Body), nil
+}

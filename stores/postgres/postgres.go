@@ -60,6 +60,7 @@ type Store struct {
 	variant string
 	stmts   statements
 	sql     sqlTexts
+	table   string // the quoted schema.table, for ShowRow
 	pool    *pgxpool.Pool
 }
 
@@ -121,7 +122,7 @@ func New(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID), pool: pool}, nil
+	return &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID), table: tableID, pool: pool}, nil
 }
 
 // ensureSchema creates the schema, table and index unless the table is
@@ -180,13 +181,14 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 		body            []byte
 		at              time.Time
 	)
-	err := s.pool.QueryRow(ctx, s.sql.begin, raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), s.cfg.LockTTL).
+	args := []any{raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), s.cfg.LockTTL}
+	err := s.pool.QueryRow(ctx, s.sql.begin, args...).
 		Scan(&decision, &token, &status, &body, &at)
 	if err != nil {
-		faults.Tracef(ctx, s.sql.begin, "error: %v", err)
+		faults.TraceBoundf(ctx, s.sql.begin, args, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef), err)
 	}
-	faults.Tracef(ctx, s.sql.begin, "decision=%s token=%s", decision, faults.ShortToken(token))
+	faults.TraceBoundf(ctx, s.sql.begin, args, "decision=%s token=%s", decision, faults.ShortToken(token))
 	d := stores.Decision{DecidedAt: at}
 	switch decision {
 	case "claimed":
@@ -219,17 +221,18 @@ type row struct {
 // read is the first statement of the split mutants; found is false when
 // there is no row.
 func (s *Store) read(ctx context.Context, req stores.Request) (r row, found bool, err error) {
-	err = s.pool.QueryRow(ctx, s.sql.read, raw(req.Tenant), raw(req.Key), s.cfg.LockTTL).
+	args := []any{raw(req.Tenant), raw(req.Key), s.cfg.LockTTL}
+	err = s.pool.QueryRow(ctx, s.sql.read, args...).
 		Scan(&r.status, &r.fingerprint, &r.createdAt, &r.stale)
 	if errors.Is(err, pgx.ErrNoRows) {
-		faults.Trace(ctx, s.sql.read, "no row")
+		faults.TraceBound(ctx, s.sql.read, args, "no row")
 		return row{}, false, nil
 	}
 	if err != nil {
-		faults.Tracef(ctx, s.sql.read, "error: %v", err)
+		faults.TraceBoundf(ctx, s.sql.read, args, "error: %v", err)
 		return row{}, false, callErr(ctx, "begin "+quote(req.KeyRef)+": read", err)
 	}
-	faults.Tracef(ctx, s.sql.read, "status=%s stale=%v", r.status, r.stale)
+	faults.TraceBoundf(ctx, s.sql.read, args, "status=%s stale=%v", r.status, r.stale)
 	return r, true, nil
 }
 
@@ -271,16 +274,17 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 	}
 	var token string
 	var at time.Time
-	err = s.pool.QueryRow(ctx, s.sql.blindTakeover, raw(req.Tenant), raw(req.Key)).Scan(&token, &at)
+	args := []any{raw(req.Tenant), raw(req.Key)}
+	err = s.pool.QueryRow(ctx, s.sql.blindTakeover, args...).Scan(&token, &at)
 	if errors.Is(err, pgx.ErrNoRows) { // gone or done since the read
-		faults.Trace(ctx, s.sql.blindTakeover, "0 rows: no longer in flight")
+		faults.TraceBound(ctx, s.sql.blindTakeover, args, "0 rows: no longer in flight")
 		return s.begin(ctx, req)
 	}
 	if err != nil {
-		faults.Tracef(ctx, s.sql.blindTakeover, "error: %v", err)
+		faults.TraceBoundf(ctx, s.sql.blindTakeover, args, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef)+": takeover", err)
 	}
-	faults.Tracef(ctx, s.sql.blindTakeover, "1 row: taken over, token %s", faults.ShortToken(token))
+	faults.TraceBoundf(ctx, s.sql.blindTakeover, args, "1 row: taken over, token %s", faults.ShortToken(token))
 	return stores.Decision{Outcome: stores.Claimed, Token: stores.Token(token), Takeover: true, DecidedAt: at}, nil
 }
 
@@ -288,13 +292,14 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 func (s *Store) overwrite(ctx context.Context, req stores.Request, createdAt *time.Time, decision string) (stores.Decision, error) {
 	var token string
 	var at time.Time
-	err := s.pool.QueryRow(ctx, s.sql.overwrite, raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), createdAt, decision).
+	args := []any{raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), createdAt, decision}
+	err := s.pool.QueryRow(ctx, s.sql.overwrite, args...).
 		Scan(&token, &at)
 	if err != nil {
-		faults.Tracef(ctx, s.sql.overwrite, "error: %v", err)
+		faults.TraceBoundf(ctx, s.sql.overwrite, args, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef)+": upsert", err)
 	}
-	faults.Tracef(ctx, s.sql.overwrite, "1 row: claimed, token %s", faults.ShortToken(token))
+	faults.TraceBoundf(ctx, s.sql.overwrite, args, "1 row: claimed, token %s", faults.ShortToken(token))
 	return stores.Decision{Outcome: stores.Claimed, Token: stores.Token(token), Takeover: decision == "takeover", DecidedAt: at}, nil
 }
 
@@ -305,12 +310,13 @@ func (s *Store) Complete(ctx context.Context, key stores.KeyRef, token stores.To
 		return err
 	}
 	key = stores.StoredKey(s.variant, key)
-	tag, err := s.pool.Exec(ctx, s.sql.complete, raw(key.Tenant), raw(key.Key), string(token), resp.Status, raw(resp.Body))
+	args := []any{raw(key.Tenant), raw(key.Key), string(token), resp.Status, raw(resp.Body)}
+	tag, err := s.pool.Exec(ctx, s.sql.complete, args...)
 	if err != nil {
-		faults.Tracef(ctx, s.sql.complete, "error: %v", err)
+		faults.TraceBoundf(ctx, s.sql.complete, args, "error: %v", err)
 		return callErr(ctx, "complete "+quote(key), err)
 	}
-	faults.Tracef(ctx, s.sql.complete, "%d row(s) changed", tag.RowsAffected())
+	faults.TraceBoundf(ctx, s.sql.complete, args, "%d row(s) changed", tag.RowsAffected())
 	if tag.RowsAffected() == 0 {
 		return stores.ErrFenced
 	}
@@ -324,12 +330,13 @@ func (s *Store) Release(ctx context.Context, key stores.KeyRef, token stores.Tok
 		return err
 	}
 	key = stores.StoredKey(s.variant, key)
-	tag, err := s.pool.Exec(ctx, s.sql.release, raw(key.Tenant), raw(key.Key), string(token))
+	args := []any{raw(key.Tenant), raw(key.Key), string(token)}
+	tag, err := s.pool.Exec(ctx, s.sql.release, args...)
 	if err != nil {
-		faults.Tracef(ctx, s.sql.release, "error: %v", err)
+		faults.TraceBoundf(ctx, s.sql.release, args, "error: %v", err)
 		return callErr(ctx, "release "+quote(key), err)
 	}
-	faults.Tracef(ctx, s.sql.release, "%d row(s) changed", tag.RowsAffected())
+	faults.TraceBoundf(ctx, s.sql.release, args, "%d row(s) changed", tag.RowsAffected())
 	if tag.RowsAffected() == 0 {
 		return stores.ErrFenced
 	}
@@ -339,12 +346,13 @@ func (s *Store) Release(ctx context.Context, key stores.KeyRef, token stores.Tok
 // Prune deletes the keys first claimed at least Retention ago by the
 // server's clock (now is ignored) and returns how many it deleted.
 func (s *Store) Prune(ctx context.Context, _ time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.sql.prune, s.stmts.keep(s.cfg))
+	args := []any{s.stmts.keep(s.cfg)}
+	tag, err := s.pool.Exec(ctx, s.sql.prune, args...)
 	if err != nil {
-		faults.Tracef(ctx, s.sql.prune, "error: %v", err)
+		faults.TraceBoundf(ctx, s.sql.prune, args, "error: %v", err)
 		return 0, callErr(ctx, "prune", err)
 	}
-	faults.Tracef(ctx, s.sql.prune, "%d row(s) deleted", tag.RowsAffected())
+	faults.TraceBoundf(ctx, s.sql.prune, args, "%d row(s) deleted", tag.RowsAffected())
 	return int(tag.RowsAffected()), nil
 }
 
@@ -391,3 +399,27 @@ func (roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQ
 
 // TraceQueryEnd does nothing.
 func (roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// ShowRow describes the key's row (stores.RowShower), for a demo. A plain
+// SELECT waits for no row lock.
+func (s *Store) ShowRow(ctx context.Context, key stores.KeyRef) (string, error) {
+	key = stores.StoredKey(s.variant, key)
+	var (
+		status, token string
+		fp, body      []byte
+		respStatus    *int32
+	)
+	err := s.pool.QueryRow(ctx, `SELECT status, token, fingerprint, response_status, response_body FROM `+s.table+
+		` WHERE tenant = $1 AND key = $2`, raw(key.Tenant), raw(key.Key)).Scan(&status, &token, &fp, &respStatus, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return stores.NoRow, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	rs := 0
+	if respStatus != nil {
+		rs = int(*respStatus)
+	}
+	return stores.RowLine(status, token, string(fp), rs, string(body)), nil
+}

@@ -572,3 +572,16 @@ func (roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.
 		return next(ctx, cmds)
 	}
 }
+
+// ShowRow describes the key's hash (stores.RowShower), for a demo.
+func (s *Store) ShowRow(ctx context.Context, key stores.KeyRef) (string, error) {
+	row, err := s.rdb.HGetAll(ctx, s.redisKey(key)).Result()
+	if err != nil {
+		return "", err
+	}
+	if len(row) == 0 {
+		return stores.NoRow, nil
+	}
+	status, _ := strconv.Atoi(row["resp_status"])
+	return stores.RowLine(row["status"], row["token"], row["fp"], status, row["resp_body"]), nil
+}

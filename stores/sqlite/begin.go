@@ -73,14 +73,15 @@ func (s *Store) beginArgs(req stores.Request, tok stores.Token, extra ...any) []
 func (s *Store) decide(ctx context.Context, tx *sql.Tx, req stores.Request) (stores.Decision, error) {
 	now := req.Now
 	tok := s.tokenFor(now)
-	res, err := tx.ExecContext(ctx, s.sql.claim, s.beginArgs(req, tok)...)
+	args := s.beginArgs(req, tok)
+	res, err := tx.ExecContext(ctx, s.sql.claim, args...)
 	if n, err := changed(res, err); err != nil {
 		return stores.Decision{}, fmt.Errorf("sqlite: begin: claim: %w", err)
 	} else if n == 1 {
-		faults.Tracef(ctx, s.sql.claim, "1 row: claimed, token %s", faults.ShortToken(string(tok)))
+		faults.TraceBoundf(ctx, s.sql.claim, args, "1 row: claimed, token %s", faults.ShortToken(string(tok)))
 		return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: now}, nil
 	}
-	faults.Trace(ctx, s.sql.claim, "0 rows: the key exists")
+	faults.TraceBound(ctx, s.sql.claim, args, "0 rows: the key exists")
 	r, found, err := s.read(ctx, tx, req)
 	if err != nil {
 		return stores.Decision{}, err
@@ -96,14 +97,15 @@ func (s *Store) decide(ctx context.Context, tx *sql.Tx, req stores.Request) (sto
 	case !r.stale:
 		return stores.Decision{Outcome: stores.InFlight, DecidedAt: now}, nil
 	}
-	res, err = tx.ExecContext(ctx, s.sql.takeover, s.beginArgs(req, tok, sql.Named("old_token", string(r.token)))...)
+	args = s.beginArgs(req, tok, sql.Named("old_token", string(r.token)))
+	res, err = tx.ExecContext(ctx, s.sql.takeover, args...)
 	if n, err := changed(res, err); err != nil {
 		return stores.Decision{}, fmt.Errorf("sqlite: begin: takeover: %w", err)
 	} else if n == 0 { // another taker won the compare-and-set
-		faults.Trace(ctx, s.sql.takeover, "0 rows: another taker won")
+		faults.TraceBound(ctx, s.sql.takeover, args, "0 rows: another taker won")
 		return stores.Decision{Outcome: stores.InFlight, DecidedAt: now}, nil
 	}
-	faults.Tracef(ctx, s.sql.takeover, "1 row: taken over, token %s", faults.ShortToken(string(tok)))
+	faults.TraceBoundf(ctx, s.sql.takeover, args, "1 row: taken over, token %s", faults.ShortToken(string(tok)))
 	return stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: now}, nil
 }
 
@@ -137,10 +139,11 @@ func (s *Store) read(ctx context.Context, q querier, req stores.Request) (row, b
 		respBody   []byte
 		token      string
 	)
-	err := q.QueryRowContext(ctx, s.sql.read, s.beginArgs(req, "")...).
+	args := s.beginArgs(req, "")
+	err := q.QueryRowContext(ctx, s.sql.read, args...).
 		Scan(&r.sameFP, &r.done, &respStatus, &respBody, &r.stale, &token, &r.createdAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		faults.Trace(ctx, s.sql.read, "no row")
+		faults.TraceBound(ctx, s.sql.read, args, "no row")
 		return row{}, false, nil
 	}
 	if err != nil {
@@ -148,7 +151,7 @@ func (s *Store) read(ctx context.Context, q querier, req stores.Request) (row, b
 	}
 	r.token = stores.Token(token)
 	r.response = stores.Response{Status: int(respStatus.Int64), Body: string(respBody)}
-	faults.Tracef(ctx, s.sql.read, "same_fp=%v done=%v stale=%v token=%s", r.sameFP, r.done, r.stale, faults.ShortToken(string(r.token)))
+	faults.TraceBoundf(ctx, s.sql.read, args, "same_fp=%v done=%v stale=%v token=%s", r.sameFP, r.done, r.stale, faults.ShortToken(string(r.token)))
 	return r, true, nil
 }
 
@@ -168,10 +171,11 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) (stores.Decision, error) {
 		tok := s.tokenFor(req.Now)
-		if _, err := tx.ExecContext(ctx, s.sql.claimAfterRead, s.beginArgs(req, tok)...); err != nil {
+		args := s.beginArgs(req, tok)
+		if _, err := tx.ExecContext(ctx, s.sql.claimAfterRead, args...); err != nil {
 			return stores.Decision{}, fmt.Errorf("sqlite: begin: upsert: %w", err)
 		}
-		faults.Tracef(ctx, s.sql.claimAfterRead, "1 row: claimed, token %s", faults.ShortToken(string(tok)))
+		faults.TraceBoundf(ctx, s.sql.claimAfterRead, args, "1 row: claimed, token %s", faults.ShortToken(string(tok)))
 		return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: req.Now}, nil
 	})
 }
@@ -194,15 +198,15 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) (stores.Decision, error) {
 		tok := s.tokenFor(req.Now)
-		res, err := tx.ExecContext(ctx, s.sql.takeoverAfterRead,
-			s.beginArgs(req, tok, sql.Named("created_at", r.createdAt))...)
+		args := s.beginArgs(req, tok, sql.Named("created_at", r.createdAt))
+		res, err := tx.ExecContext(ctx, s.sql.takeoverAfterRead, args...)
 		if n, err := changed(res, err); err != nil {
 			return stores.Decision{}, fmt.Errorf("sqlite: begin: takeover: %w", err)
 		} else if n == 0 { // blind-takeover: no longer in flight (done or gone)
-			faults.Trace(ctx, s.sql.takeoverAfterRead, "0 rows: no longer in flight")
+			faults.TraceBound(ctx, s.sql.takeoverAfterRead, args, "0 rows: no longer in flight")
 			return s.decide(ctx, tx, req)
 		}
-		faults.Tracef(ctx, s.sql.takeoverAfterRead, "1 row: taken over, token %s", faults.ShortToken(string(tok)))
+		faults.TraceBoundf(ctx, s.sql.takeoverAfterRead, args, "1 row: taken over, token %s", faults.ShortToken(string(tok)))
 		return stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: req.Now}, nil
 	})
 }

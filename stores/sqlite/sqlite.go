@@ -346,11 +346,11 @@ func (s *Store) exec(ctx context.Context, stmt string, args ...any) (int64, erro
 	defer done()
 	res, err := s.db.ExecContext(ctx, stmt, args...)
 	if err != nil {
-		faults.Tracef(ctx, stmt, "error: %v", err)
+		faults.TraceBoundf(ctx, stmt, args, "error: %v", err)
 		return 0, busy(err)
 	}
 	n, err := res.RowsAffected()
-	faults.Tracef(ctx, stmt, "%d row(s) changed", n)
+	faults.TraceBoundf(ctx, stmt, args, "%d row(s) changed", n)
 	return n, err
 }
 
@@ -379,3 +379,24 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 
 // Close closes the store's connections; the file stays.
 func (s *Store) Close() error { return s.db.Close() }
+
+// showRow reads a key's row for a demo.
+const showRow = `SELECT status, token, fingerprint, coalesce(resp_status, 0), coalesce(resp_body, x'') FROM idempotency_keys WHERE tenant = :tenant AND key = :key`
+
+// ShowRow describes the key's row (stores.RowShower), for a demo. A read
+// in WAL mode waits for no writer.
+func (s *Store) ShowRow(ctx context.Context, key stores.KeyRef) (string, error) {
+	var (
+		status, token string
+		fp, body      []byte
+		respStatus    int
+	)
+	err := s.db.QueryRowContext(ctx, showRow, s.args(key)...).Scan(&status, &token, &fp, &respStatus, &body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return stores.NoRow, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return stores.RowLine(status, token, string(fp), respStatus, string(body)), nil
+}

@@ -3,7 +3,6 @@ package htmlreport_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,42 +15,21 @@ import (
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
 	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/internal/browsertest"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 	_ "github.com/idemcheck/idemcheck/stores/sqlite"
 )
 
-// EnvChromium names a Chromium or Chrome binary to use instead of the first
-// of chromiumNames found on PATH.
-const EnvChromium = "IDEM_CHROMIUM"
-
 // EnvScreenshotDir, when set, is a directory the Chromium test also saves its
 // screenshots into (CI keeps them as artifacts).
 const EnvScreenshotDir = "IDEM_SCREENSHOT_DIR"
-
-var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"}
 
 // findChromium returns the browser binary, or skips the test with a reason,
 // or fails it when IDEM_REQUIRE_SERVERS=1 (CI must not skip it).
 func findChromium(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv(EnvChromium); p != "" {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Fatalf("%s=%s: %v", EnvChromium, p, err)
-		}
-		return p
-	}
-	for _, n := range chromiumNames {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	msg := "no Chromium binary found (looked for " + strings.Join(chromiumNames, ", ") + " on PATH, and " + EnvChromium + "): apt-get install chromium"
-	if servers.Required() {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return browsertest.Find(t, servers.Required())
 }
 
 // domReport is what the page shows, read from its DOM.
@@ -115,15 +93,7 @@ func TestReportInChromium(t *testing.T) {
 		}
 	}
 
-	// No sandbox: Chromium cannot sandbox as root or in most CI containers,
-	// and the page is a local file this test has just written.
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1400, 2100))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelT()
+	ctx := browsertest.Open(t, bin, 1400, 2100, 90*time.Second)
 
 	start := time.Now()
 	url := "file://" + filepath.Join(dir, htmlreport.FileName)

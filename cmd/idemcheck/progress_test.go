@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+)
+
+// TestCountsReadAsSentences: the summary counts scenarios by how they
+// ended, skipped ones apart, and counts one thing in the singular.
+func TestCountsReadAsSentences(t *testing.T) {
+	runs := func(vs ...check.Verdict) []harness.ScenarioResult {
+		var out []harness.ScenarioResult
+		for _, v := range vs {
+			out = append(out, harness.ScenarioResult{Verdict: v})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		runs []harness.ScenarioResult
+		want string
+	}{
+		{runs(check.Pass, check.Pass, check.Skipped), "2 scenarios passed, 1 skipped"},
+		{runs(check.Pass), "1 scenario passed"},
+		{runs(check.Pass, check.Fail, check.Skipped, check.Unknown), "1 scenario failed, 1 undecided, 1 passed, 1 skipped"},
+		{nil, "no scenario ran"},
+	} {
+		if got := countVerdicts(c.runs); got != c.want {
+			t.Errorf("countVerdicts = %q, want %q", got, c.want)
+		}
+	}
+	if plural(1, "client") != "1 client" || plural(6, "client") != "6 clients" {
+		t.Errorf("plural: %q, %q", plural(1, "client"), plural(6, "client"))
+	}
+}
+
+// TestProgressShowsSkipsInPlace: a skipped scenario's line says why, and
+// every line replaces the last one.
+func TestProgressShowsSkipsInPlace(t *testing.T) {
+	var b bytes.Buffer
+	printProgress(&b, harness.Progress{Scenario: "network", Index: 10, Total: 21, Skipped: "network faults need a server", Done: true, Elapsed: time.Second})
+	printProgress(&b, harness.Progress{Scenario: "sched-race", Index: 11, Total: 21, Elapsed: time.Second})
+	out := b.String()
+	if !strings.Contains(out, "[10/21]") || !strings.Contains(out, "skipped: network faults need a server") || strings.Contains(out, "\n") ||
+		strings.Count(out, "\r\033[K") != 2 {
+		t.Errorf("progress: %q", out)
+	}
+	// Names line up: the column after the name starts at the same place
+	// whatever the name (as wide as the longest scenario name).
+	lines := strings.Split(out, "\r\033[K")
+	if len(lines) != 3 || strings.Index(lines[1], "skipped") != strings.Index(lines[2], "sched-race")+nameWidth()+1 ||
+		strings.Index(lines[1], "network") != strings.Index(lines[2], "sched-race") {
+		t.Errorf("progress columns do not line up: %q", lines)
+	}
+}
