@@ -76,6 +76,9 @@ type Options struct {
 	// NoServer says why.
 	Server   nemesis.Server
 	NoServer string
+	// Cluster is the replicated topology of a replicated backend, for the
+	// failover and partition scenarios; nil: they skip.
+	Cluster nemesis.Cluster
 	// WorkerCommand starts an `idemcheck worker` process (argv), for the
 	// scenarios that run clients in processes the harness kills; empty
 	// means no worker processes (those scenarios skip, or do without).
@@ -170,7 +173,7 @@ func (o Options) Declared() (stores.Semantics, stores.Fence) {
 func (o Options) Caps() scenario.Caps {
 	sem, _ := o.Declared()
 	c := scenario.Caps{Backend: o.Backend, Factory: o.OpenStore != nil, Addr: o.Addr, Semantics: sem,
-		Net: o.Net, Server: o.Server, NoServer: o.NoServer, WorkerCommand: o.WorkerCommand, OpenAt: o.OpenAt}
+		Net: o.Net, Server: o.Server, NoServer: o.NoServer, Cluster: o.Cluster, WorkerCommand: o.WorkerCommand, OpenAt: o.OpenAt}
 	if o.OpenStore == nil && o.Backend.Open != nil {
 		c.OpenAt = o.Backend.Open
 	}
