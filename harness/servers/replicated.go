@@ -268,7 +268,16 @@ exec ` + as + ` postgres -D "$d"`}
 		_ = s.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	if err := waitUntil(ctx, func(ctx context.Context) error { return ping(ctx, s) }); err != nil {
+	if err := waitUntil(ctx, func(ctx context.Context) error {
+		// Dial first: go-redis logs every failed dial of its own.
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(nd.ip, t.port()))
+		if err != nil {
+			return err
+		}
+		_ = c.Close()
+		return ping(ctx, s)
+	}); err != nil {
 		last := lastLogLines(context.WithoutCancel(ctx), ctr)
 		_ = s.Close(context.WithoutCancel(ctx))
 		return nil, errorf(t.Servers, false, "%s node %s did not answer: %v (container log: %s)", t.Servers, name, err, last)
