@@ -245,13 +245,15 @@ func (r *ScenarioResult) Visualization() []byte {
 
 // Summary is a whole run's outcome: what `--json` prints.
 type Summary struct {
-	Verdict    check.Verdict     `json:"verdict"`
-	Store      string            `json:"store"`
-	Variant    string            `json:"variant"`
-	Seed       int64             `json:"seed"`
-	Clients    int               `json:"clients"`
-	Keys       int               `json:"keys"`
-	LockTTL    string            `json:"lock_ttl"`
+	Verdict check.Verdict `json:"verdict"`
+	Store   string        `json:"store"`
+	Variant string        `json:"variant"`
+	Seed    int64         `json:"seed"`
+	Clients int           `json:"clients"`
+	Keys    int           `json:"keys"`
+	LockTTL string        `json:"lock_ttl"`
+	// Retention is the run's retention (a scenario may override it).
+	Retention  string            `json:"retention,omitempty"`
 	Started    time.Time         `json:"started"`
 	Seconds    float64           `json:"seconds"`
 	Scenarios  []ScenarioResult  `json:"scenarios"`
@@ -313,7 +315,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	names := o.Plan()
 	sum := &Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
-		LockTTL: o.LockTTL.String(), Started: time.Now(), Violations: []check.Violation{}}
+		LockTTL: o.LockTTL.String(), Retention: o.Retention.String(), Started: time.Now(), Violations: []check.Violation{}}
 	runID := NewRunID()
 	reps := map[string]int{}
 	for i, name := range names {

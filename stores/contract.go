@@ -275,3 +275,13 @@ type requestJSON struct {
 	Now         time.Time     `json:"now"`
 	Lease       time.Duration `json:"lease,omitempty"`
 }
+
+// ErrLateClaim is wrapped by the error of a Begin that claimed the key
+// but took half its LockTTL or more to answer, which a store may return
+// instead of the claim. The lease starts when the store decides, and a
+// commit that then waits (for a synchronous standby, for WAIT) eats into
+// it: an owner told late could start its work after its lease ran out,
+// while another takes the key over. The claim was made; the caller holds
+// an unknown outcome and retries with the same key (the replicated
+// stores return it).
+var ErrLateClaim = errors.New("the claim took half its LockTTL or more to commit: not handed out, its lease may be gone")

@@ -71,6 +71,11 @@ const AsyncReplication = "postgres-async-replication"
 // other clients could then read a claim that a failover loses. A dropped
 // connection leaves the commit waiting, invisible, until the standby has
 // it or the primary dies.
+//
+// Both variants refuse a claim that took half its LockTTL or more to
+// commit (stores.ErrLateClaim): its lease was taken when the statement
+// ran, before the wait for the standby, and may be gone by the time the
+// owner hears of it.
 func NewReplicated(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
 	v := cfg.Variant
 	if v == "" {
@@ -79,7 +84,7 @@ func NewReplicated(ctx context.Context, dsn string, cfg stores.Config) (*Store, 
 	if v != stores.Correct && v != AsyncReplication {
 		return nil, fmt.Errorf("postgres-replicated: unknown variant %q (known: %s, %s)", v, stores.Correct, AsyncReplication)
 	}
-	return open(ctx, dsn, cfg, func(pcfg *pgxpool.Config) {
+	st, err := open(ctx, dsn, cfg, func(pcfg *pgxpool.Config) {
 		if v == AsyncReplication {
 			pcfg.ConnConfig.RuntimeParams["synchronous_commit"] = "local"
 			return
@@ -88,6 +93,11 @@ func NewReplicated(ctx context.Context, dsn string, cfg stores.Config) (*Store, 
 			return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
+	st.lateAfter = cfg.LockTTL / 2
+	return st, nil
 }
 
 // DefaultSchema holds the table when Config.Namespace is empty.
@@ -113,6 +123,9 @@ type Store struct {
 	stmts   statements
 	sql     sqlTexts
 	pool    *pgxpool.Pool
+	// lateAfter, when set, is how long a claim may take to commit and
+	// still be handed out (the replicated store: see stores.ErrLateClaim).
+	lateAfter time.Duration
 }
 
 // New connects to the Postgres server at dsn (a URL or key=value
@@ -236,6 +249,14 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return s.beginSelectThenInsert(ctx, req)
 	case blindTakeover, staleOverwrite:
 		return s.beginTakeoverOnRead(ctx, req)
+	}
+	if s.lateAfter > 0 {
+		t0 := time.Now()
+		d, err := s.begin(ctx, req)
+		if took := time.Since(t0); err == nil && d.Outcome == stores.Claimed && took >= s.lateAfter {
+			return stores.Decision{}, fmt.Errorf("postgres: begin %s: %w (it took %v)", quote(req.KeyRef), stores.ErrLateClaim, took.Round(time.Millisecond))
+		}
+		return d, err
 	}
 	return s.begin(ctx, req)
 }

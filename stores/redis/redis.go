@@ -144,6 +144,9 @@ type Store struct {
 	durErr     error
 	restore    func() // redis-no-persistence: the server's settings back, at Close
 	replicas   int    // redis-replicated: replicas every reply waits for (WAIT)
+	// lateAfter, when set, is how long a claim may take and still be
+	// handed out (redis-replicated: see stores.ErrLateClaim).
+	lateAfter time.Duration
 }
 
 // New connects to addr, a host:port or a redis:// (rediss://, unix://) URL,
@@ -400,6 +403,14 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 			return s.runBegin(ctx, s.scripts.second, key, args) // the upsert
 		}
 	}
+	if s.lateAfter > 0 {
+		t0 := time.Now()
+		d, err := s.runBegin(ctx, s.scripts.begin, key, args)
+		if took := time.Since(t0); err == nil && d.Outcome == stores.Claimed && took >= s.lateAfter {
+			return stores.Decision{}, fmt.Errorf("redis: begin: %w (it took %v)", stores.ErrLateClaim, took.Round(time.Millisecond))
+		}
+		return d, err
+	}
 	return s.runBegin(ctx, s.scripts.begin, key, args)
 }
 
@@ -422,6 +433,14 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, key string, args []an
 	}
 	if len(row) == 0 {
 		return s.runBegin(ctx, s.scripts.second, key, args) // the upsert
+	}
+	if s.lateAfter > 0 {
+		t0 := time.Now()
+		d, err := s.runBegin(ctx, s.scripts.begin, key, args)
+		if took := time.Since(t0); err == nil && d.Outcome == stores.Claimed && took >= s.lateAfter {
+			return stores.Decision{}, fmt.Errorf("redis: begin: %w (it took %v)", stores.ErrLateClaim, took.Round(time.Millisecond))
+		}
+		return d, err
 	}
 	return s.runBegin(ctx, s.scripts.begin, key, args)
 }

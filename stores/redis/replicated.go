@@ -40,15 +40,25 @@ var ErrNotReplicated = errors.New("redis: not confirmed by the replica")
 // docs/DESIGN.md "Replicated stores"): a write whose WAIT timed out stays
 // on the primary; its caller holds an unknown outcome, and a failover may
 // keep or lose it.
+//
+// Both variants refuse a claim that took half its LockTTL or more
+// (stores.ErrLateClaim): the script took the lease when it ran, before
+// WAIT, and the lease may be gone by the time the owner hears of it.
 func NewReplicated(ctx context.Context, addr string, cfg stores.Config) (*Store, error) {
-	v := cfg.Variant
-	if v == "" || v == stores.Correct {
-		return newStore(ctx, addr, cfg, 1)
+	replicas := 1
+	switch cfg.Variant {
+	case "", stores.Correct:
+	case AsyncReplication:
+		replicas = 0
+	default:
+		return nil, errors.New("redis-replicated: unknown variant " + cfg.Variant + " (known: correct, " + AsyncReplication + ")")
 	}
-	if v == AsyncReplication {
-		return newStore(ctx, addr, cfg, 0)
+	st, err := newStore(ctx, addr, cfg, replicas)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errors.New("redis-replicated: unknown variant " + v + " (known: correct, " + AsyncReplication + ")")
+	st.lateAfter = cfg.LockTTL / 2
+	return st, nil
 }
 
 // waitBarrier queues, after a script, INCR of the namespace's barrier key
