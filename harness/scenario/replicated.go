@@ -111,7 +111,7 @@ func runFailover(ctx context.Context, env *Env) {
 			env.Fail("%v", err)
 			return false
 		}
-		if faults.Pause(ctx, time.Until(begun.Add(lagAt+lagFor))) != nil {
+		if faults.Pause(ctx, lagFor) != nil { // from the cut: the lag lasts lagFor however long cutting took
 			lag.End()
 			return false
 		}
@@ -141,12 +141,12 @@ func runPartition(ctx context.Context, env *Env) {
 	jitter := func(d time.Duration) time.Duration { return time.Duration(r.Int63n(int64(d) + 1)) }
 	clientsAt := ttl/2 + jitter(ttl)
 	clientsFor := ttl + jitter(ttl)
-	standbyAt := clientsAt + clientsFor + ttl + jitter(ttl)
+	gap := ttl + jitter(ttl)
 	standbyFor := 2*ttl + jitter(2*ttl)
 	isolatedFor := ttl/2 + jitter(ttl)
 	env.Note("%s: +%v cut the primary off the clients for %v, then heal (no failover)", env.Tenant, clientsAt.Round(time.Millisecond), clientsFor.Round(time.Millisecond))
-	env.Note("%s: +%v cut the primary off its standby (it keeps serving the clients)", env.Tenant, standbyAt.Round(time.Millisecond))
-	env.Note("%s: +%v cut it off the clients too; %v later fence it (SIGKILL), promote the standby, heal", env.Tenant, (standbyAt + standbyFor).Round(time.Millisecond), isolatedFor.Round(time.Millisecond))
+	env.Note("%s: %v after the heal, cut the primary off its standby (it keeps serving the clients) for %v", env.Tenant, gap.Round(time.Millisecond), standbyFor.Round(time.Millisecond))
+	env.Note("%s: then cut it off the clients too; %v later fence it (SIGKILL), promote the standby, heal", env.Tenant, isolatedFor.Round(time.Millisecond))
 	clusterRun(ctx, env, func(cl nemesis.Cluster) bool {
 		begun := time.Now()
 		if faults.Pause(ctx, time.Until(begun.Add(clientsAt))) != nil {
@@ -165,7 +165,7 @@ func runPartition(ctx context.Context, env *Env) {
 			env.Fail("healing the partition: %v", err)
 			return false
 		}
-		if faults.Pause(ctx, time.Until(begun.Add(standbyAt))) != nil {
+		if faults.Pause(ctx, gap) != nil {
 			return false
 		}
 		cut := nemesis.OpenWindow(env.Hist, history.FaultPartitionStandby, "network")
@@ -174,7 +174,7 @@ func runPartition(ctx context.Context, env *Env) {
 			cut.End()
 			return false
 		}
-		if faults.Pause(ctx, time.Until(begun.Add(standbyAt+standbyFor))) != nil {
+		if faults.Pause(ctx, standbyFor) != nil {
 			cut.End()
 			return false
 		}

@@ -486,15 +486,16 @@ func (t *Topology) Heal(ctx context.Context) error {
 	if sb != nil {
 		errs = append(errs, t.CatchUpStandby(ctx))
 	}
-	if err := p.flt.Heal(ctx); err != nil {
-		errs = append(errs, err)
-	}
 	if len(cut) > 0 {
+		// Reconnected, the primary may have another address.
 		if err := t.refreshIP(ctx, p); err != nil {
 			errs = append(errs, err)
-		} else {
-			t.router.Route(net.JoinHostPort(p.ip, t.port()))
+		} else if target := net.JoinHostPort(p.ip, t.port()); target != t.router.Target() {
+			t.router.Route(target)
 		}
+	}
+	if err := p.flt.Heal(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
