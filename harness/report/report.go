@@ -154,6 +154,15 @@ func writeReport(w io.Writer, sum *harness.Summary) error {
 			}
 		}
 	}
+	retention := harness.DefaultOptions().Retention
+	if d, err := time.ParseDuration(sum.Retention); err == nil {
+		retention = d
+	}
+	for _, s := range sum.Scenarios {
+		if s.History() != nil {
+			writeReplication(w, s.Name, s.History(), retention)
+		}
+	}
 	fmt.Fprintf(w, "\n## Checkers\n\n")
 	for _, s := range sum.Scenarios {
 		fmt.Fprintf(w, "### %s\n\n", s.Name)
@@ -279,6 +288,10 @@ func TraceLines(h *history.History, l *history.Ledger, key string) []string {
 		ls = append(ls, traceLine{wr.Start, fmt.Sprintf("%9s  client %-3d work for order %s (token %s) %s%s", history.Millis(wr.Start), wr.Client, wr.Order, faults.ShortToken(string(wr.Token)), end, charge)})
 	}
 	for _, f := range h.Faults() {
+		if slices.Contains(clusterKinds, f.Kind) { // they hit every key
+			ls = append(ls, traceLine{f.Start, fmt.Sprintf("%9s  topology   %s (%s) until %s", history.Millis(f.Start), f.Kind, f.Failpoint, history.Millis(f.End))})
+			continue
+		}
 		if f.Key.String() != key {
 			continue
 		}
