@@ -332,6 +332,9 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 			fmt.Fprintf(w, "  %s on %s: %s\n", v.Checker, v.Key, v.Detail)
 		}
 	}
+	if _, config := stores.ConfigMutants[sum.Variant]; config && len(sum.Violations) > 0 {
+		fmt.Fprintf(w, "\n%s is a configuration, not a bug in the store's code: %s\n", sum.Variant, stores.Mutants[sum.Variant].Bug)
+	}
 	fmt.Fprintf(w, "\n%s: %d scenarios, %d store calls, %.1fs. Results: %s\n",
 		strings.ToUpper(string(sum.Verdict)), len(sum.Scenarios), ops, sum.Seconds, sum.Dir)
 }

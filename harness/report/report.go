@@ -24,6 +24,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // RunDir is a results directory made before a run, so an unwritable
@@ -176,6 +177,9 @@ func writeReport(w io.Writer, sum *harness.Summary) error {
 		return nil
 	}
 	fmt.Fprintf(w, "## Violations\n\n")
+	if _, config := stores.ConfigMutants[sum.Variant]; config {
+		fmt.Fprintf(w, "%s is a configuration, not a bug in the store's code: %s\n\n", sum.Variant, stores.Mutants[sum.Variant].Bug)
+	}
 	for _, v := range sum.Violations {
 		fmt.Fprintf(w, "- `%s` on `%s`: %s\n", v.Checker, v.Key, v.Detail)
 	}
