@@ -11,6 +11,13 @@ import (
 	"github.com/idemcheck/idemcheck/harness/workload"
 )
 
+// replicatedRetention is the retention of the failover and partition
+// scenarios: longer than a round with its standby rebuilds (tens of
+// seconds on a loaded machine), so that a key answered before the
+// failover is still kept when the settle phase asks for it again, and a
+// fresh claim then is a loss, not an expiry.
+const replicatedRetention = 5 * time.Minute
+
 const clusterNeeds = "a replicated store (postgres-replicated, redis-replicated): a primary, a standby and the harness's router"
 
 // clusterRun is the frame of the replicated scenarios: it makes sure the

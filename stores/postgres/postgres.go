@@ -251,12 +251,8 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return s.beginTakeoverOnRead(ctx, req)
 	}
 	if s.lateAfter > 0 {
-		t0 := time.Now()
-		d, err := s.begin(ctx, req)
-		if took := time.Since(t0); err == nil && d.Outcome == stores.Claimed && took >= s.lateAfter {
-			return stores.Decision{}, fmt.Errorf("postgres: begin %s: %w (it took %v)", quote(req.KeyRef), stores.ErrLateClaim, took.Round(time.Millisecond))
-		}
-		return d, err
+		return stores.BeginInTime(ctx, req.KeyRef, s.lateAfter, func() (stores.Decision, error) { return s.begin(ctx, req) },
+			func(tok stores.Token) error { return s.Release(ctx, req.KeyRef, tok) })
 	}
 	return s.begin(ctx, req)
 }

@@ -404,12 +404,10 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		}
 	}
 	if s.lateAfter > 0 {
-		t0 := time.Now()
-		d, err := s.runBegin(ctx, s.scripts.begin, key, args)
-		if took := time.Since(t0); err == nil && d.Outcome == stores.Claimed && took >= s.lateAfter {
-			return stores.Decision{}, fmt.Errorf("redis: begin: %w (it took %v)", stores.ErrLateClaim, took.Round(time.Millisecond))
-		}
-		return d, err
+		return stores.BeginInTime(ctx, req.KeyRef, s.lateAfter, func() (stores.Decision, error) {
+			args[1] = newToken() // each claim its own token
+			return s.runBegin(ctx, s.scripts.begin, key, args)
+		}, func(tok stores.Token) error { return s.Release(ctx, req.KeyRef, tok) })
 	}
 	return s.runBegin(ctx, s.scripts.begin, key, args)
 }
@@ -433,14 +431,6 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, key string, args []an
 	}
 	if len(row) == 0 {
 		return s.runBegin(ctx, s.scripts.second, key, args) // the upsert
-	}
-	if s.lateAfter > 0 {
-		t0 := time.Now()
-		d, err := s.runBegin(ctx, s.scripts.begin, key, args)
-		if took := time.Since(t0); err == nil && d.Outcome == stores.Claimed && took >= s.lateAfter {
-			return stores.Decision{}, fmt.Errorf("redis: begin: %w (it took %v)", stores.ErrLateClaim, took.Round(time.Millisecond))
-		}
-		return d, err
 	}
 	return s.runBegin(ctx, s.scripts.begin, key, args)
 }
