@@ -47,8 +47,9 @@ func clusterRun(ctx context.Context, env *Env, faultsPhase func(cl nemesis.Clust
 		l.run(ctx, env.Clients, func(int) *workload.Client { return env.timedClient() }, 2*ttl/5, stop)
 	}()
 	injected := faultsPhase(cl)
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	if err := cl.Heal(hctx); err != nil {
+	// Not past an interrupt: Close removes the topology whatever its state.
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	if err := cl.Heal(hctx); err != nil && ctx.Err() == nil {
 		env.Fail("healing the %s topology: %v", cl.Kind(), err)
 	}
 	cancel()

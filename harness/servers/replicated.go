@@ -518,6 +518,13 @@ func (t *Topology) Failover(ctx context.Context) error {
 	if err := t.CatchUpStandby(ctx); err != nil { // the fenced primary sends nothing more
 		return err
 	}
+	// From here on the standby is the primary, promoted or not: the
+	// fenced one is never waited for again (Heal, an interrupted run).
+	t.mu.Lock()
+	t.old = append(t.old, p)
+	t.primary, t.standby = sb, nil
+	t.cut = map[string]bool{} // the fenced primary is not reconnected
+	t.mu.Unlock()
 	var err error
 	switch t.Servers {
 	case Postgres:
@@ -535,11 +542,6 @@ func (t *Topology) Failover(ctx context.Context) error {
 		return fmt.Errorf("failover: promoting %s: %w", sb.name, err)
 	}
 	t.router.Route(net.JoinHostPort(sb.ip, t.port()))
-	t.mu.Lock()
-	t.old = append(t.old, p)
-	t.primary, t.standby = sb, nil
-	t.cut = map[string]bool{} // the fenced primary is not reconnected
-	t.mu.Unlock()
 	return nil
 }
 
