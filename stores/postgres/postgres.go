@@ -59,6 +59,11 @@ func init() {
 // returns only once the standby has flushed it.
 const AsyncReplication = "postgres-async-replication"
 
+// LateAfter is how long a replicated store's claim may take and still be
+// handed out: three quarters of the LockTTL, which leaves the owner a
+// quarter for its work before a taker-over may come.
+func LateAfter(lockTTL time.Duration) time.Duration { return lockTTL * 3 / 4 }
+
 // NewReplicated opens the store of the postgres-replicated backend at dsn
 // (the harness's router to the current primary). Its variants are correct
 // (synchronous replication) and AsyncReplication.
@@ -72,8 +77,8 @@ const AsyncReplication = "postgres-async-replication"
 // connection leaves the commit waiting, invisible, until the standby has
 // it or the primary dies.
 //
-// Both variants refuse a claim that took half its LockTTL or more to
-// commit (stores.ErrLateClaim): its lease was taken when the statement
+// Both variants refuse a claim that took three quarters of its LockTTL
+// or more to commit (stores.ErrLateClaim): its lease was taken when the statement
 // ran, before the wait for the standby, and may be gone by the time the
 // owner hears of it.
 func NewReplicated(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
@@ -96,7 +101,7 @@ func NewReplicated(ctx context.Context, dsn string, cfg stores.Config) (*Store, 
 	if err != nil {
 		return nil, err
 	}
-	st.lateAfter = cfg.LockTTL / 2
+	st.lateAfter = LateAfter(cfg.LockTTL)
 	return st, nil
 }
 
@@ -251,8 +256,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return s.beginTakeoverOnRead(ctx, req)
 	}
 	if s.lateAfter > 0 {
-		return stores.BeginInTime(ctx, req.KeyRef, s.lateAfter, func() (stores.Decision, error) { return s.begin(ctx, req) },
-			func(tok stores.Token) error { return s.Release(ctx, req.KeyRef, tok) })
+		return stores.BeginInTime(req.KeyRef, s.lateAfter, func() (stores.Decision, error) { return s.begin(ctx, req) })
 	}
 	return s.begin(ctx, req)
 }

@@ -404,10 +404,9 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		}
 	}
 	if s.lateAfter > 0 {
-		return stores.BeginInTime(ctx, req.KeyRef, s.lateAfter, func() (stores.Decision, error) {
-			args[1] = newToken() // each claim its own token
+		return stores.BeginInTime(req.KeyRef, s.lateAfter, func() (stores.Decision, error) {
 			return s.runBegin(ctx, s.scripts.begin, key, args)
-		}, func(tok stores.Token) error { return s.Release(ctx, req.KeyRef, tok) })
+		})
 	}
 	return s.runBegin(ctx, s.scripts.begin, key, args)
 }

@@ -41,8 +41,8 @@ var ErrNotReplicated = errors.New("redis: not confirmed by the replica")
 // on the primary; its caller holds an unknown outcome, and a failover may
 // keep or lose it.
 //
-// Both variants refuse a claim that took half its LockTTL or more
-// (stores.ErrLateClaim): the script took the lease when it ran, before
+// Both variants refuse a claim that took three quarters of its LockTTL
+// or more (stores.ErrLateClaim): the script took the lease when it ran, before
 // WAIT, and the lease may be gone by the time the owner hears of it.
 func NewReplicated(ctx context.Context, addr string, cfg stores.Config) (*Store, error) {
 	replicas := 1
@@ -57,7 +57,7 @@ func NewReplicated(ctx context.Context, addr string, cfg stores.Config) (*Store,
 	if err != nil {
 		return nil, err
 	}
-	st.lateAfter = cfg.LockTTL / 2
+	st.lateAfter = cfg.LockTTL * 3 / 4 // as postgres.LateAfter
 	return st, nil
 }
 
