@@ -187,12 +187,15 @@ type ScenarioResult struct {
 	// or the name listed twice): 0 for the first.
 	Repetition int `json:"repetition,omitempty"`
 	// Doc says in a line what the scenario does (scenario.Scenario.Doc).
-	Doc     string        `json:"doc"`
-	Verdict check.Verdict `json:"verdict"`
-	Ops     int           `json:"ops"` // store calls
-	Rounds  int           `json:"rounds"`
-	Clients int           `json:"clients"` // clients that took part
-	Keys    int           `json:"keys"`
+	Doc string `json:"doc"`
+	// Retention is the scenario's store's retention (the run's, or the
+	// scenario's own).
+	Retention string        `json:"retention,omitempty"`
+	Verdict   check.Verdict `json:"verdict"`
+	Ops       int           `json:"ops"` // store calls
+	Rounds    int           `json:"rounds"`
+	Clients   int           `json:"clients"` // clients that took part
+	Keys      int           `json:"keys"`
 	// MaxConcurrentBegins is the most Begin calls in flight at once on one
 	// key: proof the scenario raced for real.
 	MaxConcurrentBegins int               `json:"max_concurrent_begins"`
@@ -245,15 +248,13 @@ func (r *ScenarioResult) Visualization() []byte {
 
 // Summary is a whole run's outcome: what `--json` prints.
 type Summary struct {
-	Verdict check.Verdict `json:"verdict"`
-	Store   string        `json:"store"`
-	Variant string        `json:"variant"`
-	Seed    int64         `json:"seed"`
-	Clients int           `json:"clients"`
-	Keys    int           `json:"keys"`
-	LockTTL string        `json:"lock_ttl"`
-	// Retention is the run's retention (a scenario may override it).
-	Retention  string            `json:"retention,omitempty"`
+	Verdict    check.Verdict     `json:"verdict"`
+	Store      string            `json:"store"`
+	Variant    string            `json:"variant"`
+	Seed       int64             `json:"seed"`
+	Clients    int               `json:"clients"`
+	Keys       int               `json:"keys"`
+	LockTTL    string            `json:"lock_ttl"`
 	Started    time.Time         `json:"started"`
 	Seconds    float64           `json:"seconds"`
 	Scenarios  []ScenarioResult  `json:"scenarios"`
@@ -315,7 +316,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	names := o.Plan()
 	sum := &Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
-		LockTTL: o.LockTTL.String(), Retention: o.Retention.String(), Started: time.Now(), Violations: []check.Violation{}}
+		LockTTL: o.LockTTL.String(), Started: time.Now(), Violations: []check.Violation{}}
 	runID := NewRunID()
 	reps := map[string]int{}
 	for i, name := range names {
@@ -492,7 +493,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	probe := env.NewClientID()
 	env.ProbeAfterLockTTL(ctx, probe)
 	stopWatch()
-	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, hist: env.Hist, ledger: env.Ledger}
+	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, Retention: env.Config.Retention.String(), hist: env.Hist, ledger: env.Ledger}
 	res.Schedule = env.Schedule()
 	res.Episodes = env.Episodes()
 	res.visualization = &bytes.Buffer{}

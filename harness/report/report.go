@@ -155,12 +155,12 @@ func writeReport(w io.Writer, sum *harness.Summary) error {
 			}
 		}
 	}
-	retention := harness.DefaultOptions().Retention
-	if d, err := time.ParseDuration(sum.Retention); err == nil {
-		retention = d
-	}
 	for _, s := range sum.Scenarios {
 		if s.History() != nil {
+			retention := harness.DefaultOptions().Retention
+			if d, err := time.ParseDuration(s.Retention); err == nil {
+				retention = d
+			}
 			writeReplication(w, s.Name, s.History(), retention)
 		}
 	}
