@@ -7,6 +7,9 @@
 #   make mutants-20 [STORE=…] [SEED=1]    the same on 20 consecutive seeds: each mutant must die on every one
 #   make soak [STORE=…] [SEEDS=200]     every scenario on SEEDS seeds beside CPU hogs: 0 failures on a correct store
 #   make determinism  every sched-* scenario 10 times per backend on one seed: the traces must be byte-identical
+#   make replicated [STORE=postgres-replicated|redis-replicated] [SEED=1]   the replicated gate: failover and
+#                    partition; the synchronous store must pass, the asynchronous configuration must fail
+#   make replicated-5 [REPL_SEEDS="1 2 3 4 5"]   the replicated gate on both backends and every seed
 #   make lint        go vet, gofmt and staticcheck
 #   make check-http [HTTP_DURATION=6s] [SEED=1]  black-box mode: the example HTTP service (examples/httpsvc)
 #                    on 2 instances over a shared Redis, through faults: correct passes, each mutant fails
@@ -28,7 +31,7 @@ RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/work
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite \
 	./harness/httpload ./harness/httpfault
 
-.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc
+.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -44,7 +47,7 @@ explain = code=$$?; case $$code in 0) ;; 1) echo "$@: idemcheck exited 1: a viol
 
 # Server stores need the local images on a machine without a registry.
 servers-if-needed:
-	@case "$(STORE)" in postgres|redis) $(MAKE) --no-print-directory images ;; esac
+	@case "$(STORE)" in postgres|redis|postgres-replicated|redis-replicated) $(MAKE) --no-print-directory images ;; esac
 
 check: build servers-if-needed
 	@./$(BIN) check --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED); $(explain)
@@ -88,6 +91,21 @@ check-http: build httpsvc
 		[ $$rc = 0 ] || { echo "check-http: mutant $$v SURVIVED (exit $$rc; see results/check-http/$$v/report.txt)"; fail=1; }; \
 	done; \
 	if [ $$fail = 0 ]; then echo "check-http: correct passed, every mutant failed as expected"; fi; exit $$fail
+
+# The replicated gate, on one replicated store (STORE) or both: the correct
+# (synchronous) store must pass failover and partition (exit 0) and the
+# asynchronous configuration must fail them (exit 1). Each run starts its
+# own primary and standby, which it removes on exit and on Ctrl-C.
+REPL_SEEDS ?= 1 2 3 4 5
+repl_stores = $(if $(filter %-replicated,$(STORE)),$(STORE),postgres-replicated redis-replicated)
+
+replicated: build
+	@$(MAKE) --no-print-directory images
+	@bash scripts/replicated-gate.sh ./$(BIN) "$(repl_stores)" "$(SEED)"
+
+replicated-5: build
+	@$(MAKE) --no-print-directory images
+	@bash scripts/replicated-gate.sh ./$(BIN) "$(repl_stores)" "$(REPL_SEEDS)"
 
 vet:
 	$(GO) vet ./...

@@ -76,6 +76,9 @@ type Options struct {
 	// NoServer says why.
 	Server   nemesis.Server
 	NoServer string
+	// Cluster is the replicated topology of a replicated backend, for the
+	// failover and partition scenarios; nil: they skip.
+	Cluster nemesis.Cluster
 	// WorkerCommand starts an `idemcheck worker` process (argv), for the
 	// scenarios that run clients in processes the harness kills; empty
 	// means no worker processes (those scenarios skip, or do without).
@@ -170,7 +173,7 @@ func (o Options) Declared() (stores.Semantics, stores.Fence) {
 func (o Options) Caps() scenario.Caps {
 	sem, _ := o.Declared()
 	c := scenario.Caps{Backend: o.Backend, Factory: o.OpenStore != nil, Addr: o.Addr, Semantics: sem,
-		Net: o.Net, Server: o.Server, NoServer: o.NoServer, WorkerCommand: o.WorkerCommand, OpenAt: o.OpenAt}
+		Net: o.Net, Server: o.Server, NoServer: o.NoServer, Cluster: o.Cluster, WorkerCommand: o.WorkerCommand, OpenAt: o.OpenAt}
 	if o.OpenStore == nil && o.Backend.Open != nil {
 		c.OpenAt = o.Backend.Open
 	}
@@ -184,12 +187,15 @@ type ScenarioResult struct {
 	// or the name listed twice): 0 for the first.
 	Repetition int `json:"repetition,omitempty"`
 	// Doc says in a line what the scenario does (scenario.Scenario.Doc).
-	Doc     string        `json:"doc"`
-	Verdict check.Verdict `json:"verdict"`
-	Ops     int           `json:"ops"` // store calls
-	Rounds  int           `json:"rounds"`
-	Clients int           `json:"clients"` // clients that took part
-	Keys    int           `json:"keys"`
+	Doc string `json:"doc"`
+	// Retention is the scenario's store's retention (the run's, or the
+	// scenario's own).
+	Retention string        `json:"retention,omitempty"`
+	Verdict   check.Verdict `json:"verdict"`
+	Ops       int           `json:"ops"` // store calls
+	Rounds    int           `json:"rounds"`
+	Clients   int           `json:"clients"` // clients that took part
+	Keys      int           `json:"keys"`
 	// MaxConcurrentBegins is the most Begin calls in flight at once on one
 	// key: proof the scenario raced for real.
 	MaxConcurrentBegins int               `json:"max_concurrent_begins"`
@@ -487,7 +493,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	probe := env.NewClientID()
 	env.ProbeAfterLockTTL(ctx, probe)
 	stopWatch()
-	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, hist: env.Hist, ledger: env.Ledger}
+	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, Retention: env.Config.Retention.String(), hist: env.Hist, ledger: env.Ledger}
 	res.Schedule = env.Schedule()
 	res.Episodes = env.Episodes()
 	res.visualization = &bytes.Buffer{}

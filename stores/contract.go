@@ -275,3 +275,27 @@ type requestJSON struct {
 	Now         time.Time     `json:"now"`
 	Lease       time.Duration `json:"lease,omitempty"`
 }
+
+// ErrLateClaim is wrapped by the error of a Begin that claimed the key
+// but took too long to answer (see BeginInTime). The lease starts when the
+// store decides, and a commit that then waits (for a synchronous standby,
+// for WAIT) eats into it: an owner told late could start its work after
+// its lease ran out, while another takes the key over. The claim stays
+// (it goes stale after LockTTL, and is taken over); the caller holds an
+// unknown outcome and retries with the same key.
+var ErrLateClaim = errors.New("the claim took most of its LockTTL to commit: not handed out, its lease may be gone")
+
+// BeginInTime runs begin, a store's Begin, and hands out a claim only if
+// it came back within lateAfter; a later claim is ErrLateClaim, an
+// unknown outcome. Other answers are returned as they are. The replicated
+// stores use it, whose commits wait for a standby. (Giving the late claim
+// back and asking again would not do: other clients may have seen it, and
+// a claim that vanishes without a Release is, to them, a lost claim.)
+func BeginInTime(key KeyRef, lateAfter time.Duration, begin func() (Decision, error)) (Decision, error) {
+	t0 := time.Now()
+	d, err := begin()
+	if took := time.Since(t0); err == nil && d.Outcome == Claimed && took >= lateAfter {
+		return Decision{}, fmt.Errorf("begin %s: %w (it took %v, LockTTL allows %v)", key, ErrLateClaim, took.Round(time.Millisecond), lateAfter)
+	}
+	return d, err
+}

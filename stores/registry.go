@@ -55,6 +55,13 @@ type Backend struct {
 	// Mutants lists the mutant variants this backend implements, by name
 	// (see Mutants for what each re-creates).
 	Mutants []string
+	// Replicated, when set, names the server kind ("postgres", "redis")
+	// of a backend whose server runs as a primary with one streaming
+	// standby (docs/DESIGN.md, "Replicated stores"): the harness starts
+	// that topology, routes the store's address to the current primary
+	// and fails over to the standby, instead of starting one server.
+	// Open's addr is then the harness's router, not a server.
+	Replicated string
 	// Semantics and Fence are what the backend declares beyond the
 	// contract (see stores.Semantics and stores.Fence); zero: nothing.
 	Semantics Semantics
@@ -160,13 +167,19 @@ var Mutants = map[string]Mutant{
 	// A configuration mutant: the Redis store's scripts are correct, its
 	// server runs without persistence (see ConfigMutants).
 	"redis-no-persistence": {"redis-no-persistence", "runs Redis without persistence (no AOF, no snapshots): a server restart forgets acknowledged claims and saved answers, and retries run the work again", "store-faults", false},
+	// Configuration mutants of the replicated backends: the stores' code
+	// is correct, their replication is asynchronous (see ConfigMutants).
+	"postgres-async-replication": {"postgres-async-replication", "commits with synchronous_commit = local on a primary with a standby: a commit is acknowledged before the standby has it, and a failover to that standby forgets acknowledged claims and answers, so retries run the work again", "failover", false},
+	"redis-async-replication":    {"redis-async-replication", "answers without WAIT on a primary with a replica (Redis's default asynchronous replication): a reply is sent before the replica has what it says, and a failover to that replica forgets acknowledged claims and answers, so retries run the work again", "failover", false},
 }
 
 // ConfigMutants maps each configuration mutant to the one backend it
 // applies to: the store's code is correct, the deployment it needs is not.
 // Store-side mutants, which every backend implements, are not in it.
 var ConfigMutants = map[string]string{
-	"redis-no-persistence": "redis",
+	"redis-no-persistence":       "redis",
+	"postgres-async-replication": "postgres-replicated",
+	"redis-async-replication":    "redis-replicated",
 }
 
 // OnlyOn maps each store-side mutant that only one backend implements to

@@ -232,6 +232,9 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (clean
 		o.Addr = dir
 		return func() { os.RemoveAll(dir) }, nil
 	}
+	if o.Backend.Replicated != "" {
+		return provisionReplicated(ctx, o, stderr)
+	}
 	srv, err := servers.Start(ctx, servers.Kind(o.Backend.Name), servers.Options{
 		Notef: func(format string, args ...any) { fmt.Fprintf(stderr, "idemcheck: "+format+"\n", args...) }})
 	if err != nil {
@@ -256,6 +259,28 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (clean
 	}
 	o.Server = f
 	return func() { f.Close(); closeSrv() }, nil
+}
+
+// provisionReplicated starts the replicated topology of a replicated
+// backend (a primary, a standby, the router in front of the primary) and
+// gives the run its address, its failover and partition faults, and a
+// network proxy in front of the router. The server faults of one server
+// (store-faults) do not apply: the topology's are failover and partition.
+func provisionReplicated(ctx context.Context, o *harness.Options, stderr io.Writer) (cleanup func(), err error) {
+	kind := servers.Kind(o.Backend.Replicated)
+	top, err := servers.StartReplicated(ctx, kind, servers.Options{
+		Notef: func(format string, args ...any) { fmt.Fprintf(stderr, "idemcheck: "+format+"\n", args...) }})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "idemcheck: %s: primary and standby started and streaming in %.1fs\n", top, top.Started.Seconds())
+	o.Addr, o.Cluster, o.Net = top.Addr, top, servers.Network(string(kind))
+	o.NoServer = fmt.Sprintf("the %s store is replicated: its server faults are the failover and partition scenarios", o.Backend.Name)
+	return func() {
+		if err := top.Close(); err != nil {
+			fmt.Fprintf(stderr, "idemcheck: %v\n", err)
+		}
+	}, nil
 }
 
 func printSummary(w io.Writer, sum *harness.Summary) {
@@ -307,6 +332,9 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 			}
 			fmt.Fprintf(w, "  %s on %s: %s\n", v.Checker, v.Key, v.Detail)
 		}
+	}
+	if _, config := stores.ConfigMutants[sum.Variant]; config && len(sum.Violations) > 0 {
+		fmt.Fprintf(w, "\n%s is a configuration, not a bug in the store's code: %s\n", sum.Variant, stores.Mutants[sum.Variant].Bug)
 	}
 	fmt.Fprintf(w, "\n%s: %s; %s, %.1fs elapsed. Results: %s\n",
 		strings.ToUpper(string(sum.Verdict)), countVerdicts(sum.Scenarios), plural(ops, "store call"), sum.Seconds, sum.Dir)

@@ -92,6 +92,28 @@ func ServerOptions(t testing.TB, kind servers.Kind, variant string, scenarios ..
 	return o
 }
 
+// ReplicatedOptions are the default run options on a replicated backend
+// (postgres-replicated, redis-replicated) with a topology this test
+// started (servers.TopologyForTest): its router's address, its failover
+// and partition faults, and network proxies in front of the router.
+func ReplicatedOptions(t testing.TB, backend string, variant string, scenarios ...string) harness.Options {
+	t.Helper()
+	b, err := stores.Lookup(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Replicated == "" {
+		t.Fatalf("%s is not a replicated backend", backend)
+	}
+	top := servers.TopologyForTest(t, servers.Kind(b.Replicated))
+	o := harness.DefaultOptions()
+	o.Backend, o.Variant, o.Scenarios, o.Addr, o.Cluster = b, variant, scenarios, top.Addr, top
+	o.Net = servers.Network(b.Replicated)
+	o.NoServer = "the store is replicated: its server faults are the failover and partition scenarios"
+	o.WorkerCommand = WorkerCommand(t)
+	return o
+}
+
 // Log logs a scenario's result: verdict, counts, schedule, and the
 // checkers that did not pass.
 func Log(t testing.TB, s harness.ScenarioResult) {

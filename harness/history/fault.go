@@ -30,6 +30,23 @@ const (
 	FaultNetLatency   FaultKind = "net-latency"
 	FaultNetReset     FaultKind = "net-reset"
 	FaultNetLostReply FaultKind = "net-lost-reply"
+	// FaultStandbyLag: the standby of a replicated store cut off its
+	// replication link while the primary keeps serving (a lagging
+	// replica), until the failover.
+	FaultStandbyLag FaultKind = "standby-lag"
+	// FaultPrimaryPause: the primary of a replicated store frozen before
+	// the harness gives up on it and fails over.
+	FaultPrimaryPause FaultKind = "primary-pause"
+	// FaultFailover: from the moment the primary of a replicated store
+	// was lost (killed, or paused and then killed) until the clients are
+	// routed to the promoted standby.
+	FaultFailover FaultKind = "failover"
+	// FaultPartition*: the primary of a replicated store cut off (docker
+	// network disconnect) from its standby, from the clients, or from
+	// both, until healed or failed over.
+	FaultPartitionStandby FaultKind = "partition-standby"
+	FaultPartitionClients FaultKind = "partition-clients"
+	FaultPartitionBoth    FaultKind = "partition-both"
 	// FaultStall: the harness's own process did not run for a while (a
 	// loaded machine, a long GC): not injected, but observed (WatchStalls).
 	// Every client in the process was in effect paused for that long, so

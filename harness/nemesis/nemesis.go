@@ -67,6 +67,45 @@ type Server interface {
 	Close() error
 }
 
+// The sides a Cluster's primary can be cut off from (Cluster.Partition).
+const (
+	// FromStandby cuts the replication link: the primary still serves
+	// the clients, and the standby falls behind.
+	FromStandby = "standby"
+	// FromClients cuts the clients off: the standby still replicates.
+	FromClients = "clients"
+	// FromBoth isolates the primary.
+	FromBoth = "both"
+)
+
+// Cluster is a replicated store's topology: a primary, a streaming
+// standby, and the harness's router that sends the clients to the
+// current primary (harness/servers implements it with containers on
+// their own Docker networks). Failover is the harness acting as the
+// failover manager: it fences the old primary and promotes the standby.
+type Cluster interface {
+	// Kind names the servers ("postgres", "redis") for messages.
+	Kind() string
+	// Ready returns once there is a primary with a standby streaming
+	// from it, starting a new standby if a failover used the last one.
+	Ready(ctx context.Context) error
+	// LagStandby cuts the standby off its replication link: it falls
+	// behind while the primary keeps serving. CatchUpStandby reconnects it.
+	LagStandby(ctx context.Context) error
+	CatchUpStandby(ctx context.Context) error
+	// PausePrimary freezes the primary: its clients' calls hang.
+	PausePrimary(ctx context.Context) error
+	// Partition cuts the primary off from the standby, the clients or
+	// both (FromStandby, FromClients, FromBoth).
+	Partition(ctx context.Context, from string) error
+	// Heal reconnects what Partition cut and thaws what was frozen.
+	Heal(ctx context.Context) error
+	// Failover fences the primary (SIGKILL: it never answers again),
+	// promotes the standby and routes the clients to it.
+	Failover(ctx context.Context) error
+	Close() error
+}
+
 // Rand is the PRNG a fault schedule is drawn from: a function of the seed,
 // the scenario and the round only (not of which other scenarios ran
 // before), so the schedule replays with the seed.

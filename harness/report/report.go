@@ -24,6 +24,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // RunDir is a results directory made before a run, so an unwritable
@@ -154,6 +155,15 @@ func writeReport(w io.Writer, sum *harness.Summary) error {
 			}
 		}
 	}
+	for _, s := range sum.Scenarios {
+		if s.History() != nil {
+			retention := harness.DefaultOptions().Retention
+			if d, err := time.ParseDuration(s.Retention); err == nil {
+				retention = d
+			}
+			writeReplication(w, s.Name, s.History(), retention)
+		}
+	}
 	fmt.Fprintf(w, "\n## Checkers\n\n")
 	for _, s := range sum.Scenarios {
 		fmt.Fprintf(w, "### %s\n\n", s.Name)
@@ -167,6 +177,9 @@ func writeReport(w io.Writer, sum *harness.Summary) error {
 		return nil
 	}
 	fmt.Fprintf(w, "## Violations\n\n")
+	if _, config := stores.ConfigMutants[sum.Variant]; config {
+		fmt.Fprintf(w, "%s is a configuration, not a bug in the store's code: %s\n\n", sum.Variant, stores.Mutants[sum.Variant].Bug)
+	}
 	for _, v := range sum.Violations {
 		fmt.Fprintf(w, "- `%s` on `%s`: %s\n", v.Checker, v.Key, v.Detail)
 	}
@@ -279,6 +292,10 @@ func TraceLines(h *history.History, l *history.Ledger, key string) []string {
 		ls = append(ls, traceLine{wr.Start, fmt.Sprintf("%9s  client %-3d work for order %s (token %s) %s%s", history.Millis(wr.Start), wr.Client, wr.Order, faults.ShortToken(string(wr.Token)), end, charge)})
 	}
 	for _, f := range h.Faults() {
+		if slices.Contains(clusterKinds, f.Kind) { // they hit every key
+			ls = append(ls, traceLine{f.Start, fmt.Sprintf("%9s  topology   %s (%s) until %s", history.Millis(f.Start), f.Kind, f.Failpoint, history.Millis(f.End))})
+			continue
+		}
 		if f.Key.String() != key {
 			continue
 		}

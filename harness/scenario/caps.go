@@ -29,6 +29,10 @@ type Caps struct {
 	// NoServer says why (the server is not a container of this run).
 	Server   nemesis.Server
 	NoServer string
+	// Cluster is the replicated topology behind the store (a primary, a
+	// standby, the router): nil unless the backend is replicated and the
+	// run started its topology (see ClusterSkip).
+	Cluster nemesis.Cluster
 	// WorkerCommand starts an `idemcheck worker` process (argv); empty:
 	// no worker processes.
 	WorkerCommand []string
@@ -84,4 +88,22 @@ func ServerSkip(c Caps) string {
 		return "the store comes from a factory: its server, if any, is not known to the harness (Factory.Server)"
 	}
 	return "no server control (Options.Server): run from the idemcheck CLI"
+}
+
+// ClusterSkip says why the run has no replicated topology to fail over
+// and partition, or "" if it has one. Every store that is not replicated
+// (a single server, an embedded store, a factory's) skips the failover
+// and partition scenarios with it.
+func ClusterSkip(c Caps) string {
+	switch {
+	case c.Cluster != nil:
+		return ""
+	case c.Backend.Replicated == "":
+		name := c.Backend.Name
+		if name == "" {
+			name = "factory"
+		}
+		return fmt.Sprintf("the %s store is not replicated: failover and partitions need a primary with a standby (run with --store postgres-replicated or redis-replicated)", name)
+	}
+	return "no replicated topology (Options.Cluster): run from the idemcheck CLI"
 }

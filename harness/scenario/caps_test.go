@@ -14,6 +14,8 @@ func TestSkipReasons(t *testing.T) {
 	pg, _ := stores.Lookup("postgres")
 	sq, _ := stores.Lookup("sqlite")
 	mem, _ := stores.Lookup("memory")
+	rd, _ := stores.Lookup("redis")
+	pgr, _ := stores.Lookup("postgres-replicated")
 	for _, tc := range []struct {
 		name string
 		skip func(scenario.Caps) string
@@ -30,6 +32,11 @@ func TestSkipReasons(t *testing.T) {
 		{"workers on a factory", scenario.WorkersSkip, scenario.Caps{Backend: sq, Factory: true, WorkerCommand: []string{"x"}}, "factory"},
 		{"workers without a command", scenario.WorkersSkip, scenario.Caps{Backend: sq}, "worker command"},
 		{"workers on sqlite", scenario.WorkersSkip, scenario.Caps{Backend: sq, WorkerCommand: []string{"x"}}, ""},
+		{"failover on memory", scenario.ClusterSkip, scenario.Caps{Backend: mem}, "memory store is not replicated"},
+		{"failover on sqlite", scenario.ClusterSkip, scenario.Caps{Backend: sq, Addr: "/tmp/x"}, "sqlite store is not replicated"},
+		{"failover on one redis server", scenario.ClusterSkip, scenario.Caps{Backend: rd, Addr: "127.0.0.1:6379"}, "redis store is not replicated"},
+		{"failover on a factory", scenario.ClusterSkip, scenario.Caps{Factory: true, Addr: "127.0.0.1:6379"}, "factory store is not replicated"},
+		{"failover on a replicated store without its topology", scenario.ClusterSkip, scenario.Caps{Backend: pgr, Addr: "postgres://x"}, "no replicated topology"},
 	} {
 		got := tc.skip(tc.caps)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {

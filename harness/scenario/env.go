@@ -337,6 +337,10 @@ func (e *Env) Unproxy(p nemesis.Proxy, st stores.Store) {
 	}
 }
 
+// Cluster is the replicated topology of the run (nil: none; see
+// ClusterSkip).
+func (e *Env) Cluster() nemesis.Cluster { return e.setup.Cluster }
+
 // Server is the server control of the run (nil: none; see ServerSkip).
 func (e *Env) Server() nemesis.Server { return e.setup.Server }
 

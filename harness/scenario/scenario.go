@@ -99,6 +99,10 @@ var All = []Scenario{
 		Doc: "clients run in worker processes that are killed with SIGKILL at failpoints and at random moments: their claims are taken over after LockTTL, never lost, never doubled"},
 	{Name: "store-faults", TTLs: 15, Needs: "a server it can pause and restart", Skip: ServerSkip, run: runStoreFaults,
 		Doc: "the server is paused, then killed with SIGKILL and restarted, under load: calls during the outage are unknown outcomes; after healing every order is answered and no claim or answer was lost"},
+	{Name: "failover", TTLs: 10, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, run: runFailover,
+		Doc: "replicated stores: the standby falls behind (its link cut) while the primary answers, then the primary is killed or frozen and the harness fails over to the standby: asynchronous replication loses acknowledged claims and answers (the work runs again), synchronous must lose none"},
+	{Name: "partition", TTLs: 14, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, run: runPartition,
+		Doc: "replicated stores: the primary is cut off from the clients and healed, later from its standby (it keeps answering), then isolated, and the harness fails over to the standby: what the cut-off primary acknowledged must not be lost"},
 	{Name: "chaos", TTLs: 16, run: runChaos,
 		Doc: "a random mix of every fault (client pauses and crashes, worker kills, server pause and restart, network faults) in Jepsen-style phases: faults on, healed, quiet retries; the schedule is a pure function of the seed"},
 }

@@ -556,6 +556,10 @@ func CloseAll(ctx context.Context) error {
 		if _, err := removeLabelled(ctx, cli, LabelSession+"="+session); err != nil {
 			errs = append(errs, err)
 		}
+		// The networks of replicated topologies, once their containers are gone.
+		if err := removeNetworks(ctx, cli, func(labels map[string]string) bool { return labels[LabelSession] == session }); err != nil {
+			errs = append(errs, err)
+		}
 		_ = cli.Close()
 	}
 	return errors.Join(errs...)
@@ -595,7 +599,32 @@ func reap(ctx context.Context, cli *client.Client) (int, error) {
 		}
 		n++
 	}
+	dead := func(labels map[string]string) bool {
+		return labels[LabelSession] != session && !ownerAlive(labels[LabelOwner])
+	}
+	if err := removeNetworks(ctx, cli, dead); err != nil {
+		errs = append(errs, err)
+	}
 	return n, errors.Join(errs...)
+}
+
+// removeNetworks removes the networks labelled idemcheck=1 for which
+// which says yes (a network some container still uses stays).
+func removeNetworks(ctx context.Context, cli *client.Client, which func(labels map[string]string) bool) error {
+	res, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("label", LabelManaged+"=1")})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, nw := range res.Items {
+		if !which(nw.Labels) {
+			continue
+		}
+		if _, err := cli.NetworkRemove(ctx, nw.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", nw.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // removeLabelled force-removes all containers carrying label (k=v).

@@ -62,3 +62,26 @@ func AddrForTest(t testing.TB, backend string) string {
 	}
 	return ""
 }
+
+// TopologyForTest starts a replicated topology of kind for t
+// (StartReplicated) and removes it when t ends; it skips or fails as
+// ForTest does when Docker or the image is missing.
+func TopologyForTest(t testing.TB, kind Kind) *Topology {
+	t.Helper()
+	testSignals.Do(func() { CloseAllOnSignal() })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	top, err := StartReplicated(ctx, kind, Options{Logf: t.Logf})
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) && !Required() {
+			t.Skipf("%v (set %s=1 to fail instead of skipping)", err, EnvRequireServers)
+		}
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() {
+		if err := top.Close(); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	return top
+}

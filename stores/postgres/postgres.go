@@ -36,6 +36,73 @@ func init() {
 			return New(ctx, dsn, cfg)
 		},
 	})
+	stores.Register(stores.Backend{
+		Name:       "postgres-replicated",
+		Clock:      stores.ServerClock,
+		Lives:      stores.Server,
+		Replicated: "postgres",
+		Mutants:    []string{AsyncReplication},
+		Open: func(ctx context.Context, dsn string, cfg stores.Config) (stores.Store, error) {
+			return NewReplicated(ctx, dsn, cfg)
+		},
+	})
+}
+
+// AsyncReplication is the configuration mutant "postgres-async-replication"
+// of the postgres-replicated backend: the correct statements, committed
+// with synchronous_commit = local, so a commit is acknowledged once it is
+// on the primary's disk, before the standby has it (Postgres's default
+// when synchronous_standby_names is empty). A failover to the standby
+// then forgets acknowledged claims and answers. The correct replicated
+// store commits with the server's setting (the harness's primary has
+// synchronous_standby_names = '*' and synchronous_commit = on): a commit
+// returns only once the standby has flushed it.
+const AsyncReplication = "postgres-async-replication"
+
+// LateAfter is how long a replicated store's claim may take and still be
+// handed out: three quarters of the LockTTL, which leaves the owner a
+// quarter for its work before a taker-over may come.
+func LateAfter(lockTTL time.Duration) time.Duration { return lockTTL * 3 / 4 }
+
+// NewReplicated opens the store of the postgres-replicated backend at dsn
+// (the harness's router to the current primary). Its variants are correct
+// (synchronous replication) and AsyncReplication.
+//
+// The correct variant never cancels a statement whose call timed out: it
+// drops the connection instead. A cancel request reaching a commit that
+// waits for its synchronous standby makes Postgres stop waiting and the
+// commit visible on the primary alone ("the transaction has already
+// committed locally, but might not have been replicated to the standby"):
+// other clients could then read a claim that a failover loses. A dropped
+// connection leaves the commit waiting, invisible, until the standby has
+// it or the primary dies.
+//
+// Both variants refuse a claim that took three quarters of its LockTTL
+// or more to commit (stores.ErrLateClaim): its lease was taken when the statement
+// ran, before the wait for the standby, and may be gone by the time the
+// owner hears of it.
+func NewReplicated(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
+	v := cfg.Variant
+	if v == "" {
+		v = stores.Correct
+	}
+	if v != stores.Correct && v != AsyncReplication {
+		return nil, fmt.Errorf("postgres-replicated: unknown variant %q (known: %s, %s)", v, stores.Correct, AsyncReplication)
+	}
+	st, err := open(ctx, dsn, cfg, func(pcfg *pgxpool.Config) {
+		if v == AsyncReplication {
+			pcfg.ConnConfig.RuntimeParams["synchronous_commit"] = "local"
+			return
+		}
+		pcfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.lateAfter = LateAfter(cfg.LockTTL)
+	return st, nil
 }
 
 // DefaultSchema holds the table when Config.Namespace is empty.
@@ -62,6 +129,9 @@ type Store struct {
 	sql     sqlTexts
 	table   string // the quoted schema.table, for ShowRow
 	pool    *pgxpool.Pool
+	// lateAfter, when set, is how long a claim may take to commit and
+	// still be handed out (the replicated store: see stores.ErrLateClaim).
+	lateAfter time.Duration
 }
 
 // New connects to the Postgres server at dsn (a URL or key=value
@@ -69,6 +139,16 @@ type Store struct {
 // returns a store of cfg.Variant. The context bounds the connecting and the
 // schema creation only.
 func New(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
+	if _, ok := variants[cfg.Variant]; !ok && cfg.Variant != "" {
+		return nil, fmt.Errorf("postgres: unknown variant %q", cfg.Variant)
+	}
+	return open(ctx, dsn, cfg, nil)
+}
+
+// open is New for a variant of either backend: the statements are those
+// of cfg.Variant (the correct ones for a configuration mutant), and
+// configure, if set, adjusts the pool's settings last.
+func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pgxpool.Config)) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -77,6 +157,9 @@ func New(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
 		v = stores.Correct
 	}
 	stmts, ok := variants[v]
+	if v == AsyncReplication {
+		stmts, ok = variants[stores.Correct], true
+	}
 	if !ok {
 		return nil, fmt.Errorf("postgres: unknown variant %q", v)
 	}
@@ -111,6 +194,9 @@ func New(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
 	pcfg.ConnConfig.Tracer = roundTrips{}
 	pcfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
+	}
+	if configure != nil {
+		configure(pcfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -169,6 +255,9 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return s.beginSelectThenInsert(ctx, req)
 	case blindTakeover, staleOverwrite:
 		return s.beginTakeoverOnRead(ctx, req)
+	}
+	if s.lateAfter > 0 {
+		return stores.BeginInTime(req.KeyRef, s.lateAfter, func() (stores.Decision, error) { return s.begin(ctx, req) })
 	}
 	return s.begin(ctx, req)
 }

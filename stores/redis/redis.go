@@ -103,6 +103,16 @@ func init() {
 			return New(ctx, addr, cfg)
 		},
 	})
+	stores.Register(stores.Backend{
+		Name:       "redis-replicated",
+		Clock:      stores.ServerClock,
+		Lives:      stores.Server,
+		Replicated: "redis",
+		Mutants:    []string{AsyncReplication},
+		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
+			return NewReplicated(ctx, addr, cfg)
+		},
+	})
 }
 
 // Mutants lists the mutant variants this backend implements: all of
@@ -133,6 +143,10 @@ type Store struct {
 	durability string
 	durErr     error
 	restore    func() // redis-no-persistence: the server's settings back, at Close
+	replicas   int    // redis-replicated: replicas every reply waits for (WAIT)
+	// lateAfter, when set, is how long a claim may take and still be
+	// handed out (redis-replicated: see stores.ErrLateClaim).
+	lateAfter time.Duration
 }
 
 // New connects to addr, a host:port or a redis:// (rediss://, unix://) URL,
@@ -140,6 +154,14 @@ type Store struct {
 // persistence settings. The client never retries a command by itself (see
 // the package doc), whatever the URL says.
 func New(ctx context.Context, addr string, cfg stores.Config) (*Store, error) {
+	if cfg.Variant == AsyncReplication {
+		return nil, fmt.Errorf("redis: variant %s belongs to the redis-replicated backend", AsyncReplication)
+	}
+	return newStore(ctx, addr, cfg, 0)
+}
+
+// newStore is New, with replicas > 0 for the synchronous replicated store.
+func newStore(ctx context.Context, addr string, cfg stores.Config, replicas int) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
@@ -148,8 +170,8 @@ func New(ctx context.Context, addr string, cfg stores.Config) (*Store, error) {
 		v = stores.Correct
 	}
 	ss, ok := scriptSets[v]
-	if v == NoPersistence {
-		ss, ok = scriptSets[stores.Correct], true // correct scripts, a server without persistence
+	if v == NoPersistence || v == AsyncReplication {
+		ss, ok = scriptSets[stores.Correct], true // correct scripts, a server configured otherwise
 	}
 	if !ok {
 		return nil, fmt.Errorf("redis: unknown variant %q (known: %s, %s)", v, stores.Correct, strings.Join(Mutants, ", "))
@@ -174,6 +196,7 @@ func New(ctx context.Context, addr string, cfg stores.Config) (*Store, error) {
 		lockTTL:   ceilMillis(cfg.LockTTL),
 		retention: ceilMillis(cfg.Retention),
 		restore:   restore,
+		replicas:  replicas,
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		s.Close()
@@ -278,12 +301,12 @@ func (s *Store) load(ctx context.Context, sc *script) error {
 // eval runs the script by SHA. On NOSCRIPT (the server lost its script
 // cache; the script did not run) it loads the script and runs it once more.
 func (s *Store) eval(ctx context.Context, sc *script, key string, args ...any) (any, error) {
-	v, err := s.rdb.EvalSha(ctx, sc.sha, []string{key}, args...).Result()
+	v, err := s.evalOnce(ctx, sc, key, args)
 	if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		if err := s.load(ctx, sc); err != nil {
 			return nil, err
 		}
-		v, err = s.rdb.EvalSha(ctx, sc.sha, []string{key}, args...).Result()
+		v, err = s.evalOnce(ctx, sc, key, args)
 	}
 	if err != nil {
 		faults.Tracef(ctx, "EVALSHA "+sc.name, "error: %v", err)
@@ -291,6 +314,30 @@ func (s *Store) eval(ctx context.Context, sc *script, key string, args ...any) (
 	}
 	if faults.Tracing(ctx) {
 		faults.Trace(ctx, "EVALSHA "+sc.name, traceReply(v))
+	}
+	return v, nil
+}
+
+// evalOnce sends EVALSHA; on the synchronous replicated store it sends
+// it in one pipeline, on one connection, with a barrier (see waitBarrier).
+func (s *Store) evalOnce(ctx context.Context, sc *script, key string, args []any) (any, error) {
+	if s.replicas == 0 {
+		return s.rdb.EvalSha(ctx, sc.sha, []string{key}, args...).Result()
+	}
+	pipe := s.rdb.Pipeline()
+	ev := pipe.EvalSha(ctx, sc.sha, []string{key}, args...)
+	wait := waitBarrier(ctx, pipe, s.prefix, s.replicas)
+	_, _ = pipe.Exec(ctx)
+	v, err := ev.Result()
+	if err != nil {
+		return nil, err
+	}
+	n, err := wait.Int64()
+	if err != nil {
+		return nil, fmt.Errorf("%w: WAIT: %v", ErrNotReplicated, err)
+	}
+	if n < int64(s.replicas) {
+		return nil, fmt.Errorf("%w: %d of %d replica(s) within %v", ErrNotReplicated, n, s.replicas, waitTimeout)
 	}
 	return v, nil
 }
@@ -355,6 +402,11 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		if n == 0 {
 			return s.runBegin(ctx, s.scripts.second, key, args) // the upsert
 		}
+	}
+	if s.lateAfter > 0 {
+		return stores.BeginInTime(req.KeyRef, s.lateAfter, func() (stores.Decision, error) {
+			return s.runBegin(ctx, s.scripts.begin, key, args)
+		})
 	}
 	return s.runBegin(ctx, s.scripts.begin, key, args)
 }

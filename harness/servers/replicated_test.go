@@ -1,0 +1,100 @@
+package servers_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/stores"
+	_ "github.com/idemcheck/idemcheck/stores/postgres"
+	_ "github.com/idemcheck/idemcheck/stores/redis"
+)
+
+// TestReplicatedFailover: on each replicated backend, claims acknowledged
+// by the correct (synchronous) store survive a failover to the standby;
+// while the standby is cut off the synchronous store acknowledges nothing;
+// and the asynchronous configuration acknowledges claims the standby never
+// got, which the failover forgets (each key can be claimed afresh).
+func TestReplicatedFailover(t *testing.T) {
+	for _, kind := range []servers.Kind{servers.Postgres, servers.Redis} {
+		t.Run(string(kind), func(t *testing.T) {
+			top := servers.TopologyForTest(t, kind)
+			t.Logf("topology started in %v", top.Started.Round(time.Millisecond))
+			ctx := context.Background()
+			b, err := stores.Lookup(string(kind) + "-replicated")
+			if err != nil {
+				t.Fatal(err)
+			}
+			open := func(variant, ns string) stores.Store {
+				cfg := stores.Config{LockTTL: time.Minute, Retention: time.Hour, Variant: variant, Namespace: ns}
+				st, err := b.Open(ctx, top.Addr, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				return st
+			}
+			req := func(i int) stores.Request {
+				return stores.Request{KeyRef: stores.KeyRef{Tenant: "repl", Key: fmt.Sprintf("k%02d", i)}, Fingerprint: "fp", Now: time.Now()}
+			}
+			const n = 5
+			claimAll := func(st stores.Store) {
+				for i := 0; i < n; i++ {
+					d, err := st.Begin(ctx, req(i))
+					if err != nil || d.Outcome != stores.Claimed {
+						t.Fatalf("claim %d: %+v, %v", i, d, err)
+					}
+				}
+			}
+			// afterFailover counts the keys claimed afresh: forgotten.
+			afterFailover := func(st stores.Store) (lost int) {
+				for i := 0; i < n; i++ {
+					var d stores.Decision
+					var err error
+					for try := 0; try < 50; try++ { // the store reconnects through the router
+						if d, err = st.Begin(ctx, req(i)); err == nil {
+							break
+						}
+						time.Sleep(100 * time.Millisecond)
+					}
+					if err != nil {
+						t.Fatalf("after failover, key %d: %v", i, err)
+					}
+					if d.Outcome == stores.Claimed {
+						lost++
+					}
+				}
+				return lost
+			}
+			async := map[servers.Kind]string{servers.Postgres: "postgres-async-replication", servers.Redis: "redis-async-replication"}[kind]
+			syncNS, asyncNS := fmt.Sprintf("rs_%d", time.Now().UnixNano()%1e9), fmt.Sprintf("ra_%d", time.Now().UnixNano()%1e9)
+			syncSt, asyncSt := open(stores.Correct, syncNS), open(async, asyncNS)
+			// After the failover the synchronous Redis store waits for a
+			// replica there is not yet: its keys are read without WAIT.
+			syncReader := open(async, syncNS)
+
+			claimAll(syncSt) // acknowledged once the standby has them
+			if err := top.LagStandby(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			d, err := syncSt.Begin(cctx, req(n))
+			cancel()
+			if err == nil {
+				t.Errorf("synchronous store acknowledged %v while its standby was cut off", d.Outcome)
+			}
+			claimAll(asyncSt) // acknowledged by the primary alone
+			if err := top.Failover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if lost := afterFailover(syncReader); lost != 0 {
+				t.Errorf("synchronous store: %d of %d acknowledged claims lost in the failover", lost, n)
+			}
+			if lost := afterFailover(asyncSt); lost != n {
+				t.Errorf("asynchronous store: %d of %d claims made while the standby was cut off lost, want all", lost, n)
+			}
+		})
+	}
+}
