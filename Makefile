@@ -7,6 +7,8 @@
 #   make mutants-20 [STORE=…] [SEED=1]    the same on 20 consecutive seeds: each mutant must die on every one
 #   make soak [STORE=…] [SEEDS=200]     every scenario on SEEDS seeds beside CPU hogs: 0 failures on a correct store
 #   make lint        go vet, gofmt and staticcheck
+#   make bench [BENCHTIME=1s] [COUNT=1]   every store operation beside its raw baseline (sqlite, memory, postgres,
+#                    redis; 1 and 8 goroutines) with store/raw ratios, and the checkers on 100k and 1M recorded ops
 
 STORE    ?= sqlite
 VARIANT  ?= correct
@@ -14,6 +16,8 @@ SCENARIO ?= all
 SEED     ?= 1
 LAB_SEEDS ?= 1-10
 SEEDS    ?= 200
+BENCHTIME ?= 1s
+COUNT    ?= 1
 GO       ?= go
 BIN      := bin/idemcheck
 STATICCHECK_VERSION := v0.8.2
@@ -23,7 +27,7 @@ STATICCHECK_VERSION := v0.8.2
 RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/worker \
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite
 
-.PHONY: soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed
+.PHONY: soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed bench
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -78,6 +82,16 @@ test: lint
 
 images:
 	bash images/build.sh
+
+# The benchmarks' raw output (benchstat's input) goes to results/bench/;
+# benchratio prints the store/raw table from it.
+bench:
+	@if docker info >/dev/null 2>&1; then bash images/build.sh; \
+	else echo "make bench: no Docker engine: postgres and redis are skipped"; fi
+	@mkdir -p results/bench
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count $(COUNT) -timeout 60m ./bench | tee results/bench/stores.txt"
+	$(GO) run ./bench/benchratio results/bench/stores.txt
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench CheckLargeHistory -benchtime 1x -count $(COUNT) -timeout 30m ./harness/check | tee results/bench/check.txt"
 
 clean:
 	rm -rf bin
