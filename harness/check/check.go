@@ -104,12 +104,13 @@ type Evidence struct {
 // Run runs all eight checkers, in the order of Docs.
 func Run(e Evidence) []Result {
 	ops := e.Hist.Ops()
+	g := groupByKey(ops)
 	return []Result{
-		checkAtMostOnce(e, ops),
+		checkAtMostOnce(e, ops, g),
 		checkExclusive(e, ops),
-		checkFencing(e, ops),
-		checkReplay(e, ops),
-		checkMismatch(ops),
+		checkFencing(e, ops, g),
+		checkReplay(e, ops, g),
+		checkMismatch(ops, g),
 		checkLinearizable(e, ops),
 		checkLiveness(e, ops),
 		checkRetention(e, ops),
@@ -182,10 +183,20 @@ func onePerKey(vs []Violation) []Violation {
 	return out
 }
 
-var (
-	ms    = history.Millis
-	byKey = history.ByKey
-)
+var ms = history.Millis
+
+// grouped is the history's ops by key (Prunes left out), with the keys in
+// order of first appearance: made once per Run and shared by the
+// checkers that go key by key.
+type grouped struct {
+	keyed map[stores.KeyRef][]history.Op
+	order []stores.KeyRef
+}
+
+func groupByKey(ops []history.Op) grouped {
+	keyed, order := history.ByKey(ops)
+	return grouped{keyed, order}
+}
 
 // tok shortens a token for a message.
 func tok(t stores.Token) string { return faults.ShortToken(string(t)) }
@@ -200,7 +211,7 @@ func firstClaim(ops []history.Op) (history.Op, bool) {
 	return history.Op{}, false
 }
 
-func checkAtMostOnce(e Evidence, ops []history.Op) Result {
+func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
 	var vs []Violation
 	charges := e.Ledger.Charges()
 	for order, n := range e.Ledger.EffectiveByOrder() {
@@ -216,7 +227,7 @@ func checkAtMostOnce(e Evidence, ops []history.Op) Result {
 	}
 	// A key that was saved done must never be claimed again while it is
 	// retained: that claim would run the work a second time.
-	keyed, order := byKey(ops)
+	keyed, order := g.keyed, g.order
 	for _, k := range order {
 		kops := keyed[k]
 		created, ok := firstClaim(kops)
@@ -345,9 +356,9 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 	return result(Exclusive, vs, detail)
 }
 
-func checkFencing(e Evidence, ops []history.Op) Result {
+func checkFencing(e Evidence, ops []history.Op, g grouped) Result {
 	var vs []Violation
-	keyed, order := byKey(ops)
+	keyed, order := g.keyed, g.order
 	writes, fenced := 0, 0
 	for _, k := range order {
 		kops := keyed[k]
@@ -403,9 +414,9 @@ func checkFencing(e Evidence, ops []history.Op) Result {
 	return result(Fencing, vs, detail)
 }
 
-func checkReplay(e Evidence, ops []history.Op) Result {
+func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 	var vs []Violation
-	keyed, order := byKey(ops)
+	keyed, order := g.keyed, g.order
 	replays := 0
 	for _, k := range order {
 		kops := keyed[k]
@@ -451,9 +462,9 @@ func checkReplay(e Evidence, ops []history.Op) Result {
 	return result(Replay, vs, fmt.Sprintf("%d replays, all of a saved response; every client got the same answer", replays))
 }
 
-func checkMismatch(ops []history.Op) Result {
+func checkMismatch(ops []history.Op, g grouped) Result {
 	var vs []Violation
-	keyed, order := byKey(ops)
+	keyed, order := g.keyed, g.order
 	checked := 0
 	for _, k := range order {
 		kops := keyed[k]
@@ -526,18 +537,29 @@ func resetBefore(all, kops []history.Op, t int64) bool {
 }
 
 // porcupineOps turns the history into porcupine's form, copying each Prune
-// into the partition of every key that exists at the time: a key with an
-// operation called before the Prune returned and one that returned after
-// the Prune was called. Leaving it out of the other keys is exact, not an
-// approximation: a Prune changes nothing but the state of an expired key
-// (models.Step: identity, after the expiry any operation may observe) and
-// always succeeds, so in a key whose every operation is called after the
-// Prune returned it must come first, on an absent key, where it does
-// nothing; and in a key whose every operation returned before it was
-// called it must come last, where nothing observes it. Copying it into
-// every key made a history of P prunes and K keys P×K operations larger.
-func porcupineOps(ops []history.Op) []porcupine.Operation {
-	type span struct{ first, last int64 } // earliest call, latest return
+// only into the partitions of the keys it can act on. Leaving it out of
+// the others is exact, not an approximation: a Prune changes nothing but
+// lets a key that may have expired by its clock be gone (models.Step: any
+// operation may see it gone past its retention; the Prune itself is the
+// identity), and it always succeeds. So it can be left out of a key
+//   - whose every operation is called after the Prune returned: it comes
+//     first there, on an absent key, where it does nothing;
+//   - whose every operation returned before it was called: it comes last,
+//     where nothing observes it;
+//   - that no record of which can be old enough at the Prune's time: a
+//     record is created at a claim's decision time (or an unanswered
+//     Begin's call time), so when the Prune's time is within Retention
+//     minus Slack of the earliest of them, no state of the key may expire
+//     then, and the Prune is the identity.
+//
+// Copying every Prune into every key made a history of P prunes and K keys
+// P×K operations larger. It also returns how many keys the history has.
+func porcupineOps(m models.Config, ops []history.Op) ([]porcupine.Operation, int) {
+	type span struct {
+		first, last int64     // earliest call, latest return
+		created     time.Time // the earliest time a record of the key can have been created
+		creates     bool      // some Begin may have created one
+	}
 	spans := map[stores.KeyRef]*span{}
 	var keys []stores.KeyRef
 	for _, op := range ops {
@@ -546,17 +568,36 @@ func porcupineOps(ops []history.Op) []porcupine.Operation {
 		}
 		sp, ok := spans[op.Input.Key]
 		if !ok {
-			sp = &span{op.Call, op.Return}
+			sp = &span{first: op.Call, last: op.Return}
 			spans[op.Input.Key] = sp
 			keys = append(keys, op.Input.Key)
 		}
 		sp.first, sp.last = min(sp.first, op.Call), max(sp.last, op.Return)
+		if op.Input.Kind != models.Begin {
+			continue
+		}
+		var at time.Time
+		switch {
+		case op.Output.Unknown:
+			at = op.Input.Now
+		case op.Output.Decision.Outcome == stores.Claimed:
+			at = op.Output.Decision.DecidedAt
+		default:
+			continue
+		}
+		if !sp.creates || at.Before(sp.created) {
+			sp.created, sp.creates = at, true
+		}
 	}
-	var out []porcupine.Operation
+	out := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
 		if op.Input.Kind == models.Prune {
 			for _, k := range keys {
-				if sp := spans[k]; sp.first > op.Return || sp.last < op.Call { // ties overlap, as in porcupine
+				sp := spans[k]
+				if sp.first > op.Return || sp.last < op.Call { // ties overlap, as in porcupine
+					continue
+				}
+				if !sp.creates || op.Input.Now.Sub(sp.created) < m.Retention-m.Slack {
 					continue
 				}
 				in := op.Input
@@ -567,19 +608,31 @@ func porcupineOps(ops []history.Op) []porcupine.Operation {
 		}
 		out = append(out, porcupine.Operation{ClientId: op.Client, Input: op.Input, Output: op.Output, Call: op.Call, Return: op.Return})
 	}
-	return out
+	return out, len(keys)
 }
 
 func checkLinearizable(e Evidence, ops []history.Op) Result {
 	model := models.Porcupine(e.Model)
-	pops := porcupineOps(ops)
-	res, info := porcupine.CheckOperationsVerbose(model, pops, e.LinTimeout)
-	if e.Visualization != nil && res != porcupine.Illegal {
-		visualize(e.Visualization, model, info, len(pops))
+	pops, keys := porcupineOps(e.Model, ops)
+	var (
+		res  porcupine.CheckResult
+		info porcupine.LinearizationInfo
+	)
+	if e.Visualization != nil && len(pops) <= VisualizeCap {
+		res, info = porcupine.CheckOperationsVerbose(model, pops, e.LinTimeout)
+		if res != porcupine.Illegal {
+			visualize(e.Visualization, model, info, len(pops))
+		}
+	} else {
+		// Nothing to draw: porcupine keeps no linearization for a page.
+		res = porcupine.CheckOperationsTimeout(model, pops, e.LinTimeout)
+		if e.Visualization != nil && res != porcupine.Illegal {
+			visualize(e.Visualization, model, info, len(pops))
+		}
 	}
 	switch res {
 	case porcupine.Ok:
-		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), len(models.PartitionByKey(pops)))}
+		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), keys)}
 	case porcupine.Unknown:
 		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout)}
 	}

@@ -71,7 +71,7 @@ func bigHistory(n int) (*history.History, *history.Ledger) {
 // operations, and reports the process's peak resident memory (VmHWM, the
 // generation included).
 func BenchmarkCheckLargeHistory(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
+	for _, n := range benchSizes() {
 		b.Run(fmt.Sprintf("ops=%d", n), func(b *testing.B) {
 			h, l := bigHistory(n)
 			m := models.Config{LockTTL: 100 * time.Millisecond, Retention: time.Hour}
@@ -107,4 +107,20 @@ func peakRSS() float64 {
 		}
 	}
 	return 0
+}
+
+// benchSizes are the history sizes BenchmarkCheckLargeHistory checks:
+// 100k and 1M operations, or IDEM_CHECK_BENCH_OPS (comma-separated).
+func benchSizes() []int {
+	v := os.Getenv("IDEM_CHECK_BENCH_OPS")
+	if v == "" {
+		return []int{100_000, 1_000_000}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
