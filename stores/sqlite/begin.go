@@ -35,30 +35,41 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 // the writer instead of queueing behind it. ok is false, and nothing is
 // decided, unless the row read is done: then the answer is Replay (same
 // fingerprint) or Mismatch, exactly what decide would answer on that row
-// (the same read statement, so a mutant's judgement of the fingerprint is
-// kept). A done row is final: Complete and Release act only on in-flight
-// rows and a takeover only on a stale in-flight one; only Prune (or a
-// Release mutant) deletes it. So the snapshot the SELECT read is a state
-// the key was in during the call, and answering from it, writing nothing,
-// is linearized at the read. Every other case (no row, in flight, stale)
-// goes to the write transaction, whose claim and takeover stay one atomic
-// decision.
+// (the replay statement judges the fingerprint of a done row as the read
+// statement does, so a mutant's judgement is kept). A done row is final:
+// Complete and Release act only on in-flight rows and a takeover only on a
+// stale in-flight one; only Prune (or a Release mutant) deletes it. So the
+// snapshot the SELECT read is a state the key was in during the call, and
+// answering from it, writing nothing, is linearized at the read. Every
+// other case (no row, in flight, stale) goes to the write transaction,
+// whose claim and takeover stay one atomic decision.
 func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (stores.Decision, bool, error) {
 	// A round trip of its own: a harness may interleave a caller between
 	// this read and the write transaction that follows it.
 	if err := faults.Hit(ctx, faults.BeforeRoundTrip); err != nil {
 		return stores.Decision{}, false, err
 	}
-	// The read statement, prepared once per connection (database/sql
-	// would parse it again on every call).
-	r, found, err := s.scanRow(ctx, s.readStmt.QueryRowContext(ctx, s.beginArgs(req, "")...))
-	if err != nil || !found || !r.done {
-		return stores.Decision{}, false, err
+	var (
+		sameFP     bool
+		respStatus sql.NullInt64
+		respBody   []byte
+	)
+	// Prepared once per connection (database/sql would parse it again on
+	// every call), with only the parameters it reads.
+	key := stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
+	err := s.replayStmt.QueryRowContext(ctx, sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)),
+		sql.Named("fingerprint", blob(req.Fingerprint))).Scan(&sameFP, &respStatus, &respBody)
+	if errors.Is(err, sql.ErrNoRows) {
+		return stores.Decision{}, false, nil
 	}
-	if !r.sameFP {
+	if err != nil {
+		return stores.Decision{}, false, fmt.Errorf("sqlite: begin: read: %w", err)
+	}
+	faults.Tracef(ctx, s.sql.replay, "done, same_fp=%v", sameFP)
+	if !sameFP {
 		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: req.Now}, true, nil
 	}
-	return stores.Decision{Outcome: stores.Replay, Response: r.response, DecidedAt: req.Now}, true, nil
+	return stores.Decision{Outcome: stores.Replay, Response: stores.Response{Status: int(respStatus.Int64), Body: string(respBody)}, DecidedAt: req.Now}, true, nil
 }
 
 // inTx runs step in one write transaction (BEGIN IMMEDIATE, from the DSN's
@@ -165,18 +176,13 @@ type querier interface {
 // read returns the key's row judged against the request (found false when
 // there is none).
 func (s *Store) read(ctx context.Context, q querier, req stores.Request) (row, bool, error) {
-	return s.scanRow(ctx, q.QueryRowContext(ctx, s.sql.read, s.beginArgs(req, "")...))
-}
-
-// scanRow reads the result of the read statement.
-func (s *Store) scanRow(ctx context.Context, res *sql.Row) (row, bool, error) {
 	var (
 		r          row
 		respStatus sql.NullInt64
 		respBody   []byte
 		token      string
 	)
-	err := res.Scan(&r.sameFP, &r.done, &respStatus, &respBody, &r.stale, &token, &r.createdAt)
+	err := q.QueryRowContext(ctx, s.sql.read, s.beginArgs(req, "")...).Scan(&r.sameFP, &r.done, &respStatus, &respBody, &r.stale, &token, &r.createdAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		faults.Trace(ctx, s.sql.read, "no row")
 		return row{}, false, nil

@@ -100,9 +100,9 @@ type Store struct {
 	// time; see write.
 	writer      chan struct{}
 	busyTimeout time.Duration
-	// readStmt is sql.read, prepared: Begin's read outside the write
+	// replayStmt is sql.replay, prepared: Begin's read outside the write
 	// transaction (replayOnRead).
-	readStmt *sql.Stmt
+	replayStmt *sql.Stmt
 }
 
 // ErrBusy is wrapped by the error of a write that waited BusyTimeout for the
@@ -203,7 +203,7 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	if s.readStmt, err = db.PrepareContext(ctx, s.sql.read); err != nil {
+	if s.replayStmt, err = db.PrepareContext(ctx, s.sql.replay); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: prepare: %w", abs, describe(err))
 	}
@@ -386,6 +386,6 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 
 // Close closes the store's connections; the file stays.
 func (s *Store) Close() error {
-	s.readStmt.Close()
+	s.replayStmt.Close()
 	return s.db.Close()
 }
