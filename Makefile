@@ -14,6 +14,8 @@
 #   make check-http [HTTP_DURATION=6s] [SEED=1]  black-box mode: the example HTTP service (examples/httpsvc)
 #                    on 2 instances over a shared Redis, through faults: correct passes, each mutant fails
 #                    with the checker (and cause) that names its bug
+#   make bench [BENCHTIME=1s] [COUNT=1]   every store operation beside its raw baseline (sqlite, memory, postgres,
+#                    redis; 1 and 8 goroutines) with store/raw ratios, and the checkers on 100k and 1M recorded ops
 
 STORE    ?= sqlite
 VARIANT  ?= correct
@@ -21,6 +23,8 @@ SCENARIO ?= all
 SEED     ?= 1
 LAB_SEEDS ?= 1-10
 SEEDS    ?= 200
+BENCHTIME ?= 1s
+COUNT    ?= 1
 GO       ?= go
 BIN      := bin/idemcheck
 STATICCHECK_VERSION := v0.8.2
@@ -31,7 +35,7 @@ RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/work
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite \
 	./harness/httpload ./harness/httpfault
 
-.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5
+.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -129,6 +133,16 @@ test: lint
 
 images:
 	bash images/build.sh
+
+# The benchmarks' raw output (benchstat's input) goes to results/bench/;
+# benchratio prints the store/raw table from it.
+bench:
+	@if docker info >/dev/null 2>&1; then bash images/build.sh; \
+	else echo "make bench: no Docker engine: postgres and redis are skipped"; fi
+	@mkdir -p results/bench
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count $(COUNT) -timeout 60m ./bench | tee results/bench/stores.txt"
+	$(GO) run ./bench/benchratio results/bench/stores.txt
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench CheckLargeHistory -benchtime 1x -count $(COUNT) -timeout 30m ./harness/check | tee results/bench/check.txt"
 
 clean:
 	rm -rf bin

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -307,10 +308,28 @@ func unknownBegin(cfg Config, s State, in Input) []State {
 func Equal(a, b State) bool { return a == b }
 
 // Hash hashes a state consistently with Equal.
+// It appends the fields to a stack buffer rather than formatting them
+// (fmt made hashing a large part of checking a long history).
 func Hash(s State) uint64 {
+	var buf [256]byte
+	b := buf[:0]
+	str := func(v string) { b = append(strconv.AppendInt(b, int64(len(v)), 10), ':'); b = append(b, v...) }
+	num := func(v int64) { b = append(strconv.AppendInt(b, v, 10), '|') }
+	flag := func(v bool) { b = append(strconv.AppendBool(b, v), '|') }
+	flag(s.Exists)
+	str(s.Fingerprint)
+	flag(s.Done)
+	num(int64(s.Response.Status))
+	str(s.Response.Body)
+	num(s.LockedAt.UnixNano())
+	num(s.CreatedAt.UnixNano())
+	str(string(s.Token))
+	str(s.Used)
+	flag(s.LockUncertain)
+	num(int64(s.Lease))
+	flag(s.Tombstone)
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%v|%s|%v|%d|%s|%d|%d|%s|%s|%v|%d|%v", s.Exists, s.Fingerprint, s.Done, s.Response.Status,
-		s.Response.Body, s.LockedAt.UnixNano(), s.CreatedAt.UnixNano(), s.Token, s.Used, s.LockUncertain, s.Lease, s.Tombstone)
+	h.Write(b)
 	return h.Sum64()
 }
 

@@ -431,3 +431,38 @@ func TestVisualizationNamesItsKeys(t *testing.T) {
 		t.Fatalf("the visualisation (%d bytes) has no row labelled with the key", page.Len())
 	}
 }
+
+// TestVisualization: porcupine's page is drawn in full for a small
+// history; past check.VisualizeCap operations a passing check writes a
+// short page that says why there is none; a failing check draws only its
+// failing keys, whatever the size of the rest.
+func TestVisualization(t *testing.T) {
+	vis := func(h *history.History, l *history.Ledger, m models.Config) string {
+		var b bytes.Buffer
+		check.Run(check.Evidence{Hist: h, Ledger: l, Model: m, ProbeClient: probe, LinTimeout: 10 * time.Second, Visualization: &b})
+		return b.String()
+	}
+	const note = "porcupine's visualisation is left out"
+	small := happy()
+	if v := vis(small.h, small.l, model); v == "" || strings.Contains(v, note) {
+		t.Fatalf("a small history: %d bytes, note %v; want the drawn page", len(v), strings.Contains(v, note))
+	}
+	big := models.Config{LockTTL: 100 * time.Millisecond, Retention: time.Hour}
+	h, l := bigHistory(check.VisualizeCap + 10)
+	if v := vis(h, l, big); !strings.Contains(v, note) || len(v) > 4096 {
+		t.Fatalf("a large passing history: %d bytes, note %v; want the short page", len(v), strings.Contains(v, note))
+	}
+	// The same history with one key claimed twice at once: the page draws
+	// that key alone.
+	bad := stores.KeyRef{Tenant: "t0", Key: "twice"}
+	for c, tok := range []string{"x1", "x2"} {
+		h.AddOp(history.Op{Client: c, Input: models.Input{ID: 1_000_000 + c, Kind: models.Begin, Key: bad, Fingerprint: "fp", Now: t0},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: stores.Token(tok), DecidedAt: t0}}, Call: 0, Return: 10})
+	}
+	v := vis(h, l, big)
+	// Operations are drawn without their key: the tokens tell them apart.
+	if v == "" || strings.Contains(v, note) || strings.Contains(v, "tok-") || !strings.Contains(v, "x2") {
+		t.Fatalf("a large failing history: %d bytes, note %v, other keys %v, failing key %v; want the failing key alone",
+			len(v), strings.Contains(v, note), strings.Contains(v, "tok-"), strings.Contains(v, "x2"))
+	}
+}

@@ -13,8 +13,10 @@
 package history
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -230,8 +232,17 @@ func (h *History) FaultCount() int {
 func (h *History) Ops() []Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := append([]Op(nil), h.ops...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Call < out[j].Call })
+	// Sort indices, then copy each op once: sorting the ops themselves
+	// moves every (large) Op O(log n) times.
+	idx := make([]int32, len(h.ops))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(h.ops[a].Call, h.ops[b].Call) })
+	out := make([]Op, len(h.ops))
+	for i, j := range idx {
+		out[i] = h.ops[j]
+	}
 	return out
 }
 
@@ -261,17 +272,35 @@ func (h *History) Answers() []Answer {
 // ByKey groups ops by key, leaving out Prunes (which apply to every key),
 // and returns the keys in order of first appearance.
 func ByKey(ops []Op) (map[stores.KeyRef][]Op, []stores.KeyRef) {
-	m := map[stores.KeyRef][]Op{}
+	// Two passes: count each key's ops, then fill exact slices cut from
+	// one array, so no slice grows (and is copied) op by op.
+	count := map[stores.KeyRef]int{}
 	var order []stores.KeyRef
-	for _, op := range ops {
-		if op.Input.Kind == models.Prune {
+	total := 0
+	for i := range ops {
+		if ops[i].Input.Kind == models.Prune {
 			continue
 		}
-		k := op.Input.Key
-		if _, ok := m[k]; !ok {
+		k := ops[i].Input.Key
+		if _, ok := count[k]; !ok {
 			order = append(order, k)
 		}
-		m[k] = append(m[k], op)
+		count[k]++
+		total++
+	}
+	all := make([]Op, 0, total)
+	m := make(map[stores.KeyRef][]Op, len(order))
+	for _, k := range order {
+		n := count[k]
+		m[k] = all[len(all) : len(all) : len(all)+n]
+		all = all[:len(all)+n]
+	}
+	for i := range ops {
+		if ops[i].Input.Kind == models.Prune {
+			continue
+		}
+		k := ops[i].Input.Key
+		m[k] = append(m[k], ops[i])
 	}
 	return m, order
 }

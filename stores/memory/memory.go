@@ -54,8 +54,10 @@ type record struct {
 type Store struct {
 	cfg     stores.Config
 	variant string
-	mu      sync.Mutex
-	rows    map[stores.KeyRef]*record
+	// mu guards rows: writers hold it, and Begin on a done key only reads
+	// under RLock (see Begin).
+	mu   sync.RWMutex
+	rows map[stores.KeyRef]*record
 }
 
 // New makes an empty store of cfg.Variant.
@@ -103,6 +105,18 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	case "blind-takeover", "stale-overwrite":
 		return s.beginTakeoverOnRead(ctx, req)
 	}
+	// A done key is decided under the read lock, writing nothing: decide
+	// changes a row only to claim or take it over, which a done row never
+	// is, and a done row stays done until deleted, so readers replay beside
+	// each other while the decision stays the one the write lock would give.
+	s.mu.RLock()
+	if r, ok := s.rows[req.KeyRef]; ok && r.done {
+		d := s.decide(req, r, ok)
+		s.mu.RUnlock()
+		faults.Trace(ctx, "read-lock; decide on rows[key] (done); unlock", traceDecision(d))
+		return d, nil
+	}
+	s.mu.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.rows[req.KeyRef]

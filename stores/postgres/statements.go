@@ -33,8 +33,22 @@ CREATE TABLE IF NOT EXISTS {t} (
 CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON {t} (created_at);
 `
 
-// beginSQL is Begin in one statement: it claims the key, or locks the row
-// that is there and applies the decision table to it.
+// beginSQL is Begin in one statement: it replays a done key by reading
+// alone, and otherwise claims the key, or locks the row that is there and
+// applies the decision table to it.
+//
+// The read first (CTE r): the row, as of the statement's snapshot, if it is
+// done with the request's fingerprint. Such a row is final: nothing turns a
+// done row back (Complete and Release act only on in-flight rows, a
+// takeover only on a stale in-flight one), only Prune deletes it. So when r
+// finds it, the answer is Replay with its response, as the upsert below
+// would decide it on that same row, and the INSERT's SELECT yields no row:
+// nothing is written (no row version, no WAL record, no transaction id), and
+// the decision's linearization point is the snapshot, inside the call. A
+// Prune committed after the snapshot is ordered after the replay. When r
+// finds nothing (no row, in flight, another fingerprint, or a done row
+// committed after the snapshot), the statement is the atomic upsert that
+// follows, unchanged.
 //
 // INSERT … ON CONFLICT DO UPDATE waits for a concurrent inserter to finish,
 // then locks the conflicting row and evaluates the SET against its latest
@@ -46,19 +60,26 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON {t} (created_at);
 // RETURNING sees only the new row (before Postgres 18), which is why the
 // decision is stored in the row.
 //
-// Parameters: $1 tenant, $2 key, $3 fingerprint, $4 LockTTL. The CTE reads
+// Parameters: $1 tenant, $2 key, $3 fingerprint, $4 LockTTL. The CTE n reads
 // the server's clock once (the time the decision is made with, returned as
 // decided_at) and makes the token a new claim would get. It is read before
 // any wait for the row lock, so after a long wait a claim is judged by a
 // slightly earlier time: it can look younger than it is, never older, and
 // a claim made during the wait (locked_at after the clock) is live.
 // Holes in braces are filled from statements; each mutant of the
-// one-statement Begin changes one of them.
+// one-statement Begin changes one of them (the read-only replay is the same
+// in every variant: on a done row with the same fingerprint every one of
+// them decides Replay).
 const beginSQL = `
 WITH n AS MATERIALIZED (
-    SELECT clock_timestamp() AS clock, {fresh} AS token, $4::interval AS ttl)
+    SELECT clock_timestamp() AS clock, {fresh} AS token, $4::interval AS ttl),
+r AS MATERIALIZED (
+    SELECT response_status, response_body FROM {t}
+    WHERE tenant = $1 AND key = $2 AND status = 'done' AND fingerprint = $3),
+w AS (
 INSERT INTO {t} AS k (tenant, key, fingerprint, status, locked_at, token, created_at, decision)
 SELECT $1, $2, $3, 'in_flight', n.clock, n.token, n.clock, 'claimed' FROM n
+WHERE NOT EXISTS (SELECT FROM r)
 ON CONFLICT (tenant, key) DO UPDATE SET (decision, locked_at, token) = (
     SELECT d.decision,
            CASE d.decision WHEN 'takeover' THEN n.clock ELSE k.locked_at END,
@@ -69,7 +90,10 @@ ON CONFLICT (tenant, key) DO UPDATE SET (decision, locked_at, token) = (
         WHEN {live} THEN 'in_flight'
         ELSE 'takeover' -- compare-and-set: the row is locked, the check and the write are one step
     END AS decision) AS d)
-RETURNING k.decision, k.token, k.response_status, k.response_body, (SELECT clock FROM n)`
+RETURNING k.decision, k.token, k.response_status, k.response_body)
+SELECT decision, token, response_status, response_body, (SELECT clock FROM n) FROM w
+UNION ALL
+SELECT 'replay', '', response_status, response_body, (SELECT clock FROM n) FROM r`
 
 // readSQL is the separate read of the mutants that split Begin into a read
 // and a dependent write: whether the row exists, and what the write would

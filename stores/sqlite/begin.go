@@ -24,7 +24,52 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	case "blind-takeover", "stale-overwrite":
 		return s.beginTakeoverOnRead(ctx, req)
 	}
+	if d, ok, err := s.replayOnRead(ctx, req); err != nil || ok {
+		return d, err
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) (stores.Decision, error) { return s.decide(ctx, tx, req) })
+}
+
+// replayOnRead decides a Begin on a done key without the write lock: one
+// SELECT in autocommit, which in WAL mode reads a committed snapshot beside
+// the writer instead of queueing behind it. ok is false, and nothing is
+// decided, unless the row read is done: then the answer is Replay (same
+// fingerprint) or Mismatch, exactly what decide would answer on that row
+// (the replay statement judges the fingerprint of a done row as the read
+// statement does, so a mutant's judgement is kept). A done row is final:
+// Complete and Release act only on in-flight rows and a takeover only on a
+// stale in-flight one; only Prune (or a Release mutant) deletes it. So the
+// snapshot the SELECT read is a state the key was in during the call, and
+// answering from it, writing nothing, is linearized at the read. Every
+// other case (no row, in flight, stale) goes to the write transaction,
+// whose claim and takeover stay one atomic decision.
+func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (stores.Decision, bool, error) {
+	// A round trip of its own: a harness may interleave a caller between
+	// this read and the write transaction that follows it.
+	if err := faults.Hit(ctx, faults.BeforeRoundTrip); err != nil {
+		return stores.Decision{}, false, err
+	}
+	var (
+		sameFP     bool
+		respStatus sql.NullInt64
+		respBody   []byte
+	)
+	// Prepared once per connection (database/sql would parse it again on
+	// every call), with only the parameters it reads.
+	key := stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
+	err := s.replayStmt.QueryRowContext(ctx, sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)),
+		sql.Named("fingerprint", blob(req.Fingerprint))).Scan(&sameFP, &respStatus, &respBody)
+	if errors.Is(err, sql.ErrNoRows) {
+		return stores.Decision{}, false, nil
+	}
+	if err != nil {
+		return stores.Decision{}, false, fmt.Errorf("sqlite: begin: read: %w", err)
+	}
+	faults.Tracef(ctx, s.sql.replay, "done, same_fp=%v", sameFP)
+	if !sameFP {
+		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: req.Now}, true, nil
+	}
+	return stores.Decision{Outcome: stores.Replay, Response: stores.Response{Status: int(respStatus.Int64), Body: string(respBody)}, DecidedAt: req.Now}, true, nil
 }
 
 // inTx runs step in one write transaction (BEGIN IMMEDIATE, from the DSN's

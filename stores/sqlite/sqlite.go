@@ -80,6 +80,10 @@ func init() {
 // ErrBusy.
 const BusyTimeout = 5 * time.Second
 
+// idleConns is how many connections the pool keeps open between calls:
+// the writer's and concurrent replays' (see replayOnRead).
+const idleConns = 16
+
 // pruneBatch bounds how many rows one DELETE of Prune removes, so a large
 // prune does not hold the write lock for longer than the busy timeout.
 const pruneBatch = 1000
@@ -96,6 +100,9 @@ type Store struct {
 	// time; see write.
 	writer      chan struct{}
 	busyTimeout time.Duration
+	// replayStmt is sql.replay, prepared: Begin's read outside the write
+	// transaction (replayOnRead).
+	replayStmt *sql.Stmt
 }
 
 // ErrBusy is wrapped by the error of a write that waited BusyTimeout for the
@@ -195,10 +202,19 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
+	// Replays read beside the writer, on connections of their own
+	// (replayOnRead): keep that many open rather than database/sql's two
+	// idle ones, or every burst of concurrent readers opens (and configures)
+	// new connections and closes them again.
+	db.SetMaxIdleConns(idleConns)
 	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v), writer: make(chan struct{}, 1), busyTimeout: busyTimeout}
 	if err := s.init(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	if s.replayStmt, err = db.PrepareContext(ctx, s.sql.replay); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: prepare: %w", abs, describe(err))
 	}
 	return s, nil
 }
@@ -378,7 +394,10 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 }
 
 // Close closes the store's connections; the file stays.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.replayStmt.Close()
+	return s.db.Close()
+}
 
 // showRow reads a key's row for a demo.
 const showRow = `SELECT status, token, fingerprint, coalesce(resp_status, 0), coalesce(resp_body, x'') FROM idempotency_keys WHERE tenant = :tenant AND key = :key`

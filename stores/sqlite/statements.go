@@ -45,6 +45,10 @@ type statements struct {
 	// read returns the existing row judged for Begin: same_fp, done,
 	// resp_status, resp_body, stale, token, created_at.
 	read string
+	// replay returns a done row judged for Begin: same_fp, resp_status,
+	// resp_body (no row: not done, or absent). It judges the fingerprint
+	// as read does on a done row.
+	replay string
 	// takeover is the compare-and-set on the token read (:old_token): of
 	// two takers only one can change the row.
 	takeover string
@@ -71,8 +75,10 @@ const (
 	readRow = `SELECT %s AS same_fp, status = 'done', resp_status, resp_body, %s AS stale, token, created_at
 	FROM idempotency_keys WHERE tenant = :tenant AND key = :key`
 	sameFingerprint = `fingerprint = :fingerprint`
-	isStale         = `:now - locked_at >= :lock_ttl` // as memory: now.Sub(lockedAt) >= LockTTL
-	setTakeover     = `UPDATE idempotency_keys SET locked_at = :now, token = :token
+	readDone        = `SELECT %s AS same_fp, resp_status, resp_body
+	FROM idempotency_keys WHERE tenant = :tenant AND key = :key AND status = 'done'`
+	isStale     = `:now - locked_at >= :lock_ttl` // as memory: now.Sub(lockedAt) >= LockTTL
+	setTakeover = `UPDATE idempotency_keys SET locked_at = :now, token = :token
 	WHERE tenant = :tenant AND key = :key AND status = 'in_flight'`
 	setDone = `UPDATE idempotency_keys SET status = 'done', resp_status = :resp_status, resp_body = :resp_body
 	WHERE tenant = :tenant AND key = :key`
@@ -87,6 +93,7 @@ const (
 var correct = statements{
 	claim:    insertInFlight + ` ON CONFLICT (tenant, key) DO NOTHING`,
 	read:     fmt.Sprintf(readRow, sameFingerprint, isStale),
+	replay:   fmt.Sprintf(readDone, sameFingerprint),
 	takeover: setTakeover + ` AND token = :old_token`,
 	complete: setDone + fence,
 	release:  deleteClaim + fence,
@@ -121,6 +128,7 @@ func statementsFor(variant string) statements {
 		s.release = deleteClaim // no fence: any caller's release deletes
 	case "no-fingerprint":
 		s.read = fmt.Sprintf(readRow, `1`, isStale) // every fingerprint "matches"
+		s.replay = fmt.Sprintf(readDone, `1`)
 	case "no-takeover":
 		s.read = fmt.Sprintf(readRow, sameFingerprint, `0`) // no claim is ever stale
 	case "short-retention":
@@ -133,6 +141,8 @@ func statementsFor(variant string) statements {
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :retention OR status = 'in_flight'`) // "abandoned" claims too
 	case "takeover-ignores-fingerprint":
 		// A stale claim "matches" any fingerprint: it is taken over by anyone.
+		// (A done row is judged as the correct store judges it: replay keeps
+		// sameFingerprint.)
 		s.read = fmt.Sprintf(readRow, sameFingerprint+` OR (status = 'in_flight' AND `+isStale+`)`, isStale)
 	case "never-expire":
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :retention AND 0`) // deletes nothing

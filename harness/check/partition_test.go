@@ -1,0 +1,58 @@
+package check
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// TestPruneGoesOnlyToKeysItCanActOn: a Prune is copied into the partition
+// of a key whose operations overlap it in time (ties included) and whose
+// record can be past its retention at the Prune's time; it is left out of
+// a key whose operations all returned before it was called or were all
+// called after it returned, of a key created too recently, and of a key
+// never created.
+func TestPruneGoesOnlyToKeysItCanActOn(t *testing.T) {
+	m := models.Config{LockTTL: time.Second, Retention: time.Minute, Slack: time.Second}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pruneAt := t0.Add(m.Retention)
+	key := func(k string) stores.KeyRef { return stores.KeyRef{Tenant: "t", Key: k} }
+	claim := func(k string, call, ret int64, at time.Time) history.Op {
+		return history.Op{Client: 1, Input: models.Input{Kind: models.Begin, Key: key(k), Fingerprint: "fp", Now: at},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "x", DecidedAt: at}}, Call: call, Return: ret}
+	}
+	ops := []history.Op{
+		claim("before", 0, 10, t0),                                  // returned before the Prune was called
+		claim("across", 5, 100, t0),                                 // spans it
+		claim("young", 5, 100, pruneAt.Add(-m.Retention+2*m.Slack)), // spans it, created too recently
+		{Client: 1, Input: models.Input{Kind: models.Begin, Key: key("uncreated"), Fingerprint: "fp", Now: t0},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.InFlight, DecidedAt: t0}}, Call: 5, Return: 100},
+		{Client: 2, Input: models.Input{Kind: models.Prune, Now: pruneAt}, Call: 20, Return: 30},
+		claim("tie", 30, 40, t0),   // called as it returned: concurrent
+		claim("after", 31, 50, t0), // called after it returned
+		{Client: 3, Input: models.Input{Kind: models.Begin, Key: key("unknown"), Fingerprint: "fp", Now: t0},
+			Output: models.Output{Unknown: true}, Call: 1, Return: history.Never}, // may take effect any time after its call
+	}
+	pops, keys := porcupineOps(m, ops)
+	if keys != 7 {
+		t.Fatalf("%d keys, want 7", keys)
+	}
+	got := map[stores.KeyRef]int{}
+	for _, op := range pops {
+		if in := op.Input.(models.Input); in.Kind == models.Prune {
+			got[in.Key]++
+		}
+	}
+	want := map[stores.KeyRef]int{key("across"): 1, key("tie"): 1, key("unknown"): 1}
+	if len(got) != len(want) {
+		t.Fatalf("the Prune went to %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Fatalf("the Prune went to %v, want %v", got, want)
+		}
+	}
+}
