@@ -453,7 +453,25 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 		}
 	}
 	// Every client that got an answer for a key with the same parameters
-	// got the same answer.
+	// got the same answer, within one life of the key: once a key saved
+	// done has been claimed again (its record expired, was pruned or
+	// released), the new owner's answer is a new one. Whether that claim
+	// was allowed is at-most-once's to judge (inside the retention it is a
+	// violation there), so it is not reported twice.
+	reclaimed := map[stores.KeyRef]int64{} // the first claim after a save, by its call
+	for _, k := range order {
+		var done *history.Op
+		for i, op := range keyed[k] {
+			if done == nil && op.Accepted(models.Complete) {
+				done = &keyed[k][i]
+				continue
+			}
+			if done != nil && op.IsClaim() && op.Call > done.Return {
+				reclaimed[k] = op.Call
+				break
+			}
+		}
+	}
 	first := map[string]history.Answer{}
 	for _, a := range e.Hist.Answers() {
 		if a.Err != "" || a.Client == e.ProbeClient {
@@ -464,6 +482,9 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 		if !ok {
 			first[id] = a
 			continue
+		}
+		if at, ok := reclaimed[a.Key]; ok && at < a.At && f.Response != a.Response {
+			continue // a later life of the key answered
 		}
 		if f.Response != a.Response {
 			vs = append(vs, Violation{Replay, a.Key.String(), fmt.Sprintf(

@@ -321,6 +321,27 @@ func TestReplay(t *testing.T) {
 		r.answer(probe, "fp", stores.Response{}, 400)
 		want(t, r, check.Replay, check.Pass, "")
 	})
+	// A late retry after the key's retention: the record is gone, the
+	// retry claims the key afresh and saves its own answer (a false alarm
+	// on the correct Postgres store in chaos, on a loaded machine).
+	later := func(at int64) *rec {
+		r := happy()
+		other := stores.Response{Status: 201, Body: "charged ch_2"}
+		r.begin(3, "fp", at, at+1, claimedD("c", false))
+		r.complete(3, "c", other, at+5, at+6, false, false)
+		r.answer(3, "fp", other, at+6)
+		return r
+	}
+	t.Run("a new life of the key after its retention may answer anew", func(t *testing.T) {
+		r := later(model.Retention.Milliseconds() + 500)
+		want(t, r, check.Replay, check.Pass, "")
+		want(t, r, check.AtMostOnce, check.Pass, "")
+	})
+	t.Run("a new life inside the retention is at-most-once's violation, not reported twice", func(t *testing.T) {
+		r := later(500)
+		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
+		want(t, r, check.Replay, check.Pass, "")
+	})
 }
 
 func TestMismatch(t *testing.T) {
