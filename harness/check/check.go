@@ -458,15 +458,22 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 	// released), the new owner's answer is a new one. Whether that claim
 	// was allowed is at-most-once's to judge (inside the retention it is a
 	// violation there), so it is not reported twice.
-	reclaimed := map[stores.KeyRef]int64{} // the first claim after a save, by its call
+	// A key is known done from the first accepted save, or the first
+	// replay (a save whose answer was lost may still have landed).
+	reclaimed := map[stores.KeyRef]int64{} // the first claim after that, by its call
 	for _, k := range order {
-		var done *history.Op
-		for i, op := range keyed[k] {
-			if done == nil && op.Accepted(models.Complete) {
-				done = &keyed[k][i]
-				continue
+		doneAt := int64(-1)
+		for _, op := range keyed[k] {
+			replayed := op.Input.Kind == models.Begin && !op.Output.Unknown && op.Output.Decision.Outcome == stores.Replay
+			if (op.Accepted(models.Complete) || replayed) && (doneAt < 0 || op.Return < doneAt) {
+				doneAt = op.Return
 			}
-			if done != nil && op.IsClaim() && op.Call > done.Return {
+		}
+		if doneAt < 0 {
+			continue
+		}
+		for _, op := range keyed[k] {
+			if op.IsClaim() && op.Call > doneAt {
 				reclaimed[k] = op.Call
 				break
 			}

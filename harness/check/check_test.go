@@ -337,6 +337,19 @@ func TestReplay(t *testing.T) {
 		want(t, r, check.Replay, check.Pass, "")
 		want(t, r, check.AtMostOnce, check.Pass, "")
 	})
+	t.Run("a new life after a save whose answer was lost, known done by a replay", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.complete(1, "a", resp, 5, 0, false, true) // the worker died: unknown, yet it landed
+		r.begin(2, "fp", 20, 21, replayD(resp))
+		r.answer(2, "fp", resp, 21)
+		other := stores.Response{Status: 201, Body: "charged ch_2"}
+		at := model.Retention.Milliseconds() + 500
+		r.begin(3, "fp", at, at+1, claimedD("c", false))
+		r.complete(3, "c", other, at+5, at+6, false, false)
+		r.answer(3, "fp", other, at+6)
+		want(t, r, check.Replay, check.Pass, "")
+	})
 	t.Run("a new life inside the retention is at-most-once's violation, not reported twice", func(t *testing.T) {
 		r := later(500)
 		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
