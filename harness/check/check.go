@@ -458,8 +458,11 @@ func checkMismatch(ops []history.Op) Result {
 			if op.Input.Kind != models.Begin || op.Input.Fingerprint == fp || op.Output.Unknown || op.Call < created.Return {
 				continue
 			}
-			if resetBefore(ops, kops, op.Call) {
-				continue // the key was released or pruned: a new life, a new fingerprint
+			// A release or prune that began before this Begin returned may
+			// be ordered before it (they overlap, or it came first): the
+			// key may have started a new life, with a new fingerprint.
+			if resetBefore(ops, kops, op.Return) {
+				continue
 			}
 			checked++
 			if o := op.Output.Decision.Outcome; o != stores.Mismatch {
@@ -502,7 +505,7 @@ func checkMismatch(ops []history.Op) Result {
 }
 
 // resetBefore reports whether the key may have been released or pruned
-// before t.
+// before t: a release (not fenced) or prune called before t.
 func resetBefore(all, kops []history.Op, t int64) bool {
 	for _, op := range kops {
 		if op.Input.Kind == models.Release && !op.Output.Fenced && op.Call < t {

@@ -338,6 +338,22 @@ func TestMismatch(t *testing.T) {
 		r.begin(3, "fp-eur", 30, 31, claimedD("c", false))
 		want(t, r, check.Mismatch, check.Pass, "")
 	})
+	t.Run("other parameters claim afresh beside a release that overlaps the Begin", func(t *testing.T) {
+		// The Begin is called (and waits for the write lock) before the
+		// release is called; the release commits first: a legal order.
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(3, "fp-eur", 2, 30, claimedD("c", false))
+		r.release(1, "a", 5, 20, false)
+		want(t, r, check.Mismatch, check.Pass, "")
+	})
+	t.Run("other parameters claimed before any release fail", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(3, "fp-eur", 2, 4, claimedD("c", false))
+		r.release(1, "a", 5, 20, false)
+		want(t, r, check.Mismatch, check.Fail, "instead of 422")
+	})
 }
 
 func TestLinearizable(t *testing.T) {
