@@ -112,19 +112,33 @@ func Hunt(ctx context.Context, o harness.Options, mutant string, h Options) (*Ki
 	if !ok {
 		return nil, fmt.Errorf("unknown mutant %q", mutant)
 	}
-	sc, ok := scenario.Lookup(name)
-	if !ok {
-		return nil, fmt.Errorf("mutant %s: unknown scenario %q", mutant, name)
-	}
-	o = OptionsFor(o, name)
-	o.Variant, o.Scenarios = mutant, []string{name}
+	o.Variant = mutant
 	if m, ok := stores.Mutants[mutant]; ok && m.Strict {
 		o.StrictRetention = true // its bug is a finding unless strict
 	}
+	k, err := HuntScenario(ctx, o, name, h)
+	if k != nil {
+		k.Mutant, k.Side = mutant, side
+	}
+	return k, err
+}
+
+// HuntScenario runs the named scenario against the store of o (its variant,
+// and its statements as o.Statements edits them) until a checker fails or
+// the budget runs out: Hunt's loop, for a store that is not a registered
+// mutant (`idemcheck mutate` hunts generated ones with it). The Kill's
+// Mutant and Side are left for the caller to name.
+func HuntScenario(ctx context.Context, o harness.Options, name string, h Options) (*Kill, error) {
+	sc, ok := scenario.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("unknown scenario %q", name)
+	}
+	o = OptionsFor(o, name)
+	o.Scenarios = []string{name}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	k := &Kill{Mutant: mutant, Side: side, Scenario: name, Trace: []string{}}
+	k := &Kill{Scenario: name, Trace: []string{}}
 	if why := sc.WhyNot(o.Caps()); why != "" {
 		k.Skipped = why
 		return k, nil

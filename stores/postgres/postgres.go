@@ -28,10 +28,11 @@ import (
 
 func init() {
 	stores.Register(stores.Backend{
-		Name:    "postgres",
-		Clock:   stores.ServerClock,
-		Lives:   stores.Server,
-		Mutants: Mutants,
+		Name:       "postgres",
+		Clock:      stores.ServerClock,
+		Lives:      stores.Server,
+		Mutants:    Mutants,
+		Statements: true,
 		Open: func(ctx context.Context, dsn string, cfg stores.Config) (stores.Store, error) {
 			return New(ctx, dsn, cfg)
 		},
@@ -121,7 +122,7 @@ func New(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID), pool: pool}, nil
+	return &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID, cfg), pool: pool}, nil
 }
 
 // ensureSchema creates the schema, table and index unless the table is

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // The correct scripts. Each operation is one script run atomically by the
@@ -194,6 +196,29 @@ func (ss *scriptSet) all() []*script {
 		out = append(out, ss.second)
 	}
 	return out
+}
+
+// hooked passes each script through cfg.Statements (the mutation hook,
+// stores.Config) under its name ("begin", "begin-write", "complete",
+// "release"): the set unchanged when no hook is set, else a new set whose
+// changed scripts carry their own SHA.
+func (ss *scriptSet) hooked(cfg stores.Config) *scriptSet {
+	if cfg.Statements == nil {
+		return ss
+	}
+	hook := func(name string, sc *script) *script {
+		if sc == nil {
+			return nil
+		}
+		return newScript(sc.name, cfg.Statement(name, sc.src))
+	}
+	return &scriptSet{
+		split:    ss.split,
+		begin:    hook("begin", ss.begin),
+		second:   hook("begin-write", ss.second),
+		complete: hook("complete", ss.complete),
+		release:  hook("release", ss.release),
+	}
 }
 
 // scriptSets holds every variant's scripts, built once at init.

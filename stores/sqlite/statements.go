@@ -149,6 +149,26 @@ func statementsFor(variant string) statements {
 	return s
 }
 
+// hooked passes each statement through cfg.Statements (the mutation hook,
+// stores.Config), under the names `idemcheck mutate` reports. The steps
+// only a split mutant runs are passed too, so that the hook sees every
+// statement the variant runs.
+func (s statements) hooked(cfg stores.Config) statements {
+	for _, st := range []struct {
+		name string
+		text *string
+	}{
+		{"claim", &s.claim}, {"read", &s.read}, {"takeover", &s.takeover},
+		{"complete", &s.complete}, {"release", &s.release}, {"prune", &s.prune},
+		{"claim-after-read", &s.claimAfterRead}, {"takeover-after-read", &s.takeoverAfterRead},
+	} {
+		if *st.text != "" {
+			*st.text = cfg.Statement(st.name, *st.text)
+		}
+	}
+	return s
+}
+
 // newToken returns a random 128-bit owner id: unique across the key's life,
 // whatever the clocks do and however often the row is deleted.
 func newToken() stores.Token {
