@@ -6,6 +6,7 @@
 #   make mutants [STORE=…] [SEED=1]       hunt every mutant of the store; the correct store must pass
 #   make mutants-20 [STORE=…] [SEED=1]    the same on 20 consecutive seeds: each mutant must die on every one
 #   make soak [STORE=…] [SEEDS=200]     every scenario on SEEDS seeds beside CPU hogs: 0 failures on a correct store
+#   make mutate [STORE=…] [SEED=1]      generated mutants of the store's own statements and scripts: the score (>= 95%)
 #   make lint        go vet, gofmt and staticcheck
 
 STORE    ?= sqlite
@@ -23,7 +24,7 @@ STATICCHECK_VERSION := v0.8.2
 RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/worker \
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite
 
-.PHONY: soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed
+.PHONY: soak check test build images vet fmt lint clean lab mutants mutants-20 mutate servers-if-needed
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -52,6 +53,9 @@ mutants: build servers-if-needed
 
 mutants-20: build servers-if-needed
 	@./$(BIN) mutants --store $(STORE) --seed $(SEED) --seeds 20; $(explain)
+
+mutate: build servers-if-needed
+	@./$(BIN) mutate --store $(STORE) --seed $(SEED); $(explain)
 
 soak: build servers-if-needed
 	@./$(BIN) soak --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED) --seeds $(SEEDS); $(explain)

@@ -25,7 +25,7 @@ var heavy = []string{
 var light = []string{
 	"models", "stores", "faults", "harness/history", "harness/check", "harness/workload",
 	"harness/worker", "harness/nemesis", "harness/scenario", "harness/sched", "harness",
-	"harness/hunt", "harness/report", "harness/report/htmlreport", "harness/idemtest",
+	"harness/hunt", "harness/report", "harness/report/htmlreport", "harness/idemtest", "harness/mutate",
 }
 
 // roles says which of the harness's packages each one may import
@@ -43,6 +43,7 @@ var roles = map[string][]string{
 	"harness/report/htmlreport": {"harness", "harness/history", "harness/check"},
 	"harness/hunt": {"harness", "harness/history", "harness/check", "harness/workload", "harness/scenario",
 		"harness/sched", "harness/report"},
+	"harness/mutate":   {"harness", "harness/hunt"},
 	"harness/idemtest": {"harness", "harness/check", "harness/scenario", "harness/report", "harness/workload", "harness/nemesis"},
 }
 

@@ -65,6 +65,7 @@ func init() {
 		Failpoints: []string{faults.BeginBeforeCommit},
 		Mutants:    Mutants,
 		Statements: true,
+		Equivalent: Equivalent,
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			s, err := New(ctx, addr, cfg)
 			if err != nil {
