@@ -177,8 +177,20 @@ func conditionEdits(src string, ts []tok, sp span, d int, lua bool, taken []bool
 		terms = splitTop(ts, sp, d, or)
 	}
 	text := func(s span) string { return src[ts[s.lo].start:ts[s.hi-1].end] }
+	// A term whose removal would leave a positional parameter ($3) unused
+	// is made true in place instead, as (term OR TRUE): Postgres refuses
+	// to run a statement given more parameters than it names, and the
+	// mutant would be an error on every call, not the dropped check.
+	keep := func(t span) edit {
+		return edit{kind: DropConjunct, start: ts[t.lo].start, end: ts[t.hi-1].end,
+			repl: "(" + text(t) + " OR TRUE)", from: collapse(text(t)), to: "(dropped)"}
+	}
 	if len(terms) == 1 {
-		out = append(out, edit{kind: DropConjunct, start: ts[sp.lo].start, end: ts[sp.hi-1].end, repl: always})
+		e := edit{kind: DropConjunct, start: ts[sp.lo].start, end: ts[sp.hi-1].end, repl: always}
+		if !lua && losesParam(src, e) {
+			e = keep(sp)
+		}
+		out = append(out, e)
 	} else {
 		for i, t := range terms {
 			if t.lo >= t.hi {
@@ -192,6 +204,9 @@ func conditionEdits(src string, ts []tok, sp span, d int, lua bool, taken []bool
 				e = edit{start: ts[prev.hi-1].end, end: ts[t.hi-1].end}
 			}
 			e.kind, e.from, e.to = DropConjunct, collapse(text(t)), "(dropped)"
+			if !lua && losesParam(src, e) {
+				e = keep(t)
+			}
 			out = append(out, e)
 		}
 	}
@@ -222,6 +237,23 @@ func conditionEdits(src string, ts []tok, sp span, d int, lua bool, taken []bool
 		}
 	}
 	return out
+}
+
+// losesParam reports whether the edit removes the last use of a
+// positional parameter ($n) from the statement.
+func losesParam(src string, e edit) bool {
+	after := map[string]bool{}
+	for _, t := range lex(e.apply(src)) {
+		if t.kind == word && strings.HasPrefix(t.text, "$") {
+			after[t.text] = true
+		}
+	}
+	for _, t := range lex(src) {
+		if t.kind == word && strings.HasPrefix(t.text, "$") && !after[t.text] {
+			return true
+		}
+	}
+	return false
 }
 
 // statusEdits swap each status literal, 'in_flight' for 'done' and back,

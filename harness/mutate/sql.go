@@ -131,6 +131,24 @@ func setEdits(src string, ts []tok, items []span, d int) []edit {
 				e = edit{start: ts[items[i-1].hi-1].end, end: ts[it.hi-1].end}
 			}
 			e.kind, e.from, e.to = DropSet, collapse(src[ts[it.lo].start:ts[it.hi-1].end]), "(dropped)"
+			if losesParam(src, e) {
+				// Keep the parameter named (see conditionEdits) and the
+				// column as it was: col = CASE WHEN FALSE THEN expr ELSE col END.
+				eq := -1
+				for j := it.lo; j < it.hi; j++ {
+					if ts[j].depth == d && ts[j].text == "=" {
+						eq = j
+						break
+					}
+				}
+				if eq <= it.lo || eq+1 >= it.hi {
+					continue
+				}
+				col := src[ts[it.lo].start:ts[eq-1].end]
+				expr := src[ts[eq+1].start:ts[it.hi-1].end]
+				e = edit{kind: DropSet, start: ts[eq+1].start, end: ts[it.hi-1].end,
+					repl: "CASE WHEN FALSE THEN " + expr + " ELSE " + col + " END", from: e.from, to: "(dropped)"}
+			}
 			out = append(out, e)
 		}
 	}
