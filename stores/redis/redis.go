@@ -100,6 +100,7 @@ func init() {
 		Lives:      stores.Server,
 		Mutants:    append(append(append([]string(nil), Mutants...), OnlyHere...), NoPersistence),
 		Statements: true,
+		Equivalent: Equivalent,
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			return New(ctx, addr, cfg)
 		},

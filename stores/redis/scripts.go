@@ -168,6 +168,15 @@ var variants = map[string]variant{
 	"never-expire": {begin: []edit{{lineExpire, `  -- no expiry: the key is kept forever`}}},
 }
 
+// Equivalent argues, for each generated mutant of the correct scripts that
+// no client can tell apart from them (`idemcheck mutate`, keyed by the
+// mutant's ID), why.
+var Equivalent = map[string]string{
+	`begin: drop-set "'created_at', created"`: "no correct script reads the field: claim() sets the key's expiry from its " +
+		"argument, not from the hash, and the only reader (h[5], into created_at) feeds the 'stale' reply that only the " +
+		"split mutants' first call returns (returnStale); retention is Redis's own expiry, set by PEXPIREAT",
+}
+
 // script is one Lua source and its SHA-1, the name EVALSHA runs it by.
 type script struct {
 	name string
