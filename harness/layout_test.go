@@ -43,7 +43,7 @@ var roles = map[string][]string{
 	"harness/report/htmlreport": {"harness", "harness/history", "harness/check"},
 	"harness/hunt": {"harness", "harness/history", "harness/check", "harness/workload", "harness/scenario",
 		"harness/sched", "harness/report"},
-	"harness/mutate":   {"harness", "harness/hunt"},
+	"harness/mutate":   {"harness", "harness/hunt", "harness/scenario"},
 	"harness/idemtest": {"harness", "harness/check", "harness/scenario", "harness/report", "harness/workload", "harness/nemesis"},
 }
 

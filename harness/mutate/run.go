@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/hunt"
+	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -122,6 +123,12 @@ const NotStatements = "its decisions are Go conditions compiled into the binary,
 // KillScenarios are the scenarios that kill the backend's hand-written
 // store-side mutants (configuration mutants aside), the scheduled ones
 // first: they decide in a few episodes what the others need rounds for.
+// Scenarios that wait out real retention periods (Retentions > 0: the
+// retention scenario) are left out: their verdict rests on the wall clock,
+// and on this machine at load 20 the correct Postgres and Redis stores
+// failed one (at-most-once), which would void the baseline or "kill" a
+// mutant for the machine's sake. The scheduled retention scenario, on the
+// scheduler's clock, stays.
 func KillScenarios(b stores.Backend) []string {
 	var ms []string
 	for _, m := range b.Mutants {
@@ -129,7 +136,12 @@ func KillScenarios(b stores.Backend) []string {
 			ms = append(ms, m)
 		}
 	}
-	scs := hunt.KillScenarios(ms)
+	var scs []string
+	for _, name := range hunt.KillScenarios(ms) {
+		if sc, ok := scenario.Lookup(name); ok && sc.Retentions == 0 {
+			scs = append(scs, name)
+		}
+	}
 	sort.SliceStable(scs, func(i, j int) bool {
 		return strings.HasPrefix(scs[i], "sched-") && !strings.HasPrefix(scs[j], "sched-")
 	})
