@@ -14,7 +14,7 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-const mutateHelp = `Usage: idemcheck mutate --store S [--json] [--seed N] [--quick D] [--budget D] [--workers N] [--min-score P]
+const mutateHelp = `Usage: idemcheck mutate --store S [--json] [--seed N] [--quick D] [--budget D] [--episodes N] [--workers N] [--min-score P]
 
 Generates mutants from the store's own statements and scripts (the texts it
 passes through stores.Config.Statements at open): each conjunct of each
@@ -47,6 +47,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	quick := fs.Duration("quick", time.Second, "each scenario's budget per mutant in the first pass")
 	budget := fs.Duration("budget", 6*time.Second, "each scenario's budget per survivor of the first pass (0: one pass)")
 	workers := fs.Int("workers", 0, "mutants run at once (0: GOMAXPROCS)")
+	episodes := fs.Int("episodes", 0, "also stop each scenario after this many episodes or rounds per mutant (0: the budgets only)")
 	scenarios := fs.String("scenario", "", "scenarios to try, in order (comma-separated; default: those that kill the store's hand-written mutants)")
 	only := fs.String("only", "", "run only the mutants whose ID contains one of these (comma-separated)")
 	limit := fs.Int("limit", 0, "run only the first N mutants generated (0: all)")
@@ -59,10 +60,10 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if err != nil {
 		return exitUsage, usageError{err.Error()}
 	}
-	if *quick <= 0 || *budget < 0 || *workers < 0 || *limit < 0 {
-		return exitUsage, usagef("--quick must be positive; --budget, --workers and --limit not negative")
+	if *quick <= 0 || *budget < 0 || *workers < 0 || *limit < 0 || *episodes < 0 {
+		return exitUsage, usagef("--quick must be positive; --budget, --workers, --limit and --episodes not negative")
 	}
-	mo := mutate.Options{Quick: *quick, Budget: *budget, Workers: *workers, Limit: *limit}
+	mo := mutate.Options{Quick: *quick, Budget: *budget, Workers: *workers, Limit: *limit, Episodes: *episodes}
 	if *only != "" {
 		mo.Only = strings.Split(*only, ",")
 	}

@@ -10,7 +10,7 @@ import (
 // reads: one killed, one argued equivalent (with its argument and diff).
 func TestMutateJSON(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "mutate", "--store", "sqlite", "--json", "--scenario", "sched-takeover",
-		"--quick", "300ms", "--budget", "0", "--only", `release: drop-conjunct "token,takeover: drop-conjunct "token`)
+		"--quick", "1m", "--episodes", "8", "--budget", "0", "--only", `release: drop-conjunct "token,takeover: drop-conjunct "token`)
 	if code != exitPass {
 		t.Fatalf("exit %d, stderr %q, stdout %s", code, stderr, stdout)
 	}

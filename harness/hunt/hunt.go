@@ -66,6 +66,10 @@ type Options struct {
 	// Keys per round of a scenario that is not scheduled (scheduled
 	// scenarios run one key per episode).
 	Keys int
+	// Episodes, if positive, also stops the hunt after this many episodes
+	// (or rounds): a bound that does not depend on the machine's speed,
+	// since a seed's episodes are the same whatever the clock says.
+	Episodes int
 	// Shrink: after a scheduled kill, replay the killing episode's
 	// choices, simplified (rapid's way: shorter, and toward the first
 	// option), for up to this long, keeping the shortest trace that still
@@ -243,7 +247,7 @@ func huntEpisodes(ctx context.Context, o harness.Options, sc scenario.Scenario, 
 		return ctx.Err()
 	}
 	start := time.Now()
-	for ep := 0; ep == 0 || time.Since(start) < h.Budget; ep++ {
+	for ep := 0; ep == 0 || time.Since(start) < h.Budget && (h.Episodes == 0 || ep < h.Episodes); ep++ {
 		if err := episode(sched.NewRandom(eps.Int63()), k); err != nil {
 			return err
 		}
@@ -318,7 +322,7 @@ func huntRounds(ctx context.Context, o harness.Options, sc scenario.Scenario, h 
 		o.Keys = h.Keys
 	}
 	start := time.Now()
-	for round := 0; round == 0 || time.Since(start) < h.Budget; round++ {
+	for round := 0; round == 0 || time.Since(start) < h.Budget && (h.Episodes == 0 || round < h.Episodes); round++ {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

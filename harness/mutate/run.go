@@ -44,6 +44,10 @@ type Options struct {
 	// Quick is each scenario's budget in the first pass (every mutant);
 	// Budget in the second (the first pass's survivors only).
 	Quick, Budget time.Duration
+	// Episodes, if positive, also caps each scenario's episodes (or
+	// rounds) per mutant and pass: a bound independent of the machine's
+	// speed (tests use it; the budgets still apply).
+	Episodes int
 	// Workers run mutants at once; 0: GOMAXPROCS.
 	Workers int
 	// Only, if set, keeps the mutants whose ID contains one of these.
@@ -252,7 +256,7 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 		last := pass == 1 || budget <= 0
 		pool(ctx, mo.Workers, todo, func(i int) {
 			r := &results[i]
-			runMutant(ctx, o, mo.Scenarios, budget, r)
+			runMutant(ctx, o, mo.Scenarios, hunt.Options{Budget: budget, Keys: 2, Episodes: mo.Episodes}, r)
 			if !last && r.Verdict == Survived {
 				return // the second pass decides
 			}
@@ -319,9 +323,9 @@ func pool(ctx context.Context, n int, idx []int, f func(int)) {
 	wg.Wait()
 }
 
-// runMutant runs the scenarios in order against the mutant, each for the
-// budget, until one kills it.
-func runMutant(ctx context.Context, o harness.Options, scenarios []string, budget time.Duration, r *Result) {
+// runMutant runs the scenarios in order against the mutant, each within
+// h's bounds, until one kills it.
+func runMutant(ctx context.Context, o harness.Options, scenarios []string, h hunt.Options, r *Result) {
 	start := time.Now()
 	defer func() { r.Seconds += time.Since(start).Seconds() }()
 	o.Statements = r.Hook()
@@ -330,7 +334,7 @@ func runMutant(ctx context.Context, o harness.Options, scenarios []string, budge
 		if ctx.Err() != nil {
 			return
 		}
-		k, err := hunt.HuntScenario(ctx, o, sc, hunt.Options{Budget: budget, Keys: 2})
+		k, err := hunt.HuntScenario(ctx, o, sc, h)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.Verdict, r.Error = Invalid, err.Error()
@@ -359,7 +363,7 @@ func baseline(ctx context.Context, o harness.Options, mo Options) []BaselineRun 
 	pool(ctx, mo.Workers, idx, func(i int) {
 		start := time.Now()
 		b := BaselineRun{Scenario: mo.Scenarios[i]}
-		k, err := hunt.HuntScenario(ctx, o, b.Scenario, hunt.Options{Budget: budget, Keys: 2})
+		k, err := hunt.HuntScenario(ctx, o, b.Scenario, hunt.Options{Budget: budget, Keys: 2, Episodes: mo.Episodes})
 		switch {
 		case err != nil:
 			b.Detail = err.Error()
