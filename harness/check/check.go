@@ -215,7 +215,12 @@ func checkAtMostOnce(e Evidence, ops []history.Op) Result {
 		}
 	}
 	// A key that was saved done must never be claimed again while it is
-	// retained: that claim would run the work a second time.
+	// retained: that claim would run the work a second time. Only a claim
+	// certainly inside the window counts: the store decided it at some
+	// moment of its call and created the key at some moment of the first
+	// claim's, so at most op.Return - created.Call passed between them (a
+	// Begin that waited on a loaded machine may have been decided past
+	// retention, on the server's clock, however early it was sent).
 	keyed, order := byKey(ops)
 	for _, k := range order {
 		kops := keyed[k]
@@ -230,7 +235,7 @@ func checkAtMostOnce(e Evidence, ops []history.Op) Result {
 				continue
 			}
 			if done != nil && op.IsClaim() && op.Call > done.Return &&
-				time.Duration(op.Call-created.Return) < e.Model.Retention-e.Model.Slack-time.Duration(done.Return-done.Call) {
+				time.Duration(op.Return-created.Call) < e.Model.Retention-e.Model.Slack-time.Duration(done.Return-done.Call) {
 				vs = append(vs, Violation{AtMostOnce, k.String(), fmt.Sprintf(
 					"%s was claimed again by client %d at %s (token %s), after client %d saved it done at %s and inside the retention window: the work runs twice",
 					k, op.Client, ms(op.Return), tok(op.Output.Decision.Token), done.Client, ms(done.Return))})

@@ -165,6 +165,18 @@ func TestAtMostOnce(t *testing.T) {
 		r.begin(3, "fp", 40, 41, claimedD("c", false))
 		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
 	})
+	t.Run("a claim sent inside the retention window but answered after it passes", func(t *testing.T) {
+		// The Begin waited (a loaded machine): the server may have
+		// decided it once the key had expired.
+		r := happy()
+		r.begin(3, "fp", 9000, 10500, claimedD("c", false))
+		want(t, r, check.AtMostOnce, check.Pass, "")
+	})
+	t.Run("a claim answered inside the retention window fails", func(t *testing.T) {
+		r := happy()
+		r.begin(3, "fp", 9000, 9500, claimedD("c", false))
+		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
+	})
 	t.Run("after a save whose answer was lost, a takeover passes", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
