@@ -10,6 +10,7 @@
 #   make replicated [STORE=postgres-replicated|redis-replicated] [SEED=1]   the replicated gate: failover and
 #                    partition; the synchronous store must pass, the asynchronous configuration must fail
 #   make replicated-5 [REPL_SEEDS="1 2 3 4 5"]   the replicated gate on both backends and every seed
+#   make mutate [STORE=…] [SEED=1]      generated mutants of the store's own statements and scripts: the score (>= 95%)
 #   make lint        go vet, gofmt and staticcheck
 #   make check-http [HTTP_DURATION=6s] [SEED=1]  black-box mode: the example HTTP service (examples/httpsvc)
 #                    on 2 instances over a shared Redis, through faults: correct passes, each mutant fails
@@ -35,7 +36,7 @@ RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/work
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite \
 	./harness/httpload ./harness/httpfault
 
-.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench
+.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -64,6 +65,9 @@ mutants: build servers-if-needed
 
 mutants-20: build servers-if-needed
 	@./$(BIN) mutants --store $(STORE) --seed $(SEED) --seeds 20; $(explain)
+
+mutate: build servers-if-needed
+	@./$(BIN) mutate --store $(STORE) --seed $(SEED); $(explain)
 
 soak: build servers-if-needed
 	@./$(BIN) soak --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED) --seeds $(SEEDS); $(explain)

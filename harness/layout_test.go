@@ -26,7 +26,7 @@ var light = []string{
 	"models", "stores", "faults", "harness/history", "harness/check", "harness/workload",
 	"harness/worker", "harness/nemesis", "harness/scenario", "harness/sched", "harness",
 	"harness/hunt", "harness/report", "harness/report/htmlreport", "harness/idemtest",
-	"harness/httpload", "harness/httpfault", "harness/httpcheck", "harness/httpreport",
+	"harness/httpload", "harness/httpfault", "harness/httpcheck", "harness/httpreport", "harness/mutate",
 }
 
 // roles says which of the harness's packages each one may import
@@ -44,6 +44,7 @@ var roles = map[string][]string{
 	"harness/report/htmlreport": {"harness", "harness/history", "harness/check"},
 	"harness/hunt": {"harness", "harness/history", "harness/check", "harness/workload", "harness/scenario",
 		"harness/sched", "harness/report"},
+	"harness/mutate":   {"harness", "harness/hunt", "harness/scenario"},
 	"harness/idemtest": {"harness", "harness/check", "harness/scenario", "harness/report", "harness/workload", "harness/nemesis"},
 	// The black-box (HTTP) run: its traffic and provider, its faults, its
 	// checkers and its report, in the same order.

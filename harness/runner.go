@@ -79,6 +79,11 @@ type Options struct {
 	// Cluster is the replicated topology of a replicated backend, for the
 	// failover and partition scenarios; nil: they skip.
 	Cluster nemesis.Cluster
+	// Statements, if set, edits the store's statements at open
+	// (stores.Config.Statements): how `idemcheck mutate` runs a generated
+	// mutant. It does not cross into worker processes, so a run that sets
+	// it leaves WorkerCommand empty.
+	Statements func(name, text string) string `json:"-"`
 	// WorkerCommand starts an `idemcheck worker` process (argv), for the
 	// scenarios that run clients in processes the harness kills; empty
 	// means no worker processes (those scenarios skip, or do without).
@@ -428,7 +433,7 @@ func (o Options) StoreAddr(space string, runID int64) string {
 
 // StoreConfig is the configuration a scenario's store opens with.
 func (o Options) StoreConfig(sc scenario.Scenario) stores.Config {
-	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: workload.StoreVariant(o.Variant)}
+	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: workload.StoreVariant(o.Variant), Statements: o.Statements}
 	if sc.Retention > 0 {
 		cfg.Retention = sc.Retention
 	}

@@ -235,6 +235,26 @@ type Config struct {
 	// Postgres, a key prefix in Redis; SQLite and memory (one store per
 	// file or process) ignore it. Letters, digits and underscores only.
 	Namespace string
+	// Statements, if set, is applied by a backend made of statements or
+	// scripts (SQLite, Postgres, Redis) to each of them once, when the
+	// store opens: it gets the statement's name (stable per backend, e.g.
+	// "complete") and its text, and returns the text to run. It is how
+	// `idemcheck mutate` makes a generated mutant: one text edit of one
+	// statement, with the store's Go code unchanged. The text is the
+	// backend's own, before any per-store rendering that varies between
+	// opens (Postgres's schema and table stay {s} and {t}). nil: every
+	// statement runs as written. A backend whose logic is Go code (memory,
+	// lease) ignores it; see stores.Backend.Statements.
+	Statements func(name, text string) string `json:"-"`
+}
+
+// Statement returns the text a backend runs for the named statement:
+// text, passed through c.Statements when it is set.
+func (c Config) Statement(name, text string) string {
+	if c.Statements == nil {
+		return text
+	}
+	return c.Statements(name, text)
 }
 
 // Validate reports a configuration no store can honour.

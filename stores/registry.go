@@ -66,6 +66,17 @@ type Backend struct {
 	// contract (see stores.Semantics and stores.Fence); zero: nothing.
 	Semantics Semantics
 	Fence     Fence
+	// Statements: the backend's logic is statement or script texts, and
+	// it passes each through Config.Statements at open, so `idemcheck
+	// mutate` can generate mutants of it. False for backends whose
+	// conditions are Go code (memory, lease).
+	Statements bool
+	// Equivalent argues, for each generated mutant (by its ID, as
+	// `idemcheck mutate` prints it) that no client can tell from the
+	// correct store, why: a conjunct another implies, a column no reader
+	// reads. An argument is never inferred from survival: a mutant with
+	// an argument that a checker kills is reported as a refuted argument.
+	Equivalent map[string]string
 	// Open connects to addr (a file path, DSN or host:port, as the backend
 	// documents) and returns a store of cfg.Variant. An unknown variant is
 	// an error.

@@ -39,6 +39,7 @@ Usage:
   idemcheck list    [--json]  list stores, variants (correct and mutants), scenarios and checkers
   idemcheck lab     [flags]   the lesson card's lab: no-key, key-per-try, same-key over a lossy link
   idemcheck mutants [flags]   hunt every mutant with the scenario meant to kill it; the correct store must pass
+  idemcheck mutate  [flags]   generate mutants from the store's own statements and scripts; score the kills
   idemcheck demo <mutant> [flags]  replay a mutant's minimal interleaving step by step, then on the correct store
   idemcheck recheck <run-dir>  judge a saved run's history again with this build's checkers
   idemcheck replay <run-dir>   run a saved run's failing scheduled episodes again, on the same interleaving
@@ -76,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		code, err = cmdLab(ctx, rest, stdout, stderr)
 	case "mutants":
 		code, err = cmdMutants(ctx, rest, stdout, stderr)
+	case "mutate":
+		code, err = cmdMutate(ctx, rest, stdout, stderr)
 	case "demo":
 		code, err = cmdDemo(ctx, rest, stdout, stderr)
 	case "recheck":
@@ -98,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprint(stdout, mainHelp)
 	default:
-		err = usagef("unknown command %q (commands: check, list, lab, mutants, demo, recheck, replay, soak, http, version, help)", cmd)
+		err = usagef("unknown command %q (commands: check, list, lab, mutants, mutate, demo, recheck, replay, soak, http, version, help)", cmd)
 	}
 	if err != nil {
 		if errors.Is(err, errHelp) {

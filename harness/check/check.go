@@ -226,7 +226,12 @@ func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
 		}
 	}
 	// A key that was saved done must never be claimed again while it is
-	// retained: that claim would run the work a second time.
+	// retained: that claim would run the work a second time. Only a claim
+	// certainly inside the window counts: the store decided it at some
+	// moment of its call and created the key at some moment of the first
+	// claim's, so at most op.Return - created.Call passed between them (a
+	// Begin that waited on a loaded machine may have been decided past
+	// retention, on the server's clock, however early it was sent).
 	keyed, order := g.keyed, g.order
 	for _, k := range order {
 		kops := keyed[k]
@@ -241,7 +246,7 @@ func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
 				continue
 			}
 			if done != nil && op.IsClaim() && op.Call > done.Return &&
-				time.Duration(op.Call-created.Return) < e.Model.Retention-e.Model.Slack-time.Duration(done.Return-done.Call) {
+				time.Duration(op.Return-created.Call) < e.Model.Retention-e.Model.Slack-time.Duration(done.Return-done.Call) {
 				vs = append(vs, Violation{AtMostOnce, k.String(), fmt.Sprintf(
 					"%s was claimed again by client %d at %s (token %s), after client %d saved it done at %s and inside the retention window: the work runs twice",
 					k, op.Client, ms(op.Return), tok(op.Output.Decision.Token), done.Client, ms(done.Return))})
@@ -518,8 +523,11 @@ func checkMismatch(ops []history.Op, g grouped) Result {
 			if op.Input.Kind != models.Begin || op.Input.Fingerprint == fp || op.Output.Unknown || op.Call < created.Return {
 				continue
 			}
-			if resetBefore(ops, kops, op.Call) {
-				continue // the key was released or pruned: a new life, a new fingerprint
+			// A release or prune that began before this Begin returned may
+			// be ordered before it (they overlap, or it came first): the
+			// key may have started a new life, with a new fingerprint.
+			if resetBefore(ops, kops, op.Return) {
+				continue
 			}
 			checked++
 			if o := op.Output.Decision.Outcome; o != stores.Mismatch {
@@ -562,7 +570,7 @@ func checkMismatch(ops []history.Op, g grouped) Result {
 }
 
 // resetBefore reports whether the key may have been released or pruned
-// before t.
+// before t: a release (not fenced) or prune called before t.
 func resetBefore(all, kops []history.Op, t int64) bool {
 	for _, op := range kops {
 		if op.Input.Kind == models.Release && !op.Output.Fenced && op.Call < t {

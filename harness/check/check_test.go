@@ -166,6 +166,18 @@ func TestAtMostOnce(t *testing.T) {
 		r.begin(3, "fp", 40, 41, claimedD("c", false))
 		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
 	})
+	t.Run("a claim sent inside the retention window but answered after it passes", func(t *testing.T) {
+		// The Begin waited (a loaded machine): the server may have
+		// decided it once the key had expired.
+		r := happy()
+		r.begin(3, "fp", 9000, 10500, claimedD("c", false))
+		want(t, r, check.AtMostOnce, check.Pass, "")
+	})
+	t.Run("a claim answered inside the retention window fails", func(t *testing.T) {
+		r := happy()
+		r.begin(3, "fp", 9000, 9500, claimedD("c", false))
+		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
+	})
 	t.Run("after a save whose answer was lost, a takeover passes", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
@@ -385,6 +397,22 @@ func TestMismatch(t *testing.T) {
 		r.release(1, "a", 5, 6, false)
 		r.begin(3, "fp-eur", 30, 31, claimedD("c", false))
 		want(t, r, check.Mismatch, check.Pass, "")
+	})
+	t.Run("other parameters claim afresh beside a release that overlaps the Begin", func(t *testing.T) {
+		// The Begin is called (and waits for the write lock) before the
+		// release is called; the release commits first: a legal order.
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(3, "fp-eur", 2, 30, claimedD("c", false))
+		r.release(1, "a", 5, 20, false)
+		want(t, r, check.Mismatch, check.Pass, "")
+	})
+	t.Run("other parameters claimed before any release fail", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(3, "fp-eur", 2, 4, claimedD("c", false))
+		r.release(1, "a", 5, 20, false)
+		want(t, r, check.Mismatch, check.Fail, "instead of 422")
 	})
 }
 

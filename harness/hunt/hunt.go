@@ -75,6 +75,10 @@ type Options struct {
 	// Keys per round of a scenario that is not scheduled (scheduled
 	// scenarios run one key per episode).
 	Keys int
+	// Episodes, if positive, also stops the hunt after this many episodes
+	// (or rounds): a bound that does not depend on the machine's speed,
+	// since a seed's episodes are the same whatever the clock says.
+	Episodes int
 	// Shrink: after a scheduled kill, replay the killing episode's
 	// choices, simplified (rapid's way: shorter, and toward the first
 	// option), for up to this long, keeping the shortest trace that still
@@ -121,19 +125,33 @@ func Hunt(ctx context.Context, o harness.Options, mutant string, h Options) (*Ki
 	if !ok {
 		return nil, fmt.Errorf("unknown mutant %q", mutant)
 	}
-	sc, ok := scenario.Lookup(name)
-	if !ok {
-		return nil, fmt.Errorf("mutant %s: unknown scenario %q", mutant, name)
-	}
-	o = OptionsFor(o, name)
-	o.Variant, o.Scenarios = mutant, []string{name}
+	o.Variant = mutant
 	if m, ok := stores.Mutants[mutant]; ok && m.Strict {
 		o.StrictRetention = true // its bug is a finding unless strict
 	}
+	k, err := HuntScenario(ctx, o, name, h)
+	if k != nil {
+		k.Mutant, k.Side = mutant, side
+	}
+	return k, err
+}
+
+// HuntScenario runs the named scenario against the store of o (its variant,
+// and its statements as o.Statements edits them) until a checker fails or
+// the budget runs out: Hunt's loop, for a store that is not a registered
+// mutant (`idemcheck mutate` hunts generated ones with it). The Kill's
+// Mutant and Side are left for the caller to name.
+func HuntScenario(ctx context.Context, o harness.Options, name string, h Options) (*Kill, error) {
+	sc, ok := scenario.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("unknown scenario %q", name)
+	}
+	o = OptionsFor(o, name)
+	o.Scenarios = []string{name}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	k := &Kill{Mutant: mutant, Side: side, Scenario: name, Trace: []string{}}
+	k := &Kill{Scenario: name, Trace: []string{}}
 	if why := sc.WhyNot(o.Caps()); why != "" {
 		k.Skipped = why
 		return k, nil
@@ -238,7 +256,7 @@ func huntEpisodes(ctx context.Context, o harness.Options, sc scenario.Scenario, 
 		return ctx.Err()
 	}
 	start := time.Now()
-	for ep := 0; ep == 0 || time.Since(start) < h.Budget; ep++ {
+	for ep := 0; ep == 0 || time.Since(start) < h.Budget && (h.Episodes == 0 || ep < h.Episodes); ep++ {
 		if err := episode(sched.NewRandom(eps.Int63()), k); err != nil {
 			return err
 		}
@@ -314,7 +332,7 @@ func huntRounds(ctx context.Context, o harness.Options, sc scenario.Scenario, h 
 		o.Keys = h.Keys
 	}
 	start := time.Now()
-	for round := 0; round == 0 || time.Since(start) < h.Budget; round++ {
+	for round := 0; round == 0 || time.Since(start) < h.Budget && (h.Episodes == 0 || round < h.Episodes); round++ {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

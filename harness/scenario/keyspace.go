@@ -34,20 +34,29 @@ func runKeySpace(ctx context.Context, env *Env) {
 }
 
 // runAbuse: clients that break the contract's etiquette, as real apps do.
-// Per key, an owner claims, charges and saves, and then, with its own
-// token: releases the key (a release in a defer that runs after the save)
-// and saves again with another answer (a retried save). Other calls come
-// with the token of another key, an empty token, and a made-up one, while
-// the key is in flight and once it is done. The store must fence every one
-// of them; a client retrying the order must still be replayed the first
-// answer, and the work must not run again.
+// Per key (every member of a family of the adversarial key space, so that
+// a key's neighbours, the same name in another tenant or another case, are
+// among the others), an owner claims, charges and saves, and then, with its
+// own token: releases the key (a release in a defer that runs after the
+// save) and saves again with another answer (a retried save). Other calls
+// come with the token of another key, an empty token, and a made-up one:
+// while every key is in flight (a foreign token that is live on its own
+// key, which a store that does not match the whole key would accept there)
+// and once the keys are done. The store must fence every one of them; a
+// client retrying the order must still be replayed the first answer, and
+// the work must not run again.
 func runAbuse(ctx context.Context, env *Env) {
 	type claim struct {
 		key stores.KeyRef
 		tok stores.Token
+		rec *history.Recorder
+		id  int
+		o   workload.Order
 	}
-	claims := make([]claim, env.Keys)
-	parallel(env.Keys, func(k int) {
+	n := max(env.Keys, workload.KeyVariants)
+	claims := make([]claim, n)
+	// Every owner claims its key.
+	parallel(n, func(k int) {
 		o := env.Order(k, "")
 		id := env.NewClientID()
 		rec := env.Recorder(id, env.Store, env.clock)
@@ -56,39 +65,52 @@ func runAbuse(ctx context.Context, env *Env) {
 			env.Fail("abuse: the owner of %s could not claim it: %v %v", o.Key, d.Outcome, err)
 			return
 		}
-		claims[k] = claim{o.Key, d.Token}
+		claims[k] = claim{o.Key, d.Token, rec, id, o}
 		// While in flight: calls that are not the owner's must be fenced.
 		for _, t := range []stores.Token{"", "made-up-token"} {
 			_ = rec.Complete(ctx, o.Key, t, stores.Response{Status: 201, Body: "forged"})
 			_ = rec.Release(ctx, o.Key, t)
 		}
-		w := env.Hist.AddWork(historyWork(id, o, d.Token, env.Hist.Now()))
+	})
+	// foreign sends each key every other key's token.
+	foreign := func(body string) {
+		parallel(n, func(k int) {
+			rec := env.Recorder(env.NewClientID(), env.Store, env.clock)
+			for j, c := range claims {
+				if j == k || c.tok == "" || claims[k].tok == "" {
+					continue
+				}
+				_ = rec.Complete(ctx, claims[k].key, c.tok, stores.Response{Status: 201, Body: body})
+				_ = rec.Release(ctx, claims[k].key, c.tok)
+			}
+		})
+	}
+	foreign("foreign live token") // every key in flight: each token is live on its own key
+	// Each owner charges and saves, then abuses its own token.
+	parallel(n, func(k int) {
+		c := claims[k]
+		if c.tok == "" {
+			return
+		}
+		o, id, rec := c.o, c.id, c.rec
+		w := env.Hist.AddWork(historyWork(id, o, c.tok, env.Hist.Now()))
 		charge := env.Ledger.Charge(o.ID, "charge:"+o.ID, id, env.Hist.Now())
 		env.Hist.EndWork(w, false, charge)
 		resp := stores.Response{Status: 201, Body: fmt.Sprintf("charged %s %d cents (owner %s)", charge, o.Amount, id2s(id))}
-		if err := rec.Complete(ctx, o.Key, d.Token, resp); err != nil {
+		if err := rec.Complete(ctx, o.Key, c.tok, resp); err != nil {
 			env.Fail("abuse: the owner of %s could not save: %v", o.Key, err)
 			return
 		}
 		env.Hist.AddAnswer(historyAnswer(id, o, resp, env.Hist.Now()))
 		// Done: the owner's own token must be fenced now too.
-		_ = rec.Release(ctx, o.Key, d.Token)                                                      // a deferred release
-		_ = rec.Complete(ctx, o.Key, d.Token, stores.Response{Status: 500, Body: "retried save"}) // a save sent twice
-		_ = rec.Complete(ctx, o.Key, "", stores.Response{Status: 201, Body: "forged"})            // no token
-		_ = rec.Release(ctx, o.Key, "made-up-token")                                              // a made-up token
+		_ = rec.Release(ctx, o.Key, c.tok)                                                      // a deferred release
+		_ = rec.Complete(ctx, o.Key, c.tok, stores.Response{Status: 500, Body: "retried save"}) // a save sent twice
+		_ = rec.Complete(ctx, o.Key, "", stores.Response{Status: 201, Body: "forged"})          // no token
+		_ = rec.Release(ctx, o.Key, "made-up-token")                                            // a made-up token
 	})
-	// Each key with every other key's token, then the orders retried.
-	parallel(env.Keys, func(k int) {
-		rec := env.Recorder(env.NewClientID(), env.Store, env.clock)
-		for j, c := range claims {
-			if j == k || c.tok == "" || claims[k].tok == "" {
-				continue
-			}
-			_ = rec.Complete(ctx, claims[k].key, c.tok, stores.Response{Status: 201, Body: "foreign token"})
-			_ = rec.Release(ctx, claims[k].key, c.tok)
-		}
-		env.NewClient().Submit(ctx, env.Order(k, ""))
-	})
+	// Each key with every other key's token once done, then the orders retried.
+	foreign("foreign token")
+	parallel(n, func(k int) { env.NewClient().Submit(ctx, env.Order(k, "")) })
 }
 
 // historyWork is the work run of an order by a client that called the

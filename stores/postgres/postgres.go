@@ -28,10 +28,11 @@ import (
 
 func init() {
 	stores.Register(stores.Backend{
-		Name:    "postgres",
-		Clock:   stores.ServerClock,
-		Lives:   stores.Server,
-		Mutants: Mutants,
+		Name:       "postgres",
+		Clock:      stores.ServerClock,
+		Lives:      stores.Server,
+		Mutants:    Mutants,
+		Statements: true,
 		Open: func(ctx context.Context, dsn string, cfg stores.Config) (stores.Store, error) {
 			return New(ctx, dsn, cfg)
 		},
@@ -219,7 +220,7 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 		pool.Close()
 		return nil, err
 	}
-	return &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID), table: tableID, pool: pool}, nil
+	return &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID, cfg), table: tableID, pool: pool}, nil
 }
 
 // ensureSchema creates the schema, table and index unless the table is

@@ -298,18 +298,33 @@ type sqlTexts struct {
 	begin, read, overwrite, blindTakeover, complete, release, prune string
 }
 
-func (s statements) render(schema, table string) sqlTexts {
-	r := strings.NewReplacer(
-		"{s}", schema, "{t}", table,
+// Each statement, its holes filled but its schema and table still {s} and
+// {t}, goes through cfg.Statements (the mutation hook, stores.Config) under
+// its name, so that a generated mutant's text is the same whatever
+// namespace the store opens in.
+func (s statements) render(schema, table string, cfg stores.Config) sqlTexts {
+	holes := strings.NewReplacer(
 		"{fresh}", s.fresh, "{next}", s.next, "{mismatch}", s.mismatch, "{live}", s.live,
 	)
+	names := strings.NewReplacer("{s}", schema, "{t}", table)
+	r := func(name, text string) string {
+		return names.Replace(cfg.Statement(name, holes.Replace(text)))
+	}
+	// The split mutants' extra statements go through the hook only in the
+	// variants that run them: the hook sees what the variant runs.
+	split := func(name, text string, used bool) string {
+		if !used {
+			return names.Replace(holes.Replace(text))
+		}
+		return r(name, text)
+	}
 	return sqlTexts{
-		begin:         r.Replace(beginSQL),
-		read:          r.Replace(readSQL),
-		overwrite:     r.Replace(overwriteSQL),
-		blindTakeover: r.Replace(blindTakeoverSQL),
-		complete:      r.Replace(s.complete),
-		release:       r.Replace(s.release),
-		prune:         r.Replace(s.prune),
+		begin:         r("begin", beginSQL),
+		read:          split("read", readSQL, s.split != oneStatement),
+		overwrite:     split("overwrite", overwriteSQL, s.split == selectThenInsert || s.split == staleOverwrite),
+		blindTakeover: split("blind-takeover", blindTakeoverSQL, s.split == blindTakeover),
+		complete:      r("complete", s.complete),
+		release:       r("release", s.release),
+		prune:         r("prune", s.prune),
 	}
 }

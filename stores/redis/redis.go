@@ -95,10 +95,12 @@ import (
 
 func init() {
 	stores.Register(stores.Backend{
-		Name:    "redis",
-		Clock:   stores.ServerClock,
-		Lives:   stores.Server,
-		Mutants: append(append(append([]string(nil), Mutants...), OnlyHere...), NoPersistence),
+		Name:       "redis",
+		Clock:      stores.ServerClock,
+		Lives:      stores.Server,
+		Mutants:    append(append(append([]string(nil), Mutants...), OnlyHere...), NoPersistence),
+		Statements: true,
+		Equivalent: Equivalent,
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			return New(ctx, addr, cfg)
 		},
@@ -176,6 +178,7 @@ func newStore(ctx context.Context, addr string, cfg stores.Config, replicas int)
 	if !ok {
 		return nil, fmt.Errorf("redis: unknown variant %q (known: %s, %s)", v, stores.Correct, strings.Join(Mutants, ", "))
 	}
+	ss = ss.hooked(cfg)
 	opt, err := options(addr)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // The correct scripts. Each operation is one script run atomically by the
@@ -166,6 +168,15 @@ var variants = map[string]variant{
 	"never-expire": {begin: []edit{{lineExpire, `  -- no expiry: the key is kept forever`}}},
 }
 
+// Equivalent argues, for each generated mutant of the correct scripts that
+// no client can tell apart from them (`idemcheck mutate`, keyed by the
+// mutant's ID), why.
+var Equivalent = map[string]string{
+	`begin: drop-set "'created_at', created"`: "no correct script reads the field: claim() sets the key's expiry from its " +
+		"argument, not from the hash, and the only reader (h[5], into created_at) feeds the 'stale' reply that only the " +
+		"split mutants' first call returns (returnStale); retention is Redis's own expiry, set by PEXPIREAT",
+}
+
 // script is one Lua source and its SHA-1, the name EVALSHA runs it by.
 type script struct {
 	name string
@@ -194,6 +205,29 @@ func (ss *scriptSet) all() []*script {
 		out = append(out, ss.second)
 	}
 	return out
+}
+
+// hooked passes each script through cfg.Statements (the mutation hook,
+// stores.Config) under its name ("begin", "begin-write", "complete",
+// "release"): the set unchanged when no hook is set, else a new set whose
+// changed scripts carry their own SHA.
+func (ss *scriptSet) hooked(cfg stores.Config) *scriptSet {
+	if cfg.Statements == nil {
+		return ss
+	}
+	hook := func(name string, sc *script) *script {
+		if sc == nil {
+			return nil
+		}
+		return newScript(sc.name, cfg.Statement(name, sc.src))
+	}
+	return &scriptSet{
+		split:    ss.split,
+		begin:    hook("begin", ss.begin),
+		second:   hook("begin-write", ss.second),
+		complete: hook("complete", ss.complete),
+		release:  hook("release", ss.release),
+	}
 }
 
 // scriptSets holds every variant's scripts, built once at init.

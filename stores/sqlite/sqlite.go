@@ -64,6 +64,8 @@ func init() {
 		Lives:      stores.File,
 		Failpoints: []string{faults.BeginBeforeCommit},
 		Mutants:    Mutants,
+		Statements: true,
+		Equivalent: Equivalent,
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			s, err := New(ctx, addr, cfg)
 			if err != nil {
@@ -207,7 +209,7 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	// idle ones, or every burst of concurrent readers opens (and configures)
 	// new connections and closes them again.
 	db.SetMaxIdleConns(idleConns)
-	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v), writer: make(chan struct{}, 1), busyTimeout: busyTimeout}
+	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v).hooked(cfg), writer: make(chan struct{}, 1), busyTimeout: busyTimeout}
 	if err := s.init(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)

@@ -159,6 +159,44 @@ func statementsFor(variant string) statements {
 	return s
 }
 
+// Equivalent argues, for each generated mutant of the correct statements
+// that no client can tell apart from them (`idemcheck mutate`, keyed by the
+// mutant's ID), why. All four are conjuncts of the takeover that Begin's
+// transaction already implies: the UPDATE runs in the same BEGIN IMMEDIATE
+// transaction as the read that found the row, and that transaction holds
+// the file's write lock from before the read until its commit.
+var Equivalent = map[string]string{
+	`takeover: drop-conjunct "status = 'in_flight'"`: "the read in the same write transaction found the row in flight " +
+		"(decide takes over only then), and no other writer can change it before the UPDATE: the write lock is held from the read to the commit",
+	`takeover: drop-conjunct "token = :old_token"`: ":old_token is the token the read in the same write transaction returned, " +
+		"and no other writer can change it before the UPDATE: the write lock is held from the read to the commit (the compare-and-set is belt and braces here)",
+	`takeover: drop-conjunct "tenant = :tenant"`: "token = :old_token already picks one row: :old_token is this (tenant, key)'s own " +
+		"random 128-bit token, read in the same transaction, and no other row holds it (tokens are never shared between rows)",
+	`takeover: drop-conjunct "key = :key"`: "token = :old_token already picks one row: :old_token is this (tenant, key)'s own " +
+		"random 128-bit token, read in the same transaction, and no other row holds it (tokens are never shared between rows)",
+}
+
+// hooked passes each statement through cfg.Statements (the mutation hook,
+// stores.Config), under the names `idemcheck mutate` reports. The steps
+// only a split mutant runs are passed too, so that the hook sees every
+// statement the variant runs.
+func (s statements) hooked(cfg stores.Config) statements {
+	for _, st := range []struct {
+		name string
+		text *string
+	}{
+		{"claim", &s.claim}, {"read", &s.read}, {"takeover", &s.takeover},
+		{"complete", &s.complete}, {"release", &s.release}, {"prune", &s.prune},
+		{"claim-after-read", &s.claimAfterRead}, {"takeover-after-read", &s.takeoverAfterRead},
+		{"replay", &s.replay},
+	} {
+		if *st.text != "" {
+			*st.text = cfg.Statement(st.name, *st.text)
+		}
+	}
+	return s
+}
+
 // newToken returns a random 128-bit owner id: unique across the key's life,
 // whatever the clocks do and however often the row is deleted.
 func newToken() stores.Token {

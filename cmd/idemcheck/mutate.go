@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/mutate"
+	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+const mutateHelp = `Usage: idemcheck mutate --store S [--json] [--seed N] [--quick D] [--budget D] [--episodes N] [--workers N] [--min-score P]
+
+Generates mutants from the store's own statements and scripts (the texts it
+passes through stores.Config.Statements at open): each conjunct of each
+WHERE or condition dropped, each comparison flipped, each SET column (Lua
+HSET field) dropped, each Lua guard dropped, each status literal swapped;
+one edit of one statement per mutant. Runs the scenarios that kill the
+store's hand-written mutants against each (in order, stopping at the first
+kill; every mutant with --quick per scenario, then the survivors with
+--budget), after the correct store has passed the same scenarios.
+
+Prints every mutant: killed (by which scenario and checker), survived (with
+the diff of its statement), equivalent (with the argument the backend gives
+for it, in its Equivalent table; an argued mutant that a checker kills is
+reported as a refuted argument), or invalid (the store would not run the
+edit). The score is killed / (killed + survived).
+
+A backend whose logic is Go code (memory, lease) has no statements: it is
+reported as not applicable, with the reason.
+
+Exit codes: 0 the correct store passed and the score is at least
+--min-score (or the backend is not applicable); 1 the score is lower, or
+the correct store failed; 2 bad usage or setup error; 3 interrupted.
+`
+
+func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	def := harness.DefaultOptions()
+	fs := newFlagSet("mutate", mutateHelp)
+	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", "))
+	seed := fs.Int64("seed", def.Seed, "seed")
+	quick := fs.Duration("quick", time.Second, "each scenario's budget per mutant in the first pass")
+	budget := fs.Duration("budget", 6*time.Second, "each scenario's budget per survivor of the first pass (0: one pass)")
+	workers := fs.Int("workers", 0, "mutants run at once (0: GOMAXPROCS)")
+	episodes := fs.Int("episodes", 0, "also stop each scenario after this many episodes or rounds per mutant (0: the budgets only)")
+	scenarios := fs.String("scenario", "", "scenarios to try, in order (comma-separated; default: those that kill the store's hand-written mutants)")
+	only := fs.String("only", "", "run only the mutants whose ID contains one of these (comma-separated)")
+	limit := fs.Int("limit", 0, "run only the first N mutants generated (0: all)")
+	minScore := fs.Float64("min-score", 0.95, "the lowest passing score")
+	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	if err := parse(fs, mutateHelp, args, stdout); err != nil {
+		return exitUsage, err
+	}
+	backend, err := stores.Lookup(*store)
+	if err != nil {
+		return exitUsage, usageError{err.Error()}
+	}
+	if *quick <= 0 || *budget < 0 || *workers < 0 || *limit < 0 || *episodes < 0 {
+		return exitUsage, usagef("--quick must be positive; --budget, --workers, --limit and --episodes not negative")
+	}
+	mo := mutate.Options{Quick: *quick, Budget: *budget, Workers: *workers, Limit: *limit, Episodes: *episodes}
+	if *only != "" {
+		mo.Only = strings.Split(*only, ",")
+	}
+	if *scenarios != "" {
+		for _, s := range strings.Split(*scenarios, ",") {
+			if _, ok := scenario.Lookup(s); !ok {
+				return exitUsage, usagef("unknown scenario %q (known: %s)", s, scenario.NamesString())
+			}
+			mo.Scenarios = append(mo.Scenarios, s)
+		}
+	}
+	o := def
+	o.Backend, o.Seed = backend, *seed
+	var cleanup func()
+	if backend.Statements {
+		if cleanup, err = provision(ctx, &o, stderr); err != nil {
+			return exitUsage, err
+		}
+		defer cleanup()
+	}
+	if !*asJSON && isTerminal(stderr) {
+		mo.Progress = func(done, total int, r mutate.Result) {
+			fmt.Fprintf(stderr, "\r\033[K[%d/%d] %s: %s…", done, total, r.ID, r.Verdict)
+		}
+	}
+	rep, err := mutate.Run(ctx, o, mo)
+	if mo.Progress != nil {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if err != nil && rep == nil {
+		return exitUsage, err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return exitUsage, err
+		}
+	} else {
+		printMutate(stdout, rep, *minScore)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return exitUnknown, nil
+	case rep.NotApplicable != "":
+		return exitPass, nil
+	case !rep.BaselinePassed() || rep.Score < *minScore || len(rep.UnusedArguments) > 0:
+		return exitFail, nil
+	}
+	return exitPass, nil
+}
+
+// printMutate prints the table, then the survivors with their diffs, the
+// equivalent mutants with their arguments, and the score.
+func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
+	fmt.Fprintf(w, "idemcheck mutate: store %s, seed %d\n", rep.Store, rep.Seed)
+	if rep.NotApplicable != "" {
+		fmt.Fprintf(w, "\nnot applicable: %s\n", rep.NotApplicable)
+		return
+	}
+	names := make([]string, len(rep.Statements))
+	for i, s := range rep.Statements {
+		names[i] = s.Name
+	}
+	fmt.Fprintf(w, "statements: %s\nscenarios: %s\n\n", strings.Join(names, ", "), strings.Join(rep.Scenarios, ", "))
+	fmt.Fprintf(w, "correct store on the same scenarios:\n")
+	for _, b := range rep.Baseline {
+		switch {
+		case b.Skipped != "":
+			fmt.Fprintf(w, "  %-16s skipped: %s\n", b.Scenario, b.Skipped)
+		case b.Passed:
+			fmt.Fprintf(w, "  %-16s pass (%.1fs)\n", b.Scenario, b.Seconds)
+		default:
+			fmt.Fprintf(w, "  %-16s FAIL %s: %s\n", b.Scenario, b.Checker, b.Detail)
+		}
+	}
+	if !rep.BaselinePassed() {
+		fmt.Fprintf(w, "\nFAIL: the correct store failed: no mutant was run (a kill would mean nothing)\n")
+		return
+	}
+	fmt.Fprintf(w, "\n  %-10s %-60s %-16s %-14s %7s\n", "verdict", "mutant", "scenario", "checker", "seconds")
+	for _, r := range rep.Results {
+		fmt.Fprintf(w, "  %-10s %-60s %-16s %-14s %7.1f\n", r.Verdict, r.ID, r.Scenario, r.Checker, r.Seconds)
+	}
+	section := func(verdict, title string, body func(mutate.Result)) {
+		first := true
+		for _, r := range rep.Results {
+			if r.Verdict != verdict {
+				continue
+			}
+			if first {
+				fmt.Fprintf(w, "\n%s:\n", title)
+				first = false
+			}
+			fmt.Fprintf(w, "\n  %s\n", r.ID)
+			body(r)
+		}
+	}
+	diff := func(r mutate.Result) {
+		for _, l := range r.Diff {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
+	section(mutate.Survived, "survivors (no scenario's checkers caught them)", diff)
+	section(mutate.Equivalent, "equivalent (the backend's argument; run anyway, and not killed)", func(r mutate.Result) {
+		fmt.Fprintf(w, "    because %s\n", r.Argument)
+		diff(r)
+	})
+	section(mutate.Refuted, "refuted arguments (argued equivalent, and killed)", func(r mutate.Result) {
+		fmt.Fprintf(w, "    argued: %s\n    killed by %s in %s: %s\n", r.Argument, r.Checker, r.Scenario, r.Detail)
+	})
+	section(mutate.Invalid, "invalid (the store would not run the edit; not scored)", func(r mutate.Result) {
+		fmt.Fprintf(w, "    %s\n", r.Error)
+	})
+	for _, id := range rep.UnusedArguments {
+		fmt.Fprintf(w, "\nunused equivalence argument (no generated mutant has this ID): %s\n", id)
+	}
+	verdict := "PASS"
+	if rep.Score < minScore || len(rep.UnusedArguments) > 0 {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "\n%s: score %.1f%% (%d killed of %d not equivalent; %d equivalent, %d invalid; %d generated). %.1fs\n",
+		verdict, 100*rep.Score, rep.Killed, rep.Killed+rep.Survived, rep.Equivalent, rep.Invalid, len(rep.Results), rep.Seconds)
+}

@@ -1,0 +1,179 @@
+package mutate_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/mutate"
+	"github.com/idemcheck/idemcheck/stores"
+	_ "github.com/idemcheck/idemcheck/stores/memory"
+	_ "github.com/idemcheck/idemcheck/stores/sqlite"
+)
+
+func ids(ms []mutate.Mutant) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
+}
+
+// The SQL rewriters: conjuncts of a WHERE dropped, comparisons flipped but
+// not SET's assignments, SET columns dropped (a row assignment's name and
+// value together), status literals swapped, a simple CASE's WHEN values
+// left alone.
+func TestGenerateSQL(t *testing.T) {
+	stmts := []mutate.Statement{
+		{Name: "complete", Text: "UPDATE t SET status = 'done', body = $4\nWHERE tenant = $1 AND key = $2 AND token = $3"},
+		{Name: "begin", Text: `INSERT INTO t AS k (a) VALUES (1) ON CONFLICT (a) DO UPDATE SET (d, tok) = (
+SELECT d.decision, CASE d.decision WHEN 'takeover' THEN 1 ELSE k.tok END
+FROM n, LATERAL (SELECT CASE WHEN k.fp <> $3 THEN 'mismatch' WHEN k.status = 'done' THEN 'replay' END AS decision) AS d)`},
+	}
+	got := ids(mutate.Generate(stmts))
+	for _, want := range []string{
+		`complete: drop-conjunct "tenant = $1"`,
+		`complete: drop-conjunct "token = $3"`,
+		`complete: flip-comparison "token = $3" → "token <> $3"`,
+		`complete: drop-set "status = 'done'"`,
+		`complete: drop-set "body = $4"`,
+		`complete: swap-status "'done'" → "'in_flight'"`,
+		`begin: drop-set "d = d.decision"`,
+		`begin: drop-set "tok = CASE d.decision WHEN 'takeover' THEN 1 ELSE k.tok END"`,
+		`begin: drop-conjunct "k.fp <> $3"`,
+		`begin: flip-comparison "k.fp <> $3" → "k.fp = $3"`,
+		`begin: flip-comparison "k.status = 'done'" → "k.status <> 'done'"`,
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no mutant %s; got:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	for _, id := range got {
+		if strings.Contains(id, `"status = 'done'" → "status <> 'done'"`) || strings.Contains(id, `'takeover'" → `) {
+			t.Errorf("mutant %s edits an assignment or a simple CASE's value", id)
+		}
+	}
+	for _, m := range mutate.Generate(stmts) {
+		// A dropped check or column keeps its positional parameter named
+		// (Postgres refuses a statement given a parameter it does not use).
+		if m.ID == `complete: drop-conjunct "token = $3"` && !strings.Contains(m.Text, "AND (token = $3 OR TRUE)") ||
+			m.ID == `complete: drop-set "body = $4"` && !strings.Contains(m.Text, "body = CASE WHEN FALSE THEN $4 ELSE body END") {
+			t.Errorf("%s loses its parameter:\n%s", m.ID, m.Text)
+		}
+		if m.ID == `complete: drop-set "status = 'done'"` && !strings.Contains(m.Text, "SET body = $4") {
+			t.Errorf("%s:\n%s", m.ID, m.Text)
+		}
+		if m.Kind == mutate.DropSet && m.Statement == "begin" && strings.HasPrefix(m.From, "d =") {
+			if want := "SET (tok) = (\nSELECT CASE d.decision"; !strings.Contains(m.Text, want) {
+				t.Errorf("dropping a row assignment's column: want %q in\n%s", want, m.Text)
+			}
+		}
+	}
+}
+
+// The Lua rewriters: guards dropped, a condition's disjuncts dropped,
+// comparisons and `not` flipped, HSET fields dropped, status literals
+// swapped except in a reply.
+func TestGenerateLua(t *testing.T) {
+	src := `local h = redis.call('HMGET', KEYS[1], 'status', 'token')
+if not h[1] then return 0 end
+if h[1] ~= 'in_flight' or h[2] ~= ARGV[1] then return {'in_flight', 0} end
+redis.call('HSET', KEYS[1], 'status', 'done', 'resp_status', ARGV[2])
+return 1
+`
+	got := ids(mutate.Generate([]mutate.Statement{{Name: "complete", Text: src}}))
+	for _, want := range []string{
+		`complete: drop-guard "if not h[1] then return 0 end"`,
+		`complete: flip-comparison "not h[1]" → "h[1]"`,
+		`complete: drop-conjunct "h[1] ~= 'in_flight'"`,
+		`complete: drop-conjunct "h[2] ~= ARGV[1]"`,
+		`complete: flip-comparison "h[2] ~= ARGV[1]" → "h[2] == ARGV[1]"`,
+		`complete: drop-set "'resp_status', ARGV[2]"`,
+		`complete: drop-set "'status', 'done'"`,
+		`complete: swap-status "'done'" → "'in_flight'"`,
+		`complete: swap-status "'in_flight'" → "'done'"`,
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no mutant %s; got:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	n := 0
+	for _, id := range got {
+		if strings.HasPrefix(id, `complete: swap-status "'in_flight'"`) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("want one swap of 'in_flight' (the reply's code is not a status), got %d:\n%s", n, strings.Join(got, "\n"))
+	}
+}
+
+// A handful of generated mutants of the SQLite store, run: the correct
+// store passes first, a dropped fence and a swapped claim status die, and
+// a conjunct the backend argues is implied is reported equivalent (with
+// its argument), not hidden.
+func TestRunSQLite(t *testing.T) {
+	b, err := stores.Lookup("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := harness.DefaultOptions()
+	o.Backend, o.Addr = b, t.TempDir()
+	rep, err := mutate.Run(context.Background(), o, mutate.Options{
+		Scenarios: []string{"sched-takeover", "sched-race"},
+		// Bounded by episodes, not time: a seed's episodes are the same on
+		// any machine, so the verdicts are too.
+		Quick:    time.Minute,
+		Episodes: 8,
+		Only:     []string{`complete: drop-conjunct "token`, `claim: swap-status`, `takeover: drop-conjunct "status`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.BaselinePassed() {
+		t.Fatalf("the correct store failed: %+v", rep.Baseline)
+	}
+	want := map[string]string{
+		`complete: drop-conjunct "token = :token"`:       mutate.Killed,
+		`claim: swap-status "'in_flight'" → "'done'"`:    mutate.Killed,
+		`takeover: drop-conjunct "status = 'in_flight'"`: mutate.Equivalent,
+	}
+	if len(rep.Results) != len(want) {
+		t.Fatalf("ran %d mutants, want %d: %+v", len(rep.Results), len(want), rep.Results)
+	}
+	for _, r := range rep.Results {
+		if r.Verdict != want[r.ID] {
+			t.Errorf("%s: %s (%s %s), want %s", r.ID, r.Verdict, r.Checker, r.Detail, want[r.ID])
+		}
+		if r.Verdict == mutate.Equivalent && r.Argument == "" {
+			t.Errorf("%s: equivalent without an argument", r.ID)
+		}
+		if len(r.Diff) < 2 {
+			t.Errorf("%s: no diff: %q", r.ID, r.Diff)
+		}
+	}
+	if rep.Killed != 2 || rep.Equivalent != 1 || rep.Score != 1 {
+		t.Errorf("killed %d, equivalent %d, score %v; want 2, 1, 1", rep.Killed, rep.Equivalent, rep.Score)
+	}
+}
+
+// A backend whose conditions are Go code is reported not applicable, with
+// the reason, and nothing is run.
+func TestRunNotApplicable(t *testing.T) {
+	b, err := stores.Lookup("memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := harness.DefaultOptions()
+	o.Backend = b
+	rep, err := mutate.Run(context.Background(), o, mutate.Options{Quick: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.NotApplicable == "" || len(rep.Results) != 0 {
+		t.Errorf("memory: not applicable %q, %d results", rep.NotApplicable, len(rep.Results))
+	}
+}

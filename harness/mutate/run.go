@@ -1,0 +1,411 @@
+// Package mutate scores the harness's power on mutants nobody wrote: it
+// generates them from a backend's own statements and scripts (the texts a
+// store passes through stores.Config.Statements at open) with small
+// SQL- and Lua-aware rewriters (drop a conjunct, flip a comparison, drop a
+// SET column, drop a Lua guard, swap a status literal), runs the kill
+// scenarios against each until a checker fails, and classifies each as
+// killed, survived, equivalent (by an argument the backend gives, keyed by
+// the mutant's ID) or invalid (the store refused to open with it).
+package mutate
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/hunt"
+	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// The verdicts of a generated mutant.
+const (
+	Killed     = "killed"
+	Survived   = "survived"
+	Equivalent = "equivalent"
+	// Refuted: the backend argued the mutant equivalent, and a checker
+	// killed it: the argument is wrong (counted as killed, and reported).
+	Refuted = "refuted"
+	// Invalid: the store could not open or run with the edit (a script
+	// the server refuses to load): not a behaviour, not scored.
+	Invalid = "invalid"
+)
+
+// Options configure a mutation run.
+type Options struct {
+	// Scenarios are tried in order on each mutant until one kills it;
+	// empty: KillScenarios(backend).
+	Scenarios []string
+	// Quick is each scenario's budget in the first pass (every mutant);
+	// Budget in the second (the first pass's survivors only).
+	Quick, Budget time.Duration
+	// Episodes, if positive, also caps each scenario's episodes (or
+	// rounds) per mutant and pass: a bound independent of the machine's
+	// speed (tests use it; the budgets still apply).
+	Episodes int
+	// Workers run mutants at once; 0: GOMAXPROCS.
+	Workers int
+	// Only, if set, keeps the mutants whose ID contains one of these.
+	Only []string
+	// Limit, if positive, runs only the first Limit mutants generated.
+	Limit int
+	// Progress, if set, hears about each mutant finished.
+	Progress func(done, total int, r Result)
+}
+
+// Result is one generated mutant's verdict.
+type Result struct {
+	Mutant
+	Verdict string `json:"verdict"`
+	// Scenario and Checker: what killed it; Detail: the checker's words.
+	Scenario string   `json:"scenario,omitempty"`
+	Checker  string   `json:"checker,omitempty"`
+	Detail   string   `json:"detail,omitempty"`
+	Episodes int      `json:"episodes,omitempty"`
+	Seconds  float64  `json:"seconds"`
+	Argument string   `json:"argument,omitempty"` // equivalent, refuted
+	Error    string   `json:"error,omitempty"`    // invalid
+	Diff     []string `json:"diff"`
+}
+
+// Report is a mutation run of one backend.
+type Report struct {
+	Store string `json:"store"`
+	// NotApplicable says why the backend has no statements to mutate.
+	NotApplicable string      `json:"not_applicable,omitempty"`
+	Seed          int64       `json:"seed"`
+	Scenarios     []string    `json:"scenarios"`
+	Statements    []Statement `json:"statements"`
+	// Baseline is the correct store on the same scenarios and budgets: it
+	// must pass, or no kill means anything.
+	Baseline   []BaselineRun `json:"baseline"`
+	Results    []Result      `json:"mutants"`
+	Killed     int           `json:"killed"`
+	Survived   int           `json:"survived"`
+	Equivalent int           `json:"equivalent"`
+	Invalid    int           `json:"invalid"`
+	// Score is killed / (killed + survived): the share of the mutants
+	// that are not equivalent (and valid) that a checker caught.
+	Score float64 `json:"score"`
+	// UnusedArguments are equivalence arguments of the backend that no
+	// generated mutant matches (a statement changed under them).
+	UnusedArguments []string `json:"unused_arguments,omitempty"`
+	Seconds         float64  `json:"seconds"`
+}
+
+// BaselineRun is the correct store on one scenario.
+type BaselineRun struct {
+	Scenario string  `json:"scenario"`
+	Passed   bool    `json:"passed"`
+	Skipped  string  `json:"skipped,omitempty"`
+	Checker  string  `json:"checker,omitempty"`
+	Detail   string  `json:"detail,omitempty"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// BaselinePassed reports whether the correct store passed every scenario.
+func (r *Report) BaselinePassed() bool {
+	for _, b := range r.Baseline {
+		if !b.Passed {
+			return false
+		}
+	}
+	return true
+}
+
+// NotStatements says why a backend whose logic is Go code has no
+// generated mutants.
+const NotStatements = "its decisions are Go conditions compiled into the binary, not statement or script texts the store " +
+	"loads at open: a generated mutant would be a source edit and a rebuild per mutant, which this tool does not do " +
+	"(its hand-written mutants, `idemcheck mutants`, cover it)"
+
+// KillScenarios are the scenarios that kill the backend's hand-written
+// store-side mutants (configuration mutants aside), the scheduled ones
+// first: they decide in a few episodes what the others need rounds for.
+// Scenarios that wait out real retention periods (Retentions > 0: the
+// retention scenario) are left out: their verdict rests on the wall clock.
+// On this machine at load 20 the correct Postgres and Redis stores failed
+// it (at-most-once, since fixed in the checker), and an argued-equivalent
+// SQLite mutant "died" in it by replay-fidelity (two answers for a key
+// whose retries slipped past the retention window): it would void the
+// baseline or credit the machine with a kill. The scheduled retention
+// scenario, on the scheduler's clock, stays.
+func KillScenarios(b stores.Backend) []string {
+	var ms []string
+	for _, m := range b.Mutants {
+		if _, config := stores.ConfigMutants[m]; !config {
+			ms = append(ms, m)
+		}
+	}
+	var scs []string
+	for _, name := range hunt.KillScenarios(ms) {
+		if sc, ok := scenario.Lookup(name); ok && sc.Retentions == 0 {
+			scs = append(scs, name)
+		}
+	}
+	sort.SliceStable(scs, func(i, j int) bool {
+		return strings.HasPrefix(scs[i], "sched-") && !strings.HasPrefix(scs[j], "sched-")
+	})
+	return scs
+}
+
+// Collect opens a correct store of o.Backend with a recording hook and
+// returns the statements it runs, in the order it passed them.
+func Collect(ctx context.Context, o harness.Options) ([]Statement, error) {
+	var (
+		mu  sync.Mutex
+		out []Statement
+	)
+	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: stores.Correct,
+		Statements: func(name, text string) string {
+			mu.Lock()
+			defer mu.Unlock()
+			out = append(out, Statement{Name: name, Text: text})
+			return text
+		}}
+	st, _, _, err := o.Open(ctx, "mutate_collect", harness.NewRunID(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open %s store: %w", o.Backend.Name, err)
+	}
+	st.Close()
+	return out, nil
+}
+
+// Run generates the mutants of o.Backend's statements and runs each. o
+// names the backend, where it lives, the seed and the timings; its
+// Variant must be correct and its WorkerCommand is dropped (a statement
+// hook does not cross into worker processes).
+func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
+	start := time.Now()
+	rep := &Report{Store: o.Backend.Name, Seed: o.Seed, Statements: []Statement{}, Baseline: []BaselineRun{}, Results: []Result{}}
+	if !o.Backend.Statements {
+		rep.NotApplicable = NotStatements
+		rep.Scenarios = []string{}
+		return rep, nil
+	}
+	o.Variant, o.WorkerCommand, o.Statements = stores.Correct, nil, nil
+	if len(mo.Scenarios) == 0 {
+		mo.Scenarios = KillScenarios(o.Backend)
+	}
+	rep.Scenarios = mo.Scenarios
+	if mo.Workers <= 0 {
+		mo.Workers = runtime.GOMAXPROCS(0)
+	}
+	stmts, err := Collect(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	rep.Statements = stmts
+	mutants := Generate(stmts)
+	args := o.Backend.Equivalent
+	used := map[string]bool{}
+	for _, m := range mutants {
+		if _, ok := args[m.ID]; ok {
+			used[m.ID] = true
+		}
+	}
+	for id := range args {
+		if !used[id] {
+			rep.UnusedArguments = append(rep.UnusedArguments, id)
+		}
+	}
+	sort.Strings(rep.UnusedArguments)
+	if len(mo.Only) > 0 {
+		var keep []Mutant
+		for _, m := range mutants {
+			for _, s := range mo.Only {
+				if strings.Contains(m.ID, s) {
+					keep = append(keep, m)
+					break
+				}
+			}
+		}
+		mutants = keep
+	}
+	if mo.Limit > 0 && len(mutants) > mo.Limit {
+		mutants = mutants[:mo.Limit]
+	}
+
+	// The correct store first, on the same scenarios and budgets: a
+	// checker that fails it would "kill" every mutant.
+	rep.Baseline = baseline(ctx, o, mo)
+	if !rep.BaselinePassed() || ctx.Err() != nil {
+		rep.Seconds = time.Since(start).Seconds()
+		return rep, ctx.Err()
+	}
+
+	results := make([]Result, len(mutants))
+	for i, m := range mutants {
+		results[i] = Result{Mutant: m, Diff: Diff(m.Orig, m.Text), Argument: args[m.ID]}
+	}
+	// Two passes: every mutant with the quick budget, then the survivors
+	// with the full one.
+	total := len(results)
+	done := 0
+	var mu sync.Mutex
+	for pass, budget := range []time.Duration{mo.Quick, mo.Budget} {
+		var todo []int
+		for i := range results {
+			if results[i].Verdict == "" || results[i].Verdict == Survived {
+				todo = append(todo, i)
+			}
+		}
+		last := pass == 1 || budget <= 0
+		pool(ctx, mo.Workers, todo, func(i int) {
+			r := &results[i]
+			runMutant(ctx, o, mo.Scenarios, hunt.Options{Budget: budget, Keys: 2, Episodes: mo.Episodes}, r)
+			if !last && r.Verdict == Survived {
+				return // the second pass decides
+			}
+			mu.Lock()
+			done++
+			if mo.Progress != nil {
+				mo.Progress(done, total, *r)
+			}
+			mu.Unlock()
+		})
+		if ctx.Err() != nil || mo.Budget <= 0 {
+			break
+		}
+	}
+	for i := range results {
+		r := &results[i]
+		if r.Argument != "" {
+			switch r.Verdict {
+			case Survived:
+				r.Verdict = Equivalent
+			case Killed:
+				r.Verdict = Refuted
+			}
+		}
+		switch r.Verdict {
+		case Killed, Refuted:
+			rep.Killed++
+		case Survived:
+			rep.Survived++
+		case Equivalent:
+			rep.Equivalent++
+		case Invalid:
+			rep.Invalid++
+		}
+	}
+	rep.Results = results
+	if n := rep.Killed + rep.Survived; n > 0 {
+		rep.Score = float64(rep.Killed) / float64(n)
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, ctx.Err()
+}
+
+// pool runs f on each index with at most n at once.
+func pool(ctx context.Context, n int, idx []int, f func(int)) {
+	ch := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ch {
+				f(i)
+			}
+		}()
+	}
+	for _, i := range idx {
+		if ctx.Err() != nil {
+			break
+		}
+		ch <- i
+	}
+	close(ch)
+	wg.Wait()
+}
+
+// runMutant runs the scenarios in order against the mutant, each within
+// h's bounds, until one kills it.
+func runMutant(ctx context.Context, o harness.Options, scenarios []string, h hunt.Options, r *Result) {
+	start := time.Now()
+	defer func() { r.Seconds += time.Since(start).Seconds() }()
+	o.Statements = r.Hook()
+	r.Verdict = Survived
+	for _, sc := range scenarios {
+		if ctx.Err() != nil {
+			return
+		}
+		k, err := hunt.HuntScenario(ctx, o, sc, h)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.Verdict, r.Error = Invalid, err.Error()
+			}
+			return
+		}
+		r.Episodes += k.Episodes
+		if k.Killed {
+			r.Verdict, r.Scenario, r.Checker, r.Detail = Killed, sc, k.Checker, k.Detail
+			return
+		}
+	}
+}
+
+// baseline runs the correct store on each scenario with the full budget.
+func baseline(ctx context.Context, o harness.Options, mo Options) []BaselineRun {
+	budget := mo.Budget
+	if budget <= 0 {
+		budget = mo.Quick
+	}
+	runs := make([]BaselineRun, len(mo.Scenarios))
+	idx := make([]int, len(mo.Scenarios))
+	for i := range idx {
+		idx[i] = i
+	}
+	pool(ctx, mo.Workers, idx, func(i int) {
+		start := time.Now()
+		b := BaselineRun{Scenario: mo.Scenarios[i]}
+		k, err := hunt.HuntScenario(ctx, o, b.Scenario, hunt.Options{Budget: budget, Keys: 2, Episodes: mo.Episodes})
+		switch {
+		case err != nil:
+			b.Detail = err.Error()
+		case k.Skipped != "":
+			b.Passed, b.Skipped = true, k.Skipped
+		case k.Killed:
+			b.Checker, b.Detail = k.Checker, k.Detail
+		default:
+			b.Passed = true
+		}
+		b.Seconds = time.Since(start).Seconds()
+		runs[i] = b
+	})
+	return runs
+}
+
+// Diff prints the lines of a statement an edit changed: the old ones with
+// "-", the new ones with "+", and the unchanged lines around them with " ".
+func Diff(orig, mutated string) []string {
+	a, b := strings.Split(orig, "\n"), strings.Split(mutated, "\n")
+	pre := 0
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	var out []string
+	if pre > 0 {
+		out = append(out, " "+a[pre-1])
+	}
+	for _, l := range a[pre : len(a)-suf] {
+		out = append(out, "-"+l)
+	}
+	for _, l := range b[pre : len(b)-suf] {
+		out = append(out, "+"+l)
+	}
+	if suf > 0 {
+		out = append(out, " "+a[len(a)-suf])
+	}
+	return out
+}
