@@ -441,7 +441,9 @@ func (s *Scheduler) apply(ev event) {
 		return
 	}
 	c.state, c.at = parked, ev.at
-	c.spun = c.from != "" && c.from == ev.at
+	// A turn from one round trip to the next made a round trip (a read,
+	// then the write that follows it): progress, not a retry backing off.
+	c.spun = c.from != "" && c.from == ev.at && ev.at != faults.BeforeRoundTrip
 	s.record(Event{Kind: Parked, Client: c.name, Failpoint: ev.at})
 }
 

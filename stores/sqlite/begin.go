@@ -57,15 +57,16 @@ func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (stores.De
 	// Prepared once per connection (database/sql would parse it again on
 	// every call), with only the parameters it reads.
 	key := stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
-	err := s.replayStmt.QueryRowContext(ctx, sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)),
-		sql.Named("fingerprint", blob(req.Fingerprint))).Scan(&sameFP, &respStatus, &respBody)
+	args := []any{sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)), sql.Named("fingerprint", blob(req.Fingerprint))}
+	err := s.replayStmt.QueryRowContext(ctx, args...).Scan(&sameFP, &respStatus, &respBody)
 	if errors.Is(err, sql.ErrNoRows) {
+		faults.TraceBound(ctx, s.sql.replay, args, "no done row: decide in a write transaction")
 		return stores.Decision{}, false, nil
 	}
 	if err != nil {
 		return stores.Decision{}, false, fmt.Errorf("sqlite: begin: read: %w", err)
 	}
-	faults.Tracef(ctx, s.sql.replay, "done, same_fp=%v", sameFP)
+	faults.TraceBoundf(ctx, s.sql.replay, args, "done, same_fp=%v", sameFP)
 	if !sameFP {
 		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: req.Now}, true, nil
 	}
