@@ -32,6 +32,8 @@ var Catcher = map[string]string{
 	"takeover-ignores-fingerprint": check.Mismatch,
 	"never-expire":                 check.Retention,
 	"redis-no-persistence":         check.AtMostOnce,
+	"postgres-async-replication":   check.AtMostOnce,
+	"redis-async-replication":      check.AtMostOnce,
 	"key-per-try":                  check.AtMostOnce,
 	"no-key":                       check.AtMostOnce,
 	"top-hop-only":                 check.AtMostOnce,
