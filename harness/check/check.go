@@ -510,6 +510,7 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 
 func checkMismatch(ops []history.Op, g grouped) Result {
 	var vs []Violation
+	flagged := map[int]bool{} // Begins already reported, by input id
 	keyed, order := g.keyed, g.order
 	checked := 0
 	for _, k := range order {
@@ -531,9 +532,38 @@ func checkMismatch(ops []history.Op, g grouped) Result {
 			}
 			checked++
 			if o := op.Output.Decision.Outcome; o != stores.Mismatch {
+				flagged[op.Input.ID] = true
 				vs = append(vs, Violation{Mismatch, k.String(), fmt.Sprintf(
 					"client %d reused %s with other parameters (fingerprint %s, first %s) and got %s instead of 422",
 					op.Client, k, op.Input.Fingerprint, fp, o)})
+			}
+		}
+		// A takeover says a claim was there. If every claim that may have
+		// made it (claimed, or no answer) before the takeover returned had
+		// other parameters, the store took over a claim of other
+		// parameters: the takeover compared no fingerprint. This holds
+		// even while the first claim's call is still open, where the
+		// reuse above cannot be judged.
+		for _, op := range kops {
+			if !op.IsClaim() || !op.Output.Decision.Takeover || flagged[op.Input.ID] {
+				continue
+			}
+			same, other := false, ""
+			for _, c := range kops {
+				if c.Input.ID == op.Input.ID || c.Input.Kind != models.Begin || c.Call >= op.Return || !(c.IsClaim() || c.Output.Unknown) {
+					continue
+				}
+				if c.Input.Fingerprint == op.Input.Fingerprint {
+					same = true
+					break
+				}
+				other = c.Input.Fingerprint
+			}
+			if !same && other != "" {
+				checked++
+				vs = append(vs, Violation{Mismatch, k.String(), fmt.Sprintf(
+					"client %d took %s over with fingerprint %s, but every claim it could have taken over had other parameters (%s): the takeover compared no fingerprint",
+					op.Client, k, op.Input.Fingerprint, other)})
 			}
 		}
 	}

@@ -369,6 +369,33 @@ func TestReplay(t *testing.T) {
 	})
 }
 
+func TestMismatchTakeover(t *testing.T) {
+	t.Run("a takeover by other parameters while the first claim's call is still open fails", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 50, claimedD("a", false))     // its commit waits
+		r.begin(2, "fp-eur", 10, 20, claimedD("b", true)) // takes that claim over
+		want(t, r, check.Mismatch, check.Fail, "compared no fingerprint")
+	})
+	t.Run("a takeover by the same parameters passes", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(2, "fp", 300, 301, claimedD("b", true))
+		want(t, r, check.Mismatch, check.Pass, "")
+	})
+	t.Run("a takeover that may have taken over its own earlier unanswered try passes", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.beginUnknown(2, "fp-eur", 5) // may have claimed after a reset
+		r.begin(2, "fp-eur", 300, 301, claimedD("b", true))
+		got := r.judge(t, check.Mismatch)
+		for _, v := range got.Violations {
+			if strings.Contains(v.Detail, "compared no fingerprint") {
+				t.Fatalf("flagged a takeover that may have taken over its own claim: %s", v.Detail)
+			}
+		}
+	})
+}
+
 func TestMismatch(t *testing.T) {
 	t.Run("other parameters answered 422 pass", func(t *testing.T) {
 		r := happy()
