@@ -78,6 +78,12 @@ func LateAfter(lockTTL time.Duration) time.Duration { return lockTTL * 3 / 4 }
 // connection leaves the commit waiting, invisible, until the standby has
 // it or the primary dies.
 //
+// Its Begins that decide by reading alone (a replay, 409, 422) wait for the
+// standby to have what they read before they answer (Store.syncReads): a
+// read-only replay of a save still waiting for the standby, lost by a
+// failover, let the key be claimed and the work run again (the demo of
+// postgres-async-replication, run on this store).
+//
 // Both variants refuse a claim that took three quarters of its LockTTL
 // or more to commit (stores.ErrLateClaim): its lease was taken when the statement
 // ran, before the wait for the standby, and may be gone by the time the
@@ -103,6 +109,7 @@ func NewReplicated(ctx context.Context, dsn string, cfg stores.Config) (*Store, 
 		return nil, err
 	}
 	st.lateAfter = LateAfter(cfg.LockTTL)
+	st.syncReads = v == stores.Correct
 	return st, nil
 }
 
@@ -133,6 +140,10 @@ type Store struct {
 	// lateAfter, when set, is how long a claim may take to commit and
 	// still be handed out (the replicated store: see stores.ErrLateClaim).
 	lateAfter time.Duration
+	// syncReads: a Begin that decided by reading alone (replay, in flight,
+	// mismatch: beginSQL writes nothing then) answers only once the
+	// synchronous standby has what it read (the correct replicated store).
+	syncReads bool
 }
 
 // New connects to the Postgres server at dsn (a URL or key=value
@@ -308,8 +319,25 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 	default:
 		return stores.Decision{}, fmt.Errorf("postgres: begin %s: unknown decision %q", quote(req.KeyRef), decision)
 	}
+	if s.syncReads && d.Outcome != stores.Claimed {
+		// The decision only read, and what it read may be a commit still
+		// waiting for the standby: Postgres shows a commit to other
+		// sessions once it is local, before the standby has it. A
+		// transaction that takes an id commits with a record of its own
+		// and waits for the standby to flush everything before it, what
+		// was read included; only then is the answer given.
+		if _, err := s.pool.Exec(ctx, syncBarrier); err != nil {
+			faults.TraceBoundf(ctx, syncBarrier, nil, "error: %v", err)
+			return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef)+": wait for the standby", err)
+		}
+		faults.Trace(ctx, syncBarrier, "the standby has what the decision read")
+	}
 	return d, nil
 }
+
+// syncBarrier is a commit that waits for the synchronous standby: see
+// Store.syncReads.
+const syncBarrier = "SELECT pg_current_xact_id()"
 
 // row is what the split mutants read before they write.
 type row struct {
