@@ -130,3 +130,65 @@ func given(fs *flag.FlagSet, name string) bool {
 	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
 	return found
 }
+
+// shardFlag is --shard i/n, with one meaning in every command that takes
+// it: of the command's whole job, a list of work items in a fixed order
+// (mutants, seed × scenario runs, generated mutants), shard i of n does
+// the items at positions p with p mod n = i-1. The n shards are disjoint
+// and together are the whole job, whatever the job's size, and each shard
+// knows its items without talking to the others: they can run on separate
+// machines, and `idemcheck merge` joins their reports.
+type shardFlag struct {
+	Index, Of int // 1-based; Of 0: not sharded
+}
+
+// shardHelp is --shard's usage line.
+const shardHelp = "do only shard i of n of the work (i/n, 1 ≤ i ≤ n); `idemcheck merge` joins the shards' --json reports"
+
+func (s *shardFlag) String() string {
+	if s.Of == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", s.Index, s.Of)
+}
+
+func (s *shardFlag) Set(v string) error {
+	a, b, ok := strings.Cut(v, "/")
+	i, err1 := strconv.Atoi(strings.TrimSpace(a))
+	n, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n || n > 1000 {
+		return fmt.Errorf("--shard wants i/n with 1 ≤ i ≤ n ≤ 1000, got %q", v)
+	}
+	s.Index, s.Of = i, n
+	return nil
+}
+
+// owns reports whether work item p (0-based, in the job's fixed order)
+// is this shard's; every item is an unsharded run's.
+func (s shardFlag) owns(p int) bool { return s.Of == 0 || p%s.Of == s.Index-1 }
+
+// info is what the shard's --json report carries for the merge: which
+// shard, of which command, with which other arguments.
+func (s shardFlag) info(command string, args []string, interrupted bool) *shardInfo {
+	if s.Of == 0 {
+		return nil
+	}
+	return &shardInfo{Command: command, Index: s.Index, Of: s.Of, Args: unsharded(args), Interrupted: interrupted}
+}
+
+// unsharded is args without --shard (and its value) and --json: what must
+// be the same in every shard of one job.
+func unsharded(args []string) []string {
+	out := []string{}
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimLeft(args[i], "-")
+		switch {
+		case a == "shard" && i+1 < len(args):
+			i++
+		case strings.HasPrefix(a, "shard="), a == "json", a == "json=true":
+		default:
+			out = append(out, args[i])
+		}
+	}
+	return out
+}

@@ -44,6 +44,7 @@ Usage:
   idemcheck recheck <run-dir>  judge a saved run's history again with this build's checkers
   idemcheck replay <run-dir>   run a saved run's failing scheduled episodes again, on the same interleaving
   idemcheck soak    [flags]   every scenario on many seeds beside CPU hogs: a correct store must never fail
+  idemcheck merge FILE|DIR...  join the --json reports of a run's shards (--shard i/n) into its verdict
   idemcheck http    [flags]   test a running HTTP service's Idempotency-Key handling, across instances, through faults
   idemcheck version           print the version, the commit and the Go version
   idemcheck help [command]    show help for a command
@@ -87,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		code, err = cmdReplay(ctx, rest, stdout, stderr)
 	case "soak":
 		code, err = cmdSoak(ctx, rest, stdout, stderr)
+	case "merge":
+		code, err = cmdMerge(ctx, rest, stdout, stderr)
 	case "http":
 		code, err = cmdHTTP(ctx, rest, stdout, stderr)
 	case "spin": // internal: the soak's CPU hog (not in the help)
@@ -101,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprint(stdout, mainHelp)
 	default:
-		err = usagef("unknown command %q (commands: check, list, lab, mutants, mutate, demo, recheck, replay, soak, http, version, help)", cmd)
+		err = usagef("unknown command %q (commands: check, list, lab, mutants, mutate, demo, recheck, replay, soak, merge, http, version, help)", cmd)
 	}
 	if err != nil {
 		if errors.Is(err, errHelp) {

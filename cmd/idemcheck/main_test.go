@@ -45,6 +45,11 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 		{"bad number", []string{"check", "--clients", "many", "--out", out}, "invalid value"},
 		{"unwritable out", []string{"check", "--store", "memory", "--out", filepath.Join(file, "sub")}, "cannot write results"},
 		{"extra argument", []string{"check", "--store", "memory", "extra", "--out", out}, "unexpected argument"},
+		{"bad shard", []string{"soak", "--store", "memory", "--shard", "3/2", "--out", out}, "--shard"},
+		{"more shards than mutants", []string{"mutants", "--store", "memory", "--shard", "90/90"}, "at most"},
+		{"more shards than runs", []string{"soak", "--store", "memory", "--seeds", "1", "--scenario", "race", "--hogs", "0", "--shard", "2/2", "--out", out}, "at most 1 shards"},
+		{"merge nothing", []string{"merge"}, "name the shards"},
+		{"merge a non-report", []string{"merge", file}, "not a --json report"},
 	}
 	if os.Geteuid() != 0 { // root can write anywhere
 		cases = append(cases, struct {

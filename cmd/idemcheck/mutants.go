@@ -33,6 +33,10 @@ every seed and must die on every one; the seconds are then the median over the s
 
 Exit codes: 0 every mutant killed and the correct store passed; 1 a mutant
 survived or the correct store failed; 2 bad usage or setup error.
+
+With --shard i/n only every n-th mutant from the i-th is hunted (and the
+correct store on their scenarios); 'idemcheck merge' joins the shards'
+--json reports into the whole run's matrix and verdict.
 `
 
 func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -46,6 +50,8 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	only := fs.String("mutant", "", "hunt only these mutants (comma-separated)")
 	shrinkFor := fs.Duration("shrink", 3*time.Second, "after a scheduled kill (on the first seed), shrink its trace for up to this long (0: off)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	var shard shardFlag
+	fs.Var(&shard, "shard", shardHelp)
 	if err := parse(fs, mutantsHelp, args, stdout); err != nil {
 		return exitUsage, err
 	}
@@ -70,6 +76,21 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 			mutants = append(mutants, m)
 		}
 	}
+	if shard.Of > 0 {
+		all := mutants
+		if len(all) == 0 {
+			all = hunt.MutantsFor(backend)
+		}
+		mutants = nil
+		for p, m := range all {
+			if shard.owns(p) {
+				mutants = append(mutants, m)
+			}
+		}
+		if len(mutants) == 0 {
+			return exitUsage, usagef("--shard %s: store %s has only %d mutants to hunt: use at most %d shards", shard.String(), backend.Name, len(all), len(all))
+		}
+	}
 	o := def
 	o.Backend, o.Seed = backend, first
 	cleanup, err := provision(ctx, &o, stderr)
@@ -91,7 +112,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := enc.Encode(mutantsJSON{rep, shard.info("mutants", args, ctx.Err() != nil)}); err != nil {
 			return exitUsage, err
 		}
 	} else {
@@ -104,6 +125,12 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return exitFail, nil
 	}
 	return exitPass, nil
+}
+
+// mutantsJSON is mutants' --json report: with --shard, what the merge needs.
+type mutantsJSON struct {
+	*hunt.MutantsReport
+	Shard *shardInfo `json:"shard,omitempty"`
 }
 
 // printMutants prints the matrix, the correct store's verdict and each

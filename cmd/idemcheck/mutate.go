@@ -37,6 +37,10 @@ reported as not applicable, with the reason.
 Exit codes: 0 the correct store passed and the score is at least
 --min-score (or the backend is not applicable); 1 the score is lower, or
 the correct store failed; 2 bad usage or setup error; 3 interrupted.
+
+With --shard i/n only every n-th generated mutant from the i-th is run (the
+correct store on every scenario in each shard); 'idemcheck merge' joins the
+shards' --json reports into the whole run's verdict and score.
 `
 
 func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -53,6 +57,8 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	limit := fs.Int("limit", 0, "run only the first N mutants generated (0: all)")
 	minScore := fs.Float64("min-score", 0.95, "the lowest passing score")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	var shard shardFlag
+	fs.Var(&shard, "shard", shardHelp)
 	if err := parse(fs, mutateHelp, args, stdout); err != nil {
 		return exitUsage, err
 	}
@@ -63,7 +69,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if *quick <= 0 || *budget < 0 || *workers < 0 || *limit < 0 || *episodes < 0 {
 		return exitUsage, usagef("--quick must be positive; --budget, --workers, --limit and --episodes not negative")
 	}
-	mo := mutate.Options{Quick: *quick, Budget: *budget, Workers: *workers, Limit: *limit, Episodes: *episodes}
+	mo := mutate.Options{Quick: *quick, Budget: *budget, Workers: *workers, Limit: *limit, Episodes: *episodes, Shard: shard.Index - 1, Shards: shard.Of}
 	if *only != "" {
 		mo.Only = strings.Split(*only, ",")
 	}
@@ -99,7 +105,11 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		out := mutateJSON{Report: rep, Shard: shard.info("mutate", args, ctx.Err() != nil)}
+		if out.Shard != nil {
+			out.Shard.MinScore = *minScore
+		}
+		if err := enc.Encode(out); err != nil {
 			return exitUsage, err
 		}
 	} else {
@@ -114,6 +124,12 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return exitFail, nil
 	}
 	return exitPass, nil
+}
+
+// mutateJSON is mutate's --json report: with --shard, what the merge needs.
+type mutateJSON struct {
+	*mutate.Report
+	Shard *shardInfo `json:"shard,omitempty"`
 }
 
 // printMutate prints the table, then the survivors with their diffs, the

@@ -17,6 +17,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
+	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -32,6 +33,9 @@ results directory under --out and is listed with its reproduce line.
 Prints, per scenario, how many runs passed, failed, were undecided or
 skipped, and the wall time. Exit codes: 0 every run passed, 1 a run
 failed, 2 bad usage or setup error, 3 a run was undecided or interrupted.
+
+With --shard i/n only every n-th run (seed × scenario, seed-major) from the
+i-th is done; 'idemcheck merge' joins the shards' --json reports.
 `
 
 // soakRow counts one scenario's runs over the seeds.
@@ -54,6 +58,9 @@ type soakReport struct {
 	Rows    []soakRow `json:"scenarios"`
 	Bad     []string  `json:"not_passed"` // results directories of runs that did not pass
 	Seconds float64   `json:"seconds"`
+	// Plan is the scenarios in order; Shard, with --shard, what the merge needs.
+	Plan  []string   `json:"plan,omitempty"`
+	Shard *shardInfo `json:"shard,omitempty"`
 }
 
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -61,13 +68,15 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	fs := newFlagSet("soak", soakHelp)
 	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", "))
 	variant := fs.String("variant", stores.Correct, "store variant (a soak is meant for the correct one)")
-	scenario := fs.String("scenario", "all", "scenarios to run, or all")
+	scenarioF := fs.String("scenario", "all", "scenarios to run, or all")
 	var seedsF seedsFlag
 	fs.Var(&seedsF, "seeds", seedsHelp+" (default 10 from --seed)")
 	seed := fs.Int64("seed", 1, "the first seed")
 	hogs := fs.Int("hogs", runtime.NumCPU(), "CPU-spinning processes beside the run (0: none)")
 	out := fs.String("out", "results", "directory for the results of runs that do not pass")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	var shard shardFlag
+	fs.Var(&shard, "shard", shardHelp+" (runs are seed × scenario)")
 	if err := parse(fs, soakHelp, args, stdout); err != nil {
 		return exitUsage, err
 	}
@@ -84,8 +93,8 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	o := def
 	o.Backend, o.Variant = backend, *variant
-	if *scenario != "all" {
-		o.Scenarios = strings.Split(*scenario, ",")
+	if *scenarioF != "all" {
+		o.Scenarios = strings.Split(*scenarioF, ",")
 	}
 	if err := o.Validate(); err != nil {
 		return exitUsage, usageError{err.Error()}
@@ -107,6 +116,16 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	var order []string
 	progress := isTerminal(stderr) && !*asJSON
 	interrupted := false
+	plan := o.Scenarios
+	if len(plan) == 0 {
+		plan = scenario.Names()
+	}
+	if shard.Of > 0 {
+		if shard.Of > nSeeds*len(plan) {
+			return exitUsage, usagef("--shard %s: only %d runs (seeds × scenarios): use at most %d shards", shard.String(), nSeeds*len(plan), nSeeds*len(plan))
+		}
+		rep.Plan = plan
+	}
 	for i := 0; i < nSeeds; i++ {
 		if ctx.Err() != nil {
 			interrupted = true
@@ -114,6 +133,15 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}
 		oo := o
 		oo.Seed = firstSeed + int64(i)
+		oo.Scenarios = nil // this shard's runs of the seed: run p = i × len(plan) + j is scenario j on seed i
+		for j, name := range plan {
+			if shard.owns(i*len(plan) + j) {
+				oo.Scenarios = append(oo.Scenarios, name)
+			}
+		}
+		if len(oo.Scenarios) == 0 {
+			continue
+		}
 		if progress {
 			fmt.Fprintf(stderr, "\r\033[K[%d/%d] seed %d, %d run(s) not passed so far, %s elapsed", i+1, nSeeds, oo.Seed, len(rep.Bad), time.Since(start).Round(time.Second))
 		}
@@ -170,6 +198,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		fails += r.Fail
 		unknowns += r.Unknown
 	}
+	rep.Shard = shard.info("soak", args, interrupted)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -54,6 +54,11 @@ type Options struct {
 	Only []string
 	// Limit, if positive, runs only the first Limit mutants generated.
 	Limit int
+	// Shard and Shards, if Shards > 1, keep of the mutants left after Only
+	// and Limit those at positions p with p mod Shards = Shard (0-based):
+	// the Shards runs are disjoint and together are the whole run, so they
+	// can run on separate machines and their reports be merged.
+	Shard, Shards int
 	// Progress, if set, hears about each mutant finished.
 	Progress func(done, total int, r Result)
 }
@@ -229,6 +234,15 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 	}
 	if mo.Limit > 0 && len(mutants) > mo.Limit {
 		mutants = mutants[:mo.Limit]
+	}
+	if mo.Shards > 1 {
+		var keep []Mutant
+		for p, m := range mutants {
+			if p%mo.Shards == mo.Shard {
+				keep = append(keep, m)
+			}
+		}
+		mutants = keep
 	}
 
 	// The correct store first, on the same scenarios and budgets: a

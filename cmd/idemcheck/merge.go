@@ -1,0 +1,342 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/hunt"
+	"github.com/idemcheck/idemcheck/harness/mutate"
+)
+
+const mergeHelp = `Usage: idemcheck merge [--json] FILE|DIR...
+
+Joins the --json reports of the shards of one sharded run of 'idemcheck
+mutants', 'soak' or 'mutate' (each run with --shard i/n, perhaps on its own
+machine) into the whole run's report and verdict, printed as that command
+prints it. A directory stands for the *.json files in it (a CI job's
+downloaded artifacts).
+
+Every shard 1..n of one command with the same arguments must be there,
+each once: a missing, repeated or foreign shard is an error.
+
+Exit codes: those the unsharded run would give (0 pass, 1 violation or
+survivor, 3 a shard was interrupted or undecided); 2 bad usage, or the
+shards do not make one whole run.
+`
+
+// shardInfo is what a sharded command's --json report carries so that
+// `idemcheck merge` can check that the shards make one whole run and
+// decide its verdict as the unsharded run would.
+type shardInfo struct {
+	Command string `json:"command"`
+	Index   int    `json:"index"`
+	Of      int    `json:"of"`
+	// Args is the command line without --shard and --json: the same in
+	// every shard of one run.
+	Args        []string `json:"args"`
+	Interrupted bool     `json:"interrupted,omitempty"`
+	// MinScore is mutate's --min-score, which its verdict needs.
+	MinScore float64 `json:"min_score,omitempty"`
+}
+
+// shardFile is one shard's report, as read.
+type shardFile struct {
+	path string
+	info shardInfo
+	raw  []byte
+}
+
+func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error) {
+	fs := newFlagSet("merge", mergeHelp)
+	asJSON := fs.Bool("json", false, "print the merged report as one JSON object on stdout")
+	paths, err := parseArgs(fs, mergeHelp, args, stdout, 100_000)
+	if err != nil {
+		return exitUsage, err
+	}
+	shards, err := readShards(paths)
+	if err != nil {
+		return exitUsage, err
+	}
+	interrupted := false
+	for _, s := range shards {
+		interrupted = interrupted || s.info.Interrupted
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	switch shards[0].info.Command {
+	case "mutants":
+		rep, err := mergeMutants(shards)
+		if err != nil {
+			return exitUsage, err
+		}
+		if *asJSON {
+			err = enc.Encode(rep)
+		} else {
+			printMutants(stdout, rep)
+		}
+		switch {
+		case err != nil:
+			return exitUsage, err
+		case interrupted:
+			return exitUnknown, nil
+		case len(rep.Survivors()) > 0 || rep.Correct.Verdict != check.Pass:
+			return exitFail, nil
+		}
+		return exitPass, nil
+	case "mutate":
+		rep, err := mergeMutate(shards)
+		if err != nil {
+			return exitUsage, err
+		}
+		minScore := shards[0].info.MinScore
+		if *asJSON {
+			err = enc.Encode(rep)
+		} else {
+			printMutate(stdout, rep, minScore)
+		}
+		switch {
+		case err != nil:
+			return exitUsage, err
+		case interrupted:
+			return exitUnknown, nil
+		case rep.NotApplicable != "":
+			return exitPass, nil
+		case !rep.BaselinePassed() || rep.Score < minScore || len(rep.UnusedArguments) > 0:
+			return exitFail, nil
+		}
+		return exitPass, nil
+	case "soak":
+		rep, err := mergeSoak(shards)
+		if err != nil {
+			return exitUsage, err
+		}
+		if *asJSON {
+			err = enc.Encode(rep)
+		} else {
+			printSoak(stdout, rep)
+		}
+		fails, unknowns := 0, 0
+		for _, r := range rep.Rows {
+			fails += r.Fail
+			unknowns += r.Unknown
+		}
+		switch {
+		case err != nil:
+			return exitUsage, err
+		case fails > 0:
+			return exitFail, nil
+		case unknowns > 0 || interrupted:
+			return exitUnknown, nil
+		}
+		return exitPass, nil
+	}
+	return exitUsage, usagef("merge: %s: shards of %q, which has no merge (mutants, soak, mutate)", shards[0].path, shards[0].info.Command)
+}
+
+// readShards reads the reports (a directory: its *.json files), checks
+// that they are the shards 1..n of one run, each once, and returns them in
+// shard order.
+func readShards(paths []string) ([]shardFile, error) {
+	if len(paths) == 0 {
+		return nil, usagef("merge: name the shards' --json reports (files or directories)")
+	}
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, usagef("merge: %v", err)
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		m, _ := filepath.Glob(filepath.Join(p, "*.json"))
+		if len(m) == 0 {
+			return nil, usagef("merge: %s has no *.json report", p)
+		}
+		files = append(files, m...)
+	}
+	var shards []shardFile
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, usagef("merge: %v", err)
+		}
+		var head struct {
+			Shard *shardInfo `json:"shard"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return nil, usagef("merge: %s: not a --json report: %v", f, err)
+		}
+		if head.Shard == nil {
+			return nil, usagef("merge: %s: not a shard's report (run with --shard i/n --json)", f)
+		}
+		shards = append(shards, shardFile{f, *head.Shard, raw})
+	}
+	first := shards[0].info
+	byIndex := map[int]string{}
+	for _, s := range shards {
+		i := s.info
+		if i.Command != first.Command || i.Of != first.Of || !slices.Equal(i.Args, first.Args) {
+			return nil, usagef("merge: %s (%s %s, shard of %d) and %s (%s %s, shard of %d) are not shards of one run",
+				shards[0].path, first.Command, strings.Join(first.Args, " "), first.Of, s.path, i.Command, strings.Join(i.Args, " "), i.Of)
+		}
+		if prev, dup := byIndex[i.Index]; dup {
+			return nil, usagef("merge: shard %d/%d given twice: %s and %s", i.Index, i.Of, prev, s.path)
+		}
+		byIndex[i.Index] = s.path
+	}
+	var missing []string
+	for i := 1; i <= first.Of; i++ {
+		if _, ok := byIndex[i]; !ok {
+			missing = append(missing, fmt.Sprintf("%d/%d", i, first.Of))
+		}
+	}
+	if len(missing) > 0 {
+		return nil, usagef("merge: shard(s) %s missing: the run is not whole", strings.Join(missing, ", "))
+	}
+	slices.SortFunc(shards, func(a, b shardFile) int { return a.info.Index - b.info.Index })
+	return shards, nil
+}
+
+// decode reads each shard's report as a T.
+func decode[T any](shards []shardFile) ([]*T, error) {
+	out := make([]*T, len(shards))
+	for i, s := range shards {
+		out[i] = new(T)
+		if err := json.Unmarshal(s.raw, out[i]); err != nil {
+			return nil, usagef("merge: %s: %v", s.path, err)
+		}
+	}
+	return out, nil
+}
+
+// interleave puts the shards' items back in the whole run's order: item p
+// of the whole run was shard p mod n's item p div n.
+func interleave[T any](parts [][]T) []T {
+	var out []T
+	for k := 0; ; k++ {
+		for _, p := range parts {
+			if k >= len(p) {
+				return out
+			}
+			out = append(out, p[k])
+		}
+	}
+}
+
+// mergeMutants joins the mutants matrices: the rows in the whole run's
+// order, the correct store's runs of every shard, the longest shard's wall time.
+func mergeMutants(shards []shardFile) (*hunt.MutantsReport, error) {
+	reps, err := decode[hunt.MutantsReport](shards)
+	if err != nil {
+		return nil, err
+	}
+	out := *reps[0]
+	out.Correct = hunt.CorrectReport{Verdict: check.Pass, Runs: []hunt.CorrectRun{}}
+	var rows [][]hunt.MutantReport
+	for _, r := range reps {
+		rows = append(rows, r.Mutants)
+		out.Correct.Runs = append(out.Correct.Runs, r.Correct.Runs...)
+		switch {
+		case r.Correct.Verdict == check.Fail:
+			out.Correct.Verdict = check.Fail
+		case r.Correct.Verdict != check.Pass && out.Correct.Verdict == check.Pass:
+			out.Correct.Verdict = r.Correct.Verdict
+		}
+		out.Seconds = max(out.Seconds, r.Seconds)
+	}
+	out.Mutants = interleave(rows)
+	return &out, nil
+}
+
+// mergeMutate joins the mutation runs: the results in the order generated,
+// the counts and the score over all of them, each scenario's baseline run
+// that failed (or the first shard's), the longest shard's wall time.
+func mergeMutate(shards []shardFile) (*mutate.Report, error) {
+	reps, err := decode[mutate.Report](shards)
+	if err != nil {
+		return nil, err
+	}
+	out := *reps[0]
+	out.Killed, out.Survived, out.Equivalent, out.Invalid, out.Score = 0, 0, 0, 0, 0
+	var parts [][]mutate.Result
+	for _, r := range reps {
+		parts = append(parts, r.Results)
+		out.Seconds = max(out.Seconds, r.Seconds)
+	}
+	out.Baseline = slices.Clone(reps[0].Baseline)
+	for _, r := range reps[1:] {
+		for _, b := range r.Baseline {
+			i := slices.IndexFunc(out.Baseline, func(x mutate.BaselineRun) bool { return x.Scenario == b.Scenario })
+			switch {
+			case i < 0:
+				out.Baseline = append(out.Baseline, b)
+			case out.Baseline[i].Passed && !b.Passed:
+				out.Baseline[i] = b
+			}
+		}
+	}
+	out.Results = interleave(parts)
+	if out.Results == nil {
+		out.Results = []mutate.Result{}
+	}
+	for _, r := range out.Results {
+		switch r.Verdict {
+		case mutate.Killed, mutate.Refuted:
+			out.Killed++
+		case mutate.Survived:
+			out.Survived++
+		case mutate.Equivalent:
+			out.Equivalent++
+		case mutate.Invalid:
+			out.Invalid++
+		}
+	}
+	if n := out.Killed + out.Survived; n > 0 {
+		out.Score = float64(out.Killed) / float64(n)
+	}
+	return &out, nil
+}
+
+// mergeSoak joins the soaks: each scenario's counts and seconds summed
+// over the shards, in the plan's order, every run that did not pass, the
+// longest shard's wall time.
+func mergeSoak(shards []shardFile) (soakReport, error) {
+	reps, err := decode[soakReport](shards)
+	if err != nil {
+		return soakReport{}, err
+	}
+	out := *reps[0]
+	out.Rows, out.Bad, out.Shard, out.Seconds = nil, []string{}, nil, 0
+	rows := map[string]*soakRow{}
+	for _, r := range reps {
+		out.Bad = append(out.Bad, r.Bad...)
+		out.Seconds = max(out.Seconds, r.Seconds)
+		for _, row := range r.Rows {
+			t, ok := rows[row.Scenario]
+			if !ok {
+				t = &soakRow{Scenario: row.Scenario}
+				rows[row.Scenario] = t
+			}
+			t.Pass += row.Pass
+			t.Fail += row.Fail
+			t.Unknown += row.Unknown
+			t.Skipped += row.Skipped
+			t.Seconds += row.Seconds
+		}
+	}
+	for _, name := range out.Plan {
+		if r, ok := rows[name]; ok {
+			out.Rows = append(out.Rows, *r)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestShardsPartition: for several n and job sizes the shards are
+// pairwise disjoint and together are the whole job, and interleave puts
+// their items back in the job's order.
+func TestShardsPartition(t *testing.T) {
+	for n := 1; n <= 7; n++ {
+		for size := 0; size <= 23; size++ {
+			owner := make([]int, size)
+			parts := make([][]int, n)
+			for i := 1; i <= n; i++ {
+				var s shardFlag
+				if err := s.Set(fmt.Sprintf("%d/%d", i, n)); err != nil {
+					t.Fatal(err)
+				}
+				for p := 0; p < size; p++ {
+					if s.owns(p) {
+						if owner[p] != 0 {
+							t.Fatalf("n=%d: item %d in shards %d and %d", n, p, owner[p], i)
+						}
+						owner[p] = i
+						parts[i-1] = append(parts[i-1], p)
+					}
+				}
+			}
+			for p, o := range owner {
+				if o == 0 {
+					t.Fatalf("n=%d size=%d: item %d in no shard", n, size, p)
+				}
+			}
+			whole := interleave(parts)
+			for p, x := range whole {
+				if x != p {
+					t.Fatalf("n=%d size=%d: interleave gives %v", n, size, whole)
+				}
+			}
+			if len(whole) != size {
+				t.Fatalf("n=%d size=%d: interleave gives %d items", n, size, len(whole))
+			}
+		}
+	}
+	for _, bad := range []string{"0/3", "4/3", "1/0", "x/2", "2", "1/2/3"} {
+		var s shardFlag
+		if s.Set(bad) == nil {
+			t.Errorf("--shard %s accepted", bad)
+		}
+	}
+}
+
+// TestSoakShardsMerge runs a small soak whole and in three shards on the
+// memory store: the merge gives the whole run's counts and exit code, and
+// a missing or repeated shard is an error (exit 2, one line).
+func TestSoakShardsMerge(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"soak", "--store", "memory", "--seeds", "2", "--scenario", "race,mismatch", "--hogs", "0", "--json"}
+	runTo := func(file string, extra ...string) int {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), append(slices.Clone(args), extra...), &out, &errb)
+		if err := os.WriteFile(filepath.Join(dir, file), out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	if code := runTo("whole"); code != exitPass {
+		t.Fatalf("whole soak: exit %d", code)
+	}
+	for i := 1; i <= 3; i++ {
+		if code := runTo(fmt.Sprintf("s%d.json", i), "--shard", fmt.Sprintf("%d/3", i)); code != exitPass {
+			t.Fatalf("shard %d: exit %d", i, code)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"merge", "--json", dir}, &out, &errb); code != exitPass {
+		t.Fatalf("merge: exit %d: %s", code, errb.String())
+	}
+	var merged, whole soakReport
+	raw, _ := os.ReadFile(filepath.Join(dir, "whole"))
+	if err := json.Unmarshal(raw, &whole); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out.Bytes(), &merged); err != nil {
+		t.Fatal(err)
+	}
+	if len(merged.Rows) != len(whole.Rows) {
+		t.Fatalf("merged rows %+v, whole %+v", merged.Rows, whole.Rows)
+	}
+	for i, r := range whole.Rows {
+		m := merged.Rows[i]
+		if m.Scenario != r.Scenario || m.Pass != r.Pass || m.Fail != r.Fail || m.Unknown != r.Unknown || m.Skipped != r.Skipped {
+			t.Errorf("row %d: merged %+v, whole %+v", i, m, r)
+		}
+	}
+	for name, files := range map[string][]string{
+		"missing":   {"s1.json", "s3.json"},
+		"repeated":  {"s1.json", "s2.json", "s2.json", "s3.json"},
+		"unsharded": {"whole", "s1.json", "s2.json", "s3.json"},
+	} {
+		var paths []string
+		for _, f := range files {
+			paths = append(paths, filepath.Join(dir, f))
+		}
+		errb.Reset()
+		if code := run(context.Background(), append([]string{"merge"}, paths...), &out, &errb); code != exitUsage || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%s shard: exit %d, stderr %q", name, code, errb.String())
+		}
+	}
+}
