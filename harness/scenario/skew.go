@@ -26,9 +26,10 @@ import (
 //   - server-clock stores (postgres, redis) judge by one clock and answer
 //     409 until the owner is done: skew_takeovers is 0.
 //
-// The skewed client holds still for a moment after a takeover (LockTTL/2
-// past the owner's work), so the two works never overlap and the
-// exclusive-execution checker judges the store, not the choreography.
+// The skewed client holds still after a takeover (LockTTL/2 past the
+// owner's work, and then until the owner's work is done), so the two works
+// never overlap and the exclusive-execution checker judges the store, not
+// the choreography.
 // skewAhead is how far the skewed clients' clocks run ahead, in LockTTLs.
 const skewAhead = 2
 
@@ -49,11 +50,12 @@ func runSkew(ctx context.Context, env *Env) {
 		// loaded machine the skewed client still meets a live claim rather
 		// than the saved answer. An ordering of events, not a fault: the
 		// owner stays well inside its lease.
-		met := make(chan struct{})
-		var once sync.Once
+		met, worked := make(chan struct{}), make(chan struct{})
+		var once, workedOnce sync.Once
 		meet := func() { once.Do(func() { close(met) }) }
 		owner.Yield = faults.HandlerFunc(func(ctx context.Context, name string) error {
 			if name == faults.RunAfterWork {
+				workedOnce.Do(func() { close(worked) })
 				t := time.NewTimer(ttl / 2)
 				defer t.Stop()
 				select {
@@ -65,9 +67,22 @@ func runSkew(ctx context.Context, env *Env) {
 			return nil
 		})
 		begins := 0
-		ahead.Yield = faults.HandlerFunc(func(_ context.Context, name string) error {
+		ahead.Yield = faults.HandlerFunc(func(ctx context.Context, name string) error {
 			if name == faults.RunBeforeBegin {
 				begins++
+			}
+			if name == faults.RunAfterClaim {
+				// It took the owner's claim over (its clock runs ahead):
+				// it starts its work only once the owner's work is done,
+				// so the two never overlap however late a loaded machine
+				// runs the owner (its pause alone was a guess of time).
+				t := time.NewTimer(2 * ttl)
+				defer t.Stop()
+				select {
+				case <-worked:
+				case <-t.C:
+				case <-ctx.Done():
+				}
 			}
 			if name == faults.RunAfterClaim || begins > 1 { // its first Begin answered
 				meet()
