@@ -301,13 +301,13 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 			stalls = append(stalls, f)
 		}
 	}
-	claimedAt := map[stores.KeyRef]map[stores.Token]int64{} // token -> its claim's call
+	claimedAt := map[stores.KeyRef]map[stores.Token]history.Op{} // token -> its claim
 	for _, op := range ops {
 		if op.IsClaim() {
 			if claimedAt[op.Input.Key] == nil {
-				claimedAt[op.Input.Key] = map[stores.Token]int64{}
+				claimedAt[op.Input.Key] = map[stores.Token]history.Op{}
 			}
-			claimedAt[op.Input.Key][op.Output.Decision.Token] = op.Call
+			claimedAt[op.Input.Key][op.Output.Decision.Token] = op
 		}
 	}
 	byKeyRuns := map[stores.KeyRef][]history.WorkRun{}
@@ -342,11 +342,17 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 				if b.Token == a.Token || sick[clientKey{a.Client, a.Key}] {
 					continue
 				}
-				from, ok := claimedAt[k][a.Token]
-				if !ok {
-					from = a.Start
+				// The owner's lease ran while it waited for the answer to
+				// its claim (a claim that took long to come back, on a
+				// loaded machine: a queue for the write lock) and while
+				// the harness's process stood still; half a LockTTL lost
+				// that way, and it is not a healthy owner.
+				lost := time.Duration(0)
+				from := a.Start
+				if c, ok := claimedAt[k][a.Token]; ok {
+					lost, from = time.Duration(c.Return-c.Call), c.Return
 				}
-				if 2*stalled(stalls, from, b.Start) >= e.Model.LockTTL {
+				if 2*(lost+stalled(stalls, from, b.Start)) >= e.Model.LockTTL {
 					excused++
 					continue
 				}
@@ -369,7 +375,7 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 	sortViolations(vs)
 	detail := fmt.Sprintf("%d work runs, none overlapping a healthy owner", runs)
 	if excused > 0 {
-		detail += fmt.Sprintf(" (%d overlaps of owners the harness's own process had stalled for half a LockTTL or more)", excused)
+		detail += fmt.Sprintf(" (%d overlaps of owners that lost half a LockTTL or more waiting for their claim's answer or to the harness's own stalls)", excused)
 	}
 	return result(Exclusive, vs, detail)
 }

@@ -207,6 +207,22 @@ func TestExclusive(t *testing.T) {
 			t.Fatalf("the first violation does not name all three clients: %s", d)
 		}
 	})
+	t.Run("an owner whose claim came back after half its lease is excused", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 60, claimedD("a", false)) // 60 of 100 ms waiting for the answer
+		r.work(1, "a", 60, 130)
+		r.begin(2, "fp", 101, 102, claimedD("b", true))
+		r.work(2, "b", 102, 110)
+		want(t, r, check.Exclusive, check.Pass, "")
+	})
+	t.Run("an owner whose claim came back at once and who outworked its lease is not excused", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.work(1, "a", 1, 150)
+		r.begin(2, "fp", 101, 102, claimedD("b", true))
+		r.work(2, "b", 102, 110)
+		want(t, r, check.Exclusive, check.Fail, "ran the work of")
+	})
 	t.Run("work after work passes", func(t *testing.T) {
 		r := newRec()
 		r.work(1, "a", 1, 10)
