@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -132,9 +131,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		fmt.Fprintf(stderr, "idemcheck: wrote %s\n", *htmlOut)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return code, enc.Encode(struct {
+		return code, printJSON(stdout, struct {
 			*hunt.DemoInfo
 			Mutant  *hunt.DemoRun `json:"mutant_run"`
 			Correct *hunt.DemoRun `json:"correct_run"`

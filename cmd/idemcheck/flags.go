@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -191,4 +192,12 @@ func unsharded(args []string) []string {
 		}
 	}
 	return out
+}
+
+// printJSON writes v to w as indented JSON, the --json output of every
+// command.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,13 +93,11 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
 		var v any = results[0]
 		if seeds.set {
 			v = labRuns{Store: backend.Name, Runs: results}
 		}
-		if err := enc.Encode(v); err != nil {
+		if err := printJSON(stdout, v); err != nil {
 			return exitUsage, err
 		}
 		for _, p := range problems {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -110,9 +109,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return exitUsage, err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(mutantsJSON{rep, shard.info("mutants", args, ctx.Err() != nil)}); err != nil {
+		if err := printJSON(stdout, mutantsJSON{rep, shard.info("mutants", args, ctx.Err() != nil)}); err != nil {
 			return exitUsage, err
 		}
 	} else {

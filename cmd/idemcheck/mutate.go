@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -103,13 +102,11 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return exitUsage, err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
 		out := mutateJSON{Report: rep, Shard: shard.info("mutate", args, ctx.Err() != nil)}
 		if out.Shard != nil {
 			out.Shard.MinScore = *minScore
 		}
-		if err := enc.Encode(out); err != nil {
+		if err := printJSON(stdout, out); err != nil {
 			return exitUsage, err
 		}
 	} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -46,9 +45,7 @@ func cmdRecheck(_ context.Context, args []string, stdout, _ io.Writer) (int, err
 	sum := harness.Recheck(saved)
 	sum.Dir, _ = filepath.Abs(dir)
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return verdictCode(sum), enc.Encode(sum)
+		return verdictCode(sum), printJSON(stdout, sum)
 	}
 	fmt.Fprintf(stdout, "recheck of %s (made by %s, commit %s), with %s\n\n", dir, orUnknown(saved.Version), orUnknown(saved.Commit), buildinfo.Get())
 	for i, s := range sum.Scenarios {
