@@ -444,6 +444,14 @@ func (o Options) StoreConfig(sc scenario.Scenario) stores.Config {
 // and makes its Env; randSeed seeds the Env's PRNG. Close the Env's store
 // when done.
 func (o Options) NewEnv(ctx context.Context, sc scenario.Scenario, space string, runID, randSeed int64) (*scenario.Env, error) {
+	if o.Server != nil {
+		// A server an earlier scenario restarted may still be coming up
+		// on a loaded machine: every scenario starts on a server that
+		// answers, with no fault left on.
+		if err := o.Server.Heal(ctx); err != nil {
+			return nil, fmt.Errorf("%s server before %s: %w", o.Server.Kind(), sc.Name, err)
+		}
+	}
 	st, cfg, addr, err := o.Open(ctx, space, runID, o.StoreConfig(sc))
 	if err != nil {
 		return nil, fmt.Errorf("open %s store: %w", o.Backend.Name, err)

@@ -132,6 +132,8 @@ func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error
 			return exitUsage, err
 		case fails > 0:
 			return exitFail, nil
+		case len(rep.Errors) > 0:
+			return exitUsage, fmt.Errorf("merge: %d seed(s) of the soak could not run (setup errors above)", len(rep.Errors))
 		case unknowns > 0 || interrupted:
 			return exitUnknown, nil
 		}
@@ -307,18 +309,19 @@ func mergeMutate(shards []shardFile) (*mutate.Report, error) {
 }
 
 // mergeSoak joins the soaks: each scenario's counts and seconds summed
-// over the shards, in the plan's order, every run that did not pass, the
-// longest shard's wall time.
+// over the shards, in the plan's order, every run that did not pass and
+// every seed that could not run, the longest shard's wall time.
 func mergeSoak(shards []shardFile) (soakReport, error) {
 	reps, err := decode[soakReport](shards)
 	if err != nil {
 		return soakReport{}, err
 	}
 	out := *reps[0]
-	out.Rows, out.Bad, out.Shard, out.Seconds = nil, []string{}, nil, 0
+	out.Rows, out.Bad, out.Errors, out.Shard, out.Seconds = nil, []string{}, nil, nil, 0
 	rows := map[string]*soakRow{}
 	for _, r := range reps {
 		out.Bad = append(out.Bad, r.Bad...)
+		out.Errors = append(out.Errors, r.Errors...)
 		out.Seconds = max(out.Seconds, r.Seconds)
 		for _, row := range r.Rows {
 			t, ok := rows[row.Scenario]

@@ -56,6 +56,10 @@ type soakReport struct {
 	Hogs    int       `json:"hogs"`
 	Rows    []soakRow `json:"scenarios"`
 	Bad     []string  `json:"not_passed"` // results directories of runs that did not pass
+	// Errors are the seeds whose run could not be made (a setup error,
+	// such as a server that did not come back): the soak goes on with the
+	// next seed and ends with exit 2.
+	Errors []string `json:"errors,omitempty"`
 	Seconds float64   `json:"seconds"`
 	// Plan is the scenarios in order; Shard, with --shard, what the merge needs.
 	Plan  []string   `json:"plan,omitempty"`
@@ -146,7 +150,12 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}
 		sum, err := harness.Run(ctx, oo)
 		if err != nil {
-			return exitUsage, err
+			if ctx.Err() != nil {
+				interrupted = true
+				break
+			}
+			rep.Errors = append(rep.Errors, fmt.Sprintf("seed %d: %v", oo.Seed, err))
+			continue
 		}
 		if sum.Interrupted {
 			interrupted = true
@@ -208,6 +217,8 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	switch {
 	case fails > 0:
 		return exitFail, nil
+	case len(rep.Errors) > 0:
+		return exitUsage, fmt.Errorf("soak: %d seed(s) could not run (setup errors above)", len(rep.Errors))
 	case unknowns > 0 || interrupted:
 		return exitUnknown, nil
 	}
@@ -227,16 +238,21 @@ func printSoak(w io.Writer, rep soakReport) {
 	}
 	fmt.Fprintf(w, "  %-20s %6d %6d %8d %8d %9.1f (wall)\n", "all", total.Pass, total.Fail, total.Unknown, total.Skipped, rep.Seconds)
 	sort.Strings(rep.Bad)
+	for _, e := range rep.Errors {
+		fmt.Fprintf(w, "\nnot run: %s", e)
+	}
 	for _, d := range rep.Bad {
 		fmt.Fprintf(w, "\nnot passed: %s (idemcheck recheck %s)", d, d)
 	}
-	if len(rep.Bad) > 0 {
+	if len(rep.Bad) > 0 || len(rep.Errors) > 0 {
 		fmt.Fprintln(w)
 	}
 	verdict := "PASS"
 	switch {
 	case total.Fail > 0:
 		verdict = "FAIL"
+	case len(rep.Errors) > 0:
+		verdict = "SETUP ERROR"
 	case total.Unknown > 0:
 		verdict = "UNKNOWN"
 	}
