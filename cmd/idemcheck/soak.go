@@ -59,8 +59,8 @@ type soakReport struct {
 	// Errors are the seeds whose run could not be made (a setup error,
 	// such as a server that did not come back): the soak goes on with the
 	// next seed and ends with exit 2.
-	Errors []string `json:"errors,omitempty"`
-	Seconds float64   `json:"seconds"`
+	Errors  []string `json:"errors,omitempty"`
+	Seconds float64  `json:"seconds"`
 	// Plan is the scenarios in order; Shard, with --shard, what the merge needs.
 	Plan  []string   `json:"plan,omitempty"`
 	Shard *shardInfo `json:"shard,omitempty"`
