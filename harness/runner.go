@@ -484,7 +484,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	defer env.Store.Close()
 	start := time.Now()
 	report(Progress{})
-	stopTicker := tick(o.ProgressEvery, func() {
+	stopTicker := scenario.Every(context.Background(), o.ProgressEvery, func() {
 		report(Progress{Ops: env.Hist.OpCount(), Faults: env.Hist.FaultCount()})
 	})
 	defer stopTicker()
@@ -544,29 +544,6 @@ func (r *ScenarioResult) judge(vis *bytes.Buffer) {
 			r.Verdict = check.Unknown
 		}
 	}
-}
-
-// tick calls f every d until stopped (never, when d is 0).
-func tick(d time.Duration, f func()) (stop func()) {
-	if d <= 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				f()
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
 }
 
 // measure fills in the counts the summary shows.

@@ -428,10 +428,21 @@ func (e *Env) ProbeLeaks(ctx context.Context) {
 }
 
 // RunPruner calls Prune every d, as a maintenance job would, recording
-// each call, until the returned stop is called. A correct store's prune
-// removes only keys past their retention, so it may run at any moment.
+// each call, until the returned stop is called or ctx ends. A correct
+// store's prune removes only keys past their retention, so it may run at
+// any moment.
 func (e *Env) RunPruner(ctx context.Context, d time.Duration) (stop func()) {
 	pruner := e.Recorder(e.NewClientID(), e.Store, e.clock)
+	return Every(ctx, d, func() { _, _ = pruner.Prune(ctx, e.clock.Now()) })
+}
+
+// Every calls f every d, on a goroutine of its own, until the returned
+// stop is called or ctx ends (never, when d is 0); stop returns once f
+// has returned for the last time.
+func Every(ctx context.Context, d time.Duration, f func()) (stop func()) {
+	if d <= 0 {
+		return func() {}
+	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -445,7 +456,7 @@ func (e *Env) RunPruner(ctx context.Context, d time.Duration) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_, _ = pruner.Prune(ctx, e.clock.Now())
+				f()
 			}
 		}
 	}()

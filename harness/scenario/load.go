@@ -81,6 +81,33 @@ func (e *Env) timedClient(rules ...workload.Rule) *workload.Client {
 	return c
 }
 
+// underLoad runs the fault scenarios' shape: timed clients as a paced
+// load while inject runs the faults (it reports whether one was injected),
+// then heal (which reports its own failure), two LockTTLs more of load on
+// the healed system when a fault was injected, and every order settled
+// (see settle): an order still without an answer is a failure.
+func underLoad(ctx context.Context, env *Env, inject func() bool, heal func()) {
+	ttl := env.Config.LockTTL
+	stop := make(chan struct{})
+	l := &load{env: env}
+	var loaded sync.WaitGroup
+	loaded.Add(1)
+	go func() {
+		defer loaded.Done()
+		l.run(ctx, env.Clients, func(int) *workload.Client { return env.timedClient() }, 2*ttl/5, stop)
+	}()
+	injected := inject()
+	heal()
+	if injected {
+		_ = faults.Pause(ctx, 2*ttl) // load on the healed system
+	}
+	close(stop)
+	loaded.Wait()
+	if left := settle(ctx, env, l.orders()); len(left) > 0 {
+		env.Fail("%d orders without an answer after the faults were healed (first %s)", len(left), left[0].ID)
+	}
+}
+
 // settle is the quiet phase after the faults are healed: every order is
 // sent once more, with the same key, by a fresh patient client, so every
 // operation gets an answer and every answer given during the faults is

@@ -2,13 +2,11 @@ package scenario
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/nemesis"
-	"github.com/idemcheck/idemcheck/harness/workload"
 )
 
 // replicatedRetention is the retention of the failover and partition
@@ -37,30 +35,14 @@ func clusterRun(ctx context.Context, env *Env, faultsPhase func(cl nemesis.Clust
 		return
 	}
 	env.Note("%s: the %s standby streamed from the primary after %v", env.Tenant, cl.Kind(), time.Since(t0).Round(time.Millisecond))
-	ttl := env.Config.LockTTL
-	stop := make(chan struct{})
-	l := &load{env: env}
-	var loaded sync.WaitGroup
-	loaded.Add(1)
-	go func() {
-		defer loaded.Done()
-		l.run(ctx, env.Clients, func(int) *workload.Client { return env.timedClient() }, 2*ttl/5, stop)
-	}()
-	injected := faultsPhase(cl)
-	// Not past an interrupt: Close removes the topology whatever its state.
-	hctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	if err := cl.Heal(hctx); err != nil && ctx.Err() == nil {
-		env.Fail("healing the %s topology: %v", cl.Kind(), err)
-	}
-	cancel()
-	if injected {
-		_ = faults.Pause(ctx, 2*ttl) // load on the healed topology
-	}
-	close(stop)
-	loaded.Wait()
-	if left := settle(ctx, env, l.orders()); len(left) > 0 {
-		env.Fail("%d orders without an answer after the faults were healed (first %s)", len(left), left[0].ID)
-	}
+	underLoad(ctx, env, func() bool { return faultsPhase(cl) }, func() {
+		// Not past an interrupt: Close removes the topology whatever its state.
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := cl.Heal(hctx); err != nil && ctx.Err() == nil {
+			env.Fail("healing the %s topology: %v", cl.Kind(), err)
+		}
+	})
 }
 
 // failover ends a faults phase: the failover manager (the harness) fences

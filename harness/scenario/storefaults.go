@@ -2,12 +2,10 @@ package scenario
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness/nemesis"
-	"github.com/idemcheck/idemcheck/harness/workload"
 )
 
 // runStoreFaults: clients send paced orders while the server is paused
@@ -32,16 +30,8 @@ func runStoreFaults(ctx context.Context, env *Env) {
 	env.Note("%s: +%v pause the %s server for %v", env.Tenant, pauseAt.Round(time.Millisecond), sf.Kind(), pauseFor.Round(time.Millisecond))
 	env.Note("%s: +%v kill the %s server (SIGKILL) and start it again", env.Tenant, restartAt.Round(time.Millisecond), sf.Kind())
 
-	stop := make(chan struct{})
-	l := &load{env: env}
-	var loaded sync.WaitGroup
-	loaded.Add(1)
-	go func() {
-		defer loaded.Done()
-		l.run(ctx, env.Clients, func(int) *workload.Client { return env.timedClient() }, 2*ttl/5, stop)
-	}()
-	begun := time.Now()
-	injected := func() bool {
+	underLoad(ctx, env, func() bool {
+		begun := time.Now()
 		if faults.Pause(ctx, time.Until(begun.Add(pauseAt))) != nil {
 			return false
 		}
@@ -57,18 +47,11 @@ func runStoreFaults(ctx context.Context, env *Env) {
 			return false
 		}
 		return true
-	}()
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	if err := sf.Heal(hctx); err != nil {
-		env.Fail("healing the server: %v", err)
-	}
-	cancel()
-	if injected {
-		_ = faults.Pause(ctx, 2*ttl) // load on the healed server
-	}
-	close(stop)
-	loaded.Wait()
-	if left := settle(ctx, env, l.orders()); len(left) > 0 {
-		env.Fail("%d orders without an answer after the faults were healed (first %s)", len(left), left[0].ID)
-	}
+	}, func() {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if err := sf.Heal(hctx); err != nil {
+			env.Fail("healing the server: %v", err)
+		}
+	})
 }
