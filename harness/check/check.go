@@ -284,10 +284,13 @@ func stalled(stalls []history.Fault, from, to int64) time.Duration {
 
 // checkExclusive compares the work runs of each key pairwise. A run b
 // that starts while an earlier run a (another token) is still going is a
-// violation unless a's owner was unhealthy: paused or crashed by the
-// harness at a failpoint on the key, or paused by the harness's own
-// process standing still (FaultStall) for at least half the LockTTL
-// between a's claim and b's start. Half the LockTTL is the tolerance: an
+// violation unless the owner whose claim came first (a's, or b's when b
+// claimed before a and ran its work late) was unhealthy: paused or crashed
+// by the harness at a failpoint on the key, or short of half the LockTTL
+// between its claim and b's start, spent waiting for its claim's answer
+// or with the harness's own process standing still (FaultStall). The
+// owner taken over is the one that may be stale; the owner that took the
+// key over holds the live claim. Half the LockTTL is the tolerance: an
 // owner that lost that much of its lease to the machine, not to its work,
 // can have been taken over legitimately, and fencing judges its writes;
 // an owner whose own work outlasts the LockTTL (the lock-shorter-than-work
@@ -328,6 +331,22 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 			sick[clientKey{f.Client, f.Key}] = true
 		}
 	}
+	// unhealthy: r's owner was paused or crashed at a failpoint on the
+	// key, or its lease ran while it waited for the answer to its claim (a
+	// claim that took long to come back, on a loaded machine: a queue for
+	// the write lock) and while the harness's process stood still, until
+	// at: half a LockTTL lost that way, and it is not a healthy owner.
+	unhealthy := func(r history.WorkRun, at int64) bool {
+		if sick[clientKey{r.Client, r.Key}] {
+			return true
+		}
+		lost := time.Duration(0)
+		from := r.Start
+		if c, ok := claimedAt[r.Key][r.Token]; ok {
+			lost, from = time.Duration(c.Return-c.Call), c.Return
+		}
+		return 2*(lost+stalled(stalls, from, at)) >= e.Model.LockTTL
+	}
 	excused := 0
 	for _, k := range keys {
 		work := byKeyRuns[k] // in order of start (History.Work)
@@ -339,20 +358,20 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 				if b.Start >= a.End {
 					break // every later run starts later still: none overlaps a
 				}
-				if b.Token == a.Token || sick[clientKey{a.Client, a.Key}] {
+				if b.Token == a.Token {
 					continue
 				}
-				// The owner's lease ran while it waited for the answer to
-				// its claim (a claim that took long to come back, on a
-				// loaded machine: a queue for the write lock) and while
-				// the harness's process stood still; half a LockTTL lost
-				// that way, and it is not a healthy owner.
-				lost := time.Duration(0)
-				from := a.Start
-				if c, ok := claimedAt[k][a.Token]; ok {
-					lost, from = time.Duration(c.Return-c.Call), c.Return
-				}
-				if 2*(lost+stalled(stalls, from, b.Start)) >= e.Model.LockTTL {
+				// The owner that may have been taken over is the one whose
+				// claim came first: a's, unless b's claim was sent before
+				// a's came back (b claimed, stood still past its lease, a
+				// took the key over, and b ran its work late: b was the
+				// stale one). Either owner whose claim can have come first
+				// excuses the overlap if it was unhealthy.
+				ca, okA := claimedAt[k][a.Token]
+				cb, okB := claimedAt[k][b.Token]
+				aFirst := !okA || !okB || ca.Call < cb.Return
+				bFirst := okA && okB && cb.Call < ca.Return
+				if (aFirst && unhealthy(a, b.Start)) || (bFirst && unhealthy(b, b.Start)) {
 					excused++
 					continue
 				}
@@ -375,7 +394,7 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 	sortViolations(vs)
 	detail := fmt.Sprintf("%d work runs, none overlapping a healthy owner", runs)
 	if excused > 0 {
-		detail += fmt.Sprintf(" (%d overlaps of owners that lost half a LockTTL or more waiting for their claim's answer or to the harness's own stalls)", excused)
+		detail += fmt.Sprintf(" (%d overlaps excused: the owner whose claim came first was paused or crashed by the harness, or lost half a LockTTL or more waiting for its claim's answer or to the harness's own stalls)", excused)
 	}
 	return result(Exclusive, vs, detail)
 }

@@ -247,6 +247,27 @@ func TestExclusive(t *testing.T) {
 		r.h.AddFault(history.Fault{Client: -1, Kind: history.FaultStall, Failpoint: "harness", Start: 100 * ms, End: 150 * ms})
 		want(t, r, check.Exclusive, check.Pass, "")
 	})
+	t.Run("a stale owner that starts its work late, inside the work of the owner that took its key over, passes", func(t *testing.T) {
+		// Found by a soak (sqlite, skew, seed 59): client 7 claimed first,
+		// stood paused after its claim past its lease, client 6 took the
+		// key over and started its work, and client 7 ran its own late
+		// (its save was fenced). The stale owner is 7, not 6.
+		r := newRec()
+		r.begin(7, "fp", 0, 1, claimedD("b", false))
+		r.h.AddFault(history.Fault{Client: 7, Key: key, Kind: history.FaultPause, Failpoint: "run.after-claim", Start: 1 * ms, End: 170 * ms})
+		r.begin(6, "fp", 120, 121, claimedD("a", true))
+		r.work(6, "a", 121, 180)
+		r.work(7, "b", 170, 175)
+		want(t, r, check.Exclusive, check.Pass, "")
+	})
+	t.Run("a takeover of a healthy owner's live claim fails even when the new owner's work starts first", func(t *testing.T) {
+		r := newRec()
+		r.begin(7, "fp", 0, 1, claimedD("b", false))
+		r.begin(6, "fp", 20, 21, claimedD("a", true)) // 20 ms into a 100 ms lease
+		r.work(6, "a", 21, 60)
+		r.work(7, "b", 30, 40)
+		want(t, r, check.Exclusive, check.Fail, "ran the work of")
+	})
 	t.Run("work that never ended overlaps everything after it unless its owner crashed", func(t *testing.T) {
 		r := newRec()
 		r.work(1, "a", 1, -1)
