@@ -26,6 +26,7 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // Labels put on every container this package starts.
@@ -48,11 +49,20 @@ const (
 	probeTimeout = 12 * time.Second
 	// pullAnswerTimeout is how long a registry has to start answering a pull.
 	pullAnswerTimeout = 5 * time.Second
-	// defaultStartTimeout bounds creating and starting one container.
-	defaultStartTimeout = 90 * time.Second
+	// defaultStartTimeout bounds creating and starting one container:
+	// Postgres's initdb took over a minute beside a soak's CPU hogs.
+	defaultStartTimeout = 3 * time.Minute
 	// cleanupTimeout bounds removing containers after a failure or signal.
 	cleanupTimeout = 30 * time.Second
 )
+
+// startTimeout is the options' StartTimeout, or the default.
+func startTimeout(opts Options) time.Duration {
+	if opts.StartTimeout > 0 {
+		return opts.StartTimeout
+	}
+	return defaultStartTimeout
+}
 
 // session identifies this process's containers.
 var session = func() string {
@@ -313,10 +323,7 @@ func startContainer(ctx context.Context, kind Kind, opts Options) (*Server, erro
 		opts.Notef("removed %d container(s) left behind by an idemcheck run that was killed", reaped)
 	}
 
-	timeout := opts.StartTimeout
-	if timeout <= 0 {
-		timeout = defaultStartTimeout
-	}
+	timeout := startTimeout(opts)
 	rctx, rcancel := context.WithTimeout(ctx, timeout)
 	defer rcancel()
 	// A pull must start answering within pullAnswerTimeout; once it does, it
@@ -349,6 +356,7 @@ func startContainer(ctx context.Context, kind Kind, opts Options) (*Server, erro
 // runOnce creates and starts one container; on any failure the container,
 // even half-created, is removed before it returns.
 func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opts Options) (s *Server, err error) {
+	timeout := startTimeout(opts)
 	startID := session + "-" + strconv.FormatInt(starts.Add(1), 10)
 	labels := map[string]string{
 		LabelManaged: "1",
@@ -398,7 +406,13 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opt
 	switch kind {
 	case Postgres:
 		var pc *tcpostgres.PostgresContainer
-		pc, err = tcpostgres.Run(ctx, img, append(common, tcpostgres.BasicWaitStrategies())...)
+		// The module's own wait (tcpostgres.BasicWaitStrategies) gives
+		// initdb 60 s, whatever the start timeout: on a loaded machine (a
+		// soak beside CPU hogs) initdb took longer. The same waits, bounded
+		// by the start timeout instead.
+		pc, err = tcpostgres.Run(ctx, img, append(common, testcontainers.WithWaitStrategyAndDeadline(timeout,
+			wait.ForLog("database system is ready to accept connections").WithOccurrence(2).WithStartupTimeout(timeout),
+			wait.ForListeningPort("5432/tcp").WithStartupTimeout(timeout)))...)
 		if pc != nil {
 			ctr = pc
 		}
@@ -408,7 +422,11 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opt
 	case Redis:
 		var rc *tcredis.RedisContainer
 		rc, err = tcredis.Run(ctx, img, append(common,
-			testcontainers.WithCmd("redis-server", "--appendonly", "yes", "--appendfsync", "always"))...)
+			testcontainers.WithCmd("redis-server", "--appendonly", "yes", "--appendfsync", "always"),
+			// The module waits 10 s for the port; the start timeout here.
+			testcontainers.WithWaitStrategyAndDeadline(timeout,
+				wait.ForListeningPort("6379/tcp").WithStartupTimeout(timeout),
+				wait.ForLog("* Ready to accept connections").WithStartupTimeout(timeout)))...)
 		if rc != nil {
 			ctr = rc
 		}

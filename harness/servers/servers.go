@@ -80,7 +80,7 @@ type Options struct {
 	// Container ignores IDEM_POSTGRES_DSN / IDEM_REDIS_ADDR and always starts
 	// a container, for work that must pause, kill or restart the server.
 	Container bool
-	// StartTimeout bounds starting a container (default 90s); the context
+	// StartTimeout bounds starting a container (default 3 minutes); the context
 	// passed to Start bounds it too.
 	StartTimeout time.Duration
 	// Logf, when set, receives progress lines (which image, how long it took)
