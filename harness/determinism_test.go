@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/harnesstest"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/postgres"
@@ -46,7 +48,7 @@ func scheduledTrace(t *testing.T, s harness.ScenarioResult) string {
 		}
 	}
 	names := strings.NewReplacer(short...)
-	for _, op := range s.History().Ops() {
+	for _, op := range byEpisode(s) {
 		in, out := op.Input, op.Output
 		fmt.Fprintf(&b, "client %d %s %s fp=%s", op.Client, in.Kind, in.Key, in.Fingerprint)
 		if in.Token != "" {
@@ -63,6 +65,26 @@ func scheduledTrace(t *testing.T, s harness.ScenarioResult) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// byEpisode orders the scenario's calls episode by episode, each episode's
+// in the order they ran: on a server-clock store the episodes run at once,
+// and only the order inside each one is the seed's. An episode's clients
+// have the ids from its FirstClient to the next episode's; calls after the
+// last episode (the runner's probes) come last, in their order.
+func byEpisode(s harness.ScenarioResult) []history.Op {
+	ops := s.History().Ops()
+	group := func(client int) int {
+		g := 0
+		for i, ep := range s.Episodes {
+			if client >= ep.FirstClient {
+				g = i
+			}
+		}
+		return g
+	}
+	sort.SliceStable(ops, func(i, j int) bool { return group(ops[i].Client) < group(ops[j].Client) })
+	return ops
 }
 
 // TestScheduledRunsAreDeterministic: the same seed gives the same trace of

@@ -75,6 +75,31 @@ type Env struct {
 	// Observe, when set, is given to every scheduler the Env makes
 	// (sched.Scheduler.Observe): a demo reads the key's row between steps.
 	Observe func() string
+	// parent is the scenario's Env when this one is an episode's (see
+	// episodeEnv): what the scenario records (notes, failures, counts,
+	// findings, probes, skips) goes to the parent.
+	parent *Env
+}
+
+// root is the Env that holds what the scenario records: the parent of an
+// episode's Env, else the Env itself.
+func (e *Env) root() *Env {
+	if e.parent != nil {
+		return e.parent
+	}
+	return e
+}
+
+// episodeEnv is an Env for one episode run beside others: the same store,
+// history, ledger, clock and parameters, with its own client ids (from
+// firstID) and its own PRNG (from seed), so that episodes running at once
+// hand out the ids and client seeds they would one at a time, whatever
+// the goroutines' order.
+func (e *Env) episodeEnv(firstID int, seed int64) *Env {
+	return &Env{Store: e.Store, Config: e.Config, Hist: e.Hist, Ledger: e.Ledger,
+		Clients: e.Clients, Keys: e.Keys, Seed: e.Seed, Tenant: e.Tenant, Round: e.Round,
+		setup: e.setup, rand: rand.New(rand.NewSource(seed)), clock: e.clock, nextID: firstID,
+		Observe: e.Observe, parent: e}
 }
 
 // NewEnv makes the Env of one scenario, with an empty history and ledger.
@@ -208,6 +233,7 @@ func (e *Env) PlanRand(scenario string) *rand.Rand {
 
 // Note records a line of the scenario's fault schedule.
 func (e *Env) Note(format string, args ...any) {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.schedule = append(e.schedule, fmt.Sprintf(format, args...))
@@ -216,6 +242,7 @@ func (e *Env) Note(format string, args ...any) {
 // Fail records why the scenario's workload could not finish as planned:
 // its verdict is then unknown, never pass, unless a checker failed.
 func (e *Env) Fail(format string, args ...any) {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.incomplete = append(e.incomplete, fmt.Sprintf(format, args...))
@@ -224,6 +251,7 @@ func (e *Env) Fail(format string, args ...any) {
 // Count adds n faults of a kind that the history does not record one by
 // one (network faults, counted by the proxy; skewed clients).
 func (e *Env) Count(kind string, n int) {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.counted == nil {
@@ -235,6 +263,7 @@ func (e *Env) Count(kind string, n int) {
 // Finding adds n to an expected, counted effect that is not a violation
 // (a skewed clock taking over a healthy owner).
 func (e *Env) Finding(name string, n int) {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.findings == nil {
@@ -245,6 +274,7 @@ func (e *Env) Finding(name string, n int) {
 
 // Incomplete lists why the workload could not finish (nil if it did).
 func (e *Env) Incomplete() []string {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]string(nil), e.incomplete...)
@@ -252,6 +282,7 @@ func (e *Env) Incomplete() []string {
 
 // Schedule lists the faults the scenario planned, in order.
 func (e *Env) Schedule() []string {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]string(nil), e.schedule...)
@@ -259,6 +290,7 @@ func (e *Env) Schedule() []string {
 
 // Counted returns the counted faults by kind.
 func (e *Env) Counted() map[string]int {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := map[string]int{}
@@ -270,6 +302,7 @@ func (e *Env) Counted() map[string]int {
 
 // Findings returns the findings by name (nil if none).
 func (e *Env) Findings() map[string]int {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.findings) == 0 {
@@ -402,6 +435,7 @@ func (e *Env) Fresh(tenant string) {
 // LeakProbe is the client id of the scenario's leak probes (nil if it sent
 // none): see ProbeLeaks.
 func (e *Env) LeakProbe() *int {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.leakProbe
@@ -414,9 +448,10 @@ func (e *Env) LeakProbe() *int {
 // answers). A fresh claim is released at once.
 func (e *Env) ProbeLeaks(ctx context.Context) {
 	id := e.NewClientID()
-	e.mu.Lock()
-	e.leakProbe = &id
-	e.mu.Unlock()
+	r := e.root()
+	r.mu.Lock()
+	r.leakProbe = &id
+	r.mu.Unlock()
 	rec := e.Recorder(id, e.Store, e.clock)
 	_, order := history.ByKey(e.Hist.Ops())
 	for _, k := range order {
@@ -467,6 +502,7 @@ func Every(ctx context.Context, d time.Duration, f func()) (stop func()) {
 // showed only once the store was open (a store that renews no lease).
 // The scenario should return at once.
 func (e *Env) Skip(why string) {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.skipped = why
@@ -474,6 +510,7 @@ func (e *Env) Skip(why string) {
 
 // Skipped says why the scenario skipped itself ("" if it did not).
 func (e *Env) Skipped() string {
+	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.skipped

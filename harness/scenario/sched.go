@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -78,24 +79,118 @@ var episodeSpecs = map[string]episodeSpec{
 // episodes is the run of a scheduled scenario: one episode per key, each
 // with a seeded PRNG chooser, then the clock moved far enough that the
 // runner's final probe finds every claim stale.
+//
+// On a caller-clock store the episodes run one after another: they share
+// the manual clock, and one episode's tick would move another's. On a
+// server-clock store a tick is a real wait, which moves only the leases
+// its own episode took (every other episode's claims are its own keys',
+// and their expiry is judged from when they were made), so the episodes
+// run at once: each with its own client ids and chooser seed, drawn in key
+// order before any starts, so the seed fixes every episode's interleaving
+// as it does one at a time, and each with its own connection to the store
+// (Caps.OpenAt): a client parked at a failpoint may hold a connection of
+// its pool (Postgres yields inside pgx's query tracer), and episodes that
+// shared one pool could starve each other. A store opened without an
+// address (a factory without OpenAt) runs its episodes one at a time. The prunes of sched-race and sched-retention
+// remove only keys past the run's retention, which no episode reaches.
 func episodes(name string) func(ctx context.Context, env *Env) {
 	return func(ctx context.Context, env *Env) {
 		env.UseSchedClock()
-		for k := 0; k < env.Keys && ctx.Err() == nil; k++ {
-			rec := &sched.Recording{Next: sched.NewRandom(env.Int63())}
-			first := env.nextClientID()
-			_, err := RunEpisode(ctx, env, name, k, rec)
-			er := EpisodeRecord{Round: env.Round, Key: k, Order: env.Order(k, "").Key.String(), FirstClient: first, Choices: rec.Choices()}
-			if err != nil {
-				env.Fail("%s key %d: %v", name, k, err)
-				er.Err = err.Error()
+		if env.ServerClock() && env.setup.OpenAt != nil && env.setup.Addr != "" {
+			concurrentEpisodes(ctx, env, name)
+		} else {
+			for k := 0; k < env.Keys && ctx.Err() == nil; k++ {
+				first := env.nextClientID()
+				env.recordEpisode(name, runRecorded(ctx, env, name, k, env.Int63(), first))
 			}
-			env.mu.Lock()
-			env.episodes = append(env.episodes, er)
-			env.mu.Unlock()
 		}
 		env.afterEpisodes()
 	}
+}
+
+// concurrentEpisodes runs every key's episode at once (see episodes).
+func concurrentEpisodes(ctx context.Context, env *Env, name string) {
+	stride := episodeIDs(name)
+	base := env.nextClientID()
+	type start struct {
+		env   *Env
+		first int
+		seed  int64
+	}
+	starts := make([]start, env.Keys)
+	for k := range starts {
+		first := base + k*stride
+		starts[k] = start{env: env.episodeEnv(first, env.Int63()), first: first, seed: env.Int63()}
+	}
+	env.SkipClientIDs(base + env.Keys*stride)
+	for k := range starts {
+		st, err := env.setup.OpenAt(ctx, env.setup.Addr, env.Config)
+		if err != nil {
+			env.Fail("%s: open a connection to the store for episode %d: %v", name, k, err)
+			for _, o := range starts[:k] {
+				o.env.Store.Close()
+			}
+			return
+		}
+		starts[k].env.Store = st
+	}
+	defer func() {
+		for _, o := range starts {
+			o.env.Store.Close()
+		}
+	}()
+	recs := make([]EpisodeRecord, env.Keys)
+	var wg sync.WaitGroup
+	for k, st := range starts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			recs[k] = runRecorded(ctx, st.env, name, k, st.seed, st.first)
+			if used := st.env.nextClientID() - st.first; used > stride && recs[k].Err == "" {
+				recs[k].Err = fmt.Sprintf("the episode used %d client ids, more than the %d it was given", used, stride)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, er := range recs {
+		if ctx.Err() != nil && er.Choices == nil && er.Err == "" {
+			continue // never started
+		}
+		env.recordEpisode(name, er)
+	}
+}
+
+// episodeIDs is how many client ids one episode of the scenario uses: one
+// per client and one for its pruner.
+func episodeIDs(name string) int {
+	spec := episodeSpecs[name]
+	n := len(spec.clients)
+	if spec.prunes > 0 {
+		n++
+	}
+	return n
+}
+
+// runRecorded runs the episode of key k with a PRNG chooser seeded by
+// seed, and returns its record.
+func runRecorded(ctx context.Context, env *Env, name string, k int, seed int64, first int) EpisodeRecord {
+	rec := &sched.Recording{Next: sched.NewRandom(seed)}
+	_, err := RunEpisode(ctx, env, name, k, rec)
+	er := EpisodeRecord{Round: env.Round, Key: k, Order: env.Order(k, "").Key.String(), FirstClient: first, Choices: rec.Choices()}
+	if err != nil {
+		er.Err = err.Error()
+	}
+	return er
+}
+
+// recordEpisode keeps the episode's record, and a failure if it had one.
+func (e *Env) recordEpisode(name string, er EpisodeRecord) {
+	if er.Err != "" {
+		e.Fail("%s key %d: %s", name, er.Key, er.Err)
+	}
+	e.mu.Lock()
+	e.episodes = append(e.episodes, er)
+	e.mu.Unlock()
 }
 
 // EpisodeRecord is what it takes to replay one scheduled episode on the
