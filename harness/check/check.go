@@ -211,6 +211,18 @@ func firstClaim(ops []history.Op) (history.Op, bool) {
 	return history.Op{}, false
 }
 
+// firstPossibleClaim is the key's first Begin that may have created it:
+// a known claim, or a Begin with an unknown outcome called before it.
+func firstPossibleClaim(ops []history.Op) (history.Op, bool) {
+	first, ok := firstClaim(ops)
+	for _, op := range ops {
+		if op.Input.Kind == models.Begin && op.Output.Unknown && (!ok || op.Call < first.Call) {
+			return op, true
+		}
+	}
+	return first, ok
+}
+
 func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
 	var vs []Violation
 	charges := e.Ledger.Charges()
@@ -232,10 +244,16 @@ func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
 	// claim's, so at most op.Return - created.Call passed between them (a
 	// Begin that waited on a loaded machine may have been decided past
 	// retention, on the server's clock, however early it was sent).
+	//
+	// The window starts with the first Begin that may have created the
+	// key: a known claim, or an earlier Begin whose answer was lost (it may
+	// have claimed on the server, and a store that keeps a key Retention
+	// from its first request lets it go that much sooner: a Redis chaos
+	// soak had a lost claim 10 s before the known takeover).
 	keyed, order := g.keyed, g.order
 	for _, k := range order {
 		kops := keyed[k]
-		created, ok := firstClaim(kops)
+		created, ok := firstPossibleClaim(kops)
 		if !ok {
 			continue
 		}

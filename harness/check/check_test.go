@@ -178,6 +178,22 @@ func TestAtMostOnce(t *testing.T) {
 		r.begin(3, "fp", 9000, 9500, claimedD("c", false))
 		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
 	})
+	t.Run("a claim past the retention of a lost first claim passes", func(t *testing.T) {
+		// Found by a soak (redis, chaos, seed 21): the first Begin's answer
+		// was lost but it claimed on the server, so the key expired
+		// Retention after it, before the known takeover's save was 10 s old.
+		r := newRec()
+		r.beginUnknown(1, "fp", 0)
+		r.begin(2, "fp", 9000, 9001, claimedD("a", true))
+		r.complete(2, "a", resp, 9002, 9003, false, false)
+		r.begin(3, "fp", 10500, 10501, claimedD("b", false))
+		want(t, r, check.AtMostOnce, check.Pass, "")
+		r = newRec()
+		r.begin(2, "fp", 9000, 9001, claimedD("a", false))
+		r.complete(2, "a", resp, 9002, 9003, false, false)
+		r.begin(3, "fp", 10500, 10501, claimedD("b", false))
+		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
+	})
 	t.Run("after a save whose answer was lost, a takeover passes", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
