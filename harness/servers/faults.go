@@ -29,6 +29,11 @@ type Faults struct {
 	cli *client.Client
 	id  string
 
+	// op serialises the Docker calls: a pause still on its way (a slow
+	// daemon on a loaded machine) and a kill must not cross, or the kill
+	// meets a frozen container and the flags below lie. Heal reads the
+	// container's state from Docker rather than trusting them.
+	op     sync.Mutex
 	mu     sync.Mutex
 	paused bool
 	down   bool
@@ -70,6 +75,8 @@ func (f *Faults) Close() error { return f.cli.Close() }
 // of the container does not stop in time, which a loaded machine makes
 // likely; the freeze is then tried again, up to freezeTries times.
 func (f *Faults) Pause(ctx context.Context) error {
+	f.op.Lock()
+	defer f.op.Unlock()
 	for try := 1; ; try++ {
 		_, err := f.cli.ContainerPause(ctx, f.id, client.ContainerPauseOptions{})
 		if err == nil {
@@ -93,8 +100,18 @@ const freezeTries = 5
 
 // Resume thaws a paused server; the calls it had received run now.
 func (f *Faults) Resume(ctx context.Context) error {
+	f.op.Lock()
+	defer f.op.Unlock()
+	return f.resume(ctx)
+}
+
+// resume is Resume with f.op held. A container that is not paused (a
+// pause that failed, or one a kill already ended) is resumed already.
+func (f *Faults) resume(ctx context.Context) error {
 	if _, err := f.cli.ContainerUnpause(ctx, f.id, client.ContainerUnpauseOptions{}); err != nil {
-		return fmt.Errorf("resume %s: %w", f.srv.Kind, err)
+		if st, ierr := f.state(ctx); ierr != nil || st.Paused {
+			return fmt.Errorf("resume %s: %w", f.srv.Kind, err)
+		}
 	}
 	f.mu.Lock()
 	f.paused = false
@@ -105,11 +122,19 @@ func (f *Faults) Resume(ctx context.Context) error {
 // Kill kills the server with SIGKILL (no shutdown, no flush beyond what
 // it had already made durable) and waits until its container has stopped.
 func (f *Faults) Kill(ctx context.Context) error {
-	f.mu.Lock()
-	paused := f.paused
-	f.mu.Unlock()
-	if paused { // a frozen process cannot be killed until it is thawed
-		if err := f.Resume(ctx); err != nil {
+	f.op.Lock()
+	defer f.op.Unlock()
+	return f.kill(ctx)
+}
+
+// kill is Kill with f.op held.
+func (f *Faults) kill(ctx context.Context) error {
+	st, err := f.state(ctx)
+	if err != nil {
+		return fmt.Errorf("kill %s: inspect: %w", f.srv.Kind, err)
+	}
+	if st.Paused { // a frozen process cannot be killed until it is thawed
+		if err := f.resume(ctx); err != nil {
 			return err
 		}
 	}
@@ -136,6 +161,13 @@ func (f *Faults) Kill(ctx context.Context) error {
 
 // Start starts a killed server again and waits until it answers.
 func (f *Faults) Start(ctx context.Context) error {
+	f.op.Lock()
+	defer f.op.Unlock()
+	return f.start(ctx)
+}
+
+// start is Start with f.op held.
+func (f *Faults) start(ctx context.Context) error {
 	if _, err := f.cli.ContainerStart(ctx, f.id, client.ContainerStartOptions{}); err != nil {
 		return fmt.Errorf("start %s: %w", f.srv.Kind, err)
 	}
@@ -148,29 +180,57 @@ func (f *Faults) Start(ctx context.Context) error {
 // Restart kills the server with SIGKILL and starts it again, and says how
 // long it did not answer.
 func (f *Faults) Restart(ctx context.Context) (time.Duration, error) {
+	f.op.Lock()
+	defer f.op.Unlock()
 	t0 := time.Now()
-	if err := f.Kill(ctx); err != nil {
+	if err := f.kill(ctx); err != nil {
 		return 0, err
 	}
-	err := f.Start(ctx)
+	err := f.start(ctx)
 	return time.Since(t0), err
 }
 
 // Heal undoes every fault: a paused server is resumed, a killed one
 // started; it returns once the server answers.
+//
+// It asks Docker what the container is (paused, stopped) instead of
+// trusting what this process did: a fault call that timed out on a slow
+// daemon may still have happened, or not.
 func (f *Faults) Heal(ctx context.Context) error {
-	f.mu.Lock()
-	paused, down := f.paused, f.down
-	f.mu.Unlock()
-	if paused {
-		if err := f.Resume(ctx); err != nil {
+	f.op.Lock()
+	defer f.op.Unlock()
+	st, err := f.state(ctx)
+	if err != nil {
+		return fmt.Errorf("heal %s: inspect: %w", f.srv.Kind, err)
+	}
+	if st.Paused {
+		if err := f.resume(ctx); err != nil {
 			return err
 		}
 	}
-	if down {
-		return f.Start(ctx)
+	if !st.Running {
+		return f.start(ctx)
 	}
+	f.mu.Lock()
+	f.paused, f.down = false, false
+	f.mu.Unlock()
 	return f.Ready(ctx)
+}
+
+// containerState is what Docker says the container is.
+type containerState struct{ Paused, Running bool }
+
+// state asks Docker whether the container is paused and running.
+func (f *Faults) state(ctx context.Context) (containerState, error) {
+	res, err := f.cli.ContainerInspect(ctx, f.id, client.ContainerInspectOptions{})
+	if err != nil {
+		return containerState{}, err
+	}
+	st := res.Container.State
+	if st == nil {
+		return containerState{}, nil
+	}
+	return containerState{Paused: st.Paused, Running: st.Running}, nil
 }
 
 // Ready waits until the server answers a ping (Postgres: a new connection

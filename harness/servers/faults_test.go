@@ -183,6 +183,15 @@ func TestServerPause(t *testing.T) {
 			if err := sf.Heal(ctx); err != nil {
 				t.Fatal(err)
 			}
+			// A resume that finds the server thawed already (a pause that
+			// a slow daemon never made, a kill that ended it) is no error,
+			// and neither is healing a healthy server.
+			if err := sf.Resume(ctx); err != nil {
+				t.Errorf("resume of a server that is not paused: %v", err)
+			}
+			if err := sf.Heal(ctx); err != nil {
+				t.Errorf("heal of a healthy server: %v", err)
+			}
 			for attempt := 0; ; attempt++ {
 				_, err = workload.WithDeadline(st, 5*time.Second).Begin(ctx, req)
 				if err == nil {
