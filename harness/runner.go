@@ -303,7 +303,7 @@ func (o Options) Estimate() time.Duration {
 func (o Options) Plan() []string {
 	names := o.Scenarios
 	if len(names) == 0 {
-		names = scenario.Names()
+		names = scenario.Default()
 	}
 	var out []string
 	for i := 0; i < max(o.Count, 1); i++ {

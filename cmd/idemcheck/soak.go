@@ -121,7 +121,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	interrupted := false
 	plan := o.Scenarios
 	if len(plan) == 0 {
-		plan = scenario.Names()
+		plan = scenario.Default()
 	}
 	if shard.Of > 0 {
 		if shard.Of > nSeeds*len(plan) {

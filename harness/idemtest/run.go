@@ -26,6 +26,9 @@ func Run(t *testing.T, f Factory) {
 	t.Helper()
 	t.Run("model", func(t *testing.T) { ModelTest(t, f) })
 	for _, sc := range scenario.All {
+		if sc.OnRequest {
+			continue // runs only when named (CheckScenario(ctx, f, "stress"))
+		}
 		t.Run(sc.Name, func(t *testing.T) {
 			if why := Inapplicable(f, sc); why != "" {
 				t.Skip(why)

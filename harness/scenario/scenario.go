@@ -38,7 +38,14 @@ type Scenario struct {
 	// plus PerKey LockTTLs for each key the scenario works through one
 	// after another. Retentions counts retention periods waited for.
 	TTLs, PerKey, Retentions float64
-	run                      func(ctx context.Context, env *Env)
+	// OnRequest marks a scenario that runs only when named: `all` (and
+	// idemtest.Run) leave it out (stress, whose history is as large as
+	// the store is fast).
+	OnRequest bool
+	// Fixed is a round's wall time that does not scale with LockTTL (the
+	// stress scenario's calibration and window), for estimates.
+	Fixed time.Duration
+	run   func(ctx context.Context, env *Env)
 }
 
 // Cost estimates one round's wall time with this LockTTL, retention and
@@ -47,7 +54,7 @@ func (s Scenario) Cost(ttl, retention time.Duration, keys int) time.Duration {
 	if s.Retention > 0 {
 		retention = s.Retention
 	}
-	return time.Duration((s.TTLs+1+s.PerKey*float64(keys))*float64(ttl) + s.Retentions*float64(retention))
+	return s.Fixed + time.Duration((s.TTLs+1+s.PerKey*float64(keys))*float64(ttl)+s.Retentions*float64(retention))
 }
 
 // Run runs the scenario's workload once (one round) on env.
@@ -103,6 +110,8 @@ var All = []Scenario{
 		Doc: "replicated stores: the standby falls behind (its link cut) while the primary answers, then the primary is killed or frozen and the harness fails over to the standby: asynchronous replication loses acknowledged claims and answers (the work runs again), synchronous must lose none"},
 	{Name: "partition", TTLs: 14, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, run: runPartition,
 		Doc: "replicated stores: the primary is cut off from the clients and healed, later from its standby (it keeps answering), then isolated, and the harness fails over to the standby: what the cut-off primary acknowledged must not be lost"},
+	{Name: "stress", OnRequest: true, Fixed: stressCalibrate + stressWindow, run: runStress,
+		Doc: "only when named: the store's capacity is measured, then clients in pairs send the same orders on fresh keys as fast as it answers, every call recorded and checked; findings give the rate and its share of the capacity"},
 	{Name: "chaos", TTLs: 16, run: runChaos,
 		Doc: "a random mix of every fault (client pauses and crashes, worker kills, server pause and restart, network faults) in Jepsen-style phases: faults on, healed, quiet retries; the schedule is a pure function of the seed"},
 }
@@ -122,6 +131,18 @@ func Names() []string {
 	out := make([]string, len(All))
 	for i, s := range All {
 		out[i] = s.Name
+	}
+	return out
+}
+
+// Default lists the scenarios `all` runs, in order: every one but those
+// that run only when named (OnRequest).
+func Default() []string {
+	var out []string
+	for _, s := range All {
+		if !s.OnRequest {
+			out = append(out, s.Name)
+		}
 	}
 	return out
 }
