@@ -104,7 +104,7 @@ var All = []Scenario{
 		Doc: "a client whose clock runs 2×LockTTL ahead sends the order a healthy owner is working on: caller-clock stores let it take over (finding skew_takeovers) and fence the owner's save; server-clock stores answer 409"},
 	{Name: "workers", TTLs: 4, Needs: "worker processes", Skip: WorkersSkip, run: runWorkers,
 		Doc: "clients run in worker processes that are killed with SIGKILL at failpoints and at random moments: their claims are taken over after LockTTL, never lost, never doubled"},
-	{Name: "store-faults", TTLs: 15, Needs: "a server it can pause and restart", Skip: ServerSkip, run: runStoreFaults,
+	{Name: "store-faults", TTLs: 15, Retention: storeFaultsRetention, Needs: "a server it can pause and restart", Skip: ServerSkip, run: runStoreFaults,
 		Doc: "the server is paused, then killed with SIGKILL and restarted, under load: calls during the outage are unknown outcomes; after healing every order is answered and no claim or answer was lost"},
 	{Name: "failover", TTLs: 10, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, run: runFailover,
 		Doc: "replicated stores: the standby falls behind (its link cut) while the primary answers, then the primary is killed or frozen and the harness fails over to the standby: asynchronous replication loses acknowledged claims and answers (the work runs again), synchronous must lose none"},
@@ -115,6 +115,14 @@ var All = []Scenario{
 	{Name: "chaos", TTLs: 16, run: runChaos,
 		Doc: "a random mix of every fault (client pauses and crashes, worker kills, server pause and restart, network faults) in Jepsen-style phases: faults on, healed, quiet retries; the schedule is a pure function of the seed"},
 }
+
+// storeFaultsRetention is the store-faults scenario's retention: far longer
+// than the scenario (so no key it saved may go), because a claim whose
+// answer the outage lost may have created the key seconds before the claim
+// the history knows, and the checkers start the retention window there: a
+// store that forgets a saved answer in the restart (no persistence) must
+// be caught by a wide margin, not by a second.
+const storeFaultsRetention = 60 * time.Second
 
 // Lookup returns the named scenario.
 func Lookup(name string) (Scenario, bool) {
