@@ -519,8 +519,13 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	if ctx.Err() != nil && res.Verdict == check.Pass {
 		res.Verdict, res.Error = check.Unknown, "interrupted: "+ctx.Err().Error()
 	}
-	if inc := env.Incomplete(); len(inc) > 0 && res.Verdict == check.Pass {
-		res.Verdict, res.Error = check.Unknown, "workload incomplete: "+strings.Join(inc, "; ")
+	// Why the workload could not finish is said whatever the verdict: an
+	// undecided checker (no probe ran) must not hide the reason.
+	if inc := env.Incomplete(); len(inc) > 0 {
+		if res.Verdict == check.Pass {
+			res.Verdict = check.Unknown
+		}
+		res.Error = strings.TrimPrefix(res.Error+"; workload incomplete: "+strings.Join(inc, "; "), "; ")
 	}
 	res.Seconds = time.Since(start).Seconds()
 	measure(res, env)

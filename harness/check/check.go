@@ -815,18 +815,34 @@ weigh about %d MB). A failing check draws its failing keys whatever their size. 
 `, n, VisualizeCap, n*300/1_000_000)
 }
 
+// checkLiveness judges each key by its last final probe: the probe asks
+// again (after LockTTL) when an answer is lost, so only a key whose every
+// probe went unanswered, or whose probe found it still in flight, fails.
 func checkLiveness(e Evidence, ops []history.Op) Result {
 	var vs []Violation
-	probes := 0
+	last := map[stores.KeyRef]history.Op{}
+	tries := map[stores.KeyRef]int{}
+	var keys []stores.KeyRef
 	for _, op := range ops {
 		if op.Client != e.ProbeClient || op.Input.Kind != models.Begin {
 			continue
 		}
-		probes++
+		k := op.Input.Key
+		if _, ok := last[k]; !ok {
+			keys = append(keys, k)
+		}
+		if prev, ok := last[k]; !ok || op.Call >= prev.Call {
+			last[k] = op
+		}
+		tries[k]++
+	}
+	probes := len(keys)
+	for _, k := range keys {
+		op := last[k]
 		switch {
 		case op.Output.Unknown:
 			vs = append(vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
-				"the final probe of %s got no answer (%s)", op.Input.Key, op.Err)})
+				"the final probe of %s got no answer in %d tries (last: %s)", op.Input.Key, tries[k], op.Err)})
 		case op.Output.Decision.Outcome == stores.InFlight:
 			vs = append(vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
 				"%s is still in flight at the final probe, though every client stopped and LockTTL (%v) has passed: stuck",

@@ -394,12 +394,38 @@ func (e *Env) Probe(ctx context.Context, probeID int) {
 		if fp == "" {
 			continue
 		}
-		d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: e.clock.Now()})
-		if err == nil && d.Outcome == stores.Claimed {
-			_ = rec.Release(ctx, k, d.Token)
+		lost := false
+		for try := 1; ; try++ {
+			d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: e.clock.Now()})
+			if err == nil && d.Outcome == stores.Claimed {
+				_ = rec.Release(ctx, k, d.Token)
+			}
+			// Done, unless the answer was lost, or the key is in flight
+			// after an answer was lost (the claim may be the probe's own,
+			// made late by a server that read the request after the
+			// probe gave up on it).
+			if err == nil && (d.Outcome != stores.InFlight || !lost) {
+				break
+			}
+			lost = lost || err != nil
+			if try == probeTries || ctx.Err() != nil {
+				break
+			}
+			// The probe may now hold the claim it asked for, so LockTTL
+			// is waited out before it asks again. The liveness checker
+			// judges a key by its last probe.
+			if m, ok := e.clock.(*faults.ManualClock); ok {
+				m.Advance(e.Config.LockTTL + time.Millisecond)
+			} else if faults.Pause(ctx, e.Config.LockTTL+50*time.Millisecond) != nil {
+				break
+			}
 		}
 	}
 }
+
+// probeTries bounds the final probe's attempts on one key: a key whose
+// store never answers in that many tries fails liveness.
+const probeTries = 4
 
 // ProbeAfterLockTTL moves the clock past every claim's LockTTL (a manual
 // clock jumps; a real one is waited for) and probes every key once (see
