@@ -114,6 +114,22 @@ func ReplicatedOptions(t testing.TB, backend string, variant string, scenarios .
 	return o
 }
 
+// RunOne runs o (one scenario named in it), logs the result (see Log)
+// and returns it; a run that cannot be set up fails the test.
+func RunOne(t testing.TB, o harness.Options) harness.ScenarioResult {
+	t.Helper()
+	sum, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Scenarios) == 0 {
+		t.Fatalf("no scenario ran: %v", o.Scenarios)
+	}
+	s := sum.Scenarios[0]
+	Log(t, s)
+	return s
+}
+
 // Log logs a scenario's result: verdict, counts, schedule, and the
 // checkers that did not pass.
 func Log(t testing.TB, s harness.ScenarioResult) {

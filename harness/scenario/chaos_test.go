@@ -1,11 +1,9 @@
 package scenario_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
-	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/harnesstest"
 	"github.com/idemcheck/idemcheck/stores"
@@ -15,13 +13,7 @@ import (
 // possible; the others are listed as skipped, with the reason, and the
 // correct store passes.
 func TestChaosMemory(t *testing.T) {
-	o := harnesstest.Options(t, "memory", stores.Correct, "chaos")
-	sum, err := harness.Run(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sum.Scenarios[0]
-	harnesstest.Log(t, s)
+	s := harnesstest.RunOne(t, harnesstest.Options(t, "memory", stores.Correct, "chaos"))
 	if s.Verdict != check.Pass {
 		t.Fatalf("verdict %s: %s %v", s.Verdict, s.Error, s.Violations)
 	}

@@ -52,12 +52,7 @@ func TestFaultScenariosOnServers(t *testing.T) {
 // TestNoPersistenceKilled: redis-no-persistence loses its claims and
 // answers in the restart of store-faults, and a checker says so.
 func TestNoPersistenceKilled(t *testing.T) {
-	sum, err := harness.Run(context.Background(), harnesstest.ServerOptions(t, servers.Redis, redisstore.NoPersistence, "store-faults"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sum.Scenarios[0]
-	harnesstest.Log(t, s)
+	s := harnesstest.RunOne(t, harnesstest.ServerOptions(t, servers.Redis, redisstore.NoPersistence, "store-faults"))
 	if s.Verdict != check.Fail {
 		t.Fatalf("redis-no-persistence survived store-faults: %s %s", s.Verdict, s.Error)
 	}

@@ -1,11 +1,9 @@
 package scenario_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 
-	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/harnesstest"
 	"github.com/idemcheck/idemcheck/harness/scenario"
@@ -20,12 +18,7 @@ import (
 func TestStressScenario(t *testing.T) {
 	for _, backend := range []string{"memory", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
-			sum, err := harness.Run(context.Background(), harnesstest.Options(t, backend, stores.Correct, "stress"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := sum.Scenarios[0]
-			harnesstest.Log(t, s)
+			s := harnesstest.RunOne(t, harnesstest.Options(t, backend, stores.Correct, "stress"))
 			if s.Verdict != check.Pass {
 				t.Fatalf("verdict %s: %s %v", s.Verdict, s.Error, s.Violations)
 			}

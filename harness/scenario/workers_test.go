@@ -30,12 +30,7 @@ func sqliteOptions(t *testing.T, variant string, scenarios ...string) harness.Op
 // with SIGKILL at failpoints (inside Begin's transaction too) and at random
 // moments; the correct store passes every checker.
 func TestWorkersScenarioSQLite(t *testing.T) {
-	sum, err := harness.Run(context.Background(), sqliteOptions(t, stores.Correct, "workers"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sum.Scenarios[0]
-	harnesstest.Log(t, s)
+	s := harnesstest.RunOne(t, sqliteOptions(t, stores.Correct, "workers"))
 	if s.Verdict != check.Pass {
 		t.Fatalf("verdict %s: %s %v", s.Verdict, s.Error, s.Violations)
 	}
@@ -153,12 +148,7 @@ func testEnv(t *testing.T, o harness.Options, name string) *scenario.Env {
 // TestWorkersScenarioCatchesRace: the checkers see across processes: two
 // worker processes running select-then-insert both claim a key.
 func TestWorkersScenarioCatchesRace(t *testing.T) {
-	sum, err := harness.Run(context.Background(), sqliteOptions(t, "select-then-insert", "workers"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sum.Scenarios[0]
-	harnesstest.Log(t, s)
+	s := harnesstest.RunOne(t, sqliteOptions(t, "select-then-insert", "workers"))
 	if s.Verdict != check.Fail {
 		t.Fatalf("select-then-insert survived the workers scenario: %s", s.Verdict)
 	}
