@@ -302,8 +302,8 @@ func stalled(stalls []history.Fault, from, to int64) time.Duration {
 
 // checkExclusive compares the work runs of each key pairwise. A run b
 // that starts while an earlier run a (another token) is still going is a
-// violation unless the owner whose claim came first (a's, or b's when b
-// claimed before a and ran its work late) was unhealthy: paused or crashed
+// violation unless the owner whose claim came first (a's, or b's when b's
+// claim came back before a's was sent and b ran its work late) was unhealthy: paused or crashed
 // by the harness at a failpoint on the key, or short of half the LockTTL
 // between its claim and b's start, spent waiting for its claim's answer
 // or with the harness's own process standing still (FaultStall). The
@@ -380,16 +380,19 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 					continue
 				}
 				// The owner that may have been taken over is the one whose
-				// claim came first: a's, unless b's claim was sent before
-				// a's came back (b claimed, stood still past its lease, a
+				// claim came first: a's, unless b's claim came back before
+				// a's was sent (b claimed, stood still past its lease, a
 				// took the key over, and b ran its work late: b was the
-				// stale one). Either owner whose claim can have come first
-				// excuses the overlap if it was unhealthy.
+				// stale one). Claims that overlap in time are judged by a,
+				// as two claims granted at once are the race this checker
+				// is for.
 				ca, okA := claimedAt[k][a.Token]
 				cb, okB := claimedAt[k][b.Token]
-				aFirst := !okA || !okB || ca.Call < cb.Return
-				bFirst := okA && okB && cb.Call < ca.Return
-				if (aFirst && unhealthy(a, b.Start)) || (bFirst && unhealthy(b, b.Start)) {
+				older := a
+				if okA && okB && cb.Return < ca.Call {
+					older = b
+				}
+				if unhealthy(older, b.Start) {
 					excused++
 					continue
 				}
