@@ -525,7 +525,11 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 		if res.Verdict == check.Pass {
 			res.Verdict = check.Unknown
 		}
-		res.Error = strings.TrimPrefix(res.Error+"; workload incomplete: "+strings.Join(inc, "; "), "; ")
+		msg := "workload incomplete: " + strings.Join(inc, "; ")
+		if res.Error != "" {
+			msg = res.Error + "; " + msg
+		}
+		res.Error = msg
 	}
 	res.Seconds = time.Since(start).Seconds()
 	measure(res, env)

@@ -211,16 +211,16 @@ func firstClaim(ops []history.Op) (history.Op, bool) {
 	return history.Op{}, false
 }
 
-// firstPossibleClaim is the key's first Begin that may have created it:
-// a known claim, or a Begin with an unknown outcome called before it.
+// firstPossibleClaim is the key's first Begin (ops are in call order)
+// that may have created it: a known claim, or a Begin whose answer was
+// lost.
 func firstPossibleClaim(ops []history.Op) (history.Op, bool) {
-	first, ok := firstClaim(ops)
 	for _, op := range ops {
-		if op.Input.Kind == models.Begin && op.Output.Unknown && (!ok || op.Call < first.Call) {
+		if op.IsClaim() || (op.Input.Kind == models.Begin && op.Output.Unknown) {
 			return op, true
 		}
 	}
-	return first, ok
+	return history.Op{}, false
 }
 
 func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
@@ -834,9 +834,7 @@ func checkLiveness(e Evidence, ops []history.Op) Result {
 		if _, ok := last[k]; !ok {
 			keys = append(keys, k)
 		}
-		if prev, ok := last[k]; !ok || op.Call >= prev.Call {
-			last[k] = op
-		}
+		last[k] = op // ops are in call order
 		tries[k]++
 	}
 	probes := len(keys)

@@ -246,13 +246,6 @@ func (h *History) Ops() []Op {
 	return out
 }
 
-// Len is how many store calls the History holds (cheap: no copy).
-func (h *History) Len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.ops)
-}
-
 // Work returns the work executions in start order.
 func (h *History) Work() []WorkRun {
 	h.mu.Lock()

@@ -130,14 +130,10 @@ func runChaos(ctx context.Context, env *Env) {
 	}
 
 	// Phase 1: faults on.
-	stop := make(chan struct{})
 	l := &load{env: env}
+	stopLoad := l.start(ctx, mk, 2*ttl/5)
+	stop := make(chan struct{}) // the worker processes' feed
 	var loaded sync.WaitGroup
-	loaded.Add(1)
-	go func() {
-		defer loaded.Done()
-		l.run(ctx, env.Clients, mk, 2*ttl/5, stop)
-	}()
 	var fed []workload.Order
 	if p != nil {
 		loaded.Add(1)
@@ -195,6 +191,7 @@ func runChaos(ctx context.Context, env *Env) {
 	cancel()
 	_ = faults.Pause(ctx, 2*ttl)
 	close(stop)
+	stopLoad()
 	loaded.Wait()
 	if p != nil {
 		p.CloseAll()

@@ -26,6 +26,18 @@ type load struct {
 	order []workload.Order
 }
 
+// start runs the load (see run) with the run's client count on a
+// goroutine of its own; the returned stop ends it and returns once every
+// client has returned.
+func (l *load) start(ctx context.Context, mk func(slot int) *workload.Client, think time.Duration) (stop func()) {
+	ch, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		l.run(ctx, l.env.Clients, mk, think, ch)
+	}()
+	return func() { close(ch); <-done }
+}
+
 // run starts n client slots; mk makes the client of a slot (again after it
 // crashed). It returns when stop is closed and every slot has finished its
 // current order.
@@ -88,21 +100,14 @@ func (e *Env) timedClient(rules ...workload.Rule) *workload.Client {
 // (see settle): an order still without an answer is a failure.
 func underLoad(ctx context.Context, env *Env, inject func() bool, heal func()) {
 	ttl := env.Config.LockTTL
-	stop := make(chan struct{})
 	l := &load{env: env}
-	var loaded sync.WaitGroup
-	loaded.Add(1)
-	go func() {
-		defer loaded.Done()
-		l.run(ctx, env.Clients, func(int) *workload.Client { return env.timedClient() }, 2*ttl/5, stop)
-	}()
+	stop := l.start(ctx, func(int) *workload.Client { return env.timedClient() }, 2*ttl/5)
 	injected := inject()
 	heal()
 	if injected {
 		_ = faults.Pause(ctx, 2*ttl) // load on the healed system
 	}
-	close(stop)
-	loaded.Wait()
+	stop()
 	if left := settle(ctx, env, l.orders()); len(left) > 0 {
 		env.Fail("%d orders without an answer after the faults were healed (first %s)", len(left), left[0].ID)
 	}

@@ -38,32 +38,25 @@ const (
 func runStress(ctx context.Context, env *Env) {
 	n := max(env.Clients, 2)
 	capacity := measureCapacity(ctx, env, n, stressCalibrate)
-	start := env.Hist.Len()
+	start := env.Hist.OpCount()
 	t0 := time.Now()
 	deadline := t0.Add(stressWindow)
-	var wg sync.WaitGroup
-	for p := 0; p < (n+1)/2; p++ {
-		for m := 0; m < 2 && 2*p+m < n; m++ {
-			c := env.NewClient()
-			c.WorkTime, c.Backoff, c.MaxBackoff = 0, 200*time.Microsecond, env.Config.LockTTL/10
-			env.ApplyWorkload(c)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// Pair p sends orders p, p+pairs, p+2·pairs, …: both
-				// members the same ones, in the same order.
-				for j := 0; ctx.Err() == nil && time.Now().Before(deadline); j++ {
-					if env.Hist.Len()-start >= stressMaxOps {
-						return
-					}
-					c.Submit(ctx, env.Order(stressOrder(p, j, (n+1)/2), ""))
-				}
-			}()
+	pairs := (n + 1) / 2
+	parallel(n, func(i int) {
+		c := env.NewClient()
+		c.WorkTime, c.Backoff, c.MaxBackoff = 0, 200*time.Microsecond, env.Config.LockTTL/10
+		env.ApplyWorkload(c)
+		// Clients 2p and 2p+1 are pair p: both send orders p, p+pairs,
+		// p+2·pairs, …, in the same order.
+		for j := 0; ctx.Err() == nil && time.Now().Before(deadline); j++ {
+			if env.Hist.OpCount()-start >= stressMaxOps {
+				return
+			}
+			c.Submit(ctx, env.Order(stressOrder(i/2, j, pairs), ""))
 		}
-	}
-	wg.Wait()
+	})
 	took := time.Since(t0)
-	calls := env.Hist.Len() - start
+	calls := env.Hist.OpCount() - start
 	rate := int(float64(calls) / took.Seconds())
 	env.Finding("stress_calls_per_s", rate)
 	env.Finding("stress_capacity_calls_per_s", int(capacity))

@@ -30,13 +30,10 @@ type Faults struct {
 	id  string
 
 	// op serialises the Docker calls: a pause still on its way (a slow
-	// daemon on a loaded machine) and a kill must not cross, or the kill
-	// meets a frozen container and the flags below lie. Heal reads the
-	// container's state from Docker rather than trusting them.
-	op     sync.Mutex
-	mu     sync.Mutex
-	paused bool
-	down   bool
+	// daemon on a loaded machine) and a kill must not cross. Kill and
+	// Heal ask Docker what the container is (see state) rather than keep
+	// their own idea of it, which a call that timed out would falsify.
+	op sync.Mutex
 }
 
 var _ nemesis.Server = (*Faults)(nil)
@@ -89,9 +86,6 @@ func (f *Faults) Pause(ctx context.Context) error {
 			return fmt.Errorf("pause %s: %w", f.srv.Kind, err)
 		}
 	}
-	f.mu.Lock()
-	f.paused = true
-	f.mu.Unlock()
 	return nil
 }
 
@@ -113,9 +107,6 @@ func (f *Faults) resume(ctx context.Context) error {
 			return fmt.Errorf("resume %s: %w", f.srv.Kind, err)
 		}
 	}
-	f.mu.Lock()
-	f.paused = false
-	f.mu.Unlock()
 	return nil
 }
 
@@ -142,20 +133,17 @@ func (f *Faults) kill(ctx context.Context) error {
 		return fmt.Errorf("kill %s: %w", f.srv.Kind, err)
 	}
 	for {
-		res, err := f.cli.ContainerInspect(ctx, f.id, client.ContainerInspectOptions{})
+		st, err := f.state(ctx)
 		if err != nil {
 			return fmt.Errorf("kill %s: inspect: %w", f.srv.Kind, err)
 		}
-		if st := res.Container.State; st == nil || !st.Running {
+		if !st.Running {
 			break
 		}
 		if err := faults.Pause(ctx, 20*time.Millisecond); err != nil {
 			return fmt.Errorf("kill %s: still running: %w", f.srv.Kind, err)
 		}
 	}
-	f.mu.Lock()
-	f.down = true
-	f.mu.Unlock()
 	return nil
 }
 
@@ -171,9 +159,6 @@ func (f *Faults) start(ctx context.Context) error {
 	if _, err := f.cli.ContainerStart(ctx, f.id, client.ContainerStartOptions{}); err != nil {
 		return fmt.Errorf("start %s: %w", f.srv.Kind, err)
 	}
-	f.mu.Lock()
-	f.down = false
-	f.mu.Unlock()
 	return f.Ready(ctx)
 }
 
@@ -211,9 +196,6 @@ func (f *Faults) Heal(ctx context.Context) error {
 	if !st.Running {
 		return f.start(ctx)
 	}
-	f.mu.Lock()
-	f.paused, f.down = false, false
-	f.mu.Unlock()
 	return f.Ready(ctx)
 }
 
