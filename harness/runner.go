@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,11 @@ type Options struct {
 	// every ProgressEvery while it runs, and when it ends.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
+	// Parallel is how many scenarios may run at once (0 or 1: one after
+	// another). Each has its own store, so a correct store's verdict does
+	// not depend on it; the isolated scenarios run alone whatever it is
+	// (see Run). DefaultOptions sets DefaultParallel.
+	Parallel int
 	// OpenStore, if set, opens the store for each scenario instead of
 	// Backend.Open: how idemtest runs a store from outside the registry
 	// (a factory). OpenAt then opens it at another address, if it can.
@@ -112,8 +118,14 @@ type Progress struct {
 // DefaultOptions are the parameters `idemcheck check` runs with.
 func DefaultOptions() Options {
 	return Options{Variant: stores.Correct, Clients: 6, Keys: 8, Seed: 1,
-		LockTTL: 250 * time.Millisecond, Retention: 10 * time.Second}
+		LockTTL: 250 * time.Millisecond, Retention: 10 * time.Second, Parallel: DefaultParallel}
 }
+
+// DefaultParallel is how many scenarios `idemcheck check` runs at once.
+// Most of a scenario's time is waits (pauses past LockTTL, retention,
+// backoff), not CPU, so four at once fit even a 2-core machine; the
+// soak runs them so beside its CPU hogs, and finds no false alarm.
+const DefaultParallel = 4
 
 // Limits on the options, so that a typo cannot exhaust the machine: each
 // client is a goroutine, each key an order with its history, and every
@@ -128,6 +140,7 @@ const (
 	MaxKeys     = 10_000
 	MaxCount    = 1_000
 	MaxDuration = 24 * time.Hour
+	MaxParallel = 64
 	MinLockTTL  = 50 * time.Millisecond
 	MaxLockTTL  = 10 * time.Minute
 )
@@ -141,6 +154,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--keys must be between 1 and %d, got %d", MaxKeys, o.Keys)
 	case o.Duration < 0 || o.Duration > MaxDuration:
 		return fmt.Errorf("--duration must be between 0 and %v, got %v", MaxDuration, o.Duration)
+	case o.Parallel < 0 || o.Parallel > MaxParallel:
+		return fmt.Errorf("--parallel must be between 1 and %d, got %d", MaxParallel, o.Parallel)
 	case o.Count < 0 || o.Count > MaxCount:
 		return fmt.Errorf("--count must be between 1 and %d, got %d", MaxCount, o.Count)
 	case o.LockTTL > 0 && o.LockTTL < MinLockTTL:
@@ -281,19 +296,29 @@ type Summary struct {
 
 // Estimate is a rough forecast of a run's wall time, from each scenario's
 // cost in LockTTLs and retention periods (scenario.Scenario.Cost) on an idle
-// machine: enough to warn before a run that will take long.
+// machine, phase by phase as Run runs them: Parallel at a time (a phase's
+// sum shared out, but never less than its longest), the Alone ones one
+// after another. Enough to warn before a run that will take long.
 func (o Options) Estimate() time.Duration {
-	var d time.Duration
+	sum := make([]time.Duration, scenario.Alone+1)
+	longest := make([]time.Duration, scenario.Alone+1)
+	caps := o.Caps()
 	for _, name := range o.Plan() {
 		sc, ok := scenario.Lookup(name)
-		if !ok || sc.WhyNot(o.Caps()) != "" {
+		if !ok || sc.WhyNot(caps) != "" {
 			continue
 		}
 		c := sc.Cost(o.LockTTL, o.Retention, o.Keys)
 		if o.Duration > c {
 			c = o.Duration + sc.Cost(o.LockTTL, o.Retention, 0)
 		}
-		d += c
+		ph := sc.Phase(caps)
+		sum[ph] += c
+		longest[ph] = max(longest[ph], c)
+	}
+	d := sum[scenario.Alone]
+	for ph := range scenario.Alone {
+		d += max(sum[ph]/time.Duration(max(o.Parallel, 1)), longest[ph])
 	}
 	return d
 }
@@ -312,9 +337,14 @@ func (o Options) Plan() []string {
 	return out
 }
 
-// Run runs the scenarios one after another, each on a fresh store, and
-// checks each. An error means the run could not be set up (the store could
-// not be opened); violations are in the summary, not errors.
+// Run runs the scenarios, each on a fresh store, and checks each. Up to
+// Parallel of them run at once (each has its own store, clients, proxy and
+// worker processes), in the phases of scenario.Phase: first the shared
+// ones, then the scheduled ones, then those that must run alone (they
+// pause or restart the server the others use) one at a time. The summary lists the results in
+// plan order whatever order they finished in. An error means the run could
+// not be set up (a store could not be opened); violations are in the
+// summary, not errors.
 func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -323,37 +353,63 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	sum := &Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
 		LockTTL: o.LockTTL.String(), Started: time.Now(), Violations: []check.Violation{}}
 	runID := NewRunID()
+	caps := o.Caps()
+	slots := make([]slot, len(names))
 	reps := map[string]int{}
+	phases := make([][]int, scenario.Alone+1)
 	for i, name := range names {
-		if ctx.Err() != nil {
-			sum.NotRun = names[i:]
-			break
-		}
 		sc, _ := scenario.Lookup(name)
-		rep := reps[name]
+		slots[i] = slot{sc: sc, rep: reps[name]}
 		reps[name]++
-		report := func(Progress) {}
-		if o.Progress != nil {
-			found := len(sum.Violations)
-			report = func(p Progress) {
-				p.Scenario, p.Index, p.Total, p.Elapsed = name, i+1, len(names), time.Since(sum.Started)
-				p.Violations += found
-				o.Progress(p)
-			}
+		ph := sc.Phase(caps)
+		if sc.WhyNot(caps) != "" {
+			ph = scenario.Shared // skipped at once
 		}
-		if why := sc.WhyNot(o.Caps()); why != "" {
-			sum.Scenarios = append(sum.Scenarios, ScenarioResult{Name: name, Doc: sc.Doc, Repetition: rep, Verdict: check.Skipped, Skipped: why,
-				Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}})
+		phases[ph] = append(phases[ph], i)
+	}
+	// The longest start first, so that the last to finish is not a long
+	// one started late (a scenario's estimated cost).
+	for _, ph := range phases[:scenario.Alone] {
+		sort.SliceStable(ph, func(a, b int) bool { return slots[ph[a]].cost(o) > slots[ph[b]].cost(o) })
+	}
+	pr := &progressOf{o: o, total: len(names), started: sum.Started}
+	runOne := func(i int) error {
+		sl := &slots[i]
+		if ctx.Err() != nil {
+			return nil // not run
+		}
+		sl.ran = true
+		report := pr.reporter(sl.sc.Name)
+		if why := sl.sc.WhyNot(caps); why != "" {
+			sl.res = &ScenarioResult{Name: sl.sc.Name, Doc: sl.sc.Doc, Repetition: sl.rep, Verdict: check.Skipped, Skipped: why,
+				Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}}
 			report(Progress{Skipped: why, Done: true})
-			continue
+			return nil
 		}
-		res, err := RunScenario(ctx, o, sc, runID, i, rep, report)
+		res, err := RunScenario(ctx, o, sl.sc, runID, i, sl.rep, report)
 		if err != nil {
+			return err
+		}
+		sl.res = res
+		report(Progress{Ops: res.Ops, Faults: sumFaults(res.Faults), Violations: len(res.Violations), Done: true})
+		return nil
+	}
+	for ph, idx := range phases {
+		n := max(o.Parallel, 1)
+		if scenario.Phase(ph) == scenario.Alone {
+			n = 1
+		}
+		if err := runPool(ctx, idx, n, runOne); err != nil {
 			return nil, err
 		}
-		report(Progress{Ops: res.Ops, Faults: sumFaults(res.Faults), Violations: len(res.Violations), Done: true})
-		sum.Scenarios = append(sum.Scenarios, *res)
-		sum.Violations = append(sum.Violations, res.Violations...)
+	}
+	for i, sl := range slots {
+		if !sl.ran {
+			sum.NotRun = append(sum.NotRun, names[i])
+			continue
+		}
+		sum.Scenarios = append(sum.Scenarios, *sl.res)
+		sum.Violations = append(sum.Violations, sl.res.Violations...)
 	}
 	sum.Ended = time.Now()
 	sum.Seconds = sum.Ended.Sub(sum.Started).Seconds()
@@ -365,6 +421,82 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// slot is one scenario run of a plan: what runs, and what it gave.
+type slot struct {
+	sc  scenario.Scenario
+	rep int
+	ran bool // started (or skipped); false: the run was interrupted first
+	res *ScenarioResult
+}
+
+func (s slot) cost(o Options) time.Duration { return s.sc.Cost(o.LockTTL, o.Retention, o.Keys) }
+
+// runPool runs f on each index, n at a time, and returns the first error
+// (after which no new index starts).
+func runPool(ctx context.Context, idx []int, n int, f func(i int) error) error {
+	var mu sync.Mutex
+	var first error
+	next := 0
+	var wg sync.WaitGroup
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if first != nil || next == len(idx) {
+					mu.Unlock()
+					return
+				}
+				i := idx[next]
+				next++
+				mu.Unlock()
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// progressOf turns the reports of scenarios that may run at once into one
+// stream of Progress: Index counts the scenarios finished (plus the one
+// reporting, until it is done), Violations the violations found so far.
+type progressOf struct {
+	o       Options
+	total   int
+	started time.Time
+
+	mu         sync.Mutex
+	done       int
+	violations int
+}
+
+func (p *progressOf) reporter(name string) func(Progress) {
+	if p.o.Progress == nil {
+		return func(Progress) {}
+	}
+	return func(r Progress) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if r.Done {
+			p.done++
+			p.violations += r.Violations
+			r.Index, r.Violations = p.done, p.violations
+		} else {
+			r.Index, r.Violations = min(p.done+1, p.total), p.violations
+		}
+		r.Scenario, r.Total, r.Elapsed = name, p.total, time.Since(p.started)
+		p.o.Progress(r)
+	}
 }
 
 func sumFaults(m map[string]int) int {

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness"
@@ -82,5 +83,82 @@ func TestScenarioSeedIgnoresItsPlace(t *testing.T) {
 		harness.ScenarioSeed(1, "race", 0) == harness.ScenarioSeed(2, "race", 0) ||
 		harness.ScenarioSeed(1, "race", 0) == harness.ScenarioSeed(1, "crash", 0) {
 		t.Error("seeds collide across repetitions, seeds or scenarios")
+	}
+}
+
+// TestParallelRunKeepsPlanOrder: scenarios that run at once (Parallel)
+// still report in the plan's order, each with its own repetition, and they
+// did overlap (the progress stream shows two or more running at once).
+func TestParallelRunKeepsPlanOrder(t *testing.T) {
+	plan := []string{"retention", "race", "crash", "sched-race", "mismatch", "race"}
+	o := memoryOptions(t, stores.Correct, plan...)
+	o.Parallel = 4
+	var mu sync.Mutex
+	running, most := map[string]bool{}, 0
+	o.Progress = func(p harness.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p.Done {
+			delete(running, p.Scenario)
+		} else {
+			running[p.Scenario] = true
+		}
+		most = max(most, len(running))
+	}
+	sum, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Verdict != check.Pass {
+		t.Fatalf("verdict %s: %v", sum.Verdict, sum.Violations)
+	}
+	if len(sum.Scenarios) != len(plan) {
+		t.Fatalf("%d results, want %d", len(sum.Scenarios), len(plan))
+	}
+	for i, s := range sum.Scenarios {
+		if s.Name != plan[i] {
+			t.Errorf("result %d is %s, want %s (the plan's order)", i, s.Name, plan[i])
+		}
+	}
+	if r := sum.Scenarios[5].Repetition; r != 1 {
+		t.Errorf("the second race has repetition %d, want 1", r)
+	}
+	if most < 2 {
+		t.Errorf("at most %d scenario ran at once with Parallel 4", most)
+	}
+}
+
+// TestInterruptedParallelRunSaysWhatDidNotRun: a run interrupted while
+// scenarios run at once lists every scenario that never started, in the
+// plan's order, and reports each started one.
+func TestInterruptedParallelRunSaysWhatDidNotRun(t *testing.T) {
+	plan := []string{"retention", "race", "crash", "mismatch", "error", "abuse"}
+	o := memoryOptions(t, stores.Correct, plan...)
+	o.Parallel = 2
+	ctx, cancel := context.WithCancel(context.Background())
+	var once sync.Once
+	o.Progress = func(p harness.Progress) {
+		if p.Done {
+			once.Do(cancel) // the first scenario to finish ends the run
+		}
+	}
+	sum, err := harness.Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Interrupted || sum.Verdict == check.Pass {
+		t.Errorf("interrupted %v, verdict %s", sum.Interrupted, sum.Verdict)
+	}
+	if len(sum.Scenarios)+len(sum.NotRun) != len(plan) || len(sum.NotRun) == 0 {
+		t.Fatalf("%d results and %d not run (%v), want %d in all with some not run", len(sum.Scenarios), len(sum.NotRun), sum.NotRun, len(plan))
+	}
+	pos := map[string]int{}
+	for i, n := range plan {
+		pos[n] = i
+	}
+	for i := 1; i < len(sum.NotRun); i++ {
+		if pos[sum.NotRun[i]] < pos[sum.NotRun[i-1]] {
+			t.Errorf("not run %v: out of the plan's order", sum.NotRun)
+		}
 	}
 }

@@ -52,6 +52,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	duration := fs.Duration("duration", 0, "repeat each scenario's rounds until this long has passed (0: one round)")
 	lockTTL := fs.Duration("lock-ttl", def.LockTTL, "the stores' LockTTL")
 	count := fs.Int("count", 1, "run the scenarios this many times, each run on its own store")
+	parallel := fs.Int("parallel", def.Parallel, "scenarios run at once, each on its own store (1: one after another); the scheduled ones and those that pause the server always run alone")
 	strict := fs.Bool("strict-retention", false, "a key kept past its retention fails the run (by default it is a finding)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	out := fs.String("out", "results", "directory for run results")
@@ -66,7 +67,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	o := def
 	o.Backend, o.Variant, o.Clients, o.Keys, o.Seed, o.Duration, o.LockTTL = backend, *variant, *clients, *keys, *seed, *duration, *lockTTL
-	o.Count, o.StrictRetention = *count, *strict
+	o.Count, o.StrictRetention, o.Parallel = *count, *strict, *parallel
 	if *scenario != "all" {
 		o.Scenarios = strings.Split(*scenario, ",")
 	}

@@ -92,6 +92,10 @@ func Inapplicable(f Factory, sc scenario.Scenario) string {
 func options(f Factory) harness.Options {
 	o := harness.DefaultOptions()
 	o.Backend = stores.Backend{Name: f.Name, Clock: f.Clock}
+	// One scenario at a time: a factory's Open promises a fresh store per
+	// call, not that two of them can live at once (one that empties a
+	// shared table on open would wipe a neighbour's keys).
+	o.Parallel = 1
 	o.OpenStore = func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {
 		return f.Open(cfg)
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemcheck/idemcheck/harness/nemesis"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -44,3 +45,40 @@ func TestSkipReasons(t *testing.T) {
 		}
 	}
 }
+
+// TestPhases: the scheduled scenarios run apart from the rest, the ones
+// that pause the server run alone, and chaos runs alone only where it
+// pauses the server.
+func TestPhases(t *testing.T) {
+	pg, _ := stores.Lookup("postgres")
+	mem, _ := stores.Lookup("memory")
+	withServer := scenario.Caps{Backend: pg, Server: fakeServer{}}
+	embedded := scenario.Caps{Backend: mem}
+	for _, tc := range []struct {
+		name string
+		caps scenario.Caps
+		want scenario.Phase
+	}{
+		{"race", withServer, scenario.Shared},
+		{"network", withServer, scenario.Shared},
+		{"workers", withServer, scenario.Shared},
+		{"sched-race", embedded, scenario.Scheduled},
+		{"store-faults", withServer, scenario.Alone},
+		{"failover", withServer, scenario.Alone},
+		{"stress", embedded, scenario.Alone},
+		{"chaos", withServer, scenario.Alone},
+		{"chaos", embedded, scenario.Shared},
+	} {
+		sc, ok := scenario.Lookup(tc.name)
+		if !ok {
+			t.Fatalf("no scenario %s", tc.name)
+		}
+		if got := sc.Phase(tc.caps); got != tc.want {
+			t.Errorf("%s on %s: phase %d, want %d", tc.name, tc.caps.Backend.Name, got, tc.want)
+		}
+	}
+}
+
+// fakeServer is a nemesis.Server that is never called: Phase only asks
+// whether the run has one.
+type fakeServer struct{ nemesis.Server }

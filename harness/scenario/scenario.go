@@ -45,6 +45,12 @@ type Scenario struct {
 	// Fixed is a round's wall time that does not scale with LockTTL (the
 	// stress scenario's calibration and window), for estimates.
 	Fixed time.Duration
+	// Alone, if set, says the scenario must not share the machine or the
+	// server with other scenarios under these capabilities: it pauses,
+	// kills or fails over what they use too (the server, the cluster), or
+	// it measures the machine (stress). The runner runs such scenarios
+	// one at a time after the others (see Phase).
+	Alone func(Caps) bool
 	run   func(ctx context.Context, env *Env)
 }
 
@@ -56,6 +62,43 @@ func (s Scenario) Cost(ttl, retention time.Duration, keys int) time.Duration {
 	}
 	return s.Fixed + time.Duration((s.TTLs+1+s.PerKey*float64(keys))*float64(ttl)+s.Retentions*float64(retention))
 }
+
+// Phase says when the runner may run the scenario with these
+// capabilities (see Phase's values).
+func (s Scenario) Phase(c Caps) Phase {
+	switch {
+	case s.Alone != nil && s.Alone(c):
+		return Alone
+	case s.Scheduled:
+		return Scheduled
+	}
+	return Shared
+}
+
+// Phase is a group of scenarios a runner may run at once: every scenario
+// has its own store (file, schema or key prefix), clients, proxies and
+// worker processes, so only what they share outside the store (the
+// server, the machine's load) keeps some apart.
+type Phase int
+
+const (
+	// Shared scenarios run beside one another.
+	Shared Phase = iota
+	// Scheduled scenarios run beside one another but apart from the
+	// shared ones: the scheduler learns that a client blocked in the
+	// store by a timeout, which a machine loaded by other scenarios can
+	// trip, and a seed must give the same trace.
+	Scheduled
+	// Alone scenarios run one at a time, after the rest: they pause,
+	// kill or fail over what the others use (the server, the cluster),
+	// or they measure the machine.
+	Alone
+)
+
+// always and serverFaults are Alone functions: always alone, or alone when
+// the scenario will pause and restart the run's server or cluster.
+func always(Caps) bool         { return true }
+func serverFaults(c Caps) bool { return c.Server != nil || c.Cluster != nil }
 
 // Run runs the scenario's workload once (one round) on env.
 func (s Scenario) Run(ctx context.Context, env *Env) { s.run(ctx, env) }
@@ -104,15 +147,15 @@ var All = []Scenario{
 		Doc: "a client whose clock runs 2×LockTTL ahead sends the order a healthy owner is working on: caller-clock stores let it take over (finding skew_takeovers) and fence the owner's save; server-clock stores answer 409"},
 	{Name: "workers", TTLs: 4, Needs: "worker processes", Skip: WorkersSkip, run: runWorkers,
 		Doc: "clients run in worker processes that are killed with SIGKILL at failpoints and at random moments: their claims are taken over after LockTTL, never lost, never doubled"},
-	{Name: "store-faults", TTLs: 15, Retention: storeFaultsRetention, Needs: "a server it can pause and restart", Skip: ServerSkip, run: runStoreFaults,
+	{Name: "store-faults", TTLs: 15, Retention: storeFaultsRetention, Needs: "a server it can pause and restart", Skip: ServerSkip, Alone: always, run: runStoreFaults,
 		Doc: "the server is paused, then killed with SIGKILL and restarted, under load: calls during the outage are unknown outcomes; after healing every order is answered and no claim or answer was lost"},
-	{Name: "failover", TTLs: 10, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, run: runFailover,
+	{Name: "failover", TTLs: 10, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, Alone: always, run: runFailover,
 		Doc: "replicated stores: the standby falls behind (its link cut) while the primary answers, then the primary is killed or frozen and the harness fails over to the standby: asynchronous replication loses acknowledged claims and answers (the work runs again), synchronous must lose none"},
-	{Name: "partition", TTLs: 14, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, run: runPartition,
+	{Name: "partition", TTLs: 14, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, Alone: always, run: runPartition,
 		Doc: "replicated stores: the primary is cut off from the clients and healed, later from its standby (it keeps answering), then isolated, and the harness fails over to the standby: what the cut-off primary acknowledged must not be lost"},
-	{Name: "stress", OnRequest: true, Fixed: stressCalibrate + stressWindow, run: runStress,
+	{Name: "stress", OnRequest: true, Alone: always, Fixed: stressCalibrate + stressWindow, run: runStress,
 		Doc: "only when named: the store's capacity is measured, then clients in pairs send the same orders on fresh keys as fast as it answers, every call recorded and checked; findings give the rate and its share of the capacity"},
-	{Name: "chaos", TTLs: 16, run: runChaos,
+	{Name: "chaos", TTLs: 16, Alone: serverFaults, run: runChaos,
 		Doc: "a random mix of every fault (client pauses and crashes, worker kills, server pause and restart, network faults) in Jepsen-style phases: faults on, healed, quiet retries; the schedule is a pure function of the seed"},
 }
 
