@@ -16,27 +16,51 @@ func widen() workload.Rule {
 	return workload.Rule{Failpoint: faults.BeginAfterSelect, Action: workload.PauseFor(3 * time.Millisecond)}
 }
 
+// runRace: per key, every client sends the key's order at once, with the
+// read-to-write window widened. Up to raceKeysAtOnce keys race at the same
+// time, each with its own Clients clients, so a large --keys drives the
+// store near its capacity instead of waiting out one key's backoffs after
+// another. Keys are handed out, and their clients drawn from the seed, in
+// key order.
 func runRace(ctx context.Context, env *Env) {
-	clients := make([]*workload.Client, env.Clients)
-	for i := range clients {
-		clients[i] = env.NewClient(widen())
-	}
-	for k := 0; k < env.Keys; k++ {
-		o := env.Order(k, "")
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for _, c := range clients {
-			wg.Add(1)
-			go func(c *workload.Client) {
-				defer wg.Done()
-				<-start
-				c.Submit(ctx, o)
-			}(c)
+	var mu sync.Mutex
+	next := 0
+	parallel(min(env.Keys, raceKeysAtOnce), func(int) {
+		for {
+			mu.Lock()
+			k := next
+			next++
+			if k >= env.Keys || ctx.Err() != nil {
+				mu.Unlock()
+				return
+			}
+			o := env.Order(k, "")
+			clients := make([]*workload.Client, env.Clients)
+			for i := range clients {
+				clients[i] = env.NewClient(widen())
+			}
+			mu.Unlock()
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for _, c := range clients {
+				wg.Add(1)
+				go func(c *workload.Client) {
+					defer wg.Done()
+					<-start
+					c.Submit(ctx, o)
+				}(c)
+			}
+			close(start)
+			wg.Wait()
 		}
-		close(start)
-		wg.Wait()
-	}
+	})
 }
+
+// raceKeysAtOnce bounds the keys the race scenario runs at once: enough
+// to keep a fast store busy through the clients' backoffs (a key's round
+// is a few milliseconds of work and retries), few enough that its
+// goroutines (Clients per key) stay cheap.
+const raceKeysAtOnce = 64
 
 // runTakeover: per key, owner A pauses past LockTTL (after its claim or
 // after its work; on some keys its work then fails, so it releases), while
