@@ -624,3 +624,43 @@ func TestVisualization(t *testing.T) {
 			len(v), strings.Contains(v, note), strings.Contains(v, "tok-"), strings.Contains(v, "x2"))
 	}
 }
+
+// TestLinearizableLargeHistoryByKey: a history too large to draw is
+// checked one key at a time: a healthy one passes with a short page in
+// place of the drawing, one bad key among thousands fails and is named
+// (and drawn alone), and a budget that runs out is undecided, not a pass.
+func TestLinearizableLargeHistoryByKey(t *testing.T) {
+	lin := func(h *history.History, l *history.Ledger, timeout time.Duration) (check.Result, string) {
+		var vis bytes.Buffer
+		for _, c := range check.Run(check.Evidence{Hist: h, Ledger: l, Model: model, ProbeClient: probe, LinTimeout: timeout, Visualization: &vis}) {
+			if c.Checker == check.Linearizable {
+				return c, vis.String()
+			}
+		}
+		t.Fatal("no linearizability result")
+		return check.Result{}, ""
+	}
+	n := check.VisualizeCap + 10_000
+	h, l := bigHistory(n)
+	r, page := lin(h, l, time.Minute)
+	if r.Verdict != check.Pass || !strings.Contains(page, "more than the") {
+		t.Fatalf("healthy history: %s %s; page %.200q", r.Verdict, r.Detail, page)
+	}
+
+	// A fresh claim of a key just done, no takeover: no order allows it.
+	bad := stores.KeyRef{Tenant: "t0", Key: "order-1234"}
+	end := 1234*20*int64(time.Microsecond) + 100*int64(time.Microsecond) // after its save, well inside the retention
+	h.AddOp(history.Op{Client: 7, Input: models.Input{ID: n + 1, Kind: models.Begin, Key: bad, Fingerprint: "fp", Now: t0.Add(time.Duration(end))},
+		Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "late", DecidedAt: t0.Add(time.Duration(end))}}, Call: end, Return: end + 10})
+	r, page = lin(h, l, time.Minute)
+	if r.Verdict != check.Fail || len(r.Violations) != 1 || r.Violations[0].Key != bad.String() {
+		t.Fatalf("one bad key: %s %s %v", r.Verdict, r.Detail, r.Violations)
+	}
+	if !strings.Contains(page, "order-1234") || strings.Contains(page, "order-1233") {
+		t.Errorf("the page should draw the failing key only")
+	}
+
+	if r, _ = lin(h, l, time.Nanosecond); r.Verdict != check.Unknown {
+		t.Errorf("a spent budget: %s %s, want unknown", r.Verdict, r.Detail)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
@@ -54,5 +55,59 @@ func TestPruneGoesOnlyToKeysItCanActOn(t *testing.T) {
 		if got[k] != n {
 			t.Fatalf("the Prune went to %v, want %v", got, want)
 		}
+	}
+}
+
+// TestKeyPorcupineOpsIsPorcupineOpsByKey: the one-key-at-a-time form of
+// the history (for histories too large to draw) is, key by key, the same
+// operations as the whole-history form partitioned.
+func TestKeyPorcupineOpsIsPorcupineOpsByKey(t *testing.T) {
+	m := models.Config{LockTTL: time.Second, Retention: time.Minute, Slack: time.Second}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ops []history.Op
+	for i := range 40 {
+		k := stores.KeyRef{Tenant: "t", Key: string(rune('a' + i%7))}
+		at := t0.Add(time.Duration(i) * 3 * time.Second)
+		ops = append(ops, history.Op{Client: i % 3, Input: models.Input{ID: i, Kind: models.Begin, Key: k, Fingerprint: "fp", Now: at},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: stores.Token(k.Key), DecidedAt: at}},
+			Call:   int64(i) * 10, Return: int64(i)*10 + 25})
+		if i%9 == 8 {
+			ops = append(ops, history.Op{Client: 9, Input: models.Input{Kind: models.Prune, Now: at.Add(m.Retention)}, Call: int64(i) * 10, Return: int64(i)*10 + 5})
+		}
+	}
+	pops, _ := porcupineOps(m, ops)
+	whole := models.PartitionByKey(pops)
+	keyed, order := history.ByKey(ops)
+	var prunes []history.Op
+	for _, op := range ops {
+		if op.Input.Kind == models.Prune {
+			prunes = append(prunes, op)
+		}
+	}
+	if len(whole) != len(order) {
+		t.Fatalf("%d partitions, %d keys", len(whole), len(order))
+	}
+	count := func(p []porcupine.Operation) (n, pr int) {
+		for _, op := range p {
+			if op.Input.(models.Input).Kind == models.Prune {
+				pr++
+			} else {
+				n++
+			}
+		}
+		return
+	}
+	totalPrunes := 0
+	for i, k := range order {
+		got := keyPorcupineOps(m, keyed[k], prunes)
+		gn, gp := count(got)
+		wn, wp := count(whole[i])
+		if gn != wn || gp != wp || got[0].Input.(models.Input).Key != k {
+			t.Errorf("key %s: %d ops and %d prunes, want %d and %d", k, gn, gp, wn, wp)
+		}
+		totalPrunes += gp
+	}
+	if totalPrunes == 0 {
+		t.Error("no Prune acted on any key: the test shows nothing")
 	}
 }
