@@ -487,6 +487,20 @@ func TestMismatch(t *testing.T) {
 		r.release(1, "a", 5, 20, false)
 		want(t, r, check.Mismatch, check.Pass, "")
 	})
+	t.Run("other parameters claim afresh once the retention may have run out", func(t *testing.T) {
+		// A store that expires keys itself (Redis) needs no prune: a
+		// Begin decided past the retention may find the key gone.
+		r := happy()
+		past := model.Retention.Milliseconds() + 5
+		r.begin(3, "fp-eur", past, past+1, claimedD("c", false))
+		want(t, r, check.Mismatch, check.Pass, "")
+	})
+	t.Run("other parameters claimed inside the retention fail, however late", func(t *testing.T) {
+		r := happy()
+		inside := model.Retention.Milliseconds() - 50
+		r.begin(3, "fp-eur", inside, inside+1, claimedD("c", false))
+		want(t, r, check.Mismatch, check.Fail, "instead of 422")
+	})
 	t.Run("other parameters claimed before any release fail", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
