@@ -87,12 +87,14 @@ func (a Answer) Definite() bool {
 
 // History is the record of one scenario. It is safe for concurrent use.
 type History struct {
-	start   time.Time
-	mu      sync.Mutex
-	ops     []Op
-	work    []WorkRun
-	faults  []Fault
-	answers []Answer
+	start time.Time
+	mu    sync.Mutex
+	ops   []Op
+	// unsorted: ops are not in call order (see Ops).
+	unsorted bool
+	work     []WorkRun
+	faults   []Fault
+	answers  []Answer
 	// exchanges are the HTTP requests of a black-box run.
 	exchanges []Exchange
 	nextID    int
@@ -137,8 +139,16 @@ func (h *History) NextID() int {
 // known to be unknown: Return = Never).
 func (h *History) AddOp(op Op) {
 	h.mu.Lock()
-	h.ops = append(h.ops, op)
+	h.push(op)
 	h.mu.Unlock()
+}
+
+// push appends op (h.mu held), noting whether the ops stay in call order.
+func (h *History) push(op Op) {
+	if n := len(h.ops); n > 0 && op.Call < h.ops[n-1].Call {
+		h.unsorted = true
+	}
+	h.ops = append(h.ops, op)
 }
 
 // call announces a call to the sink, if any, and returns its sequence.
@@ -228,22 +238,32 @@ func (h *History) FaultCount() int {
 	return len(h.faults)
 }
 
-// Ops returns the store calls sorted by call time.
+// Ops returns the store calls sorted by call time. The slice is shared,
+// not a copy: read it, never write to it. Ops are recorded as they return,
+// so the first call after recording sorts them into a new array, which
+// the history keeps; later calls (every checker, the report, the history
+// file) get the same array for free, and a million recorded calls exist
+// once, not once per reader. Calls recorded later are appended beyond
+// every slice already returned (its capacity ends at its length), and a
+// new sort makes a new array, so a returned slice never changes.
 func (h *History) Ops() []Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	// Sort indices, then copy each op once: sorting the ops themselves
-	// moves every (large) Op O(log n) times.
-	idx := make([]int32, len(h.ops))
-	for i := range idx {
-		idx[i] = int32(i)
+	if h.unsorted {
+		// Sort indices, then copy each op once: sorting the ops themselves
+		// moves every (large) Op O(log n) times.
+		idx := make([]int32, len(h.ops))
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(h.ops[a].Call, h.ops[b].Call) })
+		out := make([]Op, len(h.ops))
+		for i, j := range idx {
+			out[i] = h.ops[j]
+		}
+		h.ops, h.unsorted = out, false
 	}
-	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(h.ops[a].Call, h.ops[b].Call) })
-	out := make([]Op, len(h.ops))
-	for i, j := range idx {
-		out[i] = h.ops[j]
-	}
-	return out
+	return h.ops[:len(h.ops):len(h.ops)]
 }
 
 // Work returns the work executions in start order.

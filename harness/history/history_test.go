@@ -170,3 +170,43 @@ func TestWriteLoadRoundTrip(t *testing.T) {
 		t.Errorf("a bad line: %v, want an error naming line 2", err)
 	}
 }
+
+// TestOpsIsSortedAndStable: Ops gives the calls in call order (ties in the
+// order recorded), every reader gets the same shared slice, and a slice
+// already returned never changes when later calls are recorded, even
+// calls that sort before it.
+func TestOpsIsSortedAndStable(t *testing.T) {
+	h := history.New()
+	add := func(id int, call int64) {
+		h.AddOp(history.Op{Client: id, Input: models.Input{ID: id, Kind: models.Begin}, Call: call, Return: call + 1})
+	}
+	calls := func(ops []history.Op) []int {
+		var out []int
+		for _, op := range ops {
+			out = append(out, op.Input.ID)
+		}
+		return out
+	}
+	add(1, 30)
+	add(2, 10)
+	add(3, 30)
+	add(4, 20)
+	first := h.Ops()
+	if got, want := calls(first), []int{2, 4, 1, 3}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("ops %v, want %v (call order, ties as recorded)", got, want)
+	}
+	if again := h.Ops(); &again[0] != &first[0] {
+		t.Error("a second reader got a copy, not the shared slice")
+	}
+	add(5, 5) // sorts first
+	add(6, 40)
+	if got := calls(first); !reflect.DeepEqual(got, []int{2, 4, 1, 3}) {
+		t.Errorf("a slice already returned changed to %v", got)
+	}
+	if got, want := calls(h.Ops()), []int{5, 2, 4, 1, 3, 6}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ops %v, want %v", got, want)
+	}
+	if h.OpCount() != 6 {
+		t.Errorf("OpCount %d, want 6", h.OpCount())
+	}
+}

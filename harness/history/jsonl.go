@@ -102,7 +102,7 @@ func Load(r io.Reader) ([]Saved, error) {
 		p := get(l.Scenario)
 		switch {
 		case l.Type == "op" && l.Op != nil:
-			p.h.ops = append(p.h.ops, *l.Op)
+			p.h.push(*l.Op)
 			p.h.nextID = max(p.h.nextID, l.Op.Input.ID)
 		case l.Type == "work" && l.Work != nil:
 			p.h.work = append(p.h.work, *l.Work)
