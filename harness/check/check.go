@@ -510,24 +510,29 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 	// got the same answer, within one life of the key: once a key saved
 	// done has been claimed again (its record expired, was pruned or
 	// released), the new owner's answer is a new one. Whether that claim
-	// was allowed is at-most-once's to judge (inside the retention it is a
-	// violation there), so it is not reported twice.
+	// was allowed is at-most-once's and linearizability's to judge (inside
+	// the retention it is a violation there), so it is not reported twice.
 	// A key is known done from the first accepted save, or the first
-	// replay (a save whose answer was lost may still have landed).
-	reclaimed := map[stores.KeyRef]int64{} // the first claim after that, by its call
+	// replay (a save whose answer was lost may still have landed). A claim
+	// starts a new life when it may be ordered after that: it returned
+	// after the save or replay was called (a Begin that waited 20 s on a
+	// loaded Postgres was decided, after a prune, long after the save it
+	// was sent before; a soak found it on takeover and sched-retention).
+	reclaimed := map[stores.KeyRef]int64{} // the first such claim, by its call
 	for _, k := range order {
-		doneAt := int64(-1)
-		for _, op := range keyed[k] {
+		kops := keyed[k]
+		doneCall := int64(-1)
+		for _, op := range kops {
 			replayed := op.Input.Kind == models.Begin && !op.Output.Unknown && op.Output.Decision.Outcome == stores.Replay
-			if (op.Accepted(models.Complete) || replayed) && (doneAt < 0 || op.Return < doneAt) {
-				doneAt = op.Return
+			if (op.Accepted(models.Complete) || replayed) && (doneCall < 0 || op.Call < doneCall) {
+				doneCall = op.Call
 			}
 		}
-		if doneAt < 0 {
+		if doneCall < 0 {
 			continue
 		}
-		for _, op := range keyed[k] {
-			if op.IsClaim() && op.Call > doneAt {
+		for _, op := range kops {
+			if op.IsClaim() && op.Return > doneCall {
 				reclaimed[k] = op.Call
 				break
 			}
