@@ -84,10 +84,10 @@ type Phase int
 const (
 	// Shared scenarios run beside one another.
 	Shared Phase = iota
-	// Scheduled scenarios run beside one another but apart from the
-	// shared ones: the scheduler learns that a client blocked in the
-	// store by a timeout, which a machine loaded by other scenarios can
-	// trip, and a seed must give the same trace.
+	// Scheduled scenarios run one at a time, apart from the shared ones:
+	// the scheduler learns that a client blocked in the store by a
+	// timeout, which a machine loaded by other scenarios can trip, and a
+	// seed must give the same trace.
 	Scheduled
 	// Alone scenarios run one at a time, after the rest: they pause,
 	// kill or fail over what the others use (the server, the cluster),
