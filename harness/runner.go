@@ -28,6 +28,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/nemesis"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/internal/pool"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -399,7 +400,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		if scenario.Phase(ph) != scenario.Shared {
 			n = 1
 		}
-		if err := runPool(ctx, idx, n, runOne); err != nil {
+		if err := pool.Each(len(idx), n, func(j int) error { return runOne(idx[j]) }); err != nil {
 			return nil, err
 		}
 	}
@@ -432,40 +433,6 @@ type slot struct {
 }
 
 func (s slot) cost(o Options) time.Duration { return s.sc.Cost(o.LockTTL, o.Retention, o.Keys) }
-
-// runPool runs f on each index, n at a time, and returns the first error
-// (after which no new index starts).
-func runPool(ctx context.Context, idx []int, n int, f func(i int) error) error {
-	var mu sync.Mutex
-	var first error
-	next := 0
-	var wg sync.WaitGroup
-	for w := 0; w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if first != nil || next == len(idx) {
-					mu.Unlock()
-					return
-				}
-				i := idx[next]
-				next++
-				mu.Unlock()
-				if err := f(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
 
 // progressOf turns the reports of scenarios that may run at once into one
 // stream of Progress: Index counts the scenarios finished (plus the one

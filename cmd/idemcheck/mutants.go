@@ -14,7 +14,7 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-const mutantsHelp = `Usage: idemcheck mutants --store S [--json] [--seed N] [--seeds N | --seeds A-B] [--mutant M,...]
+const mutantsHelp = `Usage: idemcheck mutants --store S [--json] [--seed N] [--seeds N | --seeds A-B] [--mutant M,...] [--parallel N]
 
 Hunts every mutant of the store (its store-side mutants, then the
 client-side ones: the correct store with clients that make the mistake)
@@ -48,11 +48,15 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	budget := fs.Duration("budget", time.Minute, "give up on a mutant (it survives) after this long, per seed")
 	only := fs.String("mutant", "", "hunt only these mutants (comma-separated)")
 	shrinkFor := fs.Duration("shrink", 3*time.Second, "after a scheduled kill (on the first seed), shrink its trace for up to this long (0: off)")
+	parallel := fs.Int("parallel", harness.DefaultParallel, "mutants hunted at once, each on its own store (1: one after another)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	var shard shardFlag
 	fs.Var(&shard, "shard", shardHelp)
 	if err := parse(fs, mutantsHelp, args, stdout); err != nil {
 		return exitUsage, err
+	}
+	if *parallel < 1 || *parallel > harness.MaxParallel {
+		return exitUsage, usagef("--parallel must be between 1 and %d, got %d", harness.MaxParallel, *parallel)
 	}
 	backend, err := stores.Lookup(*store)
 	if err != nil {
@@ -97,7 +101,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return exitUsage, err
 	}
 	defer cleanup()
-	mo := hunt.MutantsOptions{Seeds: nSeeds, Mutants: mutants, Hunt: hunt.Options{Budget: *budget, Keys: 2, Shrink: *shrinkFor}}
+	mo := hunt.MutantsOptions{Seeds: nSeeds, Mutants: mutants, Hunt: hunt.Options{Budget: *budget, Keys: 2, Shrink: *shrinkFor}, Parallel: *parallel}
 	if !*asJSON && isTerminal(stderr) {
 		mo.Progress = func(s string) { fmt.Fprintf(stderr, "\r\033[K%s…", s) }
 	}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/internal/pool"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -25,6 +27,11 @@ type MutantsOptions struct {
 	CorrectKeys int
 	// Progress, if set, hears a line as each hunt or check starts.
 	Progress func(string)
+	// Parallel is how many mutants are hunted at once, and how many
+	// correct-store runs are checked at once (0 or 1: one at a time). Each
+	// hunt and run has its own store; a mutant's seeds run one after
+	// another.
+	Parallel int
 }
 
 // MutantReport is one mutant's row of the matrix, over every seed.
@@ -101,9 +108,14 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 	if mo.CorrectKeys < 1 {
 		mo.CorrectKeys = 4
 	}
-	progress := mo.Progress
-	if progress == nil {
-		progress = func(string) {}
+	progress := func(string) {}
+	if mo.Progress != nil {
+		var mu sync.Mutex // hunts run at once (Parallel)
+		progress = func(line string) {
+			mu.Lock()
+			defer mu.Unlock()
+			mo.Progress(line)
+		}
 	}
 	mutants := mo.Mutants
 	if len(mutants) == 0 {
@@ -117,8 +129,12 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 			return nil, fmt.Errorf("store %s has no mutant %q (known: %v)", o.Backend.Name, m, MutantsFor(o.Backend))
 		}
 	}
-	rep := &MutantsReport{Store: o.Backend.Name, Seed: o.Seed, Seeds: mo.Seeds}
-	for i, m := range mutants {
+	rep := &MutantsReport{Store: o.Backend.Name, Seed: o.Seed, Seeds: mo.Seeds, Mutants: make([]MutantReport, len(mutants))}
+	err := pool.Each(len(mutants), mo.Parallel, func(i int) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		m := mutants[i]
 		row := MutantReport{Name: m, Seeds: mo.Seeds, Runs: []Kill{}, Trace: []string{}, Checkers: []string{}}
 		var secs []float64
 		counts := map[string]int{}
@@ -133,7 +149,7 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 			}
 			k, err := Hunt(ctx, oo, m, hh)
 			if err != nil {
-				return nil, fmt.Errorf("mutant %s, seed %d: %w", m, seed, err)
+				return fmt.Errorf("mutant %s, seed %d: %w", m, seed, err)
 			}
 			row.Side, row.Scenario = k.Side, k.Scenario
 			if k.Skipped != "" {
@@ -167,10 +183,22 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 			}
 		}
 		row.Checker = mostCommon(counts)
-		rep.Mutants = append(rep.Mutants, row)
-		if ctx.Err() != nil {
-			return rep, ctx.Err()
+		rep.Mutants[i] = row
+		return nil
+	})
+	if ctx.Err() != nil {
+		// The rows of the mutants hunted before the interrupt.
+		var done []MutantReport
+		for _, r := range rep.Mutants {
+			if r.Name != "" {
+				done = append(done, r)
+			}
 		}
+		rep.Mutants = done
+		return rep, ctx.Err()
+	}
+	if err != nil {
+		return nil, err
 	}
 	rep.Correct = runCorrect(ctx, o, KillScenarios(mutants), mo, progress)
 	rep.Seconds = time.Since(start).Seconds()
@@ -181,31 +209,50 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 // the options the hunts used.
 func runCorrect(ctx context.Context, o harness.Options, scenarios []string, mo MutantsOptions, progress func(string)) CorrectReport {
 	cr := CorrectReport{Verdict: check.Pass, Runs: []CorrectRun{}}
-	for s := 0; s < mo.Seeds && ctx.Err() == nil; s++ {
+	type job struct {
+		seed int64
+		name string
+	}
+	var jobs []job
+	for s := 0; s < mo.Seeds; s++ {
 		for _, name := range scenarios {
-			seed := o.Seed + int64(s)
-			progress(fmt.Sprintf("correct store, %s, seed %d", name, seed))
-			oo := OptionsFor(o, name)
-			oo.Variant, oo.Scenarios, oo.Seed, oo.Keys = stores.Correct, []string{name}, seed, mo.CorrectKeys
-			run := CorrectRun{Scenario: name, Seed: seed}
-			sum, err := harness.Run(ctx, oo)
-			switch {
-			case err != nil:
-				run.Verdict, run.Violations = check.Fail, []check.Violation{{Checker: "setup", Detail: err.Error()}}
-			case len(sum.Scenarios) == 0:
-				run.Verdict = check.Unknown
-			default:
-				sr := sum.Scenarios[0]
-				run.Verdict, run.Seconds, run.Skipped, run.Violations = sr.Verdict, sr.Seconds, sr.Skipped, sr.Violations
-			}
-			switch {
-			case run.Verdict == check.Fail:
-				cr.Verdict = check.Fail
-			case run.Verdict == check.Unknown && cr.Verdict == check.Pass:
-				cr.Verdict = check.Unknown
-			}
-			cr.Runs = append(cr.Runs, run)
+			jobs = append(jobs, job{o.Seed + int64(s), name})
 		}
+	}
+	runs := make([]*CorrectRun, len(jobs))
+	_ = pool.Each(len(jobs), mo.Parallel, func(i int) error {
+		if ctx.Err() != nil {
+			return nil
+		}
+		j := jobs[i]
+		progress(fmt.Sprintf("correct store, %s, seed %d", j.name, j.seed))
+		oo := OptionsFor(o, j.name)
+		oo.Variant, oo.Scenarios, oo.Seed, oo.Keys = stores.Correct, []string{j.name}, j.seed, mo.CorrectKeys
+		run := CorrectRun{Scenario: j.name, Seed: j.seed}
+		sum, err := harness.Run(ctx, oo)
+		switch {
+		case err != nil:
+			run.Verdict, run.Violations = check.Fail, []check.Violation{{Checker: "setup", Detail: err.Error()}}
+		case len(sum.Scenarios) == 0:
+			run.Verdict = check.Unknown
+		default:
+			sr := sum.Scenarios[0]
+			run.Verdict, run.Seconds, run.Skipped, run.Violations = sr.Verdict, sr.Seconds, sr.Skipped, sr.Violations
+		}
+		runs[i] = &run
+		return nil
+	})
+	for _, run := range runs {
+		if run == nil {
+			continue // not run: interrupted
+		}
+		switch {
+		case run.Verdict == check.Fail:
+			cr.Verdict = check.Fail
+		case run.Verdict == check.Unknown && cr.Verdict == check.Pass:
+			cr.Verdict = check.Unknown
+		}
+		cr.Runs = append(cr.Runs, *run)
 	}
 	if ctx.Err() != nil && cr.Verdict == check.Pass {
 		cr.Verdict = check.Unknown
