@@ -65,6 +65,13 @@ type Options struct {
 	// every ProgressEvery while it runs, and when it ends.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
+	// ScheduledLockTTL, if positive and shorter than LockTTL, is the
+	// LockTTL of the scheduled scenarios on a server-clock store: there a
+	// tick of the scheduler waits LockTTL out in real time, and a shorter
+	// one proves the same (every claim still outlives a statement's few
+	// milliseconds by far). DefaultOptions sets ScheduledServerLockTTL;
+	// idemtest leaves it 0, as a factory's server may be far slower.
+	ScheduledLockTTL time.Duration
 	// Parallel is how many scenarios may run at once (0 or 1: one after
 	// another). Each has its own store, so a correct store's verdict does
 	// not depend on it; the isolated scenarios run alone whatever it is
@@ -119,8 +126,15 @@ type Progress struct {
 // DefaultOptions are the parameters `idemcheck check` runs with.
 func DefaultOptions() Options {
 	return Options{Variant: stores.Correct, Clients: 6, Keys: 8, Seed: 1,
-		LockTTL: 250 * time.Millisecond, Retention: 10 * time.Second, Parallel: DefaultParallel}
+		LockTTL: 250 * time.Millisecond, Retention: 10 * time.Second, Parallel: DefaultParallel,
+		ScheduledLockTTL: ScheduledServerLockTTL}
 }
+
+// ScheduledServerLockTTL is the LockTTL of scheduled scenarios on
+// server-clock stores (Options.ScheduledLockTTL, and the mutant hunts):
+// a tick waits it out, so it is short, and still far above a statement's
+// few milliseconds.
+const ScheduledServerLockTTL = 100 * time.Millisecond
 
 // DefaultParallel is how many scenarios `idemcheck check` runs at once.
 // Most of a scenario's time is waits (pauses past LockTTL, retention,
@@ -211,12 +225,15 @@ type ScenarioResult struct {
 	Doc string `json:"doc"`
 	// Retention is the scenario's store's retention (the run's, or the
 	// scenario's own).
-	Retention string        `json:"retention,omitempty"`
-	Verdict   check.Verdict `json:"verdict"`
-	Ops       int           `json:"ops"` // store calls
-	Rounds    int           `json:"rounds"`
-	Clients   int           `json:"clients"` // clients that took part
-	Keys      int           `json:"keys"`
+	Retention string `json:"retention,omitempty"`
+	// LockTTL is the scenario's store's LockTTL: the run's, or for the
+	// scheduled scenarios on a server-clock store Options.ScheduledLockTTL.
+	LockTTL string        `json:"lock_ttl,omitempty"`
+	Verdict check.Verdict `json:"verdict"`
+	Ops     int           `json:"ops"` // store calls
+	Rounds  int           `json:"rounds"`
+	Clients int           `json:"clients"` // clients that took part
+	Keys    int           `json:"keys"`
 	// MaxConcurrentBegins is the most Begin calls in flight at once on one
 	// key: proof the scenario raced for real.
 	MaxConcurrentBegins int               `json:"max_concurrent_begins"`
@@ -536,6 +553,9 @@ func (o Options) StoreConfig(sc scenario.Scenario) stores.Config {
 	if sc.Retention > 0 {
 		cfg.Retention = sc.Retention
 	}
+	if sc.Scheduled && o.Backend.Clock == stores.ServerClock && o.ScheduledLockTTL > 0 && o.ScheduledLockTTL < cfg.LockTTL {
+		cfg.LockTTL = o.ScheduledLockTTL
+	}
 	return cfg
 }
 
@@ -610,7 +630,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	probe := env.NewClientID()
 	env.ProbeAfterLockTTL(ctx, probe)
 	stopWatch()
-	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, Retention: env.Config.Retention.String(), hist: env.Hist, ledger: env.Ledger}
+	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, Retention: env.Config.Retention.String(), LockTTL: env.Config.LockTTL.String(), hist: env.Hist, ledger: env.Ledger}
 	res.Schedule = env.Schedule()
 	res.Episodes = env.Episodes()
 	res.visualization = &bytes.Buffer{}

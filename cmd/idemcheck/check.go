@@ -299,11 +299,18 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 		}
 		fmt.Fprintf(w, "  %-*s %-7s %6d %12d %5.1fs  %s\n", nw, s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Seconds, faults(s.Faults))
 	}
-	var scheduled []string
+	var scheduled, shorter []string
+	ttl := ""
 	for _, s := range sum.Scenarios {
 		if len(s.Schedule) > 0 {
 			scheduled = append(scheduled, s.Name)
 		}
+		if s.LockTTL != "" && s.LockTTL != sum.LockTTL {
+			shorter, ttl = append(shorter, s.Name), s.LockTTL
+		}
+	}
+	if len(shorter) > 0 {
+		fmt.Fprintf(w, "\nLockTTL %s in %s: a scheduler's tick waits LockTTL out on a server-clock store\n", ttl, strings.Join(shorter, ", "))
 	}
 	if len(scheduled) > 0 {
 		fmt.Fprintf(w, "\nfault schedules of %s (a function of --seed %d): %s/report.md\n", strings.Join(scheduled, ", "), sum.Seed, sum.Dir)

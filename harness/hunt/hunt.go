@@ -87,9 +87,8 @@ type Options struct {
 }
 
 // ScheduledServerLockTTL is the LockTTL of scheduled scenarios on
-// server-clock stores in a hunt: a tick waits it out, so it is short, and
-// still far above a statement's few milliseconds.
-const ScheduledServerLockTTL = 100 * time.Millisecond
+// server-clock stores in a hunt (harness.ScheduledServerLockTTL).
+const ScheduledServerLockTTL = harness.ScheduledServerLockTTL
 
 // MutantScenario says which scenario is meant to kill the mutant and on
 // which side of the contract the bug lives; ok is false for an unknown one.

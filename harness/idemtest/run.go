@@ -96,6 +96,9 @@ func options(f Factory) harness.Options {
 	// call, not that two of them can live at once (one that empties a
 	// shared table on open would wipe a neighbour's keys).
 	o.Parallel = 1
+	// The run's LockTTL for every scenario: a factory's server may be
+	// slower than ours, so scheduled scenarios do not shorten it.
+	o.ScheduledLockTTL = 0
 	o.OpenStore = func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {
 		return f.Open(cfg)
 	}
