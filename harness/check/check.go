@@ -514,25 +514,41 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 	// the retention it is a violation there), so it is not reported twice.
 	// A key is known done from the first accepted save, or the first
 	// replay (a save whose answer was lost may still have landed). A claim
-	// starts a new life when it may be ordered after that: it returned
-	// after the save or replay was called (a Begin that waited 20 s on a
-	// loaded Postgres was decided, after a prune, long after the save it
-	// was sent before; a soak found it on takeover and sched-retention).
+	// sent after that starts a new life. So does a claim that may be
+	// ordered after it (it returned after the save or replay was called)
+	// when something may have emptied the key before it returned: a
+	// release or prune called by then, or the retention running out. A
+	// Begin that waited 20 s on a loaded Postgres was sent before the save
+	// and decided, past a prune, long after it (a soak found it on
+	// takeover and sched-retention); a claim racing the save with nothing
+	// to empty the key between them is the same life, and two answers in
+	// it are a violation here too.
 	reclaimed := map[stores.KeyRef]int64{} // the first such claim, by its call
 	for _, k := range order {
 		kops := keyed[k]
-		doneCall := int64(-1)
+		doneCall, doneAt := int64(-1), int64(-1)
 		for _, op := range kops {
 			replayed := op.Input.Kind == models.Begin && !op.Output.Unknown && op.Output.Decision.Outcome == stores.Replay
-			if (op.Accepted(models.Complete) || replayed) && (doneCall < 0 || op.Call < doneCall) {
+			if !op.Accepted(models.Complete) && !replayed {
+				continue
+			}
+			if doneCall < 0 || op.Call < doneCall {
 				doneCall = op.Call
+			}
+			if doneAt < 0 || op.Return < doneAt {
+				doneAt = op.Return
 			}
 		}
 		if doneCall < 0 {
 			continue
 		}
+		born, _ := firstPossibleClaim(kops)
 		for _, op := range kops {
-			if op.IsClaim() && op.Return > doneCall {
+			if !op.IsClaim() || op.Return <= doneCall {
+				continue
+			}
+			if op.Call > doneAt || resetBefore(ops, kops, op.Return) ||
+				time.Duration(op.Return-born.Call) >= e.Model.Retention-e.Model.Slack {
 				reclaimed[k] = op.Call
 				break
 			}

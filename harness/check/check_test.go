@@ -433,6 +433,19 @@ func TestReplay(t *testing.T) {
 		want(t, r, check.Linearizable, check.Pass, "")
 		want(t, r, check.AtMostOnce, check.Pass, "")
 	})
+	t.Run("a claim racing the save with nothing to empty the key shares its life", func(t *testing.T) {
+		// select-then-insert's second claim: sent before the owner saved,
+		// answered after, no release or prune between: one life, two answers.
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(2, "fp", 2, 9, claimedD("b", false))
+		r.complete(1, "a", resp, 5, 6, false, false)
+		r.answer(1, "fp", resp, 6)
+		other := stores.Response{Status: 201, Body: "charged ch_1 (owner b)"}
+		r.complete(2, "b", other, 10, 11, false, false)
+		r.answer(2, "fp", other, 11)
+		want(t, r, check.Replay, check.Fail, "different answers")
+	})
 	t.Run("a claim that returned before the save was sent shares its life", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
