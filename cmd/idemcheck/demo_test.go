@@ -34,6 +34,10 @@ func TestEveryListedMutantHasADemo(t *testing.T) {
 	}
 	for _, m := range l.Mutants {
 		t.Run(m.Name, func(t *testing.T) {
+			// Each demo has its own store (and its own containers for the
+			// server mutants): the replicated ones take most of the time,
+			// so the rest run beside them.
+			t.Parallel()
 			if m.Side == "" || m.Scenario == "" || m.Checker == "" || len(m.Stores) == 0 {
 				t.Fatalf("list --json leaves a field empty: %+v", m)
 			}
