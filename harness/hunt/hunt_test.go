@@ -2,6 +2,7 @@ package hunt_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/internal/pool"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 	_ "github.com/idemcheck/idemcheck/stores/postgres"
@@ -97,14 +99,19 @@ func TestScheduledScenariosOnEveryBackend(t *testing.T) {
 // backends: make mutants-20 STORE=…).
 func TestEveryMutantDiesOnTwentySeedsMemory(t *testing.T) {
 	o := harnesstest.Options(t, "memory", stores.Correct)
-	for _, m := range storeMutants() {
+	mutants := storeMutants()
+	// The mutants are hunted four at a time (each hunt has its own store);
+	// a mutant's seeds one after another.
+	err := pool.Each(len(mutants), 4, func(i int) error {
+		m := mutants[i]
 		var secs []float64
 		maxEpisodes := 0
+		oo := o
 		for seed := int64(1); seed <= 20; seed++ {
-			o.Seed = seed
-			k, err := hunt.Hunt(context.Background(), o, m, hunt.Options{Budget: 10 * time.Second})
+			oo.Seed = seed
+			k, err := hunt.Hunt(context.Background(), oo, m, hunt.Options{Budget: 10 * time.Second})
 			if err != nil {
-				t.Fatal(err)
+				return fmt.Errorf("%s, seed %d: %w", m, seed, err)
 			}
 			if !k.Killed {
 				t.Errorf("%s survived seed %d (%d episodes)", m, seed, k.Episodes)
@@ -115,6 +122,10 @@ func TestEveryMutantDiesOnTwentySeedsMemory(t *testing.T) {
 			}
 		}
 		t.Logf("%-19s 20 seeds, median %.4fs, at most %d episodes", m, hunt.Median(secs), maxEpisodes)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
