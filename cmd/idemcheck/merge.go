@@ -317,6 +317,11 @@ func mergeSoak(shards []shardFile) (soakReport, error) {
 		return soakReport{}, err
 	}
 	out := *reps[0]
+	for _, r := range reps[1:] {
+		if r.Commit != out.Commit {
+			return soakReport{}, fmt.Errorf("the shards ran different builds (%q and %q): their counts are not one soak's", out.Commit, r.Commit)
+		}
+	}
 	out.Rows, out.Bad, out.Errors, out.Shard, out.Seconds = nil, []string{}, nil, nil, 0
 	rows := map[string]*soakRow{}
 	for _, r := range reps {

@@ -17,6 +17,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
 	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -49,13 +50,18 @@ type soakRow struct {
 
 // soakReport is what --json prints.
 type soakReport struct {
-	Store   string    `json:"store"`
-	Variant string    `json:"variant"`
-	Seed    int64     `json:"seed"`
-	Seeds   int       `json:"seeds"`
-	Hogs    int       `json:"hogs"`
-	Rows    []soakRow `json:"scenarios"`
-	Bad     []string  `json:"not_passed"` // results directories of runs that did not pass
+	Store   string `json:"store"`
+	Variant string `json:"variant"`
+	Seed    int64  `json:"seed"`
+	Seeds   int    `json:"seeds"`
+	Hogs    int    `json:"hogs"`
+	// Parallel is how many scenarios ran at once in each seed's run.
+	Parallel int `json:"parallel"`
+	// Commit is the build's commit ("+dirty" if modified), so a soak's
+	// counts say which code they are for.
+	Commit string    `json:"commit,omitempty"`
+	Rows   []soakRow `json:"scenarios"`
+	Bad    []string  `json:"not_passed"` // results directories of runs that did not pass
 	// Errors are the seeds whose run could not be made (a setup error,
 	// such as a server that did not come back): the soak goes on with the
 	// next seed and ends with exit 2.
@@ -114,7 +120,13 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	defer stop()
 
 	start := time.Now()
-	rep := soakReport{Store: backend.Name, Variant: o.Variant, Seed: firstSeed, Seeds: nSeeds, Hogs: *hogs, Bad: []string{}}
+	rep := soakReport{Store: backend.Name, Variant: o.Variant, Seed: firstSeed, Seeds: nSeeds, Hogs: *hogs, Parallel: o.Parallel, Bad: []string{}}
+	if b := buildinfo.Get(); b.Commit != "" {
+		rep.Commit = b.Commit
+		if b.Modified {
+			rep.Commit += "+dirty"
+		}
+	}
 	rows := map[string]*soakRow{}
 	var order []string
 	progress := isTerminal(stderr) && !*asJSON
