@@ -353,16 +353,16 @@ func (o Options) Plan() []string {
 	return out
 }
 
-// Run runs the scenarios, each on a fresh store, and checks each. Up to
-// Parallel of them run at once (each has its own store, clients, proxy and
-// worker processes), in the phases of scenario.Phase: first the shared
-// ones, then one at a time the scheduled ones (each runs its keys'
-// episodes at once on a server store; five such scenarios at once made
-// clients wait 15 s inside a Postgres soaked at load 30), then those that
-// must run alone (they pause or restart the server the others use). The summary lists the results in
-// plan order whatever order they finished in. An error means the run could
-// not be set up (a store could not be opened); violations are in the
-// summary, not errors.
+// Run runs the scenarios, each on a fresh store, and checks each, in the
+// phases of scenario.Phase: first the shared ones, up to Parallel at once
+// (each has its own store, clients, proxy and worker processes); then the
+// scheduled ones one at a time (each runs its keys' episodes at once on a
+// server store; five such scenarios at once made clients wait 15 s inside
+// a Postgres soaked at load 30); then those that must run alone (they
+// pause or restart the server the others use). The summary lists the
+// results in plan order whatever order they finished in. An error means
+// the run could not be set up (a store could not be opened); violations
+// are in the summary, not errors.
 func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
