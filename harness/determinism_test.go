@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,25 +36,38 @@ func scheduledTrace(t *testing.T, s harness.ScenarioResult) string {
 	}
 	b.Write(eps)
 	b.WriteByte('\n')
-	// Tokens are random: each is named by the order it was handed out in,
-	// in the calls and in the answers' bodies that quote it.
-	alias := map[stores.Token]string{}
-	var short []string
-	for _, op := range s.History().Ops() {
-		if op.IsClaim() {
-			tok := op.Output.Decision.Token
-			if _, ok := alias[tok]; !ok {
-				alias[tok] = fmt.Sprintf("token#%d", len(alias)+1)
-				short = append(short, faults.ShortToken(string(tok)), alias[tok])
+	// Tokens are random, and charge ids count charges across the episodes
+	// that run at once on a server-clock store: each is named by the order
+	// it first appears in, episode by episode, in the calls and in the
+	// answers' bodies that quote it.
+	ops := byEpisode(s)
+	alias := map[string]string{}
+	var short []string // token pairs for the replacer (fixed-length: no prefix of another)
+	name := func(v, kind string) {
+		if _, ok := alias[v]; !ok && v != "" {
+			alias[v] = fmt.Sprintf("%s#%d", kind, len(alias)+1)
+			if kind == "token" {
+				short = append(short, v, alias[v])
 			}
 		}
 	}
-	names := strings.NewReplacer(short...)
-	for _, op := range byEpisode(s) {
+	for _, op := range ops {
+		if op.IsClaim() {
+			name(faults.ShortToken(string(op.Output.Decision.Token)), "token")
+		}
+		for _, id := range chargeID.FindAllString(op.Output.Decision.Response.Body+" "+op.Input.Response.Body, -1) {
+			name(id, "charge")
+		}
+	}
+	tokens := strings.NewReplacer(short...)
+	rename := func(v string) string {
+		return chargeID.ReplaceAllStringFunc(tokens.Replace(v), func(id string) string { return alias[id] })
+	}
+	for _, op := range ops {
 		in, out := op.Input, op.Output
 		fmt.Fprintf(&b, "client %d %s %s fp=%s", op.Client, in.Kind, in.Key, in.Fingerprint)
 		if in.Token != "" {
-			fmt.Fprintf(&b, " token=%s", names.Replace(faults.ShortToken(string(in.Token))))
+			fmt.Fprintf(&b, " token=%s", rename(faults.ShortToken(string(in.Token))))
 		}
 		switch {
 		case out.Unknown:
@@ -60,20 +75,23 @@ func scheduledTrace(t *testing.T, s harness.ScenarioResult) string {
 		case out.Fenced:
 			b.WriteString(" → fenced")
 		default:
-			fmt.Fprintf(&b, " → %s takeover=%t resp=%d %q", out.Decision.Outcome, out.Decision.Takeover, out.Decision.Response.Status, names.Replace(out.Decision.Response.Body))
+			fmt.Fprintf(&b, " → %s takeover=%t resp=%d %q", out.Decision.Outcome, out.Decision.Takeover, out.Decision.Response.Status, rename(out.Decision.Response.Body))
 		}
 		b.WriteByte('\n')
 	}
 	return b.String()
 }
 
+// chargeID matches the provider's charge ids in answers' bodies.
+var chargeID = regexp.MustCompile(`\bch_[0-9]+\b`)
+
 // byEpisode orders the scenario's calls episode by episode, each episode's
 // in the order they ran: on a server-clock store the episodes run at once,
 // and only the order inside each one is the seed's. An episode's clients
-// have the ids from its FirstClient to the next episode's; calls after the
-// last episode (the runner's probes) come last, in their order.
+// have the ids from its FirstClient to the next episode's; the runner's
+// final probe comes last, key by key.
 func byEpisode(s harness.ScenarioResult) []history.Op {
-	ops := s.History().Ops()
+	ops := slices.Clone(s.History().Ops()) // Ops is shared: sort a copy
 	group := func(client int) int {
 		g := 0
 		for i, ep := range s.Episodes {
@@ -83,7 +101,22 @@ func byEpisode(s harness.ScenarioResult) []history.Op {
 		}
 		return g
 	}
-	sort.SliceStable(ops, func(i, j int) bool { return group(ops[i].Client) < group(ops[j].Client) })
+	last := len(s.Episodes)
+	groupOf := func(op history.Op) int {
+		if s.Check != nil && op.Client == s.Check.ProbeClient {
+			return last // the runner's final probe, after every episode
+		}
+		return group(op.Client)
+	}
+	sort.SliceStable(ops, func(i, j int) bool {
+		gi, gj := groupOf(ops[i]), groupOf(ops[j])
+		if gi != gj {
+			return gi < gj
+		}
+		// The probes go key by key in the order the keys first appear,
+		// which concurrent episodes leave to the clock: order them by key.
+		return gi == last && ops[i].Input.Key.String() < ops[j].Input.Key.String()
+	})
 	return ops
 }
 
