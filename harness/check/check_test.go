@@ -415,20 +415,28 @@ func TestReplay(t *testing.T) {
 		r.answer(3, "fp", other, at+6)
 		want(t, r, check.Replay, check.Pass, "")
 	})
+	// twoOwners: client 1 claims at 0 ms and saves at 5 ms; client 2's
+	// claim is sent at 2 ms and answered at ret (a takeover or not), and it
+	// saves its own answer after; prune, if set, runs just before ret.
+	twoOwners := func(ret int64, takeover, prune bool) *rec {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(2, "fp", 2, ret, claimedD("b", takeover))
+		r.complete(1, "a", resp, 5, 6, false, false)
+		r.answer(1, "fp", resp, 6)
+		if prune {
+			r.op(9, models.Input{Kind: models.Prune, Now: t0.Add(time.Duration(ret-10) * time.Millisecond)}, models.Output{}, ret-10, ret-5)
+		}
+		other := stores.Response{Status: 201, Body: "charged ch_1 (owner b)"}
+		r.complete(2, "b", other, ret+5, ret+6, false, false)
+		r.answer(2, "fp", other, ret+6)
+		return r
+	}
 	t.Run("a claim sent before the save and decided after it, past a prune, starts a new life", func(t *testing.T) {
 		// A Begin that waited 20 s on a loaded Postgres (soak, takeover):
 		// sent before the owner saved, decided after a prune emptied the
 		// key, so it claimed afresh and saved its own answer.
-		r := newRec()
-		r.begin(1, "fp", 0, 1, claimedD("a", false))
-		at := model.Retention.Milliseconds() + 500
-		r.begin(2, "fp", 2, at, claimedD("b", false))
-		r.complete(1, "a", resp, 5, 6, false, false)
-		r.answer(1, "fp", resp, 6)
-		r.op(9, models.Input{Kind: models.Prune, Now: t0.Add(time.Duration(at-10) * time.Millisecond)}, models.Output{}, at-10, at-5)
-		other := stores.Response{Status: 201, Body: "charged ch_1 (owner b)"}
-		r.complete(2, "b", other, at+5, at+6, false, false)
-		r.answer(2, "fp", other, at+6)
+		r := twoOwners(model.Retention.Milliseconds()+500, false, true)
 		want(t, r, check.Replay, check.Pass, "")
 		want(t, r, check.Linearizable, check.Pass, "")
 		want(t, r, check.AtMostOnce, check.Pass, "")
@@ -436,26 +444,10 @@ func TestReplay(t *testing.T) {
 	t.Run("a claim racing the save with nothing to empty the key shares its life", func(t *testing.T) {
 		// select-then-insert's second claim: sent before the owner saved,
 		// answered after, no release or prune between: one life, two answers.
-		r := newRec()
-		r.begin(1, "fp", 0, 1, claimedD("a", false))
-		r.begin(2, "fp", 2, 9, claimedD("b", false))
-		r.complete(1, "a", resp, 5, 6, false, false)
-		r.answer(1, "fp", resp, 6)
-		other := stores.Response{Status: 201, Body: "charged ch_1 (owner b)"}
-		r.complete(2, "b", other, 10, 11, false, false)
-		r.answer(2, "fp", other, 11)
-		want(t, r, check.Replay, check.Fail, "different answers")
+		want(t, twoOwners(9, false, false), check.Replay, check.Fail, "different answers")
 	})
 	t.Run("a claim that returned before the save was sent shares its life", func(t *testing.T) {
-		r := newRec()
-		r.begin(1, "fp", 0, 1, claimedD("a", false))
-		r.begin(2, "fp", 2, 4, claimedD("b", true))
-		r.complete(1, "a", resp, 5, 6, false, false)
-		r.answer(1, "fp", resp, 6)
-		other := stores.Response{Status: 201, Body: "charged ch_1 (owner b)"}
-		r.complete(2, "b", other, 7, 8, false, false)
-		r.answer(2, "fp", other, 8)
-		want(t, r, check.Replay, check.Fail, "different answers")
+		want(t, twoOwners(4, true, false), check.Replay, check.Fail, "different answers")
 	})
 	t.Run("a new life inside the retention is at-most-once's violation, not reported twice", func(t *testing.T) {
 		r := later(500)
