@@ -48,7 +48,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	budget := fs.Duration("budget", time.Minute, "give up on a mutant (it survives) after this long, per seed")
 	only := fs.String("mutant", "", "hunt only these mutants (comma-separated)")
 	shrinkFor := fs.Duration("shrink", 3*time.Second, "after a scheduled kill (on the first seed), shrink its trace for up to this long (0: off)")
-	parallel := fs.Int("parallel", harness.DefaultParallel, "mutants hunted at once, each on its own store (1: one after another)")
+	parallel := fs.Int("parallel", hunt.DefaultParallel, "hunts (a mutant on a seed) run at once, each on its own store (1: one after another)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	var shard shardFlag
 	fs.Var(&shard, "shard", shardHelp)
