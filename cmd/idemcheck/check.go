@@ -148,11 +148,7 @@ func verdictCode(sum *harness.Summary) int {
 // the Go version.
 func stamp(sum *harness.Summary, argv []string) {
 	b := buildinfo.Get()
-	sum.Argv, sum.Version, sum.GoVersion = argv, b.Version, b.GoVersion
-	sum.Commit = b.Commit
-	if b.Modified {
-		sum.Commit += "+dirty"
-	}
+	sum.Argv, sum.Version, sum.GoVersion, sum.Commit = argv, b.Version, b.GoVersion, b.Revision()
 }
 
 // printReproduce prints, after a failing or interrupted run, the lines

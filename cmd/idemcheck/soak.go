@@ -120,13 +120,8 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	defer stop()
 
 	start := time.Now()
-	rep := soakReport{Store: backend.Name, Variant: o.Variant, Seed: firstSeed, Seeds: nSeeds, Hogs: *hogs, Parallel: o.Parallel, Bad: []string{}}
-	if b := buildinfo.Get(); b.Commit != "" {
-		rep.Commit = b.Commit
-		if b.Modified {
-			rep.Commit += "+dirty"
-		}
-	}
+	rep := soakReport{Store: backend.Name, Variant: o.Variant, Seed: firstSeed, Seeds: nSeeds, Hogs: *hogs, Parallel: o.Parallel,
+		Commit: buildinfo.Get().Revision(), Bad: []string{}}
 	rows := map[string]*soakRow{}
 	var order []string
 	progress := isTerminal(stderr) && !*asJSON

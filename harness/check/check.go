@@ -226,6 +226,14 @@ func firstPossibleClaim(ops []history.Op) (history.Op, bool) {
 	return history.Op{}, false
 }
 
+// mayBeExpired reports whether a key's record may be past its retention
+// when a call that returned at t was decided: the record was created no
+// earlier than born (the first Begin that may have made it) was called,
+// and the call was decided no later than t.
+func mayBeExpired(m models.Config, born history.Op, t int64) bool {
+	return time.Duration(t-born.Call) >= m.Retention-m.Slack
+}
+
 func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
 	var vs []Violation
 	charges := e.Ledger.Charges()
@@ -547,8 +555,7 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 			if !op.IsClaim() || op.Return <= doneCall {
 				continue
 			}
-			if op.Call > doneAt || resetBefore(ops, kops, op.Return) ||
-				time.Duration(op.Return-born.Call) >= e.Model.Retention-e.Model.Slack {
+			if op.Call > doneAt || resetBefore(ops, kops, op.Return) || mayBeExpired(e.Model, born, op.Return) {
 				reclaimed[k] = op.Call
 				break
 			}
@@ -604,13 +611,10 @@ func checkMismatch(e Evidence, ops []history.Op, g grouped) Result {
 			// So may a key whose retention may have run out by the time the
 			// store decided this Begin: a store that expires keys itself
 			// (Redis) needs no prune. Only a Begin certainly inside the
-			// retention is judged, by the bound at-most-once uses: the
-			// record was created no earlier than the first Begin that may
-			// have made it was called, and this one was decided no later
-			// than it returned (a Redis key-space soak had a Begin wait 9 s
-			// on a loaded machine and be decided 11 s after the claim, past
-			// a 10 s retention).
-			if time.Duration(op.Return-born.Call) >= e.Model.Retention-e.Model.Slack {
+			// retention is judged (mayBeExpired): a Redis key-space soak
+			// had a Begin wait 9 s on a loaded machine and be decided 11 s
+			// after the claim, past a 10 s retention.
+			if mayBeExpired(e.Model, born, op.Return) {
 				continue
 			}
 			checked++

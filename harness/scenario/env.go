@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sync"
 	"time"
 
@@ -397,13 +398,7 @@ func (e *Env) Probe(ctx context.Context, probeID int) {
 		// A call on the key whose answer was lost may still be run by a
 		// slow server after the probe's wait, and a Begin run then makes a
 		// fresh claim: the probe counts it as its own lost answer.
-		lost := false
-		for _, op := range keyed[k] {
-			if op.Output.Unknown && op.Input.Kind == models.Begin {
-				lost = true
-				break
-			}
-		}
+		lost := slices.ContainsFunc(keyed[k], func(op history.Op) bool { return op.Output.Unknown && op.Input.Kind == models.Begin })
 		for try := 1; ; try++ {
 			d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: e.clock.Now()})
 			if err == nil && d.Outcome == stores.Claimed {
@@ -439,8 +434,8 @@ func (e *Env) Probe(ctx context.Context, probeID int) {
 const probeTries = 4
 
 // ProbeAfterLockTTL moves the clock past every claim's LockTTL (a manual
-// clock jumps; a real one is waited for) and probes every key once (see
-// Probe): a key still in flight then is stuck.
+// clock jumps; a real one is waited for) and probes every key (see Probe):
+// a key still in flight at its last probe is stuck.
 func (e *Env) ProbeAfterLockTTL(ctx context.Context, probeID int) {
 	if m, ok := e.clock.(*faults.ManualClock); ok {
 		m.Advance(3 * e.Config.LockTTL)

@@ -44,12 +44,16 @@ func Get() Info {
 	return info
 }
 
-// String prints the build on one line: version, commit (with "+dirty"
-// when the tree had changes), Go version.
-func (i Info) String() string {
-	commit := i.Commit
+// Revision is the commit, with "+dirty" when the tree had changes: what a
+// result records to say which code produced it.
+func (i Info) Revision() string {
 	if i.Modified {
-		commit += "+dirty"
+		return i.Commit + "+dirty"
 	}
-	return fmt.Sprintf("idemcheck %s (commit %s, %s)", i.Version, commit, i.GoVersion)
+	return i.Commit
+}
+
+// String prints the build on one line: version, revision, Go version.
+func (i Info) String() string {
+	return fmt.Sprintf("idemcheck %s (commit %s, %s)", i.Version, i.Revision(), i.GoVersion)
 }
