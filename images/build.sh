@@ -118,6 +118,7 @@ work="$(mktemp -d "${BUILD_TMPDIR:-/var/tmp}/idemcheck-images.XXXXXX")"
 root="$work/rootfs"
 cleanup() {
 	local rc=$?
+	umount "$root/dev/shm" 2>/dev/null || :
 	umount "$root/proc" 2>/dev/null || :
 	umount "$root/dev/pts" 2>/dev/null || :
 	rm -rf --one-file-system "$work"
@@ -178,6 +179,23 @@ log "apt-get install postgresql-15 redis-server in the chroot"
 	tail -n 20 "$work/apt.log" >&2
 	die "installing the servers in the chroot failed (log above)"
 }
+# The cluster the entrypoint copies instead of running initdb at every
+# start (images/postgres-entrypoint.sh says when): initdb's defaults, as the
+# entrypoint would run it for the default superuser, with the container's
+# locale and time zone; /dev/shm for its shared-memory probe.
+log "initdb of the template cluster"
+mkdir -p "$root/dev/shm"
+mount -t tmpfs tmpfs "$root/dev/shm"
+pgbin_dir="$(cd "$root" && printf '/%s\n' usr/lib/postgresql/*/bin | sort -V | tail -n1)"
+mkdir -p "$root/var/lib/postgresql/template"
+chroot "$root" chown postgres:postgres /var/lib/postgresql /var/lib/postgresql/template
+chroot --userspec=postgres:postgres "$root" env -i LANG=C.UTF-8 TZ=Etc/UTC PATH="$pgbin_dir:/usr/bin:/bin" \
+	initdb -D /var/lib/postgresql/template --username=postgres >"$work/initdb.log" 2>&1 || {
+	umount "$root/dev/shm" || :
+	tail -n 20 "$work/initdb.log" >&2
+	die "initdb of the template cluster failed (log above)"
+}
+umount "$root/dev/shm"
 umount "$root/proc"
 
 # LLVM (and z3) serve only PostgreSQL's optional JIT, a third of the size:
