@@ -129,11 +129,25 @@ lint: vet fmt
 # The local images are built first when Docker runs (build.sh skips those
 # that are up to date); without Docker, tests that need a server skip, or
 # fail under IDEM_REQUIRE_SERVERS=1.
+#
+# Two passes run side by side, and every package runs in exactly one: the
+# RACE_PKGS under -race, every other package without it (TEST_P at once).
+# Most tests wait on servers, sleeps and lock expiry rather than compute,
+# so the passes overlap well on two cores. The race pass's output goes to
+# results/test-race.txt and is printed when it ends, so the two never
+# interleave; the target fails if either pass does.
+TEST_P ?= 3
 test: lint
 	@if docker info >/dev/null 2>&1; then bash images/build.sh; \
 	else echo "make test: no Docker engine: tests that need Postgres or Redis will skip (IDEM_REQUIRE_SERVERS=1: fail)"; fi
-	$(GO) test -count=1 -timeout 18m ./...
-	$(GO) test -count=1 -race -timeout 12m $(RACE_PKGS)
+	@mkdir -p results
+	@echo "make test: $(RACE_PKGS) under -race (results/test-race.txt), every other package without, side by side"
+	@$(GO) test -count=1 -race -timeout 12m $(RACE_PKGS) > results/test-race.txt 2>&1 & race=$$!; \
+	racepkgs="$$($(GO) list $(RACE_PKGS))" || exit 2; \
+	$(GO) test -count=1 -p $(TEST_P) -timeout 18m $$($(GO) list ./... | grep -vxF "$$racepkgs"); plain=$$?; \
+	wait $$race; raced=$$?; \
+	echo "== the race pass (results/test-race.txt):"; cat results/test-race.txt; \
+	if [ $$plain != 0 ] || [ $$raced != 0 ]; then echo "make test: FAILED (without -race: exit $$plain; under -race: exit $$raced)"; exit 1; fi
 
 images:
 	bash images/build.sh
