@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -90,6 +91,13 @@ type Options struct {
 	// NoServer says why.
 	Server   nemesis.Server
 	NoServer string
+	// OwnServer, if set, starts another server like the one at Addr (a
+	// fresh container) for the scenarios that fault the server
+	// (scenario.Scenario.FaultsServer): on a server of their own they run
+	// beside the shared scenarios instead of alone after every other one,
+	// and the run is shorter by their time. nil, or an error from it: they
+	// run alone on the run's server, as before.
+	OwnServer func(ctx context.Context) (*OwnedServer, error) `json:"-"`
 	// Cluster is the replicated topology of a replicated backend, for the
 	// failover and partition scenarios; nil: they skip.
 	Cluster nemesis.Cluster
@@ -228,12 +236,15 @@ type ScenarioResult struct {
 	Retention string `json:"retention,omitempty"`
 	// LockTTL is the scenario's store's LockTTL: the run's, or for the
 	// scheduled scenarios on a server-clock store Options.ScheduledLockTTL.
-	LockTTL string        `json:"lock_ttl,omitempty"`
-	Verdict check.Verdict `json:"verdict"`
-	Ops     int           `json:"ops"` // store calls
-	Rounds  int           `json:"rounds"`
-	Clients int           `json:"clients"` // clients that took part
-	Keys    int           `json:"keys"`
+	LockTTL string `json:"lock_ttl,omitempty"`
+	// OwnServer says the scenario ran on a server started for it
+	// (Options.OwnServer), beside the shared scenarios.
+	OwnServer bool          `json:"own_server,omitempty"`
+	Verdict   check.Verdict `json:"verdict"`
+	Ops       int           `json:"ops"` // store calls
+	Rounds    int           `json:"rounds"`
+	Clients   int           `json:"clients"` // clients that took part
+	Keys      int           `json:"keys"`
 	// MaxConcurrentBegins is the most Begin calls in flight at once on one
 	// key: proof the scenario raced for real.
 	MaxConcurrentBegins int               `json:"max_concurrent_begins"`
@@ -303,6 +314,10 @@ type Summary struct {
 	Ended       time.Time `json:"ended"`
 	Interrupted bool      `json:"interrupted"`
 	NotRun      []string  `json:"not_run,omitempty"`
+	// OwnServerError says why the server-fault scenarios could not have a
+	// server of their own (Options.OwnServer failed): they ran alone on
+	// the run's server instead.
+	OwnServerError string `json:"own_server_error,omitempty"`
 	// Provenance says where the run came from: the command line, the
 	// program's version and commit, the Go version (set by the caller,
 	// see harness.Build).
@@ -316,11 +331,14 @@ type Summary struct {
 // cost in LockTTLs and retention periods (scenario.Scenario.Cost) on an idle
 // machine, phase by phase as Run runs them: the shared ones Parallel at a
 // time (their sum shared out, but never less than the longest), the others
-// one after another. Enough to warn before a run that will take long.
+// one after another, and the server-fault scenarios on a server of their
+// own (Options.OwnServer) beside the shared ones. Enough to warn before a
+// run that will take long.
 func (o Options) Estimate() time.Duration {
 	sum := make([]time.Duration, scenario.Alone+1)
 	longest := make([]time.Duration, scenario.Alone+1)
 	caps := o.Caps()
+	var own time.Duration // the lane of the server-fault scenarios, beside the shared phase
 	for _, name := range o.Plan() {
 		sc, ok := scenario.Lookup(name)
 		if !ok || sc.WhyNot(caps) != "" {
@@ -331,12 +349,35 @@ func (o Options) Estimate() time.Duration {
 			c = o.Duration + sc.Cost(o.LockTTL, o.Retention, 0)
 		}
 		ph := sc.Phase(caps)
+		if o.onOwnServer(sc, caps) {
+			own += c
+			continue
+		}
 		sum[ph] += c
 		longest[ph] = max(longest[ph], c)
 	}
 	d := sum[scenario.Scheduled] + sum[scenario.Alone]
-	d += max(sum[scenario.Shared]/time.Duration(max(o.Parallel, 1)), longest[scenario.Shared])
+	d += max(sum[scenario.Shared]/time.Duration(max(o.Parallel, 1)), longest[scenario.Shared], own)
 	return d
+}
+
+// OwnedServer is a server started for the server-fault scenarios alone
+// (Options.OwnServer): where it is, its faults, and how to remove it.
+type OwnedServer struct {
+	Addr   string
+	Net    nemesis.Network
+	Server nemesis.Server
+	// Close stops and removes the server; the run calls it once, when
+	// the scenarios on it are done.
+	Close func()
+}
+
+// onOwnServer says whether sc runs on a server of its own, beside the
+// shared phase: it is alone only because it faults the run's one server
+// (not a cluster), and the run can start another (Options.OwnServer).
+func (o Options) onOwnServer(sc scenario.Scenario, caps scenario.Caps) bool {
+	return o.OwnServer != nil && caps.Server != nil && caps.Cluster == nil &&
+		sc.FaultsServer && sc.Phase(caps) == scenario.Alone && sc.WhyNot(caps) == ""
 }
 
 // Plan lists the scenario runs of o in order: the scenarios (all when
@@ -359,7 +400,9 @@ func (o Options) Plan() []string {
 // scheduled ones one at a time (each runs its keys' episodes at once on a
 // server store; five such scenarios at once made clients wait 15 s inside
 // a Postgres soaked at load 30); then those that must run alone (they
-// pause or restart the server the others use). The summary lists the
+// pause or restart the server the others use). With Options.OwnServer,
+// the scenarios that fault the server run instead each on a server of its
+// own, beside the shared phase, and the scheduled phase waits for them. The summary lists the
 // results in plan order whatever order they finished in. An error means
 // the run could not be set up (a store could not be opened); violations
 // are in the summary, not errors.
@@ -390,8 +433,21 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	for _, ph := range phases[:scenario.Alone] {
 		sort.SliceStable(ph, func(a, b int) bool { return slots[ph[a]].cost(o) > slots[ph[b]].cost(o) })
 	}
+	// The scenarios that fault the server move each to a server of its
+	// own, when the run can start one: there they run beside the shared
+	// phase (they pause the server, not the machine).
+	var own, rest []int
+	for _, i := range phases[scenario.Alone] {
+		if o.onOwnServer(slots[i].sc, caps) {
+			own = append(own, i)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	phases[scenario.Alone] = rest
 	pr := &progressOf{o: o, total: len(names), started: sum.Started}
-	runOne := func(i int) error {
+	runOne := func(o Options, i int, onOwn bool) error {
+		caps := o.Caps()
 		sl := &slots[i]
 		if ctx.Err() != nil {
 			return nil // not run
@@ -408,16 +464,51 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		if err != nil {
 			return err
 		}
+		res.OwnServer = onOwn
 		sl.res = res
 		report(Progress{Ops: res.Ops, Faults: sumFaults(res.Faults), Violations: len(res.Violations), Done: true})
 		return nil
 	}
-	for ph, idx := range phases {
+	// ownDone gives the error of the server-fault scenarios once they
+	// have all finished, each on a server of its own, up to Parallel at
+	// once; one whose server cannot start goes back to the Alone phase.
+	ownDone := make(chan error, 1)
+	go func() {
+		var mu sync.Mutex
+		var back []int
+		err := pool.Each(len(own), max(o.Parallel, 1), func(j int) error {
+			srv, err := o.OwnServer(ctx)
+			if err != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				sum.OwnServerError = err.Error()
+				back = append(back, own[j])
+				return nil
+			}
+			defer srv.Close()
+			oo := o
+			oo.Addr, oo.Net, oo.Server, oo.NoServer = srv.Addr, srv.Net, srv.Server, ""
+			return runOne(oo, own[j], true)
+		})
+		slices.Sort(back)
+		phases[scenario.Alone] = append(back, phases[scenario.Alone]...)
+		ownDone <- err
+	}()
+	for ph := range phases {
+		idx := phases[ph]
 		n := max(o.Parallel, 1)
 		if scenario.Phase(ph) != scenario.Shared {
 			n = 1
 		}
-		if err := pool.Each(len(idx), n, func(j int) error { return runOne(idx[j]) }); err != nil {
+		err := pool.Each(len(idx), n, func(j int) error { return runOne(o, idx[j], false) })
+		if scenario.Phase(ph) == scenario.Shared {
+			// The lane ends before the scheduled phase, which runs apart
+			// from everything else.
+			if lerr := <-ownDone; err == nil {
+				err = lerr
+			}
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

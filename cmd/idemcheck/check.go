@@ -229,12 +229,36 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (clean
 	if o.Backend.Replicated != "" {
 		return provisionReplicated(ctx, o, stderr)
 	}
-	srv, err := servers.Start(ctx, servers.Kind(o.Backend.Name), servers.Options{
-		Notef: func(format string, args ...any) { fmt.Fprintf(stderr, "idemcheck: "+format+"\n", args...) }})
+	own, noFaults, err := startServer(ctx, o.Backend.Name, stderr)
 	if err != nil {
 		return nil, err
 	}
-	o.Addr, o.Net = srv.Addr, servers.Network(o.Backend.Name)
+	o.Addr, o.Net, o.Server, o.NoServer = own.Addr, own.Net, own.Server, noFaults
+	if own.Server != nil {
+		// The server-fault scenarios get a container of their own (see
+		// harness.Options.OwnServer).
+		o.OwnServer = func(ctx context.Context) (*harness.OwnedServer, error) {
+			s, _, err := startServer(ctx, o.Backend.Name, stderr)
+			if err == nil && s.Server == nil {
+				s.Close()
+				err = fmt.Errorf("the second %s server cannot be faulted", o.Backend.Name)
+			}
+			return s, err
+		}
+	}
+	return own.Close, nil
+}
+
+// startServer starts a server for backend (a container, or the one the
+// environment names) with its network proxies and, when it can be
+// faulted, its pause and restart (Server); noFaults says why it cannot.
+// Close removes what it started.
+func startServer(ctx context.Context, backend string, stderr io.Writer) (s *harness.OwnedServer, noFaults string, err error) {
+	srv, err := servers.Start(ctx, servers.Kind(backend), servers.Options{
+		Notef: func(format string, args ...any) { fmt.Fprintf(stderr, "idemcheck: "+format+"\n", args...) }})
+	if err != nil {
+		return nil, "", err
+	}
 	closeSrv := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -242,17 +266,18 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (clean
 			fmt.Fprintf(stderr, "idemcheck: %v\n", err)
 		}
 	}
+	s = &harness.OwnedServer{Addr: srv.Addr, Net: servers.Network(backend), Close: closeSrv}
 	if why := srv.NoFaults(); why != "" {
-		o.NoServer = why
-		return closeSrv, nil
+		return s, why, nil
 	}
 	f, err := servers.NewFaults(srv)
 	if err != nil {
 		closeSrv()
-		return nil, err
+		return nil, "", err
 	}
-	o.Server = f
-	return func() { f.Close(); closeSrv() }, nil
+	s.Server = f
+	s.Close = func() { f.Close(); closeSrv() }
+	return s, "", nil
 }
 
 // provisionReplicated starts the replicated topology of a replicated
@@ -295,11 +320,14 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 		}
 		fmt.Fprintf(w, "  %-*s %-7s %6d %12d %5.1fs  %s\n", nw, s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Seconds, faults(s.Faults))
 	}
-	var scheduled, shorter []string
+	var scheduled, shorter, own []string
 	ttl := ""
 	for _, s := range sum.Scenarios {
 		if len(s.Schedule) > 0 {
 			scheduled = append(scheduled, s.Name)
+		}
+		if s.OwnServer {
+			own = append(own, s.Name)
 		}
 		if s.LockTTL != "" && s.LockTTL != sum.LockTTL {
 			shorter, ttl = append(shorter, s.Name), s.LockTTL
@@ -307,6 +335,12 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 	}
 	if len(shorter) > 0 {
 		fmt.Fprintf(w, "\nLockTTL %s in %s: a scheduler's tick waits LockTTL out on a server-clock store\n", ttl, strings.Join(shorter, ", "))
+	}
+	if len(own) > 0 {
+		fmt.Fprintf(w, "\n%s ran on a %s server of their own, beside the shared scenarios: they pause and restart it\n", strings.Join(own, ", "), sum.Store)
+	}
+	if sum.OwnServerError != "" {
+		fmt.Fprintf(w, "\nthe server-fault scenarios ran alone on the run's server: a server of their own could not start: %s\n", sum.OwnServerError)
 	}
 	if len(scheduled) > 0 {
 		fmt.Fprintf(w, "\nfault schedules of %s (a function of --seed %d): %s/report.md\n", strings.Join(scheduled, ", "), sum.Seed, sum.Dir)

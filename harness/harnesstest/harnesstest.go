@@ -92,6 +92,30 @@ func ServerOptions(t testing.TB, kind servers.Kind, variant string, scenarios ..
 	return o
 }
 
+// OwnServer is an Options.OwnServer for tests: each call starts a
+// container of kind (never the environment's server) with its faults, and
+// its Close removes it.
+func OwnServer(kind servers.Kind) func(ctx context.Context) (*harness.OwnedServer, error) {
+	return func(ctx context.Context) (*harness.OwnedServer, error) {
+		srv, err := servers.Start(ctx, kind, servers.Options{Container: true})
+		if err != nil {
+			return nil, err
+		}
+		closeSrv := func() {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = srv.Close(cctx)
+		}
+		f, err := servers.NewFaults(srv)
+		if err != nil {
+			closeSrv()
+			return nil, err
+		}
+		return &harness.OwnedServer{Addr: srv.Addr, Net: servers.Network(string(kind)), Server: f,
+			Close: func() { f.Close(); closeSrv() }}, nil
+	}
+}
+
 // ReplicatedOptions are the default run options on a replicated backend
 // (postgres-replicated, redis-replicated) with a topology this test
 // started (servers.TopologyForTest): its router's address, its failover

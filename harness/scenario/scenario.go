@@ -51,7 +51,11 @@ type Scenario struct {
 	// it measures the machine (stress). The runner runs such scenarios
 	// one at a time after the others (see Phase).
 	Alone func(Caps) bool
-	run   func(ctx context.Context, env *Env)
+	// FaultsServer marks the Alone scenarios that are alone only because
+	// they pause, kill and restart the run's one server: given a server of
+	// their own (harness.Options.OwnServer) they may share the machine.
+	FaultsServer bool
+	run          func(ctx context.Context, env *Env)
 }
 
 // Cost estimates one round's wall time with this LockTTL, retention and
@@ -147,7 +151,7 @@ var All = []Scenario{
 		Doc: "a client whose clock runs 2×LockTTL ahead sends the order a healthy owner is working on: caller-clock stores let it take over (finding skew_takeovers) and fence the owner's save; server-clock stores answer 409"},
 	{Name: "workers", TTLs: 4, Needs: "worker processes", Skip: WorkersSkip, run: runWorkers,
 		Doc: "clients run in worker processes that are killed with SIGKILL at failpoints and at random moments: their claims are taken over after LockTTL, never lost, never doubled"},
-	{Name: "store-faults", TTLs: 15, Retention: storeFaultsRetention, Needs: "a server it can pause and restart", Skip: ServerSkip, Alone: always, run: runStoreFaults,
+	{Name: "store-faults", TTLs: 15, Retention: storeFaultsRetention, Needs: "a server it can pause and restart", Skip: ServerSkip, Alone: always, FaultsServer: true, run: runStoreFaults,
 		Doc: "the server is paused, then killed with SIGKILL and restarted, under load: calls during the outage are unknown outcomes; after healing every order is answered and no claim or answer was lost"},
 	{Name: "failover", TTLs: 10, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, Alone: always, run: runFailover,
 		Doc: "replicated stores: the standby falls behind (its link cut) while the primary answers, then the primary is killed or frozen and the harness fails over to the standby: asynchronous replication loses acknowledged claims and answers (the work runs again), synchronous must lose none"},
@@ -155,7 +159,7 @@ var All = []Scenario{
 		Doc: "replicated stores: the primary is cut off from the clients and healed, later from its standby (it keeps answering), then isolated, and the harness fails over to the standby: what the cut-off primary acknowledged must not be lost"},
 	{Name: "stress", OnRequest: true, Alone: always, Fixed: stressCalibrate + stressWindow, run: runStress,
 		Doc: "only when named: the store's capacity is measured, then clients in pairs send the same orders on fresh keys as fast as it answers, every call recorded and checked; findings give the rate and its share of the capacity"},
-	{Name: "chaos", TTLs: 16, Alone: serverFaults, run: runChaos,
+	{Name: "chaos", TTLs: 16, Alone: serverFaults, FaultsServer: true, run: runChaos,
 		Doc: "a random mix of every fault (client pauses and crashes, worker kills, server pause and restart, network faults) in Jepsen-style phases: faults on, healed, quiet retries; the schedule is a pure function of the seed"},
 }
 

@@ -2,6 +2,7 @@ package scenario_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	redisstore "github.com/idemcheck/idemcheck/stores/redis"
@@ -16,16 +17,34 @@ import (
 
 // TestFaultScenariosOnServers: on Postgres and on Redis (AOF, fsync
 // always), the correct store passes workers, store-faults and chaos, with
-// every kind of fault really injected.
+// every kind of fault really injected. On Redis the server-fault scenarios
+// run each on a server of its own (Options.OwnServer); on Postgres the
+// second server cannot start, so they run alone on the run's server, and
+// the summary says why.
 func TestFaultScenariosOnServers(t *testing.T) {
 	for _, kind := range []servers.Kind{servers.Postgres, servers.Redis} {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
-			sum, err := harness.Run(context.Background(), harnesstest.ServerOptions(t, kind, stores.Correct, "workers", "store-faults", "chaos"))
+			o := harnesstest.ServerOptions(t, kind, stores.Correct, "workers", "store-faults", "chaos")
+			own := kind == servers.Redis
+			if own {
+				o.OwnServer = harnesstest.OwnServer(kind)
+			} else {
+				o.OwnServer = func(context.Context) (*harness.OwnedServer, error) {
+					return nil, errors.New("no second server in this test")
+				}
+			}
+			sum, err := harness.Run(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			harnesstest.KeepOnFailure(t, sum)
+			if own == (sum.OwnServerError != "") {
+				t.Errorf("OwnServerError %q with a second server that can start: %v", sum.OwnServerError, own)
+			}
+			if len(sum.Scenarios) != 3 {
+				t.Fatalf("%d scenarios ran, want 3", len(sum.Scenarios))
+			}
 			want := map[string][]history.FaultKind{
 				"workers":      {history.FaultWorkerKill},
 				"store-faults": {history.FaultServerPause, history.FaultServerRestart},
@@ -33,6 +52,9 @@ func TestFaultScenariosOnServers(t *testing.T) {
 			}
 			for _, s := range sum.Scenarios {
 				harnesstest.Log(t, s)
+				if wantOwn := own && s.Name != "workers"; s.OwnServer != wantOwn {
+					t.Errorf("%s: OwnServer %v, want %v", s.Name, s.OwnServer, wantOwn)
+				}
 				if s.Verdict != check.Pass {
 					t.Errorf("%s: verdict %s: %s %v", s.Name, s.Verdict, s.Error, s.Violations)
 				}
