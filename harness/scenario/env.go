@@ -197,7 +197,7 @@ func (e *Env) NewClient(rules ...workload.Rule) *workload.Client {
 		Backoff:         10 * time.Millisecond,
 		MaxBackoff:      e.Config.LockTTL / 3,
 		WorkTime:        3 * time.Millisecond,
-		Rand:            rand.New(rand.NewSource(seed)),
+		Rand:            workload.NewRand(seed),
 	}
 	e.ApplyWorkload(c)
 	return c
