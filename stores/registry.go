@@ -55,6 +55,15 @@ type Backend struct {
 	// Mutants lists the mutant variants this backend implements, by name
 	// (see Mutants for what each re-creates).
 	Mutants []string
+	// WaitsAnnounced declares that, in every variant, a call never waits
+	// for another client of the same Store without first passing
+	// faults.Wait: the store holds no lock across a failpoint, or it
+	// announces the wait (SQLite's writer turn), and its connection pool
+	// is larger than any one scheduled episode's clients. A controlled
+	// scheduler (harness/sched) then takes a client that has not reached
+	// its next failpoint to be slow, not blocked, and waits for it, so a
+	// loaded machine cannot change the interleaving a seed gives.
+	WaitsAnnounced bool
 	// Replicated, when set, names the server kind ("postgres", "redis")
 	// of a backend whose server runs as a primary with one streaming
 	// standby (docs/DESIGN.md, "Replicated stores"): the harness starts

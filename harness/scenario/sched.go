@@ -251,16 +251,27 @@ func (e *Env) afterEpisodes() {
 }
 
 // NewScheduler makes a controlled scheduler for the store, with Tick as
-// an action the chooser may take up to ticks times. An embedded store
-// answers in microseconds to a few milliseconds (SQLite's commit
-// included), so a client still running after embeddedBlock waits for
-// SQLite's write lock, held by a client parked inside its Begin: the
-// shorter bound keeps those waits cheap. A server answers over the network,
-// and no flow here holds a lock between failpoints there, so its bound is
-// the default, generous for a loaded machine.
+// an action the chooser may take up to ticks times. How long a client may
+// run without reaching a failpoint before the scheduler takes it to be
+// blocked inside the store (sched.Options.Block):
+//
+//   - a registered backend that announces its waits
+//     (stores.Backend.WaitsAnnounced) blocks only where the scheduler sees
+//     it, so a quiet client is slow, not blocked: announcedBlock, only
+//     against a wait the declaration missed. A loaded machine then cannot
+//     change the interleaving a seed gives;
+//   - any other embedded store answers in microseconds to a few
+//     milliseconds, so a client still running after embeddedBlock waits
+//     for a lock held by a parked client: the short bound keeps those
+//     waits cheap;
+//   - any other server answers over the network: the default, generous
+//     for a loaded machine.
 func (e *Env) NewScheduler(ch sched.Chooser, ticks int) *sched.Scheduler {
 	o := sched.DefaultOptions()
-	if !e.ServerClock() {
+	switch {
+	case e.setup.Backend.WaitsAnnounced && !e.setup.Factory:
+		o.Block = announcedBlock
+	case !e.ServerClock():
 		o.Block = embeddedBlock
 	}
 	s := sched.New(ch, o)
@@ -273,8 +284,14 @@ func (e *Env) NewScheduler(ch sched.Chooser, ticks int) *sched.Scheduler {
 	return s
 }
 
-// embeddedBlock is the scheduler's Block for embedded stores.
-const embeddedBlock = 40 * time.Millisecond
+// embeddedBlock is the scheduler's Block for embedded stores that do not
+// announce their waits; announcedBlock for stores that do (a third of
+// sched's Stuck: a statement slowed by a loaded machine finishes well
+// within it).
+const (
+	embeddedBlock  = 40 * time.Millisecond
+	announcedBlock = 5 * time.Second
+)
 
 // Episode reports whether the named scenario is scheduled and, if so,
 // whether its episodes end with a liveness probe of their key.

@@ -49,7 +49,9 @@ func init() {
 		Lives:     stores.InProcess,
 		Mutants:   Mutants,
 		Semantics: Semantics,
-		Fence:     Fence,
+		// One mutex, never held across a failpoint.
+		WaitsAnnounced: true,
+		Fence:          Fence,
 		Open: func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {
 			s, err := New(cfg, nil)
 			if err != nil {

@@ -23,6 +23,8 @@ func init() {
 		Clock:   stores.CallerClock,
 		Lives:   stores.InProcess,
 		Mutants: Mutants,
+		// One mutex, released before every failpoint.
+		WaitsAnnounced: true,
 		Open: func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {
 			s, err := New(cfg)
 			if err != nil {

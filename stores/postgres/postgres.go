@@ -33,6 +33,10 @@ func init() {
 		Lives:      stores.Server,
 		Mutants:    Mutants,
 		Statements: true,
+		// Every statement commits on its own: no row lock outlives a
+		// statement, so none is held across a failpoint; the pool
+		// (defaultMaxConns) outnumbers an episode's clients.
+		WaitsAnnounced: true,
 		Open: func(ctx context.Context, dsn string, cfg stores.Config) (stores.Store, error) {
 			return New(ctx, dsn, cfg)
 		},

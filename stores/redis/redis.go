@@ -101,6 +101,10 @@ func init() {
 		Mutants:    append(append(append([]string(nil), Mutants...), OnlyHere...), NoPersistence),
 		Statements: true,
 		Equivalent: Equivalent,
+		// Commands and scripts run one at a time on the server: nothing
+		// waits for another client; the pool (10 per CPU) outnumbers an
+		// episode's clients.
+		WaitsAnnounced: true,
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			return New(ctx, addr, cfg)
 		},

@@ -66,6 +66,9 @@ func init() {
 		Mutants:    Mutants,
 		Statements: true,
 		Equivalent: Equivalent,
+		// A writer waits for the Store's writer turn through faults.Wait
+		// (see write); readers never wait (WAL).
+		WaitsAnnounced: true,
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			s, err := New(ctx, addr, cfg)
 			if err != nil {

@@ -1,0 +1,89 @@
+package harness_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/harnesstest"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// slowStore delays every call of the store it wraps by d before passing
+// it on, as a loaded machine would: its clients go quiet between
+// failpoints for longer than a scheduler's short Block.
+type slowStore struct {
+	stores.Store
+	d time.Duration
+}
+
+func (s slowStore) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	time.Sleep(s.d)
+	return s.Store.Begin(ctx, req)
+}
+
+func (s slowStore) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
+	time.Sleep(s.d)
+	return s.Store.Complete(ctx, key, tok, resp)
+}
+
+func (s slowStore) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
+	time.Sleep(s.d)
+	return s.Store.Release(ctx, key, tok)
+}
+
+func (s slowStore) Prune(ctx context.Context, now time.Time) (int, error) {
+	time.Sleep(s.d)
+	return s.Store.Prune(ctx, now)
+}
+
+// TestSlowStoreKeepsItsInterleaving: on backends that announce their
+// waits (stores.Backend.WaitsAnnounced), the scheduler waits for a quiet
+// client instead of taking it to be blocked inside the store. So the same
+// seed gives the same trace, byte for byte, with every call slowed by
+// 60 ms (past the 40 ms an embedded store's scheduler gave a client that
+// does not announce its waits) as at full speed.
+func TestSlowStoreKeepsItsInterleaving(t *testing.T) {
+	scheduled := []string{"sched-race", "sched-takeover", "sched-crash"}
+	for _, backend := range []string{"memory", "sqlite"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			traces := func(delay time.Duration) map[string]string {
+				o := harnesstest.Options(t, backend, stores.Correct, scheduled...)
+				o.Seed, o.Keys = 7, 1
+				if !o.Backend.WaitsAnnounced {
+					t.Fatalf("%s does not declare WaitsAnnounced", backend)
+				}
+				if delay > 0 {
+					open := o.Backend.Open
+					o.Backend.Open = func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
+						s, err := open(ctx, addr, cfg)
+						if err != nil {
+							return nil, err
+						}
+						return slowStore{s, delay}, nil
+					}
+				}
+				sum, err := harness.Run(context.Background(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := map[string]string{}
+				for _, s := range sum.Scenarios {
+					if s.History() == nil {
+						t.Fatalf("%s: no history (%s %s)", s.Name, s.Verdict, s.Error)
+					}
+					out[s.Name] = scheduledTrace(t, s)
+				}
+				return out
+			}
+			fast, slowed := traces(0), traces(60*time.Millisecond)
+			for _, name := range scheduled {
+				if fast[name] != slowed[name] {
+					t.Errorf("%s: the slowed store's trace differs: %s", name, firstDiff(fast[name], slowed[name]))
+				}
+			}
+		})
+	}
+}
