@@ -86,8 +86,11 @@ func (d *RunDir) Write(sum *harness.Summary) error {
 	if err := writeFile(filepath.Join(d.Path, "report.md"), func(w io.Writer) error { return writeReport(w, sum) }); err != nil {
 		return err
 	}
+	// The link is made under a name of this run's own and renamed over
+	// latest: runs that end at once in one root (test packages run side
+	// by side, each through idemtest) must not share the temporary name.
 	latest := filepath.Join(d.Root, "latest")
-	tmp := latest + ".tmp"
+	tmp := filepath.Join(d.Root, "."+filepath.Base(d.Path)+".latest")
 	os.Remove(tmp)
 	if err := os.Symlink(filepath.Base(d.Path), tmp); err != nil {
 		return err

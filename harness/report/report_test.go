@@ -1,10 +1,14 @@
 package report_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/models"
@@ -29,5 +33,48 @@ func TestTraceShowsTheStoresError(t *testing.T) {
 	}
 	if strings.Count(lines, "store said") != 1 {
 		t.Fatalf("only the call that erred should carry an error:\n%s", lines)
+	}
+}
+
+// TestRunsEndingAtOnceShareARoot: runs that write their results into one
+// root at the same moment (idemtest in test packages run side by side) all
+// succeed, and latest names one of them.
+func TestRunsEndingAtOnceShareARoot(t *testing.T) {
+	root := t.TempDir()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	dirs := make([]*report.RunDir, 8)
+	for i := range dirs {
+		d, err := report.PrepareRunDir(root, "memory", "correct", now.Add(time.Duration(i)*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs[i] = d
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(dirs))
+	for i, d := range dirs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if err := d.Write(&harness.Summary{Store: "memory", Variant: "correct"}); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("run %d: %v", i, err)
+		}
+	}
+	link, err := os.Readlink(filepath.Join(root, "latest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, link, "summary.json")); err != nil {
+		t.Errorf("latest -> %s, which has no summary: %v", link, err)
 	}
 }
