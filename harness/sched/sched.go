@@ -294,6 +294,17 @@ func (s *Scheduler) isFree() bool {
 
 func (s *Scheduler) loop(ctx context.Context) error {
 	for {
+		// Once every client runs freely, the parked ones go too, before
+		// any wait for a running one: a running client may be waiting
+		// for what a parked one holds (SQLite's write lock, taken inside
+		// Begin's transaction), and it no longer announces that wait.
+		if s.isFree() {
+			for _, c := range s.clients {
+				if c.state == parked {
+					s.grant(c)
+				}
+			}
+		}
 		// Wait for the clients let go: each parks, finishes, or is blocked.
 		if r := s.earliestRunning(); r != nil {
 			d := time.Until(r.deadline)

@@ -178,6 +178,43 @@ func TestMaxStepsRunsFreely(t *testing.T) {
 	}
 }
 
+// TestFreeRunReleasesTheParked: when MaxSteps lets every client run
+// freely, a client parked while it holds a lock goes at once, so a running
+// client that now waits for that lock without announcing it (Wait says
+// no) is not left to wait out Block. A holds the lock across a failpoint;
+// B, let run last before the run turns free, needs it.
+func TestFreeRunReleasesTheParked(t *testing.T) {
+	o := fast
+	o.Block, o.MaxSteps = 10*time.Second, 1
+	s := New(&Replay{Choices: []int{1}}, o) // the one decision: B (A waits, holding)
+	var lock sync.Mutex
+	s.Client("A", func(ctx context.Context) {
+		lock.Lock()
+		_ = faults.Hit(ctx, "holding")
+		lock.Unlock()
+	})
+	s.Client("B", func(ctx context.Context) {
+		_ = faults.Hit(ctx, "before")
+		for !lock.TryLock() {
+			if held, err := faults.Wait(ctx, faults.WaitTurn); err != nil {
+				return
+			} else if !held {
+				lock.Lock()
+				break
+			}
+		}
+		lock.Unlock()
+	})
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range s.Log() {
+		if e.Kind == Blocked {
+			t.Errorf("%s was taken to be blocked, after waiting out Block: %v", e.Client, s.Log())
+		}
+	}
+}
+
 // checkThenAct is the toy SELECT-then-INSERT: each client reads the
 // "table", passes a failpoint, and inserts if it read nothing. It returns
 // how many clients believed they inserted.
