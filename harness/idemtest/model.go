@@ -52,6 +52,14 @@ type Factory struct {
 	// also proves that the numbers strictly increase with every claim of a
 	// key (across takeovers, releases and prunes).
 	Fence stores.Fence
+	// WaitsAnnounced declares that a call never waits for another client
+	// of the same store without first calling faults.Wait (or holding no
+	// lock across the failpoints it passes): see
+	// stores.Backend.WaitsAnnounced. The scheduled scenarios then wait for
+	// a slow client instead of taking it to be blocked after 40 or 150 ms,
+	// so a loaded CI runner cannot change a seed's interleaving. A wrong
+	// declaration costs time (5 s per undeclared wait), never a verdict.
+	WaitsAnnounced bool
 
 	// Addr is where the store's data lives (a DSN, host:port) and OpenAt
 	// opens a store like Open's (same cfg, so the same namespace) at

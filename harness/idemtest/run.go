@@ -91,7 +91,7 @@ func Inapplicable(f Factory, sc scenario.Scenario) string {
 // the address, proxies and server control it offers.
 func options(f Factory) harness.Options {
 	o := harness.DefaultOptions()
-	o.Backend = stores.Backend{Name: f.Name, Clock: f.Clock}
+	o.Backend = stores.Backend{Name: f.Name, Clock: f.Clock, WaitsAnnounced: f.WaitsAnnounced}
 	// One scenario at a time: a factory's Open promises a fresh store per
 	// call, not that two of them can live at once (one that empties a
 	// shared table on open would wipe a neighbour's keys).

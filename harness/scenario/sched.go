@@ -255,8 +255,8 @@ func (e *Env) afterEpisodes() {
 // run without reaching a failpoint before the scheduler takes it to be
 // blocked inside the store (sched.Options.Block):
 //
-//   - a registered backend that announces its waits
-//     (stores.Backend.WaitsAnnounced) blocks only where the scheduler sees
+//   - a backend that announces its waits (stores.Backend.WaitsAnnounced,
+//     or idemtest.Factory.WaitsAnnounced) blocks only where the scheduler sees
 //     it, so a quiet client is slow, not blocked: announcedBlock, only
 //     against a wait the declaration missed. A loaded machine then cannot
 //     change the interleaving a seed gives;
@@ -269,7 +269,7 @@ func (e *Env) afterEpisodes() {
 func (e *Env) NewScheduler(ch sched.Chooser, ticks int) *sched.Scheduler {
 	o := sched.DefaultOptions()
 	switch {
-	case e.setup.Backend.WaitsAnnounced && !e.setup.Factory:
+	case e.setup.Backend.WaitsAnnounced:
 		o.Block = announcedBlock
 	case !e.ServerClock():
 		o.Block = embeddedBlock

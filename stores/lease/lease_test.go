@@ -14,6 +14,7 @@ import (
 // with what it declares beyond the contract.
 func factory(sem stores.Semantics, fence stores.Fence) idemtest.Factory {
 	return idemtest.Factory{Name: "lease", Clock: stores.ServerClock, Semantics: sem, Fence: fence,
+		WaitsAnnounced: true, // one mutex, never held across a failpoint
 		Open: func(cfg stores.Config) (stores.Store, error) {
 			s, err := lease.New(cfg, nil)
 			if err != nil {
