@@ -374,9 +374,10 @@ type OwnedServer struct {
 
 // onOwnServer says whether sc runs on a server of its own, beside the
 // shared phase: it is alone only because it faults the run's one server
-// (not a cluster), and the run can start another (Options.OwnServer).
+// (not a cluster), the run can start another (Options.OwnServer), and
+// scenarios may run at once (Parallel 1 runs them one after another).
 func (o Options) onOwnServer(sc scenario.Scenario, caps scenario.Caps) bool {
-	return o.OwnServer != nil && caps.Server != nil && caps.Cluster == nil &&
+	return o.OwnServer != nil && o.Parallel > 1 && caps.Server != nil && caps.Cluster == nil &&
 		sc.FaultsServer && sc.Phase(caps) == scenario.Alone && sc.WhyNot(caps) == ""
 }
 

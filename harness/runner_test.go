@@ -2,8 +2,10 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
@@ -160,5 +162,42 @@ func TestInterruptedParallelRunSaysWhatDidNotRun(t *testing.T) {
 		if pos[sum.NotRun[i]] < pos[sum.NotRun[i-1]] {
 			t.Errorf("not run %v: out of the plan's order", sum.NotRun)
 		}
+	}
+}
+
+// fakeServer is a nemesis.Server that is never used: enough for the
+// runner to plan the server-fault scenarios.
+type fakeServer struct{}
+
+func (fakeServer) Kind() string                                   { return "postgres" }
+func (fakeServer) Pause(context.Context) error                    { return nil }
+func (fakeServer) Resume(context.Context) error                   { return nil }
+func (fakeServer) Restart(context.Context) (time.Duration, error) { return 0, nil }
+func (fakeServer) Heal(context.Context) error                     { return nil }
+func (fakeServer) Close() error                                   { return nil }
+
+// TestOwnServerPlan: the server-fault scenarios leave the alone phase for
+// a server of their own only when the run can start one and scenarios may
+// run at once: the estimate drops by their time then, and not with
+// --parallel 1 (one after another means one after another).
+func TestOwnServerPlan(t *testing.T) {
+	b, err := stores.Lookup("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	estimate := func(parallel int, own bool) time.Duration {
+		o := harness.DefaultOptions()
+		o.Backend, o.Addr, o.Server, o.Parallel = b, "postgres://unused", fakeServer{}, parallel
+		o.Scenarios = []string{"race", "retention", "store-faults", "chaos"}
+		if own {
+			o.OwnServer = func(context.Context) (*harness.OwnedServer, error) { return nil, errors.New("unused") }
+		}
+		return o.Estimate()
+	}
+	if with, without := estimate(4, true), estimate(4, false); with >= without {
+		t.Errorf("--parallel 4: %v with a server of their own, %v without: want less", with, without)
+	}
+	if with, without := estimate(1, true), estimate(1, false); with != without {
+		t.Errorf("--parallel 1: %v with a server of their own, %v without: want the same", with, without)
 	}
 }
