@@ -95,8 +95,8 @@ type Options struct {
 	// fresh container) for the scenarios that fault the server
 	// (scenario.Scenario.FaultsServer): on a server of their own they run
 	// beside the shared scenarios instead of alone after every other one,
-	// and the run is shorter by their time. nil, or an error from it: they
-	// run alone on the run's server, as before.
+	// and the run is shorter by their time. nil, an error from it, or
+	// Parallel 1: they run alone on the run's server, as before.
 	OwnServer func(ctx context.Context) (*OwnedServer, error) `json:"-"`
 	// Cluster is the replicated topology of a replicated backend, for the
 	// failover and partition scenarios; nil: they skip.
