@@ -145,9 +145,6 @@ func sqliteEnv() env {
 			}
 			db.SetMaxIdleConns(16) // as the store's pool
 			b.Cleanup(func() { db.Close() })
-			if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS raw (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID`); err != nil {
-				b.Fatal(err)
-			}
 			// One writer at a time, as the store queues its own writers.
 			var wmu sync.Mutex
 			// Prepared, as the store prepares its read.
@@ -157,11 +154,15 @@ func sqliteEnv() env {
 			}
 			b.Cleanup(func() { read.Close() })
 			return map[string]op{
+				// A claim's row, in one statement, in the store's own table
+				// (its primary key and created_at index), as on Postgres.
 				"raw-write": func(ctx context.Context, p string, i int) error {
 					wmu.Lock()
 					defer wmu.Unlock()
-					_, err := db.ExecContext(ctx, `INSERT INTO raw (k, v) VALUES (?, ?) ON CONFLICT (k) DO NOTHING`,
-						[]byte(p+strconv.Itoa(i)), []byte("v"))
+					now := time.Now().UnixNano()
+					_, err := db.ExecContext(ctx, `INSERT INTO idempotency_keys (tenant, key, fingerprint, status, locked_at, token, created_at)
+VALUES (?, ?, ?, 'in_flight', ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`,
+						[]byte("raw"), []byte(p+strconv.Itoa(i)), []byte(fingerprint), now, "raw-token", now)
 					return err
 				},
 				"raw-read": func(ctx context.Context, p string, i int) error {
