@@ -120,7 +120,7 @@ func (s *Store) decide(ctx context.Context, tx *sql.Tx, req stores.Request) (sto
 	now := req.Now
 	tok := s.tokenFor(now)
 	args := s.beginArgs(req, tok)
-	res, err := tx.ExecContext(ctx, s.sql.claim, args...)
+	res, err := tx.StmtContext(ctx, s.claimStmt).ExecContext(ctx, args...)
 	if n, err := changed(res, err); err != nil {
 		return stores.Decision{}, fmt.Errorf("sqlite: begin: claim: %w", err)
 	} else if n == 1 {

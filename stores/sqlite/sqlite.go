@@ -106,8 +106,10 @@ type Store struct {
 	writer      chan struct{}
 	busyTimeout time.Duration
 	// replayStmt is sql.replay, prepared: Begin's read outside the write
-	// transaction (replayOnRead).
-	replayStmt *sql.Stmt
+	// transaction (replayOnRead). claimStmt is sql.claim, prepared: the
+	// insert of a fresh claim, run in Begin's transaction (tx.Stmt reuses
+	// it on each connection once prepared there).
+	replayStmt, claimStmt *sql.Stmt
 }
 
 // ErrBusy is wrapped by the error of a write that waited BusyTimeout for the
@@ -218,6 +220,11 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 	if s.replayStmt, err = db.PrepareContext(ctx, s.sql.replay); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: prepare: %w", abs, describe(err))
+	}
+	if s.claimStmt, err = db.PrepareContext(ctx, s.sql.claim); err != nil {
+		s.replayStmt.Close()
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: prepare: %w", abs, describe(err))
 	}
@@ -401,6 +408,7 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 // Close closes the store's connections; the file stays.
 func (s *Store) Close() error {
 	s.replayStmt.Close()
+	s.claimStmt.Close()
 	return s.db.Close()
 }
 
