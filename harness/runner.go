@@ -403,10 +403,10 @@ func (o Options) Plan() []string {
 // a Postgres soaked at load 30); then those that must run alone (they
 // pause or restart the server the others use). With Options.OwnServer,
 // the scenarios that fault the server run instead each on a server of its
-// own, beside the shared phase, and the scheduled phase waits for them. The summary lists the
-// results in plan order whatever order they finished in. An error means
-// the run could not be set up (a store could not be opened); violations
-// are in the summary, not errors.
+// own, beside the shared phase, and the scheduled phase waits for them.
+// The summary lists the results in plan order whatever order they
+// finished in. An error means the run could not be set up (a store could
+// not be opened); violations are in the summary, not errors.
 func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err

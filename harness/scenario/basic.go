@@ -37,7 +37,7 @@ func runRace(ctx context.Context, env *Env) {
 			}
 			o := env.Order(k, "")
 			clients := make([]*workload.Client, env.Clients)
-			meet := newRendezvous(env.Clients, rendezvousWait)
+			meet := newRendezvous(env.Clients)
 			for i := range clients {
 				clients[i] = env.NewClient(widen())
 				clients[i].Faults = meet.first(faults.BeforeRoundTrip, clients[i].Faults)
@@ -60,7 +60,7 @@ func runRace(ctx context.Context, env *Env) {
 }
 
 // rendezvous holds each of a key's racing clients at its first round trip
-// into the store until all of them are there, or wait has passed, then
+// into the store until all of them are there, or rendezvousWait has passed, then
 // lets them go together. Their goroutines start at once, but on a loaded
 // machine they may still reach the store one after another, each Begin
 // answered before the next is sent, and the race would not be one (the
@@ -70,7 +70,6 @@ func runRace(ctx context.Context, env *Env) {
 // not a fault: nothing is recorded.
 type rendezvous struct {
 	n    int
-	wait time.Duration
 	mu   sync.Mutex
 	came int
 	all  chan struct{}
@@ -79,9 +78,7 @@ type rendezvous struct {
 // rendezvousWait bounds how long a client waits for the others.
 const rendezvousWait = 50 * time.Millisecond
 
-func newRendezvous(n int, wait time.Duration) *rendezvous {
-	return &rendezvous{n: n, wait: wait, all: make(chan struct{})}
-}
+func newRendezvous(n int) *rendezvous { return &rendezvous{n: n, all: make(chan struct{})} }
 
 // first returns next with the rendezvous at the client's first pass of
 // failpoint; the handler belongs to one client.
@@ -106,7 +103,7 @@ func (r *rendezvous) arrive(ctx context.Context) {
 		close(r.all)
 	}
 	r.mu.Unlock()
-	t := time.NewTimer(r.wait)
+	t := time.NewTimer(rendezvousWait)
 	defer t.Stop()
 	select {
 	case <-r.all:

@@ -294,10 +294,11 @@ func (s *Scheduler) isFree() bool {
 
 func (s *Scheduler) loop(ctx context.Context) error {
 	for {
-		// Once every client runs freely, the parked ones go too, before
-		// any wait for a running one: a running client may be waiting
-		// for what a parked one holds (SQLite's write lock, taken inside
-		// Begin's transaction), and it no longer announces that wait.
+		// Once every client runs freely, the parked ones go (and apply
+		// lets later arrivals through at once), before any wait for a
+		// running one: a running client may be waiting for what a parked
+		// one holds (SQLite's write lock, taken inside Begin's
+		// transaction), and it no longer announces that wait.
 		if s.isFree() {
 			for _, c := range s.clients {
 				if c.state == parked {
@@ -360,12 +361,6 @@ func (s *Scheduler) loop(ctx context.Context) error {
 				return ctx.Err()
 			}
 			t.Stop()
-			continue
-		}
-		if s.isFree() {
-			for _, c := range ready {
-				s.grant(c)
-			}
 			continue
 		}
 		opts := make([]Option, 0, len(ready)+len(s.actions))
