@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -148,6 +149,9 @@ type Store struct {
 	// mismatch: beginSQL writes nothing then) answers only once the
 	// synchronous standby has what it read (the correct replicated store).
 	syncReads bool
+	// plainBegin: the sessions could not make Begin's function (no
+	// TEMPORARY privilege), so Begin runs beginSQL itself.
+	plainBegin atomic.Bool
 }
 
 // New connects to the Postgres server at dsn (a URL or key=value
@@ -222,6 +226,10 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 	pcfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
 	}
+	schemaID := pgx.Identifier{schema}.Sanitize()
+	tableID := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
+	st := &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID, cfg), table: tableID}
+	pcfg.AfterConnect = st.installBegin
 	if configure != nil {
 		configure(pcfg)
 	}
@@ -229,20 +237,50 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	schemaID := pgx.Identifier{schema}.Sanitize()
-	tableID := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
 	if err := ensureSchema(ctx, pool, schemaID, tableID); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID, cfg), table: tableID, pool: pool}, nil
+	st.pool = pool
+	return st, nil
+}
+
+// installBegin makes Begin's function (beginFuncSQL) in a new session,
+// before the pool hands the connection out. A role without the TEMPORARY
+// privilege on the database cannot: the store then runs beginSQL alone
+// (plainBegin), the same decisions at a replay's cost of an upsert's
+// start-up. Any other error fails the connection, and so the call that
+// needed it (or New, whose schema lookup is the first).
+func (s *Store) installBegin(ctx context.Context, c *pgx.Conn) error {
+	// Not a round trip of any call: the caller's context carries its
+	// failpoints (roundTrips would announce this statement as one), so the
+	// statement runs on a context of its own that ends with the caller's.
+	own, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	_, err := c.Exec(own, s.sql.beginFunc)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+		s.plainBegin.Store(true)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: make Begin's function in the session: %w", err)
+	}
+	return nil
 }
 
 // ensureSchema creates the schema, table and index unless the table is
 // there. Concurrent CREATE … IF NOT EXISTS can fail in Postgres (both
 // sessions see no entry, one loses on the catalog's unique index with
-// 23505 or 42P07), so creators take a transaction-scoped advisory lock
-// first and run the DDL in one transaction: all of it or none.
+// 23505 or 42P07), so creators take an advisory lock first and run the DDL
+// in one transaction: all of it or none. The lock is the session's, taken
+// before that transaction begins: a session reads the catalog changes
+// others committed (their invalidation messages) when a transaction starts
+// or a table is locked, not when an advisory lock is granted, so a
+// transaction that began before its wait for the lock could still trust a
+// cached "no such schema" from before it, and create the schema again
+// beside the winner's (seen with 8 stores opening at once).
 func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID string) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tableID).Scan(&exists); err != nil {
@@ -251,15 +289,26 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID str
 	if exists { // the common case, and needs no CREATE privilege
 		return nil
 	}
-	ddl := strings.NewReplacer("{s}", schemaID, "{t}", tableID).Replace(schemaSQL)
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, schemaLockKey); err != nil {
-			return err
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: create schema %s: %w", schemaID, err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, schemaLockKey); err != nil {
+		return fmt.Errorf("postgres: create schema %s: lock: %w", schemaID, err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, schemaLockKey); err != nil {
+			conn.Hijack().Close(uctx) // the lock goes with the session
 		}
+	}()
+	ddl := strings.NewReplacer("{s}", schemaID, "{t}", tableID).Replace(schemaSQL)
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, ddl)
 		return err
-	})
-	if err != nil {
+	}); err != nil {
 		return fmt.Errorf("postgres: create schema %s: %w", schemaID, err)
 	}
 	return nil
@@ -269,8 +318,10 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID str
 func (s *Store) Variant() string { return s.variant }
 
 // Begin decides per the decision table. In the correct variant it is one
-// statement (beginSQL); the time it decides with is the server's, returned
-// as DecidedAt, and req.Now is ignored. A network error or timeout is
+// round trip, a call of the session's function (beginFuncSQL): a read that
+// answers a replay (replaySQL), else one statement (beginSQL); the time it
+// decides with is the server's, returned as DecidedAt, and req.Now is
+// ignored. A network error or timeout is
 // returned as an error: the claim may or may not have been made.
 func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	if err := stores.ValidateKey(req.KeyRef); err != nil {
@@ -289,7 +340,8 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	return s.begin(ctx, req)
 }
 
-// begin runs the one-statement Begin.
+// begin runs the one-round-trip Begin: the session's function, or
+// beginSQL alone where the sessions could not make it.
 func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	var (
 		decision, token string
@@ -298,13 +350,21 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 		at              time.Time
 	)
 	args := []any{raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), s.cfg.LockTTL}
-	err := s.pool.QueryRow(ctx, s.sql.begin, args...).
+	call := beginCallSQL
+	if s.plainBegin.Load() {
+		call = s.sql.begin
+	}
+	err := s.pool.QueryRow(ctx, call, args...).
 		Scan(&decision, &token, &status, &body, &at)
 	if err != nil {
 		faults.TraceBoundf(ctx, s.sql.begin, args, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef), err)
 	}
-	faults.TraceBoundf(ctx, s.sql.begin, args, "decision=%s token=%s", decision, faults.ShortToken(token))
+	if decision == "replay" && token == "" { // decided by reading alone
+		faults.TraceBound(ctx, s.sql.replay, args[:3], "done, same fingerprint: replay, nothing written")
+	} else {
+		faults.TraceBoundf(ctx, s.sql.begin, args, "decision=%s token=%s", decision, faults.ShortToken(token))
+	}
 	d := stores.Decision{DecidedAt: at}
 	switch decision {
 	case "claimed":
