@@ -20,8 +20,9 @@ passes through stores.Config.Statements at open): each conjunct of each
 WHERE or condition dropped, each comparison flipped, each SET column (Lua
 HSET field) dropped, each Lua guard dropped, each status literal swapped;
 one edit of one statement per mutant. Runs the scenarios that kill the
-store's hand-written mutants against each (in order, stopping at the first
-kill; every mutant with --quick per scenario, then the survivors with
+store's hand-written mutants, then race and error (many keys of one tenant
+at once, every call of the contract), against each (in order, stopping at
+the first kill; every mutant with --quick per scenario, then the survivors with
 --budget), after the correct store has passed the same scenarios.
 
 Prints every mutant: killed (by which scenario and checker), survived (with
@@ -51,7 +52,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	budget := fs.Duration("budget", 6*time.Second, "each scenario's budget per survivor of the first pass (0: one pass)")
 	workers := fs.Int("workers", 0, "mutants run at once (0: GOMAXPROCS)")
 	episodes := fs.Int("episodes", 0, "also stop each scenario after this many episodes or rounds per mutant (0: the budgets only)")
-	scenarios := fs.String("scenario", "", "scenarios to try, in order (comma-separated; default: those that kill the store's hand-written mutants)")
+	scenarios := fs.String("scenario", "", "scenarios to try, in order (comma-separated; default: those that kill the store's hand-written mutants, then race and error)")
 	only := fs.String("only", "", "run only the mutants whose ID contains one of these (comma-separated)")
 	limit := fs.Int("limit", 0, "run only the first N mutants generated (0: all)")
 	minScore := fs.Float64("min-score", 0.95, "the lowest passing score")
