@@ -177,3 +177,22 @@ func TestRunNotApplicable(t *testing.T) {
 		t.Errorf("memory: not applicable %q, %d results", rep.NotApplicable, len(rep.Results))
 	}
 }
+
+// The default scenarios are the kill set, then General, each once.
+func TestKillScenariosEndWithGeneral(t *testing.T) {
+	b, err := stores.Lookup("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scs := mutate.KillScenarios(b)
+	if len(scs) <= len(mutate.General) || !slices.Equal(scs[len(scs)-len(mutate.General):], mutate.General) {
+		t.Fatalf("KillScenarios = %v, want the kill set then %v", scs, mutate.General)
+	}
+	seen := map[string]bool{}
+	for _, s := range scs {
+		if seen[s] {
+			t.Fatalf("%s twice in %v", s, scs)
+		}
+		seen[s] = true
+	}
+}
