@@ -145,12 +145,12 @@ type Store struct {
 	// lateAfter, when set, is how long a claim may take to commit and
 	// still be handed out (the replicated store: see stores.ErrLateClaim).
 	lateAfter time.Duration
-	// syncReads: a Begin that decided by reading alone (replay, in flight,
-	// mismatch: beginSQL writes nothing then) answers only once the
+	// syncReads: a Begin that did not claim (replay, in flight, mismatch:
+	// it decided on a row someone else committed) answers only once the
 	// synchronous standby has what it read (the correct replicated store).
 	syncReads bool
 	// plainBegin: the sessions could not make Begin's function (no
-	// TEMPORARY privilege), so Begin runs beginSQL itself.
+	// TEMPORARY privilege), so Begin sends replaySQL and beginSQL itself.
 	plainBegin atomic.Bool
 }
 
@@ -247,9 +247,10 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 
 // installBegin makes Begin's function (beginFuncSQL) in a new session,
 // before the pool hands the connection out. A role without the TEMPORARY
-// privilege on the database cannot: the store then runs beginSQL alone
-// (plainBegin), the same decisions at a replay's cost of an upsert's
-// start-up. Any other error fails the connection, and so the call that
+// privilege on the database cannot: the store then sends the function's
+// two statements itself (plainBegin), the same decisions at a claim's
+// cost of a second round trip. Any other error fails the connection, and
+// so the call that
 // needed it (or New, whose schema lookup is the first).
 func (s *Store) installBegin(ctx context.Context, c *pgx.Conn) error {
 	// Not a round trip of any call: the caller's context carries its
@@ -319,9 +320,9 @@ func (s *Store) Variant() string { return s.variant }
 
 // Begin decides per the decision table. In the correct variant it is one
 // round trip, a call of the session's function (beginFuncSQL): a read that
-// answers a replay (replaySQL), else one statement (beginSQL); the time it
-// decides with is the server's, returned as DecidedAt, and req.Now is
-// ignored. A network error or timeout is
+// answers a replay (replaySQL), else one statement that decides
+// (beginSQL); the time it decides with is the server's, returned as
+// DecidedAt, and req.Now is ignored. A network error or timeout is
 // returned as an error: the claim may or may not have been made.
 func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	if err := stores.ValidateKey(req.KeyRef); err != nil {
@@ -340,8 +341,9 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	return s.begin(ctx, req)
 }
 
-// begin runs the one-round-trip Begin: the session's function, or
-// beginSQL alone where the sessions could not make it.
+// begin runs Begin's read and, when it has no answer, its decision: in
+// one round trip through the session's function, or in two where the
+// sessions could not make it.
 func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	var (
 		decision, token string
@@ -350,12 +352,19 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 		at              time.Time
 	)
 	args := []any{raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), s.cfg.LockTTL}
-	call := beginCallSQL
-	if s.plainBegin.Load() {
-		call = s.sql.begin
+	query := func(q string, args []any) error {
+		return s.pool.QueryRow(ctx, q, args...).Scan(&decision, &token, &status, &body, &at)
 	}
-	err := s.pool.QueryRow(ctx, call, args...).
-		Scan(&decision, &token, &status, &body, &at)
+	var err error
+	if s.plainBegin.Load() {
+		err = query(s.sql.replay, args[:3])
+		if errors.Is(err, pgx.ErrNoRows) {
+			faults.TraceBound(ctx, s.sql.replay, args[:3], "no done row with this fingerprint")
+			err = query(s.sql.begin, args)
+		}
+	} else {
+		err = query(beginCallSQL, args)
+	}
 	if err != nil {
 		faults.TraceBoundf(ctx, s.sql.begin, args, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef), err)

@@ -15,8 +15,8 @@ import (
 // TestReplayOnlyReads: a replay leaves the row's version as it was (same
 // ctid and xmin: no UPDATE, not even one writing the same values), through
 // the session's function and, for a role that may not make temporary
-// objects, through beginSQL alone; the other decisions are the same on
-// both paths.
+// objects, through the function's two statements sent one by one; the
+// other decisions are the same on both paths.
 func TestReplayOnlyReads(t *testing.T) {
 	t.Run("function", func(t *testing.T) {
 		s := newStore(t, stores.Correct, hour, hour)

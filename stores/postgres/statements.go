@@ -33,22 +33,27 @@ CREATE TABLE IF NOT EXISTS {t} (
 CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON {t} (created_at);
 `
 
-// beginSQL is Begin in one statement: it replays a done key by reading
-// alone, and otherwise claims the key, or locks the row that is there and
-// applies the decision table to it.
-//
-// The read first (CTE r): the row, as of the statement's snapshot, if it is
-// done with the request's fingerprint. Such a row is final: nothing turns a
-// done row back (Complete and Release act only on in-flight rows, a
-// takeover only on a stale in-flight one), only Prune deletes it. So when r
-// finds it, the answer is Replay with its response, as the upsert below
-// would decide it on that same row, and the INSERT's SELECT yields no row:
-// nothing is written (no row version, no WAL record, no transaction id), and
-// the decision's linearization point is the snapshot, inside the call. A
-// Prune committed after the snapshot is ordered after the replay. When r
-// finds nothing (no row, in flight, another fingerprint, or a done row
-// committed after the snapshot), the statement is the atomic upsert that
-// follows, unchanged.
+// replaySQL is Begin's read: the row, as of the statement's snapshot, if
+// it is done with the request's fingerprint, as a Replay (decision
+// 'replay', no token, the response, the server's clock). Such a row is
+// final: nothing turns a done row back (Complete and Release act only on
+// in-flight rows, a takeover only on a stale in-flight one), only Prune
+// deletes it. So when the read finds it, the answer is Replay with its
+// response, as beginSQL would decide it on that same row, and nothing is
+// written (no row version, no WAL record, no transaction id); the
+// decision's linearization point is the snapshot, inside the call, and a
+// Prune committed after it is ordered after the replay. It is the same in
+// every variant: on a done row with the same fingerprint every one of them
+// decides Replay. No row returned (no row, in flight, another fingerprint,
+// or a done row committed after the snapshot) means nothing was decided,
+// and beginSQL decides.
+const replaySQL = `
+SELECT 'replay'::text, ''::text, response_status, response_body, clock_timestamp()
+FROM {t} WHERE tenant = $1 AND key = $2 AND status = 'done' AND fingerprint = $3`
+
+// beginSQL is Begin's decision when replaySQL found no answer, in one
+// statement: it claims the key, or locks the row that is there and applies
+// the decision table to it.
 //
 // INSERT … ON CONFLICT DO UPDATE waits for a concurrent inserter to finish,
 // then locks the conflicting row and evaluates the SET against its latest
@@ -67,19 +72,13 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON {t} (created_at);
 // slightly earlier time: it can look younger than it is, never older, and
 // a claim made during the wait (locked_at after the clock) is live.
 // Holes in braces are filled from statements; each mutant of the
-// one-statement Begin changes one of them (the read-only replay is the same
-// in every variant: on a done row with the same fingerprint every one of
-// them decides Replay).
+// one-statement decision changes one of them.
 const beginSQL = `
 WITH n AS MATERIALIZED (
     SELECT clock_timestamp() AS clock, {fresh} AS token, $4::interval AS ttl),
-r AS MATERIALIZED (
-    SELECT response_status, response_body FROM {t}
-    WHERE tenant = $1 AND key = $2 AND status = 'done' AND fingerprint = $3),
 w AS (
 INSERT INTO {t} AS k (tenant, key, fingerprint, status, locked_at, token, created_at, decision)
 SELECT $1, $2, $3, 'in_flight', n.clock, n.token, n.clock, 'claimed' FROM n
-WHERE NOT EXISTS (SELECT FROM r)
 ON CONFLICT (tenant, key) DO UPDATE SET (decision, locked_at, token) = (
     SELECT d.decision,
            CASE d.decision WHEN 'takeover' THEN n.clock ELSE k.locked_at END,
@@ -91,35 +90,22 @@ ON CONFLICT (tenant, key) DO UPDATE SET (decision, locked_at, token) = (
         ELSE 'takeover' -- compare-and-set: the row is locked, the check and the write are one step
     END AS decision) AS d)
 RETURNING k.decision, k.token, k.response_status, k.response_body)
-SELECT decision, token, response_status, response_body, (SELECT clock FROM n) FROM w
-UNION ALL
-SELECT 'replay', '', response_status, response_body, (SELECT clock FROM n) FROM r`
-
-// replaySQL is Begin's first statement, inside beginFuncSQL: the read of
-// CTE r in beginSQL on its own, answering Replay when the row is done with
-// the request's fingerprint (its decision 'replay', no token, the response,
-// the server's clock). Such a row is final (see beginSQL): the snapshot it
-// is read in is a state the key was in during the call, and answering from
-// it, writing nothing, is linearized there. It is the same in every
-// variant, as r is: on a done row with the same fingerprint every one of
-// them decides Replay. No row returned means nothing was decided, and
-// beginSQL decides, unchanged, in a statement of its own.
-const replaySQL = `
-SELECT 'replay'::text, ''::text, response_status, response_body, clock_timestamp()
-FROM {t} WHERE tenant = $1 AND key = $2 AND status = 'done' AND fingerprint = $3`
+SELECT decision, token, response_status, response_body, (SELECT clock FROM n) FROM w`
 
 // beginFuncSQL installs Begin as a function of the session (pg_temp: no
 // CREATE privilege needed, nothing left in the database, one per pooled
 // connection, made when it connects): replaySQL, and only when it finds
-// nothing, beginSQL. Still one round trip, and the decision is still made
-// by one statement: the read alone for a replay, the atomic upsert for all
-// else. What it saves is the upsert's start-up on a replay: beginSQL's
-// INSERT … ON CONFLICT opens the table and both indexes and prepares its
-// conflict arm even when its SELECT gives no row, so a replay by beginSQL
-// alone cost about 1.3 primary-key reads at 8 goroutines. Each of the
-// function's statements is planned once per session (plan_cache_mode,
-// as for every statement here). {replay} and {begin} are the two
-// statements as the variant (and the mutation hook) made them.
+// nothing, beginSQL. One round trip, and each decision is still made by
+// one statement: the read alone for a replay, the atomic upsert for all
+// else. Two round trips would halve a claim's rate; one statement doing
+// both (the read as a CTE, the INSERT's SELECT yielding no row when it
+// found the answer) costs a replay the upsert's start-up, since INSERT …
+// ON CONFLICT opens the table and both indexes and prepares its conflict
+// arm even when given no row: a replay then cost about 1.3 primary-key
+// reads at 8 goroutines. Each statement in the function is planned once
+// per session (plan_cache_mode, as for every statement here). {replay}
+// and {begin} are the two statements as the variant (and the mutation
+// hook) made them.
 const beginFuncSQL = `
 CREATE OR REPLACE FUNCTION pg_temp.idemcheck_begin(bytea, bytea, bytea, interval)
 RETURNS TABLE (o_decision text, o_token text, o_status integer, o_body bytea, o_at timestamptz)
