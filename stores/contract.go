@@ -68,9 +68,54 @@ const MaxKeyLen = 255
 type Token string
 
 // Response is the answer saved by Complete and replayed to later requests.
+// Body is any bytes, as an HTTP body may be (a NUL, invalid UTF-8, a
+// trailing "\r\n", hundreds of bytes): a store saves it and replays it
+// byte for byte. The harness's answers carry such bytes (see
+// workload.Order.Tail).
 type Response struct {
 	Status int    `json:"status"`
 	Body   string `json:"body"`
+}
+
+// responseJSON is Response's JSON form: the body as a string when it is
+// valid UTF-8, else base64 (encoding/json would replace invalid bytes, and
+// a saved history would then show two different answers as one).
+type responseJSON struct {
+	Status  int     `json:"status"`
+	Body    *string `json:"body,omitempty"`
+	BodyB64 *string `json:"body_b64,omitempty"`
+}
+
+// MarshalJSON writes {"status","body"}, or body_b64 for invalid UTF-8.
+func (r Response) MarshalJSON() ([]byte, error) {
+	j := responseJSON{Status: r.Status}
+	if utf8.ValidString(r.Body) {
+		j.Body = &r.Body
+	} else {
+		b := base64.StdEncoding.EncodeToString([]byte(r.Body))
+		j.BodyB64 = &b
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *Response) UnmarshalJSON(b []byte) error {
+	var j responseJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*r = Response{Status: j.Status}
+	switch {
+	case j.BodyB64 != nil:
+		body, err := base64.StdEncoding.DecodeString(*j.BodyB64)
+		if err != nil {
+			return fmt.Errorf("body_b64: %w", err)
+		}
+		r.Body = string(body)
+	case j.Body != nil:
+		r.Body = *j.Body
+	}
+	return nil
 }
 
 // KeyRef names a key within its tenant; keys never collide across tenants.

@@ -2,6 +2,7 @@ package stores
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -35,5 +36,36 @@ func TestKeyRefPrintsAndSavesEveryKeyApart(t *testing.T) {
 	}
 	if got := (KeyRef{"t0", "order-1"}).String(); got != "t0/order-1" {
 		t.Errorf("a plain key prints as %s", got)
+	}
+}
+
+// TestResponseSavesEveryBodyApart: bodies that differ only in bytes
+// encoding/json would replace (invalid UTF-8) survive a JSON round trip
+// byte for byte, and a plain body keeps the old form.
+func TestResponseSavesEveryBodyApart(t *testing.T) {
+	bodies := []Response{
+		{201, "charged"}, {201, ""}, {201, "a\x00b\xff\r\n \t"}, {201, "a\x00b\xfe\r\n \t"},
+		{200, strings.Repeat("é", 300)}, {409, `{"a":"b"}`},
+	}
+	seen := map[string]Response{}
+	for _, r := range bodies {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other, dup := seen[string(b)]; dup {
+			t.Errorf("%q and %q both save as %s", other.Body, r.Body, b)
+		}
+		seen[string(b)] = r
+		var back Response
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back != r {
+			t.Errorf("%q → %s → %q", r.Body, b, back.Body)
+		}
+	}
+	if b, _ := json.Marshal(Response{201, "ok"}); string(b) != `{"status":201,"body":"ok"}` {
+		t.Errorf("a plain body saves as %s", b)
 	}
 }
