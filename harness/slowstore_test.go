@@ -56,14 +56,7 @@ func TestSlowStoreKeepsItsInterleaving(t *testing.T) {
 					t.Fatalf("%s does not declare WaitsAnnounced", backend)
 				}
 				if delay > 0 {
-					open := o.Backend.Open
-					o.Backend.Open = func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
-						s, err := open(ctx, addr, cfg)
-						if err != nil {
-							return nil, err
-						}
-						return slowStore{s, delay}, nil
-					}
+					wrapStores(&o, func(s stores.Store) stores.Store { return slowStore{s, delay} })
 				}
 				sum, err := harness.Run(context.Background(), o)
 				if err != nil {

@@ -58,14 +58,9 @@ func TestParamsDedupingStoreIsCaught(t *testing.T) {
 		t.Run(sc, func(t *testing.T) {
 			t.Parallel()
 			o := harnesstest.Options(t, "memory", stores.Correct, sc)
-			open := o.Backend.Open
-			o.Backend.Open = func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
-				s, err := open(ctx, addr, cfg)
-				if err != nil {
-					return nil, err
-				}
-				return &paramsDedupe{Store: s, fp: map[stores.KeyRef]string{}, done: map[[2]string]stores.Response{}}, nil
-			}
+			wrapStores(&o, func(s stores.Store) stores.Store {
+				return &paramsDedupe{Store: s, fp: map[stores.KeyRef]string{}, done: map[[2]string]stores.Response{}}
+			})
 			sum, err := harness.Run(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)

@@ -143,6 +143,8 @@ func (e *Env) ServerClock() bool { return e.setup.Backend.Clock == stores.Server
 // of one round have keys that differ only in case, whitespace, tenant,
 // Unicode normalisation or bytes after a long prefix.
 //
+// Odd orders' answers carry a binary or long tail (see tail).
+//
 // Orders come in twins: 2j and 2j+1 have the same parameters (so the
 // same fingerprint) under neighbouring keys, most often in one tenant, as
 // two identical charges by two customers of one merchant. They are two
@@ -155,7 +157,18 @@ func (e *Env) Order(i int, v string) workload.Order {
 	amount := 1000 + 7*twin(i)
 	id := fmt.Sprintf("o%03d", i)
 	return workload.Order{ID: id, Key: workload.KeyFor(e.Tenant, i, workload.KeyOffset(e.setup.Name)),
-		Fingerprint: fmt.Sprintf("amount=%d%s", amount, v), Amount: amount}
+		Fingerprint: fmt.Sprintf("amount=%d%s", amount, v), Amount: amount, Tail: tail(i)}
+}
+
+// tail is order i's answer's tail (workload.Order.Tail): every odd order's
+// answer carries bytes a careless store loses, binary (1, 5, 9, …) or
+// long (3, 7, …), so a round of two keys has one; even orders' answers
+// are plain (the demo's order 0 among them).
+func tail(i int) string {
+	if i%2 == 0 {
+		return ""
+	}
+	return workload.Tails[i/2%len(workload.Tails)]
 }
 
 // twin is the index whose parameters order i has (see Order).

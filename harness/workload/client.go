@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -26,6 +27,18 @@ type Order struct {
 	Key         stores.KeyRef // the idempotency key: one per order
 	Fingerprint string        // a fingerprint of the order's parameters
 	Amount      int
+	// Tail is what the work's answer carries after its text: bytes a
+	// careless store loses (a NUL, invalid UTF-8, "\r\n", trailing blanks,
+	// or enough text to pass 255 characters), replayed byte for byte by a
+	// correct one. Empty: a plain answer.
+	Tail string
+}
+
+// Tails are the answers' tails an order may carry (see Order.Tail): one
+// binary, one long (more than 255 characters, 400 bytes).
+var Tails = [...]string{
+	" \x00\xff\xfe\r\n\t ",
+	" " + strings.Repeat("é", 100) + strings.Repeat("-", 199) + " ",
 }
 
 // KeyPolicy is how a client picks the idempotency key for each attempt.
@@ -234,7 +247,7 @@ func (c *Client) work(o Order, key stores.KeyRef, attempt int) stores.Work {
 		}
 		c.Hist.EndWork(i, false, id)
 		// The body names the owner, as an API's log line would.
-		return stores.Response{Status: 201, Body: fmt.Sprintf("charged %s %d cents (owner %s)", id, o.Amount, faults.ShortToken(string(tok)))}, nil
+		return stores.Response{Status: 201, Body: fmt.Sprintf("charged %s %d cents (owner %s)", id, o.Amount, faults.ShortToken(string(tok))) + o.Tail}, nil
 	}
 }
 
