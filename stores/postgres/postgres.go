@@ -356,14 +356,21 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return s.pool.QueryRow(ctx, q, args...).Scan(&decision, &token, &status, &body, &at)
 	}
 	var err error
-	if s.plainBegin.Load() {
+	if !s.plainBegin.Load() {
+		err = query(beginCallSQL, args)
+	}
+	// A session without the function: the store's sessions may not make
+	// one (plainBegin), or a pooler between the store and the server
+	// (PgBouncer in transaction mode) ran the call on a server session
+	// that did not make it, and nothing ran. The same two statements, one
+	// round trip each.
+	var pgErr *pgconn.PgError
+	if s.plainBegin.Load() || errors.As(err, &pgErr) && pgErr.Code == "42883" { // undefined_function
 		err = query(s.sql.replay, args[:3])
 		if errors.Is(err, pgx.ErrNoRows) {
 			faults.TraceBound(ctx, s.sql.replay, args[:3], "no done row with this fingerprint")
 			err = query(s.sql.begin, args)
 		}
-	} else {
-		err = query(beginCallSQL, args)
 	}
 	if err != nil {
 		faults.TraceBoundf(ctx, s.sql.begin, args, "error: %v", err)

@@ -15,8 +15,9 @@ import (
 // TestReplayOnlyReads: a replay leaves the row's version as it was (same
 // ctid and xmin: no UPDATE, not even one writing the same values), through
 // the session's function and, for a role that may not make temporary
-// objects, through the function's two statements sent one by one; the
-// other decisions are the same on both paths.
+// objects or a session that lost the function, through the function's two
+// statements sent one by one; the other decisions are the same on every
+// path.
 func TestReplayOnlyReads(t *testing.T) {
 	t.Run("function", func(t *testing.T) {
 		s := newStore(t, stores.Correct, hour, hour)
@@ -24,6 +25,31 @@ func TestReplayOnlyReads(t *testing.T) {
 			t.Fatal("the superuser's sessions could not make Begin's function")
 		}
 		replayOnlyReads(t, s)
+	})
+	t.Run("a session that lost the function", func(t *testing.T) {
+		// One connection, whose function is dropped: as a pooler in
+		// transaction mode hands the store a server session it never made
+		// the function in.
+		u, err := url.Parse(testDSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("pool_max_conns", "1")
+		u.RawQuery = q.Encode()
+		cfg := stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, testDSN(t))}
+		s, err := New(context.Background(), u.String(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if _, err := s.pool.Exec(ctxT(t), `DROP FUNCTION pg_temp.idemcheck_begin(bytea, bytea, bytea, interval)`); err != nil {
+			t.Fatal(err)
+		}
+		replayOnlyReads(t, s)
+		if s.plainBegin.Load() {
+			t.Fatal("a lost function turned the store to plainBegin for good")
+		}
 	})
 	t.Run("no TEMPORARY privilege", func(t *testing.T) {
 		dsn := noTempRole(t, testDSN(t))
