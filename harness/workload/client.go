@@ -35,7 +35,7 @@ type Order struct {
 }
 
 // Tails are the answers' tails an order may carry (see Order.Tail): one
-// binary, one long (more than 255 characters, 400 bytes).
+// binary, one long (301 characters in 401 bytes: past 255 either way).
 var Tails = [...]string{
 	" \x00\xff\xfe\r\n\t ",
 	" " + strings.Repeat("é", 100) + strings.Repeat("-", 199) + " ",

@@ -250,8 +250,7 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 // privilege on the database cannot: the store then sends the function's
 // two statements itself (plainBegin), the same decisions at a claim's
 // cost of a second round trip. Any other error fails the connection, and
-// so the call that
-// needed it (or New, whose schema lookup is the first).
+// so the call that needed it (or New, whose schema lookup is the first).
 func (s *Store) installBegin(ctx context.Context, c *pgx.Conn) error {
 	// Not a round trip of any call: the caller's context carries its
 	// failpoints (roundTrips would announce this statement as one), so the
