@@ -89,12 +89,7 @@ type responseJSON struct {
 // MarshalJSON writes {"status","body"}, or body_b64 for invalid UTF-8.
 func (r Response) MarshalJSON() ([]byte, error) {
 	j := responseJSON{Status: r.Status}
-	if utf8.ValidString(r.Body) {
-		j.Body = &r.Body
-	} else {
-		b := base64.StdEncoding.EncodeToString([]byte(r.Body))
-		j.BodyB64 = &b
-	}
+	j.Body, j.BodyB64 = textOrB64(r.Body)
 	return json.Marshal(j)
 }
 
@@ -104,18 +99,9 @@ func (r *Response) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*r = Response{Status: j.Status}
-	switch {
-	case j.BodyB64 != nil:
-		body, err := base64.StdEncoding.DecodeString(*j.BodyB64)
-		if err != nil {
-			return fmt.Errorf("body_b64: %w", err)
-		}
-		r.Body = string(body)
-	case j.Body != nil:
-		r.Body = *j.Body
-	}
-	return nil
+	body, err := fromTextOrB64(j.Body, j.BodyB64, "body_b64")
+	*r = Response{Status: j.Status, Body: body}
+	return err
 }
 
 // KeyRef names a key within its tenant; keys never collide across tenants.
@@ -156,19 +142,35 @@ type keyJSON struct {
 // MarshalJSON writes {"tenant","key"}, or base64 for invalid UTF-8.
 func (k KeyRef) MarshalJSON() ([]byte, error) {
 	var j keyJSON
-	if utf8.ValidString(k.Tenant) {
-		j.Tenant = &k.Tenant
-	} else {
-		b := base64.StdEncoding.EncodeToString([]byte(k.Tenant))
-		j.TenantB64 = &b
-	}
-	if utf8.ValidString(k.Key) {
-		j.Key = &k.Key
-	} else {
-		b := base64.StdEncoding.EncodeToString([]byte(k.Key))
-		j.KeyB64 = &b
-	}
+	j.Tenant, j.TenantB64 = textOrB64(k.Tenant)
+	j.Key, j.KeyB64 = textOrB64(k.Key)
 	return json.Marshal(j)
+}
+
+// textOrB64 is s for a JSON field pair: as text when it is valid UTF-8,
+// else as base64 (encoding/json would replace the invalid bytes).
+func textOrB64(s string) (text, b64 *string) {
+	if utf8.ValidString(s) {
+		return &s, nil
+	}
+	b := base64.StdEncoding.EncodeToString([]byte(s))
+	return nil, &b
+}
+
+// fromTextOrB64 reads what textOrB64 wrote ("" when neither is set);
+// field names the base64 field in an error.
+func fromTextOrB64(text, b64 *string, field string) (string, error) {
+	switch {
+	case b64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*b64)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", field, err)
+		}
+		return string(b), nil
+	case text != nil:
+		return *text, nil
+	}
+	return "", nil
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -177,27 +179,15 @@ func (k *KeyRef) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*k = KeyRef{}
-	switch {
-	case j.TenantB64 != nil:
-		t, err := base64.StdEncoding.DecodeString(*j.TenantB64)
-		if err != nil {
-			return fmt.Errorf("tenant_b64: %w", err)
-		}
-		k.Tenant = string(t)
-	case j.Tenant != nil:
-		k.Tenant = *j.Tenant
+	tenant, err := fromTextOrB64(j.Tenant, j.TenantB64, "tenant_b64")
+	if err != nil {
+		return err
 	}
-	switch {
-	case j.KeyB64 != nil:
-		key, err := base64.StdEncoding.DecodeString(*j.KeyB64)
-		if err != nil {
-			return fmt.Errorf("key_b64: %w", err)
-		}
-		k.Key = string(key)
-	case j.Key != nil:
-		k.Key = *j.Key
+	key, err := fromTextOrB64(j.Key, j.KeyB64, "key_b64")
+	if err != nil {
+		return err
 	}
+	*k = KeyRef{Tenant: tenant, Key: key}
 	return nil
 }
 
