@@ -719,7 +719,9 @@ func resetBefore(all, kops []history.Op, t int64) bool {
 //     then, and the Prune is the identity.
 //
 // Copying every Prune into every key made a history of P prunes and K keys
-// P×K operations larger. It also returns how many keys the history has.
+// P×K operations larger. A key none of whose calls got an answer is left
+// out whole (keySpan.answered). It also returns how many keys the history
+// has.
 func porcupineOps(m models.Config, ops []history.Op) ([]porcupine.Operation, int) {
 	spans := map[stores.KeyRef]*keySpan{}
 	var keys []stores.KeyRef
@@ -739,13 +741,15 @@ func porcupineOps(m models.Config, ops []history.Op) ([]porcupine.Operation, int
 	for _, op := range ops {
 		if op.Input.Kind == models.Prune {
 			for _, k := range keys {
-				if spans[k].prunable(m, op) {
+				if spans[k].answered && spans[k].prunable(m, op) {
 					out = append(out, prunePorcupineOp(op, k))
 				}
 			}
 			continue
 		}
-		out = append(out, porcupineOp(op))
+		if spans[op.Input.Key].answered {
+			out = append(out, porcupineOp(op))
+		}
 	}
 	return out, len(keys)
 }
@@ -757,9 +761,14 @@ func keyPorcupineOps(m models.Config, kops, prunes []history.Op) []porcupine.Ope
 		return nil
 	}
 	sp := keySpan{first: kops[0].Call, last: kops[0].Return}
-	out := make([]porcupine.Operation, 0, len(kops))
 	for _, op := range kops {
 		sp.add(op)
+	}
+	if !sp.answered {
+		return nil
+	}
+	out := make([]porcupine.Operation, 0, len(kops))
+	for _, op := range kops {
 		out = append(out, porcupineOp(op))
 	}
 	for _, p := range prunes {
@@ -788,11 +797,20 @@ type keySpan struct {
 	first, last int64     // earliest call, latest return
 	created     time.Time // the earliest time a record of the key can have been created
 	creates     bool      // some Begin may have created one
+	// answered: some call on the key got an answer. A key none of whose
+	// calls did (each failed or timed out: a store that refuses the key)
+	// is linearizable by itself, every call having done nothing, and is
+	// left out of porcupine's history: its search over such calls grows
+	// with the subsets of tokens they may have used, and a store that
+	// refused every key holding a NUL kept the checker busy for minutes
+	// before it gave up, undecided.
+	answered bool
 }
 
 // add widens the span with one of the key's operations (not a Prune).
 func (sp *keySpan) add(op history.Op) {
 	sp.first, sp.last = min(sp.first, op.Call), max(sp.last, op.Return)
+	sp.answered = sp.answered || !op.Output.Unknown
 	if op.Input.Kind != models.Begin {
 		return
 	}

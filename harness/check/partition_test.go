@@ -15,7 +15,8 @@ import (
 // record can be past its retention at the Prune's time; it is left out of
 // a key whose operations all returned before it was called or were all
 // called after it returned, of a key created too recently, and of a key
-// never created.
+// never created. A key none of whose calls got an answer is left out
+// whole.
 func TestPruneGoesOnlyToKeysItCanActOn(t *testing.T) {
 	m := models.Config{LockTTL: time.Second, Retention: time.Minute, Slack: time.Second}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -36,14 +37,25 @@ func TestPruneGoesOnlyToKeysItCanActOn(t *testing.T) {
 		claim("after", 31, 50, t0), // called after it returned
 		{Client: 3, Input: models.Input{Kind: models.Begin, Key: key("unknown"), Fingerprint: "fp", Now: t0},
 			Output: models.Output{Unknown: true}, Call: 1, Return: history.Never}, // may take effect any time after its call
+		{Client: 4, Input: models.Input{Kind: models.Begin, Key: key("unknown"), Fingerprint: "fp", Now: t0},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.InFlight, DecidedAt: t0}}, Call: 200, Return: 210},
+		// No call on this key got an answer: linearizable by itself, left out.
+		{Client: 5, Input: models.Input{Kind: models.Begin, Key: key("unanswered"), Fingerprint: "fp", Now: t0},
+			Output: models.Output{Unknown: true}, Call: 1, Return: history.Never},
+		{Client: 6, Input: models.Input{Kind: models.Begin, Key: key("unanswered"), Fingerprint: "fp", Now: t0},
+			Output: models.Output{Unknown: true}, Call: 2, Return: 50},
 	}
 	pops, keys := porcupineOps(m, ops)
-	if keys != 7 {
-		t.Fatalf("%d keys, want 7", keys)
+	if keys != 8 {
+		t.Fatalf("%d keys, want 8", keys)
 	}
 	got := map[stores.KeyRef]int{}
 	for _, op := range pops {
-		if in := op.Input.(models.Input); in.Kind == models.Prune {
+		in := op.Input.(models.Input)
+		if in.Key == key("unanswered") {
+			t.Fatalf("an operation of a key no call of which got an answer went to porcupine: %+v", op)
+		}
+		if in.Kind == models.Prune {
 			got[in.Key]++
 		}
 	}
@@ -109,5 +121,28 @@ func TestKeyPorcupineOpsIsPorcupineOpsByKey(t *testing.T) {
 	}
 	if totalPrunes == 0 {
 		t.Error("no Prune acted on any key: the test shows nothing")
+	}
+}
+
+// TestUnansweredKeyIsLinearizableByItself: a key none of whose calls got an
+// answer (a store that refuses the key) gives porcupine nothing, however
+// many calls it has, so its search cannot grow with them; a key with one
+// answer among them is checked whole.
+func TestUnansweredKeyIsLinearizableByItself(t *testing.T) {
+	m := models.Config{LockTTL: time.Second, Retention: time.Minute, Slack: time.Second}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k := stores.KeyRef{Tenant: "t", Key: "p\x00"}
+	var kops []history.Op
+	for i := range 40 {
+		kops = append(kops, history.Op{Client: i, Input: models.Input{Kind: models.Begin, Key: k, Fingerprint: "fp", Now: t0, ID: i},
+			Output: models.Output{Unknown: true}, Call: int64(i), Return: int64(i + 100)})
+	}
+	if part := keyPorcupineOps(m, kops, nil); part != nil {
+		t.Fatalf("%d operations of an unanswered key went to porcupine", len(part))
+	}
+	kops = append(kops, history.Op{Client: 99, Input: models.Input{Kind: models.Begin, Key: k, Fingerprint: "fp", Now: t0, ID: 99},
+		Output: models.Output{Decision: stores.Decision{Outcome: stores.InFlight, DecidedAt: t0}}, Call: 200, Return: 210})
+	if part := keyPorcupineOps(m, kops, nil); len(part) != len(kops) {
+		t.Fatalf("%d of %d operations of an answered key went to porcupine", len(part), len(kops))
 	}
 }
