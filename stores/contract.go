@@ -68,10 +68,11 @@ const MaxKeyLen = 255
 type Token string
 
 // Response is the answer saved by Complete and replayed to later requests.
-// Body is any bytes, as an HTTP body may be (a NUL, invalid UTF-8, a
-// trailing "\r\n", hundreds of bytes): a store saves it and replays it
-// byte for byte. The harness's answers carry such bytes (see
-// workload.Order.Tail).
+// Body is any bytes, as an HTTP body may be: a store saves it and replays
+// it byte for byte. The harness's answers are text (valid UTF-8: a store
+// may keep them in a text column) with characters a careless store loses:
+// quotes, a backslash, an emoji, "\r\n", trailing blanks, more than 255
+// characters (see workload.Order.Tail).
 type Response struct {
 	Status int    `json:"status"`
 	Body   string `json:"body"`

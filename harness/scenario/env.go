@@ -143,7 +143,7 @@ func (e *Env) ServerClock() bool { return e.setup.Backend.Clock == stores.Server
 // of one round have keys that differ only in case, whitespace, tenant,
 // Unicode normalisation or bytes after a long prefix.
 //
-// Odd orders' answers carry a binary or long tail (see tail).
+// Odd orders' answers carry a tail a careless store loses (see tail).
 //
 // Orders come in twins: 2j and 2j+1 have the same parameters (so the
 // same fingerprint) under neighbouring keys, most often in one tenant, as
@@ -161,9 +161,10 @@ func (e *Env) Order(i int, v string) workload.Order {
 }
 
 // tail is order i's answer's tail (workload.Order.Tail): every odd order's
-// answer carries bytes a careless store loses, binary (1, 5, 9, …) or
-// long (3, 7, …), so a round of two keys has one; even orders' answers
-// are plain (the demo's order 0 among them).
+// answer carries text a careless store loses, quotes, a backslash, an
+// emoji, CRLF and blanks (1, 5, 9, …) or 301 characters (3, 7, …), so a
+// round of two keys has one; even orders' answers are plain (the demo's
+// order 0 among them).
 func tail(i int) string {
 	if i%2 == 0 {
 		return ""

@@ -27,17 +27,20 @@ type Order struct {
 	Key         stores.KeyRef // the idempotency key: one per order
 	Fingerprint string        // a fingerprint of the order's parameters
 	Amount      int
-	// Tail is what the work's answer carries after its text: bytes a
-	// careless store loses (a NUL, invalid UTF-8, "\r\n", trailing blanks,
-	// or enough text to pass 255 characters), replayed byte for byte by a
-	// correct one. Empty: a plain answer.
+	// Tail is what the work's answer carries after its text: text a
+	// careless store loses (quotes, a backslash, a character outside the
+	// Basic Multilingual Plane, "\r\n", trailing blanks, or enough to pass
+	// 255 characters), replayed byte for byte by a correct one. Always
+	// valid UTF-8: an API's answers are text (JSON, in the lesson card), and
+	// a store may keep them in a text column. Empty: a plain answer.
 	Tail string
 }
 
-// Tails are the answers' tails an order may carry (see Order.Tail): one
-// binary, one long (301 characters in 401 bytes: past 255 either way).
+// Tails are the answers' tails an order may carry (see Order.Tail): one of
+// characters that escaping, encoding or trimming loses, one long (301
+// characters in 401 bytes: past 255 either way).
 var Tails = [...]string{
-	" \x00\xff\xfe\r\n\t ",
+	" \"q\" \\ \U0001F4B3\r\n\t ",
 	" " + strings.Repeat("é", 100) + strings.Repeat("-", 199) + " ",
 }
 
