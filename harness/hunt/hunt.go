@@ -84,6 +84,15 @@ type Options struct {
 	// option), for up to this long, keeping the shortest trace that still
 	// kills. Not counted in Kill.Seconds. 0: no shrinking.
 	Shrink time.Duration
+	// ServerLockTTL, if positive, is the LockTTL of a scheduled scenario on
+	// a server-clock store instead of ScheduledServerLockTTL. Longer
+	// proves the same at the cost of the ticks that wait it out, and keeps
+	// findable on a loaded machine a kill that needs a claim still live a
+	// few steps later: under make test's load Redis's
+	// prune-sweeps-in-flight, killed in 9 to 35 episodes idle, survived
+	// 698 at 100 ms, every claim it swept already stale by the time the
+	// next one came.
+	ServerLockTTL time.Duration
 }
 
 // ScheduledServerLockTTL is the LockTTL of scheduled scenarios on
@@ -146,6 +155,9 @@ func HuntScenario(ctx context.Context, o harness.Options, name string, h Options
 		return nil, fmt.Errorf("unknown scenario %q", name)
 	}
 	o = OptionsFor(o, name)
+	if h.ServerLockTTL > 0 && sc.Scheduled && o.Backend.Clock == stores.ServerClock {
+		o.LockTTL, o.ScheduledLockTTL = h.ServerLockTTL, 0
+	}
 	o.Scenarios = []string{name}
 	if err := o.Validate(); err != nil {
 		return nil, err

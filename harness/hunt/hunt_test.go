@@ -36,7 +36,9 @@ func TestScheduledScenariosOnEveryBackend(t *testing.T) {
 			ctx := context.Background()
 			t.Run("mutants die", func(t *testing.T) {
 				for _, m := range storeMutants() {
-					k, err := hunt.Hunt(ctx, o, m, hunt.Options{Budget: 30 * time.Second})
+					// 400 ms on the server stores: proves the same as the
+					// CLI's 100 ms, with room for make test's load.
+					k, err := hunt.Hunt(ctx, o, m, hunt.Options{Budget: 30 * time.Second, ServerLockTTL: 400 * time.Millisecond})
 					if err != nil {
 						t.Fatalf("%s: %v", m, err)
 					}
