@@ -44,12 +44,7 @@ func TestLossyAnswersAreCaught(t *testing.T) {
 			}
 			return b
 		},
-		"trimmed": func(b string) string {
-			for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == '\t') {
-				b = b[:len(b)-1]
-			}
-			return b
-		},
+		"trimmed": func(b string) string { return strings.TrimRight(b, " \r\n\t") },
 	}
 	for name, lose := range losses {
 		t.Run(name, func(t *testing.T) {

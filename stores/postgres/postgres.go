@@ -259,8 +259,7 @@ func (s *Store) installBegin(ctx context.Context, c *pgx.Conn) error {
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
 	_, err := c.Exec(own, s.sql.beginFunc)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+	if sqlState(err) == "42501" { // insufficient_privilege
 		s.plainBegin.Store(true)
 		return nil
 	}
@@ -268,6 +267,15 @@ func (s *Store) installBegin(ctx context.Context, c *pgx.Conn) error {
 		return fmt.Errorf("postgres: make Begin's function in the session: %w", err)
 	}
 	return nil
+}
+
+// sqlState is the SQLSTATE code of a server's error ("" for any other).
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
 
 // ensureSchema creates the schema, table and index unless the table is
@@ -355,7 +363,8 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return s.pool.QueryRow(ctx, q, args...).Scan(&decision, &token, &status, &body, &at)
 	}
 	var err error
-	if !s.plainBegin.Load() {
+	plain := s.plainBegin.Load()
+	if !plain {
 		err = query(beginCallSQL, args)
 	}
 	// A session without the function: the store's sessions may not make
@@ -363,8 +372,7 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 	// (PgBouncer in transaction mode) ran the call on a server session
 	// that did not make it, and nothing ran. The same two statements, one
 	// round trip each.
-	var pgErr *pgconn.PgError
-	if s.plainBegin.Load() || errors.As(err, &pgErr) && pgErr.Code == "42883" { // undefined_function
+	if plain || sqlState(err) == "42883" { // undefined_function
 		err = query(s.sql.replay, args[:3])
 		if errors.Is(err, pgx.ErrNoRows) {
 			faults.TraceBound(ctx, s.sql.replay, args[:3], "no done row with this fingerprint")
