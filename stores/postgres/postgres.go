@@ -247,9 +247,9 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 
 // installBegin makes Begin's function (beginFuncSQL) in a new session,
 // before the pool hands the connection out. A role without the TEMPORARY
-// privilege on the database cannot: the store then sends the function's
-// two statements itself (plainBegin), the same decisions at a claim's
-// cost of a second round trip. Any other error fails the connection, and
+// privilege on the database cannot: the store then sends replaySQL and
+// beginSQL itself (plainBegin), the same decisions at a claim's cost of a
+// second round trip. Any other error fails the connection, and
 // so the call that needed it (or New, whose schema lookup is the first).
 func (s *Store) installBegin(ctx context.Context, c *pgx.Conn) error {
 	// Not a round trip of any call: the caller's context carries its
@@ -327,7 +327,8 @@ func (s *Store) Variant() string { return s.variant }
 
 // Begin decides per the decision table. In the correct variant it is one
 // round trip, a call of the session's function (beginFuncSQL): a read that
-// answers a replay (replaySQL), else one statement that decides
+// answers a replay (replaySQL), else an insert that claims a key without
+// a row (claimSQL), else one statement that decides on the row there
 // (beginSQL); the time it decides with is the server's, returned as
 // DecidedAt, and req.Now is ignored. A network error or timeout is
 // returned as an error: the claim may or may not have been made.
@@ -349,8 +350,8 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 }
 
 // begin runs Begin's read and, when it has no answer, its decision: in
-// one round trip through the session's function, or in two where the
-// sessions could not make it.
+// one round trip through the session's function, or in two (the read,
+// then beginSQL, which claims too) where the sessions could not make it.
 func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	var (
 		decision, token string
@@ -370,9 +371,10 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 	// A session without the function: the store's sessions may not make
 	// one (plainBegin), or a pooler between the store and the server
 	// (PgBouncer in transaction mode) ran the call on a server session
-	// that did not make it, and nothing ran. The same two statements, one
-	// round trip each.
+	// that did not make it, and nothing ran. The read and beginSQL (which
+	// claims too), one round trip each.
 	if plain || sqlState(err) == "42883" { // undefined_function
+		plain = true
 		err = query(s.sql.replay, args[:3])
 		if errors.Is(err, pgx.ErrNoRows) {
 			faults.TraceBound(ctx, s.sql.replay, args[:3], "no done row with this fingerprint")
@@ -385,6 +387,8 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 	}
 	if decision == "replay" && token == "" { // decided by reading alone
 		faults.TraceBound(ctx, s.sql.replay, args[:3], "done, same fingerprint: replay, nothing written")
+	} else if decision == "claimed" && !plain { // claimSQL's row, or beginSQL's if the row went in between
+		faults.TraceBoundf(ctx, s.sql.claim, args[:3], "claimed, token %s", faults.ShortToken(token))
 	} else {
 		faults.TraceBoundf(ctx, s.sql.begin, args, "decision=%s token=%s", decision, faults.ShortToken(token))
 	}

@@ -92,20 +92,41 @@ ON CONFLICT (tenant, key) DO UPDATE SET (decision, locked_at, token) = (
 RETURNING k.decision, k.token, k.response_status, k.response_body)
 SELECT decision, token, response_status, response_body, (SELECT clock FROM n) FROM w`
 
+// claimSQL is Begin's claim when replaySQL found no answer: one INSERT
+// that adds the key's row in flight and returns it, decision 'claimed'
+// and the server's clock (locked_at) as decided_at. When the key has a
+// row, it inserts nothing and returns no row, and beginSQL decides on the
+// row that is there. The primary key decides between concurrent claims:
+// the check for a conflicting row waits for a concurrent inserter to
+// commit or abort, so at most one of them gets a row back, and the others
+// go on to beginSQL, which sees the winner's row. It is beginSQL's claim
+// arm without the CTEs and the conflict arm, which a claim does not run
+// but would pay for: a claim is the one Begin that must write, and it
+// costs a single-statement upsert plus the function call. $1 tenant, $2
+// key, $3 fingerprint; {fresh} is the token, as in beginSQL.
+const claimSQL = `
+INSERT INTO {t} AS k (tenant, key, fingerprint, status, locked_at, token, created_at, decision)
+SELECT $1, $2, $3, 'in_flight', n.clock, n.token, n.clock, 'claimed'
+FROM (SELECT clock_timestamp() AS clock, {fresh} AS token) AS n
+ON CONFLICT (tenant, key) DO NOTHING
+RETURNING k.decision, k.token, k.response_status, k.response_body, k.locked_at`
+
 // beginFuncSQL installs Begin as a function of the session (pg_temp: no
 // CREATE privilege needed, nothing left in the database, one per pooled
-// connection, made when it connects): replaySQL, and only when it finds
-// nothing, beginSQL. One round trip, and each decision is still made by
-// one statement: the read alone for a replay, the atomic upsert for all
-// else. Two round trips would halve a claim's rate; one statement doing
-// both (the read as a CTE, the INSERT's SELECT yielding no row when it
-// found the answer) costs a replay the upsert's start-up, since INSERT …
-// ON CONFLICT opens the table and both indexes and prepares its conflict
-// arm even when given no row: a replay then cost about 1.3 primary-key
-// reads at 8 goroutines. Each statement in the function is planned once
-// per session (plan_cache_mode, as for every statement here). {replay}
-// and {begin} are the two statements as the variant (and the mutation
-// hook) made them.
+// connection, made when it connects): replaySQL; only when it finds
+// nothing, claimSQL; only when that inserts nothing, beginSQL. One round
+// trip, and each decision is still made by one statement: the read alone
+// for a replay, the insert alone for a claim, the atomic upsert for all
+// else (a statement that decided nothing changed no row). Two round trips
+// would halve a claim's rate; one statement doing all (the read as a
+// CTE, the INSERT's SELECT yielding no row when it found the answer)
+// costs a replay the upsert's start-up, since INSERT … ON CONFLICT opens
+// the table and both indexes and prepares its conflict arm even when
+// given no row: a replay then cost about 1.3 primary-key reads at 8
+// goroutines. Each statement in the function is planned once per session
+// (plan_cache_mode, as for every statement here). {replay}, {claim} and
+// {begin} are the statements as the variant (and the mutation hook) made
+// them.
 const beginFuncSQL = `
 CREATE OR REPLACE FUNCTION pg_temp.idemcheck_begin(bytea, bytea, bytea, interval)
 RETURNS TABLE (o_decision text, o_token text, o_status integer, o_body bytea, o_at timestamptz)
@@ -113,7 +134,10 @@ LANGUAGE plpgsql AS $idemcheck_begin$
 BEGIN
     RETURN QUERY {replay};
     IF NOT FOUND THEN
-        RETURN QUERY {begin};
+        RETURN QUERY {claim};
+        IF NOT FOUND THEN
+            RETURN QUERY {begin};
+        END IF;
     END IF;
 END
 $idemcheck_begin$`
@@ -322,7 +346,7 @@ func mutate(f func(*statements)) statements {
 // sqlTexts is a variant's statements with the schema and table filled in,
 // ready to run.
 type sqlTexts struct {
-	begin, replay, read, overwrite, blindTakeover, complete, release, prune string
+	begin, replay, claim, read, overwrite, blindTakeover, complete, release, prune string
 	// beginFunc installs Begin's function (replay, then begin) in a session.
 	beginFunc string
 }
@@ -350,6 +374,7 @@ func (s statements) render(schema, table string, cfg stores.Config) sqlTexts {
 	t := sqlTexts{
 		begin:         r("begin", beginSQL),
 		replay:        r("replay", replaySQL),
+		claim:         r("claim", claimSQL),
 		read:          split("read", readSQL, s.split != oneStatement),
 		overwrite:     split("overwrite", overwriteSQL, s.split == selectThenInsert || s.split == staleOverwrite),
 		blindTakeover: split("blind-takeover", blindTakeoverSQL, s.split == blindTakeover),
@@ -357,6 +382,6 @@ func (s statements) render(schema, table string, cfg stores.Config) sqlTexts {
 		release:       r("release", s.release),
 		prune:         r("prune", s.prune),
 	}
-	t.beginFunc = strings.NewReplacer("{replay}", t.replay, "{begin}", t.begin).Replace(beginFuncSQL)
+	t.beginFunc = strings.NewReplacer("{replay}", t.replay, "{claim}", t.claim, "{begin}", t.begin).Replace(beginFuncSQL)
 	return t
 }
