@@ -425,7 +425,7 @@ func (e *Env) Probe(ctx context.Context, probeID int) {
 		// slow server after the probe's wait, and a Begin run then makes a
 		// fresh claim: the probe counts it as its own lost answer.
 		lost := slices.ContainsFunc(keyed[k], func(op history.Op) bool { return op.Output.Unknown && op.Input.Kind == models.Begin })
-		for try := 1; ; try++ {
+		for errs, waits := 0, 0; ; {
 			d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: e.clock.Now()})
 			if err == nil && d.Outcome == stores.Claimed {
 				_ = rec.Release(ctx, k, d.Token)
@@ -439,13 +439,34 @@ func (e *Env) Probe(ctx context.Context, probeID int) {
 			if err == nil && (d.Outcome != stores.InFlight || !lost) {
 				break
 			}
-			lost = lost || err != nil
-			if try == probeTries || ctx.Err() != nil {
+			if ctx.Err() != nil {
 				break
 			}
-			// The probe may now hold the claim it asked for, so LockTTL
-			// is waited out before it asks again. The liveness checker
-			// judges a key by its last probe.
+			// No answer: ask again soon, backing off. A store may fail a
+			// call now and then and still be correct (a dropped
+			// connection, a timeout): only probeErrTries calls in a row
+			// without an answer count as a store that does not answer.
+			// If the lost call claimed, the next answer is 409 and the
+			// wait below follows.
+			if err != nil {
+				lost = true
+				if errs++; errs == probeErrTries {
+					break
+				}
+				pause := min(probeErrPause<<(errs-1), e.Config.LockTTL)
+				if m, ok := e.clock.(*faults.ManualClock); ok {
+					m.Advance(pause)
+				} else if faults.Pause(ctx, pause) != nil {
+					break
+				}
+				continue
+			}
+			// In flight after a lost answer: the probe may hold the claim
+			// it asked for, so LockTTL is waited out before it asks
+			// again. The liveness checker judges a key by its last probe.
+			if waits++; waits == probeTries {
+				break
+			}
 			if m, ok := e.clock.(*faults.ManualClock); ok {
 				m.Advance(e.Config.LockTTL + time.Millisecond)
 			} else if faults.Pause(ctx, e.Config.LockTTL+50*time.Millisecond) != nil {
@@ -455,9 +476,17 @@ func (e *Env) Probe(ctx context.Context, probeID int) {
 	}
 }
 
-// probeTries bounds the final probe's attempts on one key: a key whose
-// store never answers in that many tries fails liveness.
-const probeTries = 4
+// probeTries bounds how often the final probe waits out LockTTL on a key
+// answered in flight after a lost answer: a key still in flight then is
+// stuck. probeErrTries bounds the calls in a row without an answer, after
+// pauses of probeErrPause, doubling up to LockTTL: a key whose store never
+// answers fails liveness (8 in a row: a store that fails one call in ten at
+// random is wrongly judged so once in 10⁸ keys).
+const (
+	probeTries    = 4
+	probeErrTries = 8
+	probeErrPause = 25 * time.Millisecond
+)
 
 // ProbeAfterLockTTL moves the clock past every claim's LockTTL (a manual
 // clock jumps; a real one is waited for) and probes every key (see Probe):

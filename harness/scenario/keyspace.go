@@ -2,8 +2,11 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
@@ -60,9 +63,9 @@ func runAbuse(ctx context.Context, env *Env) {
 		o := env.Order(k, "")
 		id := env.NewClientID()
 		rec := env.Recorder(id, env.Store, env.clock)
-		d, err := rec.Begin(ctx, stores.Request{KeyRef: o.Key, Fingerprint: o.Fingerprint, Now: env.clock.Now()})
-		if err != nil || d.Outcome != stores.Claimed {
-			env.Fail("abuse: the owner of %s could not claim it: %v %v", o.Key, d.Outcome, err)
+		d, err := ownerClaim(ctx, env, rec, o)
+		if err != nil {
+			env.Fail("abuse: the owner of %s could not claim it: %v", o.Key, err)
 			return
 		}
 		claims[k] = claim{o.Key, d.Token, rec, id, o}
@@ -97,11 +100,15 @@ func runAbuse(ctx context.Context, env *Env) {
 		charge := env.Ledger.Charge(o.ID, "charge:"+o.ID, id, env.Hist.Now())
 		env.Hist.EndWork(w, false, charge)
 		resp := stores.Response{Status: 201, Body: fmt.Sprintf("charged %s %d cents (owner %s)", charge, o.Amount, id2s(id))}
-		if err := rec.Complete(ctx, o.Key, c.tok, resp); err != nil {
+		switch saved, err := ownerSave(ctx, env, rec, o, c.tok, resp); {
+		case err != nil:
 			env.Fail("abuse: the owner of %s could not save: %v", o.Key, err)
 			return
+		case saved:
+			env.Hist.AddAnswer(historyAnswer(id, o, resp, env.Hist.Now()))
 		}
-		env.Hist.AddAnswer(historyAnswer(id, o, resp, env.Hist.Now()))
+		// Else a save whose answer was lost was fenced when sent again:
+		// it may have been saved, and the retried order says so.
 		// Done: the owner's own token must be fenced now too.
 		_ = rec.Release(ctx, o.Key, c.tok)                                                      // a deferred release
 		_ = rec.Complete(ctx, o.Key, c.tok, stores.Response{Status: 500, Body: "retried save"}) // a save sent twice
@@ -111,6 +118,62 @@ func runAbuse(ctx context.Context, env *Env) {
 	// Each key with every other key's token once done, then the orders retried.
 	foreign("foreign token")
 	parallel(n, func(k int) { env.NewClient().Submit(ctx, env.Order(k, "")) })
+}
+
+// ownerTries bounds an abuse owner's calls without an answer in a row.
+const ownerTries = 8
+
+// ownerClaim claims o's key for an owner that calls the store itself, as a
+// client would: a call that ends in an error may or may not have claimed
+// (a store may lose an answer now and then and still be correct), so it
+// asks again with the same key, and a claim whose answer was lost answers
+// 409 until it is stale and then is taken over.
+func ownerClaim(ctx context.Context, env *Env, rec *history.Recorder, o workload.Order) (stores.Decision, error) {
+	lost, errs := false, 0
+	deadline := time.Now().Add(4*env.Config.LockTTL + time.Second)
+	for {
+		d, err := rec.Begin(ctx, stores.Request{KeyRef: o.Key, Fingerprint: o.Fingerprint, Now: env.clock.Now()})
+		switch {
+		case err == nil && d.Outcome == stores.Claimed:
+			return d, nil
+		case err == nil && (d.Outcome != stores.InFlight || !lost):
+			return d, fmt.Errorf("answered %v", d.Outcome)
+		case err != nil:
+			if lost, errs = true, errs+1; errs == ownerTries {
+				return d, err
+			}
+		}
+		if time.Now().After(deadline) {
+			return d, fmt.Errorf("still in flight after a lost answer, %v after LockTTL", time.Since(deadline))
+		}
+		if err := faults.Pause(ctx, env.Config.LockTTL/4); err != nil {
+			return d, err
+		}
+	}
+}
+
+// ownerSave saves resp under the owner's token, sending it again while the
+// store does not answer. saved is false when a save whose answer was lost
+// is fenced when sent again: the first may have been saved (a correct
+// store fences a second save on a done key), so the owner cannot tell.
+func ownerSave(ctx context.Context, env *Env, rec *history.Recorder, o workload.Order, tok stores.Token, resp stores.Response) (saved bool, err error) {
+	for errs := 0; ; {
+		err := rec.Complete(ctx, o.Key, tok, resp)
+		switch {
+		case err == nil:
+			return true, nil
+		case errs > 0 && errors.Is(err, stores.ErrFenced):
+			return false, nil
+		case errors.Is(err, stores.ErrFenced):
+			return false, err
+		}
+		if errs++; errs == ownerTries {
+			return false, err
+		}
+		if err := faults.Pause(ctx, env.Config.LockTTL/10); err != nil {
+			return false, err
+		}
+	}
 }
 
 // historyWork is the work run of an order by a client that called the
