@@ -37,11 +37,24 @@ func NetOn(p Proxy, kind string, d, jitter time.Duration) error {
 // minus jitter), then heals, and records the window in the history. It
 // returns early, healed, when ctx ends.
 func NetWindow(ctx context.Context, h *history.History, p Proxy, kind string, d, lat, jitter time.Duration) error {
+	return NetWindowHit(ctx, h, p, kind, d, d, lat, jitter)
+}
+
+// NetWindowHit is NetWindow that, past d, keeps the fault on until it has
+// hit some traffic (Proxy.Hits), for at most longest in all: on a loaded
+// machine the clients may send nothing through a window of a few tens of
+// milliseconds, and a window that hit nothing tested nothing.
+func NetWindowHit(ctx context.Context, h *history.History, p Proxy, kind string, d, longest, lat, jitter time.Duration) error {
+	before := p.Hits()[kind]
 	if err := NetOn(p, kind, lat, jitter); err != nil {
 		return fmt.Errorf("network fault %s: %w", kind, err)
 	}
 	f := history.Fault{Client: -1, Kind: history.NetFault(kind), Failpoint: "network", Start: h.Now()}
+	on := time.Now()
 	_ = faults.Pause(ctx, d)
+	for p.Hits()[kind] == before && time.Since(on) < longest && ctx.Err() == nil {
+		_ = faults.Pause(ctx, min(5*time.Millisecond, longest-time.Since(on)))
+	}
 	err := p.Heal()
 	f.End = h.Now()
 	h.AddFault(f)

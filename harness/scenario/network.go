@@ -68,7 +68,8 @@ func runNetwork(ctx context.Context, env *Env) {
 		defer wg.Done()
 		defer close(stop)
 		for _, s := range steps {
-			if err := nemesis.NetWindow(ctx, env.Hist, p, s.Kind, s.On, 20*time.Millisecond, 10*time.Millisecond); err != nil {
+			// Kept on past s.On (up to LockTTL) until it hits some traffic.
+			if err := nemesis.NetWindowHit(ctx, env.Hist, p, s.Kind, s.On, max(s.On, env.Config.LockTTL), 20*time.Millisecond, 10*time.Millisecond); err != nil {
 				env.Fail("%v", err)
 				return
 			}
