@@ -16,6 +16,8 @@
 //   - Begin is one transaction: INSERT … ON CONFLICT DO NOTHING, and only on a
 //     conflict the row, read in the same transaction, then the decision, then
 //     a compare-and-set takeover on the token read when the claim is stale.
+//     It runs as BEGIN IMMEDIATE … COMMIT statements on a connection the
+//     Store keeps for its writes (see inTx), not as a database/sql Tx.
 //     Complete and Release are single fenced statements; Prune deletes in
 //     batches of single statements.
 //   - Writers queue inside the Store (first come, first served) so that one
@@ -48,6 +50,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -106,10 +109,13 @@ type Store struct {
 	writer      chan struct{}
 	busyTimeout time.Duration
 	// replayStmt is sql.replay, prepared: Begin's read outside the write
-	// transaction (replayOnRead). claimStmt is sql.claim, prepared: the
-	// insert of a fresh claim, run in Begin's transaction (tx.Stmt reuses
-	// it on each connection once prepared there).
-	replayStmt, claimStmt *sql.Stmt
+	// transaction (replayOnRead).
+	replayStmt *sql.Stmt
+	// wtx is the connection of Begin's write transactions, with the claim
+	// prepared on it (nil until the first, or after it broke); the
+	// writer's turn guards it (see inTx); atomic for Close, which does not
+	// wait for the turn.
+	wtx atomic.Pointer[writeTx]
 }
 
 // ErrBusy is wrapped by the error of a write that waited BusyTimeout for the
@@ -223,11 +229,16 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: prepare: %w", abs, describe(err))
 	}
-	if s.claimStmt, err = db.PrepareContext(ctx, s.sql.claim); err != nil {
+	// The claim is prepared here too, though it runs on the writer's
+	// connection (prepared there when first needed): a statement the
+	// hook broke fails New, not the first Begin.
+	claim, err := db.PrepareContext(ctx, s.sql.claim)
+	if err != nil {
 		s.replayStmt.Close()
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: prepare: %w", abs, describe(err))
 	}
+	claim.Close()
 	return s, nil
 }
 
@@ -408,7 +419,10 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 // Close closes the store's connections; the file stays.
 func (s *Store) Close() error {
 	s.replayStmt.Close()
-	s.claimStmt.Close()
+	if tx := s.wtx.Swap(nil); tx != nil {
+		tx.claim.Close()
+		tx.Close()
+	}
 	return s.db.Close()
 }
 

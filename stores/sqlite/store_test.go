@@ -391,6 +391,37 @@ func TestCrashInsideBegin(t *testing.T) {
 	}
 }
 
+// TestCancelInsideBegin: a caller whose context ends inside Begin's
+// transaction (here just before the commit) gets an error, nothing is
+// written, and the store's next write transaction, on the same writer
+// connection, goes through.
+func TestCancelInsideBegin(t *testing.T) {
+	s := open(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx = faults.WithHandler(ctx, faults.HandlerFunc(func(_ context.Context, name string) error {
+		if name == faults.BeginBeforeCommit {
+			cancel()
+		}
+		return nil
+	}))
+	k := key("cancel")
+	if d, err := s.Begin(ctx, req(k, "fp", t0)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Begin cancelled before its commit = %+v, %v; want context.Canceled", d, err)
+	}
+	if n := rowCount(t, s, k); n != 0 {
+		t.Fatalf("a cancelled claim left %d rows", n)
+	}
+	for i := range 3 {
+		if tok := mustClaim(t, s, req(key(fmt.Sprint("after-", i)), "fp", t0), false); tok == "" {
+			t.Fatal("no token")
+		}
+	}
+	if n := rowCount(t, s, k); n != 0 {
+		t.Fatalf("the cancelled claim was committed by a later one: %d rows", n)
+	}
+}
+
 func TestPrune(t *testing.T) {
 	s := open(t, "")
 	ctx := context.Background()
