@@ -246,6 +246,8 @@ func step(cfg Config, s State, in Input, out Output) []State {
 			return []State{s}
 		case !out.Fenced && held:
 			return []State{after}
+		case !out.Fenced && in.Kind == Release && cfg.Semantics.QuietRelease:
+			return []State{s} // not the owner's, answered ok, and nothing changed
 		}
 		return nil
 	}
@@ -331,6 +333,20 @@ func Hash(s State) uint64 {
 	h := fnv.New64a()
 	h.Write(b)
 	return h.Sum64()
+}
+
+// Hint names the declaration (stores.Semantics) that would allow an
+// answer the model forbids in state s, when one would: a store built that
+// way on purpose learns what to declare, not only that it failed. Empty
+// when no declaration explains the answer.
+func Hint(cfg Config, s State, in Input, out Output) string {
+	held := s.Exists && !s.Done && !s.Tombstone && s.Token == in.Token
+	if in.Kind == Release && !out.Unknown && !out.Fenced && !held && !cfg.Semantics.QuietRelease {
+		return "a Release that was not the owner's answered ok instead of fenced: if your store answers ok to a release " +
+			"that changes nothing (the lesson card's \"0 rows changed: leave it\") and never deletes another's claim, " +
+			"declare stores.Semantics{QuietRelease: true}"
+	}
+	return ""
 }
 
 // DescribeState prints a state for traces and the visualisation.

@@ -213,3 +213,31 @@ func TestDeclaredSemantics(t *testing.T) {
 		t.Error("an extension under a stale token must be fenced")
 	}
 }
+
+// TestQuietRelease: undeclared, a Release that is not the owner's must be
+// fenced, and a violation of that names the declaration; declared, it may
+// answer ok and changes nothing, and a Save still may not.
+func TestQuietRelease(t *testing.T) {
+	quiet := cfg
+	quiet.Semantics.QuietRelease = true
+	claim := inFlight(t0, "t1")
+	foreign := Input{Kind: Release, Key: key, Token: "t0", Now: t0}
+	if len(Step(cfg, claim, foreign, Output{})) != 0 || Hint(cfg, claim, foreign, Output{}) == "" {
+		t.Error("the contract: a foreign release answered ok is a violation, and the hint names QuietRelease")
+	}
+	after := Step(quiet, claim, foreign, Output{})
+	if len(after) != 1 || after[0] != claim || Hint(quiet, claim, foreign, Output{}) != "" {
+		t.Errorf("QuietRelease: a foreign release answered ok leaves the claim: %v", after)
+	}
+	if len(Step(quiet, claim, foreign, Output{Fenced: true})) != 1 {
+		t.Error("QuietRelease: a foreign release may still be fenced")
+	}
+	own := Input{Kind: Release, Key: key, Token: "t1", Now: t0}
+	if got := Step(quiet, claim, own, Output{}); len(got) != 1 || got[0].Exists {
+		t.Errorf("QuietRelease: the owner's release deletes the claim: %v", got)
+	}
+	save := Input{Kind: Complete, Key: key, Token: "t0", Response: resp, Now: t0}
+	if len(Step(quiet, claim, save, Output{})) != 0 || Hint(quiet, claim, save, Output{}) != "" {
+		t.Error("QuietRelease: a foreign save answered ok is still a violation")
+	}
+}

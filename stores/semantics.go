@@ -30,6 +30,15 @@ type Semantics struct {
 	// PerRequestLease: the store honours Request.Lease, a lease chosen by
 	// each request, instead of LockTTL for that claim.
 	PerRequestLease bool `json:"per_request_lease,omitempty"`
+	// QuietRelease: a Release that is not the owner's (fenced: the key is
+	// done, taken over, gone, or the token is not its own) may answer ok
+	// instead of ErrFenced, as long as it leaves the key alone. The lesson
+	// card's release on error is "0 rows changed: the claim isn't mine any
+	// more: leave it", and Run treats ErrFenced from Release as success
+	// anyway, so a store may not report it. Only Release: a save must say
+	// it was fenced, or its caller answers with a response nobody saved.
+	// The risk: a caller cannot tell whether its release did anything.
+	QuietRelease bool `json:"quiet_release,omitempty"`
 }
 
 // Extender is implemented by stores whose claims can be renewed while the

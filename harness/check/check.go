@@ -460,6 +460,12 @@ func checkFencing(e Evidence, ops []history.Op, g grouped) Result {
 			if !w.Accepted(models.Complete) && !w.Accepted(models.Release) {
 				continue
 			}
+			// A quiet release answers ok whether or not it was the
+			// owner's; whether it deleted another's claim shows in what
+			// the key answers next (linearizability).
+			if w.Input.Kind == models.Release && e.Model.Semantics.QuietRelease {
+				continue
+			}
 			writes++
 			// the write's own claim: the latest claim with its token before it
 			var own *history.Op
@@ -1084,14 +1090,18 @@ func explain(cfg models.Config, part []porcupine.Operation, info porcupine.Linea
 		states = next
 	}
 	var could []string
+	hint := ""
 	for _, st := range states {
 		if d := models.DescribeState(st); !slices.Contains(could, d) {
 			could = append(could, d)
 		}
+		if h := models.Hint(cfg, st, culprit.Input.(models.Input), culprit.Output.(models.Output)); h != "" {
+			hint = " (" + h + ")"
+		}
 	}
-	return fmt.Sprintf("no order allows client %d's %s (called at %s); the longest order the model accepts has %d of the calls, after which the key could be: %s",
+	return fmt.Sprintf("no order allows client %d's %s (called at %s); the longest order the model accepts has %d of the calls, after which the key could be: %s%s",
 		culprit.ClientId, models.DescribeOperation(culprit.Input.(models.Input), culprit.Output.(models.Output)), ms(culprit.Call),
-		len(longest), strings.Join(could, " | "))
+		len(longest), strings.Join(could, " | "), hint)
 }
 
 // monotonicFences checks a key's claims against the store's declared fence:

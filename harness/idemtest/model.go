@@ -264,11 +264,15 @@ func (d *driver) check(rt *rapid.T, in models.Input, out models.Output, err erro
 	}
 	if len(next) == 0 {
 		var was []string
+		hint := ""
 		for _, s := range d.states(k) {
 			was = append(was, models.DescribeState(s))
+			if h := models.Hint(d.times.cfg, s, in, out); h != "" {
+				hint = "\n  " + h
+			}
 		}
-		rt.Fatalf("%s: the model forbids the last answer for key %s\n  state before: %s\n  history of the key:\n    %s",
-			"linearizability", k, strings.Join(was, " | "), strings.Join(d.history[k], "\n    "))
+		rt.Fatalf("%s: the model forbids the last answer for key %s\n  state before: %s\n  history of the key:\n    %s%s",
+			"linearizability", k, strings.Join(was, " | "), strings.Join(d.history[k], "\n    "), hint)
 	}
 	d.possible[k] = next
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -128,26 +129,100 @@ func TestThirdPartyStorePasses(t *testing.T) {
 // test process and checks that it fails, naming the checker, the key and
 // the report.
 func TestBrokenThirdPartyStore(t *testing.T) {
-	if os.Getenv("IDEMTEST_BROKEN_CHILD") == "1" {
+	if os.Getenv(childEnv) == "1" {
 		idemtest.Run(t, tinyFactory(true))
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenThirdPartyStore$", "-test.v")
-	cmd.Env = append(os.Environ(), "IDEMTEST_BROKEN_CHILD=1", "IDEM_RESULTS="+t.TempDir())
+	wantSuiteFails(t, "TestBrokenThirdPartyStore", "--- FAIL: TestBrokenThirdPartyStore/model", "--- FAIL: TestBrokenThirdPartyStore/takeover",
+		"fencing on key ", "report: ", "report.md")
+}
+
+// childEnv marks a test process started by wantSuiteFails.
+const childEnv = "IDEMTEST_CHILD"
+
+// wantSuiteFails runs the test named test in a child test process, where
+// it runs the suite on a store that must fail it, and checks that the
+// child failed and said each of want.
+func wantSuiteFails(t *testing.T, test string, want ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "IDEM_RESULTS="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err == nil {
-		t.Fatalf("the suite passed an unfenced store:\n%s", out)
+		t.Fatalf("the suite passed the store of %s:\n%s", test, out)
 	}
 	text := string(out)
-	for _, want := range []string{"--- FAIL: TestBrokenThirdPartyStore/model", "--- FAIL: TestBrokenThirdPartyStore/takeover",
-		"fencing on key ", "report: ", "report.md"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("output lacks %q", want)
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("output lacks %q", w)
 		}
 	}
 	if t.Failed() {
 		t.Logf("child output:\n%s", text)
 	}
+}
+
+// quietRelease is a store whose Release answers ok when it changes
+// nothing (the lesson card's "0 rows changed: leave it"), instead of
+// ErrFenced. With anyToken, its Release also deletes a claim that is not
+// the caller's: the unfenced-release bug, quietly.
+type quietRelease struct {
+	stores.Store
+	anyToken bool
+}
+
+func (q quietRelease) Release(ctx context.Context, k stores.KeyRef, tok stores.Token) error {
+	if t, ok := q.Store.(*tinyStore); ok && q.anyToken {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if row, ok := t.rows[k]; ok && !row.done {
+			delete(t.rows, k)
+		}
+		return nil
+	}
+	if err := q.Store.Release(ctx, k, tok); !errors.Is(err, stores.ErrFenced) {
+		return err
+	}
+	return nil
+}
+
+// quietFactory is tinyFactory's correct store with a quiet Release,
+// declared as such or not.
+func quietFactory(declared, anyToken bool) idemtest.Factory {
+	f := tinyFactory(false)
+	open := f.Open
+	f.Open = func(cfg stores.Config) (stores.Store, error) {
+		s, err := open(cfg)
+		return quietRelease{s, anyToken}, err
+	}
+	f.Semantics.QuietRelease = declared
+	return f
+}
+
+// TestQuietRelease: a correct store whose Release answers ok when it
+// changes nothing passes once it declares QuietRelease.
+func TestQuietRelease(t *testing.T) {
+	idemtest.Run(t, quietFactory(true, false))
+}
+
+// TestQuietReleaseUndeclared: the same store, undeclared, fails, and the
+// failure names the declaration.
+func TestQuietReleaseUndeclared(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		idemtest.Run(t, quietFactory(false, false))
+		return
+	}
+	wantSuiteFails(t, "TestQuietReleaseUndeclared", "--- FAIL: TestQuietReleaseUndeclared/model", "QuietRelease: true")
+}
+
+// TestQuietReleaseStillFenced: declaring QuietRelease does not let a
+// Release delete another's claim.
+func TestQuietReleaseStillFenced(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		idemtest.Run(t, quietFactory(true, true))
+		return
+	}
+	wantSuiteFails(t, "TestQuietReleaseStillFenced", "--- FAIL: TestQuietReleaseStillFenced/model")
 }
 
 // errorsTB records the errors a helper reports instead of failing.
