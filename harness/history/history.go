@@ -135,6 +135,21 @@ func (h *History) NextID() int {
 	return h.nextID
 }
 
+// Has reports whether some recorded store call matches, scanning the
+// calls in place (match runs under the history's lock: it must not call
+// the History). A scenario waits on it for an event of the run, such as a
+// takeover, without copying the history each time it looks.
+func (h *History) Has(match func(Op) bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.ops {
+		if match(h.ops[i]) {
+			return true
+		}
+	}
+	return false
+}
+
 // AddOp records a store call that has returned (or whose outcome is now
 // known to be unknown: Return = Never).
 func (h *History) AddOp(op Op) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -133,7 +134,13 @@ func runTakeover(ctx context.Context, env *Env) {
 		if k%2 == 1 {
 			at = faults.RunAfterClaim
 		}
-		a := env.NewClient(workload.Rule{Failpoint: at, Action: workload.PauseFor(2*ttl + env.Jitter(ttl/2)), Times: 1, Key: o.Key})
+		// A sleeps past LockTTL, and on until another client has taken
+		// its claim over (at most 10 LockTTLs: a store that never takes
+		// over), so that its stale save or release always comes after a
+		// takeover: on a loaded machine the takers' retries could miss a
+		// fixed window, and an unfenced save then went unseen.
+		a := env.NewClient(workload.Rule{Failpoint: at, Times: 1, Key: o.Key,
+			Action: workload.PauseUntil(2*ttl+env.Jitter(ttl/2), 10*ttl, func() bool { return takenOver(env.Hist, o.Key) })})
 		if k%4 == 3 {
 			a.FailWork = func(workload.Order, int) bool { return true } // paused, then fails: a stale release
 			a.MaxAttempts = 1
@@ -151,6 +158,14 @@ func runTakeover(ctx context.Context, env *Env) {
 				c.Submit(ctx, o)
 			}
 		})
+	})
+}
+
+// takenOver reports whether the history holds a takeover of key: a Begin
+// answered Claimed over a stale claim.
+func takenOver(h *history.History, key stores.KeyRef) bool {
+	return h.Has(func(op history.Op) bool {
+		return op.Input.Key == key && op.IsClaim() && op.Output.Decision.Takeover
 	})
 }
 

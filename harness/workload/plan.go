@@ -14,10 +14,23 @@ import (
 type Action struct {
 	Kind  history.FaultKind // history.FaultPause or history.FaultCrash
 	Pause time.Duration     // for a pause
+	// Until, when set, lengthens a pause past Pause until it reports true
+	// (polled every millisecond or so), for at most Longest in all: a
+	// pause that must outlast an event, not a guess at how long it takes.
+	Until   func() bool
+	Longest time.Duration
 }
 
 // PauseFor pauses the client for d: a GC pause, a stalled disk.
 func PauseFor(d time.Duration) Action { return Action{Kind: history.FaultPause, Pause: d} }
+
+// PauseUntil pauses the client for at least d, and then until until()
+// reports true, for at most longest in all. A pause that must outlast
+// something another client does (a takeover of the paused owner's claim)
+// waits for it, where a fixed pause could end first on a loaded machine.
+func PauseUntil(d, longest time.Duration, until func() bool) Action {
+	return Action{Kind: history.FaultPause, Pause: d, Until: until, Longest: longest}
+}
 
 // Crash stops the client at the failpoint; it cleans nothing up.
 func Crash() Action { return Action{Kind: history.FaultCrash} }
@@ -94,7 +107,11 @@ func (p *Plan) hit(ctx context.Context, client int, name string) error {
 		p.hist.AddFault(f)
 		return faults.ErrCrashed
 	}
+	begun := time.Now()
 	err := faults.Pause(ctx, act.Pause)
+	for err == nil && act.Until != nil && !act.Until() && time.Since(begun) < act.Longest {
+		err = faults.Pause(ctx, min(time.Millisecond, act.Longest-time.Since(begun)))
+	}
 	f.End = p.hist.Now()
 	p.hist.AddFault(f)
 	return err
