@@ -68,8 +68,10 @@ func runNetwork(ctx context.Context, env *Env) {
 		defer wg.Done()
 		defer close(stop)
 		for _, s := range steps {
-			// Kept on past s.On (up to LockTTL) until it hits some traffic.
-			if err := nemesis.NetWindowHit(ctx, env.Hist, p, s.Kind, s.On, max(s.On, env.Config.LockTTL), 20*time.Millisecond, 10*time.Millisecond); err != nil {
+			// Kept on past s.On (for up to 10 LockTTLs more) until it hits
+			// some traffic: on a loaded machine the clients, backing off
+			// after the last fault, may send nothing for a while.
+			if err := nemesis.NetWindowHit(ctx, env.Hist, p, s.Kind, s.On, s.On+10*env.Config.LockTTL, 20*time.Millisecond, 10*time.Millisecond); err != nil {
 				env.Fail("%v", err)
 				return
 			}
