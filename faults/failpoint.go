@@ -102,3 +102,17 @@ func Pause(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// PauseUntil pauses for d, then on until until reports true (asked every
+// every), for at most longest in all, or until ctx ends (its error). A
+// wait that must outlast an event (another client's takeover, traffic
+// through a fault) waits for it, where a fixed pause could end first on a
+// loaded machine.
+func PauseUntil(ctx context.Context, d, longest, every time.Duration, until func() bool) error {
+	begun := time.Now()
+	err := Pause(ctx, d)
+	for err == nil && !until() && time.Since(begun) < longest {
+		err = Pause(ctx, min(every, longest-time.Since(begun)))
+	}
+	return err
+}

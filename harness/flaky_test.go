@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemcheck/idemcheck/harness"
-	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/harnesstest"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -93,21 +91,7 @@ func TestFlakyCorrectStorePasses(t *testing.T) {
 			wrapStores(&o, func(s stores.Store) stores.Store {
 				return &flakyStore{Store: s, rand: rand.New(rand.NewSource(seed)), before: 0.05, after: 0.05}
 			})
-			sum, err := harness.Run(context.Background(), o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range sum.Scenarios {
-				t.Logf("%-18s %-7s ops=%d outcomes=%v %.2fs %s", s.Name, s.Verdict, s.Ops, s.Outcomes, s.Seconds, s.Error)
-				for _, c := range s.Checkers {
-					if c.Verdict != check.Pass {
-						t.Errorf("%s/%s: %s: %.400s", s.Name, c.Checker, c.Verdict, c.Detail)
-					}
-				}
-			}
-			if sum.Verdict != check.Pass {
-				t.Fatalf("a correct store behind a flaky link: %s, want pass", sum.Verdict)
-			}
+			requirePass(t, o, "a correct store behind a flaky link")
 		})
 	}
 }

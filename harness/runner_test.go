@@ -23,21 +23,7 @@ func memoryOptions(t *testing.T, variant string, scenarios ...string) harness.Op
 }
 
 func TestMemoryCorrectPassesAll(t *testing.T) {
-	sum, err := harness.Run(context.Background(), memoryOptions(t, stores.Correct))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range sum.Scenarios {
-		t.Logf("%-10s %-7s ops=%d conc=%d faults=%v outcomes=%v %.2fs", s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Faults, s.Outcomes, s.Seconds)
-		for _, c := range s.Checkers {
-			if c.Verdict != check.Pass {
-				t.Errorf("%s/%s: %s: %s", s.Name, c.Checker, c.Verdict, c.Detail)
-			}
-		}
-	}
-	if sum.Verdict != check.Pass {
-		t.Fatalf("verdict %s, violations %v", sum.Verdict, sum.Violations)
-	}
+	requirePass(t, memoryOptions(t, stores.Correct), "the correct memory store")
 }
 
 func TestMemoryMutantsCaught(t *testing.T) {

@@ -218,7 +218,7 @@ func step(cfg Config, s State, in Input, out Output) []State {
 	case Begin:
 		return stepBegin(cfg, s, in, out)
 	case Complete, Release, Extend:
-		held := s.Exists && !s.Done && !s.Tombstone && s.Token == in.Token
+		held := heldBy(s, in.Token)
 		// A store whose ownership ends with the lease may fence its owner
 		// once the lease may be over, though nobody took over.
 		ended := held && cfg.Semantics.LeaseBoundWrites && in.Now.Sub(s.LockedAt) >= cfg.lease(s)-cfg.Slack
@@ -335,13 +335,18 @@ func Hash(s State) uint64 {
 	return h.Sum64()
 }
 
+// heldBy reports whether the key is in flight under tok: the only state
+// in which a save, release or extension with tok may land.
+func heldBy(s State, tok stores.Token) bool {
+	return s.Exists && !s.Done && !s.Tombstone && s.Token == tok
+}
+
 // Hint names the declaration (stores.Semantics) that would allow an
 // answer the model forbids in state s, when one would: a store built that
 // way on purpose learns what to declare, not only that it failed. Empty
 // when no declaration explains the answer.
 func Hint(cfg Config, s State, in Input, out Output) string {
-	held := s.Exists && !s.Done && !s.Tombstone && s.Token == in.Token
-	if in.Kind == Release && !out.Unknown && !out.Fenced && !held && !cfg.Semantics.QuietRelease {
+	if in.Kind == Release && !out.Unknown && !out.Fenced && !heldBy(s, in.Token) && !cfg.Semantics.QuietRelease {
 		return "a Release that was not the owner's answered ok instead of fenced: if your store answers ok to a release " +
 			"that changes nothing (the lesson card's \"0 rows changed: leave it\") and never deletes another's claim, " +
 			"declare stores.Semantics{QuietRelease: true}"

@@ -50,11 +50,7 @@ func NetWindowHit(ctx context.Context, h *history.History, p Proxy, kind string,
 		return fmt.Errorf("network fault %s: %w", kind, err)
 	}
 	f := history.Fault{Client: -1, Kind: history.NetFault(kind), Failpoint: "network", Start: h.Now()}
-	on := time.Now()
-	_ = faults.Pause(ctx, d)
-	for p.Hits()[kind] == before && time.Since(on) < longest && ctx.Err() == nil {
-		_ = faults.Pause(ctx, min(5*time.Millisecond, longest-time.Since(on)))
-	}
+	_ = faults.PauseUntil(ctx, d, longest, 5*time.Millisecond, func() bool { return p.Hits()[kind] != before })
 	err := p.Heal()
 	f.End = h.Now()
 	h.AddFault(f)

@@ -454,9 +454,7 @@ func (e *Env) Probe(ctx context.Context, probeID int) {
 					break
 				}
 				pause := min(probeErrPause<<(errs-1), e.Config.LockTTL)
-				if m, ok := e.clock.(*faults.ManualClock); ok {
-					m.Advance(pause)
-				} else if faults.Pause(ctx, pause) != nil {
+				if e.pass(ctx, pause, pause) != nil {
 					break
 				}
 				continue
@@ -467,13 +465,21 @@ func (e *Env) Probe(ctx context.Context, probeID int) {
 			if waits++; waits == probeTries {
 				break
 			}
-			if m, ok := e.clock.(*faults.ManualClock); ok {
-				m.Advance(e.Config.LockTTL + time.Millisecond)
-			} else if faults.Pause(ctx, e.Config.LockTTL+50*time.Millisecond) != nil {
+			if e.pass(ctx, e.Config.LockTTL+time.Millisecond, e.Config.LockTTL+50*time.Millisecond) != nil {
 				break
 			}
 		}
 	}
+}
+
+// pass lets time pass: a manual clock jumps by manual, a real one is
+// waited for, real (until ctx ends: its error).
+func (e *Env) pass(ctx context.Context, manual, real time.Duration) error {
+	if m, ok := e.clock.(*faults.ManualClock); ok {
+		m.Advance(manual)
+		return nil
+	}
+	return faults.Pause(ctx, real)
 }
 
 // probeTries bounds how often the final probe waits out LockTTL on a key
@@ -492,9 +498,7 @@ const (
 // clock jumps; a real one is waited for) and probes every key (see Probe):
 // a key still in flight at its last probe is stuck.
 func (e *Env) ProbeAfterLockTTL(ctx context.Context, probeID int) {
-	if m, ok := e.clock.(*faults.ManualClock); ok {
-		m.Advance(3 * e.Config.LockTTL)
-	} else if err := faults.Pause(ctx, e.Config.LockTTL+50*time.Millisecond); err != nil {
+	if e.pass(ctx, 3*e.Config.LockTTL, e.Config.LockTTL+50*time.Millisecond) != nil {
 		return
 	}
 	e.Probe(ctx, probeID)

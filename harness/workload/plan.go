@@ -107,10 +107,11 @@ func (p *Plan) hit(ctx context.Context, client int, name string) error {
 		p.hist.AddFault(f)
 		return faults.ErrCrashed
 	}
-	begun := time.Now()
-	err := faults.Pause(ctx, act.Pause)
-	for err == nil && act.Until != nil && !act.Until() && time.Since(begun) < act.Longest {
-		err = faults.Pause(ctx, min(time.Millisecond, act.Longest-time.Since(begun)))
+	var err error
+	if act.Until != nil {
+		err = faults.PauseUntil(ctx, act.Pause, act.Longest, time.Millisecond, act.Until)
+	} else {
+		err = faults.Pause(ctx, act.Pause)
 	}
 	f.End = p.hist.Now()
 	p.hist.AddFault(f)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -160,8 +159,7 @@ func (s *Store) rollback(tx *writeTx) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.busyTimeout)
 	defer cancel()
 	_, err := tx.ExecContext(ctx, "ROLLBACK")
-	var se *sqlite.Error
-	if err == nil || errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_ERROR {
+	if err == nil || primaryCode(err) == sqlite3.SQLITE_ERROR {
 		return
 	}
 	s.wtx.CompareAndSwap(tx, nil)

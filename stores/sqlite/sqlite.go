@@ -168,11 +168,20 @@ func (s *Store) write(ctx context.Context) (done func(), err error) {
 
 // busy marks SQLite's SQLITE_BUSY (the busy timeout ran out) as ErrBusy.
 func busy(err error) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+	if primaryCode(err) == sqlite3.SQLITE_BUSY {
 		return fmt.Errorf("%w (%w)", ErrBusy, err)
 	}
 	return err
+}
+
+// primaryCode is the primary result code of a SQLite error (its extended
+// code's low byte), or -1 for any other error.
+func primaryCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() & 0xff
+	}
+	return -1
 }
 
 // dsn configures every connection the pool opens: the settings are
@@ -231,7 +240,9 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	}
 	// The claim is prepared here too, though it runs on the writer's
 	// connection (prepared there when first needed): a statement the
-	// hook broke fails New, not the first Begin.
+	// hook broke fails New, not the first Begin. The writer's connection
+	// is not taken now: the pool's one idle connection would go with it,
+	// and the first replay read would open (and configure) another.
 	claim, err := db.PrepareContext(ctx, s.sql.claim)
 	if err != nil {
 		s.replayStmt.Close()
@@ -292,11 +303,8 @@ func (s *Store) init(ctx context.Context) error {
 // describe adds SQLite's name for the error code to the driver's message,
 // which for open failures is easy to misread.
 func describe(err error) error {
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		if name, ok := sqlite.ErrorCodeString[se.Code()&0xff]; ok {
-			return fmt.Errorf("%w [%s]", err, name)
-		}
+	if name, ok := sqlite.ErrorCodeString[primaryCode(err)]; ok {
+		return fmt.Errorf("%w [%s]", err, name)
 	}
 	return err
 }
