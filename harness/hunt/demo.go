@@ -209,8 +209,14 @@ func Demo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo, *De
 	if !ok {
 		return foundDemo(ctx, o, mutant)
 	}
-	if o.Backend.Clock == stores.ServerClock && o.LockTTL > ScheduledServerLockTTL {
-		o.LockTTL = ScheduledServerLockTTL
+	if o.Backend.Clock == stores.ServerClock {
+		// The scheduled scenarios' LockTTL (a tick waits it out): the
+		// run's, ScheduledServerLockTTL unless set.
+		ttl := o.ScheduledLockTTL
+		if ttl <= 0 {
+			ttl = ScheduledServerLockTTL
+		}
+		o.LockTTL = min(o.LockTTL, ttl)
 	}
 	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Story: spec.story, Keyed: spec.keyed, LockTTL: o.LockTTL.String(),
 		Side: "store", Scenario: stores.Mutants[mutant].Scenario}

@@ -70,6 +70,15 @@ func TestScheduledScenariosOnEveryBackend(t *testing.T) {
 				}
 			})
 			t.Run("demos", func(t *testing.T) {
+				// A LockTTL of 2 s on the server stores (the CLI's demo
+				// uses 100 ms): under make test's load, at 100 ms and
+				// at 400 ms, the correct store's run of
+				// select-then-insert's schedule saw A's claim go stale
+				// by the server's clock while A was parked, and B took
+				// it over and charged again (the lease working, on a
+				// machine slower than the lease). Each tick waits it out.
+				o := o
+				o.LockTTL, o.ScheduledLockTTL = 2*time.Second, 2*time.Second
 				for _, m := range hunt.ScriptedDemos() {
 					info, bad, good, err := hunt.Demo(ctx, o, m)
 					if err != nil {
