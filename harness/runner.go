@@ -456,8 +456,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		sl.ran = true
 		report := pr.reporter(sl.sc.Name)
 		if why := sl.sc.WhyNot(caps); why != "" {
-			sl.res = &ScenarioResult{Name: sl.sc.Name, Doc: sl.sc.Doc, Repetition: sl.rep, Verdict: check.Skipped, Skipped: why,
-				Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}}
+			sl.res = skippedResult(sl.sc, sl.rep, why)
 			report(Progress{Skipped: why, Done: true})
 			return nil
 		}
@@ -645,9 +644,7 @@ func (o Options) StoreConfig(sc scenario.Scenario) stores.Config {
 	if sc.Retention > 0 {
 		cfg.Retention = sc.Retention
 	}
-	if sc.Scheduled && o.Backend.Clock == stores.ServerClock && o.ScheduledLockTTL > 0 && o.ScheduledLockTTL < cfg.LockTTL {
-		cfg.LockTTL = o.ScheduledLockTTL
-	}
+	cfg.LockTTL = o.LockTTLFor(sc)
 	return cfg
 }
 
@@ -714,30 +711,23 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 			break
 		}
 	}
-	if why := env.Skipped(); why != "" {
-		stopWatch()
-		return &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Verdict: check.Skipped, Skipped: why,
-			Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}}, nil
+	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, hist: env.Hist, ledger: env.Ledger,
+		visualization: &bytes.Buffer{}}
+	j := o.Finish(ctx, env, stopWatch, true, res.visualization)
+	if j.Verdict == check.Skipped {
+		return skippedResult(sc, rep, j.Record.Skipped), nil
 	}
-	probe := env.NewClientID()
-	env.ProbeAfterLockTTL(ctx, probe)
-	stopWatch()
-	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, Retention: env.Config.Retention.String(), LockTTL: env.Config.LockTTL.String(), hist: env.Hist, ledger: env.Ledger}
-	res.Schedule = env.Schedule()
-	res.Episodes = env.Episodes()
-	res.visualization = &bytes.Buffer{}
-	sem, fence := o.Declared()
-	m := check.ModelFor(o.Backend.Clock, env.Config, sem)
-	res.Check = &check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probe,
-		LeakProbe: env.LeakProbe(), StrictRetention: o.StrictRetention, Semantics: sem}
-	res.fence = fence
-	res.judge(res.visualization)
+	_, res.fence = o.Declared()
+	res.Retention, res.LockTTL = env.Config.Retention.String(), env.Config.LockTTL.String()
+	res.Schedule, res.Episodes = j.Record.Schedule, j.Record.Episodes
+	res.Check = &j.Params
+	res.Checkers, res.Violations, res.Verdict = j.Checkers, j.Violations, j.Verdict
 	if ctx.Err() != nil && res.Verdict == check.Pass {
 		res.Verdict, res.Error = check.Unknown, "interrupted: "+ctx.Err().Error()
 	}
 	// Why the workload could not finish is said whatever the verdict: an
 	// undecided checker (no probe ran) must not hide the reason.
-	if inc := env.Incomplete(); len(inc) > 0 {
+	if inc := j.Record.Incomplete; len(inc) > 0 {
 		if res.Verdict == check.Pass {
 			res.Verdict = check.Unknown
 		}
@@ -748,41 +738,28 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 		res.Error = msg
 	}
 	res.Seconds = time.Since(start).Seconds()
-	measure(res, env)
+	measure(res, env, j.Record)
 	return res, nil
 }
 
-// judge runs the checkers on the result's history with its Check params
-// and sets its checkers, violations and verdict.
-func (r *ScenarioResult) judge(vis *bytes.Buffer) {
-	r.Checkers = check.Run(check.Evidence{Hist: r.hist, Ledger: r.ledger, Model: r.Check.Model(),
-		ProbeClient: r.Check.ProbeClient, LeakProbe: r.Check.LeakProbe, StrictRetention: r.Check.StrictRetention,
-		Fence: r.fence, LinTimeout: LinTimeout, Visualization: vis})
-	r.Violations = []check.Violation{}
-	r.Verdict = check.Pass
-	for _, c := range r.Checkers {
-		r.Violations = append(r.Violations, c.Violations...)
-		switch {
-		case c.Verdict == check.Fail:
-			r.Verdict = check.Fail
-		case c.Verdict == check.Unknown && r.Verdict == check.Pass:
-			r.Verdict = check.Unknown
-		}
-	}
+// skippedResult is the result of a scenario that did not run, and why.
+func skippedResult(sc scenario.Scenario, rep int, why string) *ScenarioResult {
+	return &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Verdict: check.Skipped, Skipped: why,
+		Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}}
 }
 
 // measure fills in the counts the summary shows.
-func measure(res *ScenarioResult, env *scenario.Env) {
+func measure(res *ScenarioResult, env *scenario.Env, rec scenario.Record) {
 	ops := env.Hist.Ops()
 	res.Ops = len(ops)
 	res.Faults = map[string]int{}
 	for _, f := range env.Hist.Faults() {
 		res.Faults[string(f.Kind)]++
 	}
-	for k, n := range env.Counted() {
+	for k, n := range rec.Counted {
 		res.Faults[k] += n
 	}
-	res.Findings = env.Findings()
+	res.Findings = rec.Findings
 	res.Outcomes = map[string]int{}
 	clients := map[int]bool{}
 	keys := map[stores.KeyRef]bool{}

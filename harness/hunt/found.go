@@ -47,9 +47,10 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("unknown mutant %q", mutant)
 	}
-	o = OptionsFor(o, name)
+	o = OptionsFor(o)
+	sc, _ := scenario.Lookup(name)
 	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Side: side, Scenario: name, Found: true,
-		Story: story(mutant), LockTTL: o.LockTTL.String()}
+		Story: story(mutant), LockTTL: o.LockTTLFor(sc).String()}
 	k, err := Hunt(ctx, o, mutant, Options{Budget: foundBudget, Keys: foundKeys, Shrink: foundShrink})
 	if err != nil {
 		return info, nil, nil, err
@@ -63,7 +64,7 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 	order := orderOf(k.hist, k.key)
 	bad := &DemoRun{Variant: mutant, Lines: demoLines(k.log), Trace: orderTrace(k.hist, k.ledger, order), Answers: []string{},
 		Caught: preferred(k.Checkers), Harm: "HARM: " + k.Detail}
-	if sc, _ := scenario.Lookup(name); sc.Scheduled {
+	if sc.Scheduled {
 		// The same episode again, the key's row read between its steps;
 		// kept if it kills alike (a replay takes back every choice).
 		om := o

@@ -54,7 +54,7 @@ func TestScheduledScenariosOnEveryBackend(t *testing.T) {
 			})
 			t.Run("correct passes", func(t *testing.T) {
 				for _, sc := range []string{"sched-race", "sched-takeover", "sched-crash", "sched-mismatch", "sched-retention"} {
-					oo := hunt.OptionsFor(o, sc)
+					oo := hunt.OptionsFor(o)
 					oo.Variant, oo.Scenarios, oo.Keys = stores.Correct, []string{sc}, 4
 					sum, err := harness.Run(ctx, oo)
 					if err != nil {
