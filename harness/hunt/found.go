@@ -132,13 +132,9 @@ func correctRun(ctx context.Context, o harness.Options, name string, k *Kill, or
 		run.Lines = []DemoLine{}
 	}
 	var details []string
-	for _, name := range check.Preference {
-		for _, c := range res {
-			if c.Checker == name && c.Verdict == check.Fail {
-				run.Caught = append(run.Caught, name)
-				details = append(details, c.Violations[0].Detail)
-			}
-		}
+	for _, c := range check.Failed(res) {
+		run.Caught = append(run.Caught, c.Checker)
+		details = append(details, c.Violations[0].Detail)
 	}
 	if len(details) > 0 {
 		run.Harm = "BROKEN on the correct store (a false alarm, or a broken store): " + details[0]
