@@ -27,6 +27,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/internal/pool"
@@ -223,110 +224,6 @@ func (o Options) Caps() scenario.Caps {
 	return c
 }
 
-// ScenarioResult is one scenario's outcome and what it measured.
-type ScenarioResult struct {
-	Name string `json:"name"`
-	// Repetition numbers the runs of the same scenario in one run (--count,
-	// or the name listed twice): 0 for the first.
-	Repetition int `json:"repetition,omitempty"`
-	// Doc says in a line what the scenario does (scenario.Scenario.Doc).
-	Doc string `json:"doc"`
-	// Retention is the scenario's store's retention (the run's, or the
-	// scenario's own).
-	Retention string `json:"retention,omitempty"`
-	// LockTTL is the scenario's store's LockTTL: the run's, or for the
-	// scheduled scenarios on a server-clock store Options.ScheduledLockTTL.
-	LockTTL string `json:"lock_ttl,omitempty"`
-	// OwnServer says the scenario ran on a server started for it
-	// (Options.OwnServer), beside the shared scenarios.
-	OwnServer bool          `json:"own_server,omitempty"`
-	Verdict   check.Verdict `json:"verdict"`
-	Ops       int           `json:"ops"` // store calls
-	Rounds    int           `json:"rounds"`
-	Clients   int           `json:"clients"` // clients that took part
-	Keys      int           `json:"keys"`
-	// MaxConcurrentBegins is the most Begin calls in flight at once on one
-	// key: proof the scenario raced for real.
-	MaxConcurrentBegins int               `json:"max_concurrent_begins"`
-	WorkRuns            int               `json:"work_runs"`
-	Charges             int               `json:"charges"`
-	Faults              map[string]int    `json:"faults"`
-	Outcomes            map[string]int    `json:"outcomes"`
-	Seconds             float64           `json:"seconds"`
-	Checkers            []check.Result    `json:"checkers"`
-	Violations          []check.Violation `json:"violations"`
-	Error               string            `json:"error,omitempty"`
-
-	// Skipped says why the scenario did not run (its verdict is "skipped").
-	Skipped string `json:"skipped,omitempty"`
-	// Findings counts expected effects a scenario measures that are not
-	// violations, e.g. skew_takeovers: healthy owners taken over by a
-	// client whose clock runs ahead, which caller-clock stores allow.
-	Findings map[string]int `json:"findings,omitempty"`
-	// Schedule lists the faults the scenario planned, in order: a pure
-	// function of the seed, so a failing run can be replayed.
-	Schedule []string `json:"schedule,omitempty"`
-	// Check is what the checkers judged the history by (nil if the
-	// scenario did not run): with history.jsonl, enough to re-check it.
-	Check *check.Params `json:"check,omitempty"`
-	// Episodes records each scheduled episode's choices, so `idemcheck
-	// replay` can run it again on the same interleaving.
-	Episodes []scenario.EpisodeRecord `json:"episodes,omitempty"`
-
-	hist          *history.History
-	ledger        *history.Ledger
-	visualization *bytes.Buffer
-	fence         stores.Fence
-}
-
-// History returns the scenario's recorded history (nil if it was skipped).
-func (r *ScenarioResult) History() *history.History { return r.hist }
-
-// Ledger returns the scenario's payment-provider ledger: every charge the
-// work made, for reports that show a key's charges.
-func (r *ScenarioResult) Ledger() *history.Ledger { return r.ledger }
-
-// Visualization returns porcupine's HTML page of the scenario's history
-// (nil if none was made).
-func (r *ScenarioResult) Visualization() []byte {
-	if r.visualization == nil {
-		return nil
-	}
-	return r.visualization.Bytes()
-}
-
-// Summary is a whole run's outcome: what `--json` prints.
-type Summary struct {
-	Verdict    check.Verdict     `json:"verdict"`
-	Store      string            `json:"store"`
-	Variant    string            `json:"variant"`
-	Seed       int64             `json:"seed"`
-	Clients    int               `json:"clients"`
-	Keys       int               `json:"keys"`
-	LockTTL    string            `json:"lock_ttl"`
-	Started    time.Time         `json:"started"`
-	Seconds    float64           `json:"seconds"`
-	Scenarios  []ScenarioResult  `json:"scenarios"`
-	Violations []check.Violation `json:"violations"`
-	Dir        string            `json:"results_dir,omitempty"`
-	// Ended is when the run ended; Interrupted says it was cut short
-	// (Ctrl-C, SIGTERM), and NotRun lists the scenarios it never started.
-	Ended       time.Time `json:"ended"`
-	Interrupted bool      `json:"interrupted"`
-	NotRun      []string  `json:"not_run,omitempty"`
-	// OwnServerError says why the server-fault scenarios could not have a
-	// server of their own (Options.OwnServer failed): they ran alone on
-	// the run's server instead.
-	OwnServerError string `json:"own_server_error,omitempty"`
-	// Provenance says where the run came from: the command line, the
-	// program's version and commit, the Go version (set by the caller,
-	// see harness.Build).
-	Argv      []string `json:"argv,omitempty"`
-	Version   string   `json:"version,omitempty"`
-	Commit    string   `json:"commit,omitempty"`
-	GoVersion string   `json:"go_version,omitempty"`
-}
-
 // Estimate is a rough forecast of a run's wall time, from each scenario's
 // cost in LockTTLs and retention periods (scenario.Scenario.Cost) on an idle
 // machine, phase by phase as Run runs them: the shared ones Parallel at a
@@ -407,13 +304,13 @@ func (o Options) Plan() []string {
 // The summary lists the results in plan order whatever order they
 // finished in. An error means the run could not be set up (a store could
 // not be opened); violations are in the summary, not errors.
-func Run(ctx context.Context, o Options) (*Summary, error) {
+func Run(ctx context.Context, o Options) (*results.Summary, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	names := o.Plan()
-	sum := &Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
-		LockTTL: o.LockTTL.String(), Started: time.Now(), Violations: []check.Violation{}}
+	sum := &results.Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
+		LockTTL: results.Duration(o.LockTTL), Started: time.Now(), Violations: []check.Violation{}}
 	runID := NewRunID()
 	caps := o.Caps()
 	slots := make([]slot, len(names))
@@ -537,7 +434,7 @@ type slot struct {
 	sc  scenario.Scenario
 	rep int
 	ran bool // started (or skipped); false: the run was interrupted first
-	res *ScenarioResult
+	res *results.ScenarioResult
 }
 
 func (s slot) cost(o Options) time.Duration { return s.sc.Cost(o.LockTTL, o.Retention, o.Keys) }
@@ -582,7 +479,7 @@ func sumFaults(m map[string]int) int {
 	return n
 }
 
-func overall(rs []ScenarioResult) check.Verdict {
+func overall(rs []results.ScenarioResult) check.Verdict {
 	v := check.Pass
 	for _, r := range rs {
 		switch r.Verdict {
@@ -689,7 +586,7 @@ func ScenarioSeed(seed int64, name string, rep int) int64 {
 // RunScenario runs one scenario (its rounds) on a fresh store, probes its
 // keys, and checks its history. index is its place in the run (it names
 // its store) and rep its repetition (it seeds its PRNG, with the seed).
-func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int64, index, rep int, report func(Progress)) (*ScenarioResult, error) {
+func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int64, index, rep int, report func(Progress)) (*results.ScenarioResult, error) {
 	env, err := o.NewEnv(ctx, sc, fmt.Sprintf("%s_%d", sc.Name, index), runID, ScenarioSeed(o.Seed, sc.Name, rep))
 	if err != nil {
 		return nil, err
@@ -711,14 +608,14 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 			break
 		}
 	}
-	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, hist: env.Hist, ledger: env.Ledger,
-		visualization: &bytes.Buffer{}}
-	j := o.Finish(ctx, env, stopWatch, true, res.visualization)
+	res := &results.ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds}
+	vis := &bytes.Buffer{}
+	j := o.Finish(ctx, env, stopWatch, true, vis)
+	res.Attach(env.Hist, env.Ledger, vis.Bytes())
 	if j.Verdict == check.Skipped {
 		return skippedResult(sc, rep, j.Record.Skipped), nil
 	}
-	_, res.fence = o.Declared()
-	res.Retention, res.LockTTL = env.Config.Retention.String(), env.Config.LockTTL.String()
+	res.Retention, res.LockTTL = results.Duration(env.Config.Retention), results.Duration(env.Config.LockTTL)
 	res.Schedule, res.Episodes = j.Record.Schedule, j.Record.Episodes
 	res.Check = &j.Params
 	res.Checkers, res.Violations, res.Verdict = j.Checkers, j.Violations, j.Verdict
@@ -743,13 +640,13 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 }
 
 // skippedResult is the result of a scenario that did not run, and why.
-func skippedResult(sc scenario.Scenario, rep int, why string) *ScenarioResult {
-	return &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Verdict: check.Skipped, Skipped: why,
+func skippedResult(sc scenario.Scenario, rep int, why string) *results.ScenarioResult {
+	return &results.ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Verdict: check.Skipped, Skipped: why,
 		Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}}
 }
 
 // measure fills in the counts the summary shows.
-func measure(res *ScenarioResult, env *scenario.Env, rec scenario.Record) {
+func measure(res *results.ScenarioResult, env *scenario.Env, rec scenario.Record) {
 	ops := env.Hist.Ops()
 	res.Ops = len(ops)
 	res.Faults = map[string]int{}

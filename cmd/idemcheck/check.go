@@ -14,6 +14,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
@@ -134,7 +135,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 // verdictCode is the exit code of a run's verdict: 0 pass, 1 fail, 3 an
 // interrupted or undecided run (a violation found before an interrupt
 // still exits 1: it is true).
-func verdictCode(sum *harness.Summary) int {
+func verdictCode(sum *results.Summary) int {
 	switch {
 	case sum.Verdict == check.Fail:
 		return exitFail
@@ -146,7 +147,7 @@ func verdictCode(sum *harness.Summary) int {
 
 // stamp records where the run came from: the command line, this build,
 // the Go version.
-func stamp(sum *harness.Summary, argv []string) {
+func stamp(sum *results.Summary, argv []string) {
 	b := buildinfo.Get()
 	sum.Argv, sum.Version, sum.GoVersion, sum.Commit = argv, b.Version, b.GoVersion, b.Revision()
 }
@@ -155,7 +156,7 @@ func stamp(sum *harness.Summary, argv []string) {
 // that reproduce it: the check command for each failing scenario with
 // its seed and the run's shape, and the recheck command on the saved
 // history.
-func printReproduce(w io.Writer, sum *harness.Summary, o harness.Options) {
+func printReproduce(w io.Writer, sum *results.Summary, o harness.Options) {
 	if sum.Interrupted {
 		var done, cut []string
 		for _, s := range sum.Scenarios {
@@ -302,26 +303,26 @@ func provisionReplicated(ctx context.Context, o *harness.Options, stderr io.Writ
 	}, nil
 }
 
-func printSummary(w io.Writer, sum *harness.Summary) {
+func printSummary(w io.Writer, sum *results.Summary) {
 	fmt.Fprintf(w, "idemcheck check: store %s, variant %s, seed %d, %s, %s, LockTTL %s\n\n",
 		sum.Store, sum.Variant, sum.Seed, plural(sum.Clients, "client"), plural(sum.Keys, "key"), sum.LockTTL)
 	// Faults last: with every kind of fault, the column gets long.
 	nw := len("scenario")
 	for _, s := range sum.Scenarios {
-		nw = max(nw, len(s.Name))
+		nw = max(nw, len(s.ID().String()))
 	}
 	fmt.Fprintf(w, "  %-*s %-7s %6s %12s %6s  %s\n", nw, "scenario", "verdict", "ops", "concurrency", "time", "faults")
 	ops := 0
 	for _, s := range sum.Scenarios {
 		ops += s.Ops
 		if s.Verdict == check.Skipped {
-			fmt.Fprintf(w, "  %-*s %-7s %s\n", nw, s.Name, s.Verdict, s.Skipped)
+			fmt.Fprintf(w, "  %-*s %-7s %s\n", nw, s.ID(), s.Verdict, s.Skipped)
 			continue
 		}
-		fmt.Fprintf(w, "  %-*s %-7s %6d %12d %5.1fs  %s\n", nw, s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Seconds, faults(s.Faults))
+		fmt.Fprintf(w, "  %-*s %-7s %6d %12d %5.1fs  %s\n", nw, s.ID(), s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Seconds, faults(s.Faults))
 	}
 	var scheduled, shorter, own []string
-	ttl := ""
+	var ttl results.Duration
 	for _, s := range sum.Scenarios {
 		if len(s.Schedule) > 0 {
 			scheduled = append(scheduled, s.Name)
@@ -329,7 +330,7 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 		if s.OwnServer {
 			own = append(own, s.Name)
 		}
-		if s.LockTTL != "" && s.LockTTL != sum.LockTTL {
+		if s.LockTTL != 0 && s.LockTTL != sum.LockTTL {
 			shorter, ttl = append(shorter, s.Name), s.LockTTL
 		}
 	}
@@ -377,7 +378,7 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 
 // countVerdicts says how the scenario runs ended, as a person counts them:
 // "15 scenarios passed, 3 skipped", "1 scenario failed, 14 passed".
-func countVerdicts(runs []harness.ScenarioResult) string {
+func countVerdicts(runs []results.ScenarioResult) string {
 	n := map[check.Verdict]int{}
 	for _, s := range runs {
 		n[s.Verdict]++

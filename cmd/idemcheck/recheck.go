@@ -54,7 +54,7 @@ func cmdRecheck(_ context.Context, args []string, stdout, _ io.Writer) (int, err
 		if then != s.Verdict {
 			mark = "   (changed)"
 		}
-		fmt.Fprintf(stdout, "  %-20s then %-8s now %-8s%s\n", s.Name, then, s.Verdict, mark)
+		fmt.Fprintf(stdout, "  %-20s then %-8s now %-8s%s\n", s.ID(), then, s.Verdict, mark)
 	}
 	printSummary(stdout, sum)
 	return verdictCode(sum), nil

@@ -10,6 +10,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/hunt"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -48,12 +49,12 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return exitUsage, fmt.Errorf("replay: %v", err)
 	}
 	type job struct {
-		res  harness.ScenarioResult
+		res  results.ScenarioResult
 		keys []string
 	}
 	var jobs []job
 	for _, s := range saved.Scenarios {
-		if s.Verdict != check.Fail || len(s.Episodes) == 0 || s.Check == nil || (*only != "" && s.Name != *only) {
+		if s.Verdict != check.Fail || len(s.Episodes) == 0 || s.Check == nil || (*only != "" && s.Name != *only && s.ID().String() != *only) {
 			continue
 		}
 		var keys []string
@@ -92,7 +93,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 					failing = append(failing, c.Checker)
 				}
 			}
-			fmt.Fprintf(stdout, "%s, episode on %s (%d choices):\n", j.res.Name, ep.Order, len(ep.Choices))
+			fmt.Fprintf(stdout, "%s, episode on %s (%d choices):\n", j.res.ID(), ep.Order, len(ep.Choices))
 			for _, l := range hunt.DescribeLog(got.Log) {
 				fmt.Fprintf(stdout, "  %s\n", l)
 			}

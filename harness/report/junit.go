@@ -9,8 +9,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/results"
 )
 
 // The JUnit XML schema's elements that CI systems read (GitHub Actions'
@@ -45,10 +45,10 @@ type (
 // WriteJUnit writes the run as JUnit XML to path: one testcase per
 // scenario × checker (a failed checker is a failure with its violations,
 // an undecided one a skip saying why), and one per skipped scenario.
-func WriteJUnit(path string, sum *harness.Summary) error {
+func WriteJUnit(path string, sum *results.Summary) error {
 	suite := junitSuite{Name: fmt.Sprintf("idemcheck %s/%s seed %d", sum.Store, sum.Variant, sum.Seed), Time: fmt.Sprintf("%.3f", sum.Seconds)}
 	for _, s := range sum.Scenarios {
-		class := fmt.Sprintf("idemcheck.%s.%s", sum.Store, s.Name)
+		class := fmt.Sprintf("idemcheck.%s.%s", sum.Store, s.ID())
 		if s.Repetition > 0 {
 			class += fmt.Sprintf("#%d", s.Repetition)
 		}

@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -56,7 +56,7 @@ type saved struct {
 // name them, violated keys first. A violation that names an order rather
 // than a key (at-most-once counts charges per order) goes to the order's
 // keys; one that names neither is returned apart, as scenario-wide.
-func keyViews(s *harness.ScenarioResult, anchorPrefix string) (views []*keyView, wide []check.Violation) {
+func keyViews(s *results.ScenarioResult, anchorPrefix string) (views []*keyView, wide []check.Violation) {
 	h := s.History()
 	if h == nil {
 		return nil, s.Violations
