@@ -2,8 +2,11 @@ package check_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 func TestAtMostOnce(t *testing.T) {
@@ -28,6 +31,24 @@ func TestAtMostOnce(t *testing.T) {
 		r := happy()
 		r.begin(3, "fp", 9000, 10500, claimedD("c", false))
 		want(t, r, check.AtMostOnce, check.Pass, "")
+	})
+	t.Run("a claim decided past the retention by the store's clock passes", func(t *testing.T) {
+		// Found with --lock-ttl 1s and --keys 20 on sqlite: a scheduled
+		// episode's manual clock moves a LockTTL a tick, so by the clock
+		// the caller-clock store is given the key was past its 10 s
+		// retention when the final probe claimed it, 150 ms after its
+		// save by the history's clock.
+		r := happy()
+		d := claimedD("c", false)
+		r.op(3, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0.Add(12 * time.Second)},
+			models.Output{Decision: stores.Decision{Outcome: d.Outcome, Token: d.Token, DecidedAt: t0.Add(12 * time.Second)}}, 150, 151)
+		want(t, r, check.AtMostOnce, check.Pass, "")
+		// Inside the retention by both clocks, it is the work running
+		// twice.
+		r = happy()
+		r.op(3, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0.Add(5 * time.Second)},
+			models.Output{Decision: stores.Decision{Outcome: d.Outcome, Token: d.Token, DecidedAt: t0.Add(5 * time.Second)}}, 150, 151)
+		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
 	})
 	t.Run("a claim answered inside the retention window fails", func(t *testing.T) {
 		r := happy()

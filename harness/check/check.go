@@ -177,11 +177,41 @@ func firstPossibleClaim(ops []history.Op) (history.Op, bool) {
 }
 
 // mayBeExpired reports whether a key's record may be past its retention
-// when a call that returned at t was decided: the record was created no
-// earlier than born (the first Begin that may have made it) was called,
-// and the call was decided no later than t.
-func mayBeExpired(m models.Config, born history.Op, t int64) bool {
-	return time.Duration(t-born.Call) >= m.Retention-m.Slack
+// when op was decided, by either clock a store may judge it by: the
+// history's (the record was created no earlier than born, the first Begin
+// that may have made it, was called, and op was decided no later than it
+// returned) or the store's own (storeElapsed: a scheduled episode's
+// manual clock moves a LockTTL a tick while the history's barely moves,
+// and a caller-clock store rightly lets a key go by the clock it is
+// given).
+func mayBeExpired(m models.Config, born, op history.Op) bool {
+	if time.Duration(op.Return-born.Call) >= m.Retention-m.Slack {
+		return true
+	}
+	d, ok := storeElapsed(born, op)
+	return ok && d >= m.Retention-m.Slack
+}
+
+// storeElapsed is the most time that can have passed on the store's clock
+// between the creation of a key's record by born (the first Begin that
+// may have made it) and op's decision: born's decision time (a claim's
+// DecidedAt, or an unanswered Begin's request time, the earliest the
+// store can have decided it by), and op's (a Begin's DecidedAt, else the
+// caller's clock after the call, the latest a store decided it by). ok is
+// false when either is unknown.
+func storeElapsed(born, op history.Op) (time.Duration, bool) {
+	created := born.Input.Now
+	if born.IsClaim() {
+		created = born.Output.Decision.DecidedAt
+	}
+	decided := op.Input.Now
+	if op.Input.Kind == models.Begin && !op.Output.Unknown {
+		decided = op.Output.Decision.DecidedAt
+	}
+	if created.IsZero() || decided.IsZero() {
+		return 0, false
+	}
+	return decided.Sub(created), true
 }
 
 func sortViolations(vs []Violation) {

@@ -88,6 +88,12 @@ func (r *rec) release(client int, tok string, call, ret int64, fenced bool) {
 		models.Output{Fenced: fenced}, call, ret)
 }
 
+// extend records a heartbeat of token tok (stores.Extender.Extend).
+func (r *rec) extend(client int, tok string, call, ret int64, fenced bool) {
+	r.op(client, models.Input{Kind: models.Extend, Token: stores.Token(tok), Called: t0.Add(time.Duration(call * ms)), Now: t0.Add(time.Duration(ret * ms))},
+		models.Output{Fenced: fenced}, call, ret)
+}
+
 func (r *rec) work(client int, tok string, start, end int64) {
 	e := end * ms
 	if end < 0 {

@@ -1,11 +1,14 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -17,13 +20,63 @@ type clientKey struct {
 	key    stores.KeyRef
 }
 
-// stalled is how long the harness's own process stood still (FaultStall)
-// between from and to: every owner in it was paused that long.
-func stalled(stalls []history.Fault, from, to int64) time.Duration {
-	var d int64
+// leaseLost is how much of its lease the owner of work run r lost, by
+// at, to anything but its own work: judged from what the store decided
+// and when, so that the harness's own late client is told from a store
+// that let two owners run. The lease counts from its last renewal that
+// came back accepted before at (the claim c, or a heartbeat of r's
+// token); from that call on, these are lost, each moment once:
+//
+//   - the renewal's own round trip (the store decided it at some moment
+//     of it, and the lease ran from there);
+//   - after the claim, the time before r's work began: only the harness
+//     runs between a claim's answer and its work, so an owner whose work
+//     began late (a goroutine not scheduled on a loaded machine) started
+//     on a lease already short, or gone;
+//   - every later heartbeat still in flight, or that came back late or
+//     fenced: sent in time, decided after the lease had ended, the store
+//     rightly let another client take over;
+//   - the harness's own process standing still (FaultStall).
+//
+// Without its claim in the history (ok false), the lease counts from the
+// work's start.
+func leaseLost(r history.WorkRun, c history.Op, ok bool, beats []history.Op, stalls []history.Fault, at int64) time.Duration {
+	from := r.Start
+	var lost []span
+	if ok {
+		from = c.Call
+		lost = append(lost, span{c.Call, max(c.Return, r.Start)})
+	}
+	for _, x := range beats {
+		if x.Input.Token != r.Token || x.Call < from || x.Call >= at {
+			continue
+		}
+		if x.Accepted(models.Extend) && x.Return <= at {
+			// A renewal: the lease starts again from it.
+			from, lost = x.Call, []span{{x.Call, x.Return}}
+			continue
+		}
+		lost = append(lost, span{x.Call, min(x.Return, at)})
+	}
 	for _, f := range stalls {
-		if lo, hi := max(f.Start, from), min(f.End, to); hi > lo {
+		lost = append(lost, span{f.Start, f.End})
+	}
+	return covered(lost, from, at)
+}
+
+// span is a stretch of the history's time, [from, to).
+type span struct{ from, to int64 }
+
+// covered is how much of [from, to) the spans cover, each moment once.
+func covered(spans []span, from, to int64) time.Duration {
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	var d, end int64
+	end = from
+	for _, s := range spans {
+		lo, hi := max(s.from, end), min(s.to, to)
+		if hi > lo {
 			d += hi - lo
+			end = hi
 		}
 	}
 	return time.Duration(d)
@@ -33,9 +86,10 @@ func stalled(stalls []history.Fault, from, to int64) time.Duration {
 // that starts while an earlier run a (another token) is still going is a
 // violation unless the owner whose claim came first (a's, or b's when b's
 // claim came back before a's was sent and b ran its work late) was unhealthy: paused or crashed
-// by the harness at a failpoint on the key, or short of half the LockTTL
-// between its claim and b's start, spent waiting for its claim's answer
-// or with the harness's own process standing still (FaultStall). The
+// by the harness at a failpoint on the key, or short of half its lease by
+// b's start to anything but its own work (leaseLost: a claim or heartbeat
+// that came back late, a work that began late, the harness's own process
+// standing still). The
 // owner taken over is the one that may be stale; the owner that took the
 // key over holds the live claim. Half the LockTTL is the tolerance: an
 // owner that lost that much of its lease to the machine, not to its work,
@@ -52,12 +106,17 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 		}
 	}
 	claimedAt := map[stores.KeyRef]map[stores.Token]history.Op{} // token -> its claim
+	extends := map[clientKey][]history.Op{}                      // an owner's heartbeats on a key, in call order
 	for _, op := range ops {
 		if op.IsClaim() {
 			if claimedAt[op.Input.Key] == nil {
 				claimedAt[op.Input.Key] = map[stores.Token]history.Op{}
 			}
 			claimedAt[op.Input.Key][op.Output.Decision.Token] = op
+		}
+		if op.Input.Kind == models.Extend {
+			ck := clientKey{op.Client, op.Input.Key}
+			extends[ck] = append(extends[ck], op)
 		}
 	}
 	byKeyRuns := map[stores.KeyRef][]history.WorkRun{}
@@ -79,20 +138,19 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 		}
 	}
 	// unhealthy: r's owner was paused or crashed at a failpoint on the
-	// key, or its lease ran while it waited for the answer to its claim (a
-	// claim that took long to come back, on a loaded machine: a queue for
-	// the write lock) and while the harness's process stood still, until
-	// at: half a LockTTL lost that way, and it is not a healthy owner.
+	// key, or it lost half its lease or more, before at, to anything but
+	// its own work (leaseLost): the store may then have let another
+	// client take over, and fencing judges the owner's late writes.
 	unhealthy := func(r history.WorkRun, at int64) bool {
 		if sick[clientKey{r.Client, r.Key}] {
 			return true
 		}
-		lost := time.Duration(0)
-		from := r.Start
-		if c, ok := claimedAt[r.Key][r.Token]; ok {
-			lost, from = time.Duration(c.Return-c.Call), c.Return
+		c, ok := claimedAt[r.Key][r.Token]
+		lease := e.Model.LockTTL
+		if ok && c.Input.Lease > 0 {
+			lease = c.Input.Lease
 		}
-		return 2*(lost+stalled(stalls, from, at)) >= e.Model.LockTTL
+		return 2*leaseLost(r, c, ok, extends[clientKey{r.Client, r.Key}], stalls, at) >= lease
 	}
 	excused := 0
 	for _, k := range keys {
@@ -144,7 +202,7 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 	sortViolations(vs)
 	detail := fmt.Sprintf("%d work runs, none overlapping a healthy owner", runs)
 	if excused > 0 {
-		detail += fmt.Sprintf(" (%d overlaps excused: the owner whose claim came first was paused or crashed by the harness, or lost half a LockTTL or more waiting for its claim's answer or to the harness's own stalls)", excused)
+		detail += fmt.Sprintf(" (%d overlaps excused: the owner whose claim came first was paused or crashed by the harness, or lost half its lease or more to a late answer, a late start of its work or the harness's own stalls)", excused)
 	}
 	return result(Exclusive, vs, detail)
 }

@@ -60,13 +60,61 @@ func TestExclusive(t *testing.T) {
 	t.Run("an owner the harness's own process stalled past half its lease is excused", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
-		r.work(1, "a", 160, 170) // started late: the process stood still
+		r.work(1, "a", 2, 170)
 		r.begin(2, "fp", 100, 101, claimedD("b", true))
 		r.work(2, "b", 165, 175)
 		r.h.AddFault(history.Fault{Client: -1, Kind: history.FaultStall, Failpoint: "harness", Start: 5 * ms, End: 45 * ms})
 		want(t, r, check.Exclusive, check.Fail, "at once") // a 40 ms stall is not half of 100 ms
 		r.h.AddFault(history.Fault{Client: -1, Kind: history.FaultStall, Failpoint: "harness", Start: 100 * ms, End: 150 * ms})
 		want(t, r, check.Exclusive, check.Pass, "")
+	})
+	t.Run("an owner whose work began after its claim had gone stale is excused", func(t *testing.T) {
+		// Found with --clients 256 --keys 1000 on memory: the owner
+		// claimed at once, its goroutine was not scheduled until its
+		// lease had run out, a takeover came legitimately, and the late
+		// owner's work overlapped the taker's. Only the harness runs
+		// between a claim's answer and its work.
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.begin(2, "fp", 105, 106, claimedD("b", true))
+		r.work(2, "b", 107, 200)
+		r.work(1, "a", 120, 150)
+		want(t, r, check.Exclusive, check.Pass, "")
+		// The same owner starting at once and outworking its lease is
+		// the store's (or the LockTTL's) fault.
+		r = newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.work(1, "a", 2, 150)
+		r.begin(2, "fp", 105, 106, claimedD("b", true))
+		r.work(2, "b", 107, 200)
+		want(t, r, check.Exclusive, check.Fail, "client 1 was healthy")
+	})
+	t.Run("an owner whose heartbeat was decided after its lease had ended is excused", func(t *testing.T) {
+		// Found on a lease store written elsewhere, in heartbeat: the
+		// renewal was sent in time and decided 203 ms later, the store
+		// rightly let another client take over, and the owner's
+		// renewal came back fenced.
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.work(1, "a", 1, 400)
+		r.extend(1, "a", 40, 41, false)
+		r.extend(1, "a", 80, 81, false)
+		r.extend(1, "a", 120, 323, true)
+		r.begin(2, "fp", 190, 191, claimedD("b", true))
+		r.work(2, "b", 192, 250)
+		want(t, r, check.Exclusive, check.Pass, "")
+	})
+	t.Run("an owner whose heartbeats came back at once and was taken over is healthy", func(t *testing.T) {
+		// A store that answers a renewal ok and does not renew the lease.
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.work(1, "a", 1, 400)
+		r.extend(1, "a", 40, 41, false)
+		r.extend(1, "a", 80, 81, false)
+		r.extend(1, "a", 120, 121, false)
+		r.begin(2, "fp", 130, 131, claimedD("b", true))
+		r.work(2, "b", 132, 250)
+		want(t, r, check.Exclusive, check.Fail, "client 1 was healthy")
 	})
 	t.Run("a stale owner that starts its work late, inside the work of the owner that took its key over, passes", func(t *testing.T) {
 		// Found by a soak (sqlite, skew, seed 59): client 7 claimed first,
