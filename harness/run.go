@@ -27,14 +27,15 @@ import (
 // own, beside the shared phase, and the scheduled phase waits for them.
 // The summary lists the results in plan order whatever order they
 // finished in. An error means the run could not be set up (a store could
-// not be opened); violations are in the summary, not errors.
+// not be opened); violations are in the summary, not errors. Once ctx is
+// cancelled (an interrupt) nothing is an error: the summary says what
+// finished and lists the rest as not run (Summary.NotRun), Interrupted.
 func Run(ctx context.Context, o Options) (*results.Summary, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	names := o.Plan()
-	sum := &results.Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
-		LockTTL: results.Duration(o.LockTTL), Started: time.Now(), Violations: []check.Violation{}}
+	sum := o.summary(time.Now())
 	runID := NewRunID()
 	caps := o.Caps()
 	slots := make([]slot, len(names))
@@ -82,6 +83,12 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 			return nil
 		}
 		res, err := RunScenario(ctx, o, sl.sc, runID, i, sl.rep, report)
+		if err != nil && ctx.Err() != nil {
+			// Interrupted while it was set up (a server coming back, a
+			// store opening): it never ran, and the run reports the rest.
+			sl.ran = false
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -151,6 +158,23 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// summary is the summary of a run of o started at started, before any
+// scenario ran.
+func (o Options) summary(started time.Time) *results.Summary {
+	return &results.Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
+		LockTTL: results.Duration(o.LockTTL), Started: started, Violations: []check.Violation{}}
+}
+
+// Unstarted is the summary of a run of o interrupted before any scenario
+// started (while its servers were starting): undecided, every scenario of
+// the plan not run.
+func (o Options) Unstarted(started time.Time) *results.Summary {
+	sum := o.summary(started)
+	sum.Ended, sum.Interrupted, sum.NotRun, sum.Verdict = time.Now(), true, o.Plan(), check.Unknown
+	sum.Seconds = sum.Ended.Sub(started).Seconds()
+	return sum
 }
 
 // slot is one scenario run of a plan: what runs, and what it gave.

@@ -43,6 +43,10 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 		{"zero clients", []string{"check", "--store", "memory", "--clients", "0", "--out", out}, "--clients"},
 		{"negative keys", []string{"check", "--store", "memory", "--keys", "-3", "--out", out}, "--keys"},
 		{"bad number", []string{"check", "--clients", "many", "--out", out}, "invalid value"},
+		{"zero count", []string{"check", "--store", "memory", "--count", "0", "--out", out}, "--count"},
+		{"zero parallel", []string{"check", "--store", "memory", "--parallel", "0", "--out", out}, "--parallel"},
+		{"unwritable junit", []string{"check", "--store", "memory", "--junit", filepath.Join(file, "x.xml"), "--out", out}, "--junit"},
+		{"junit in a missing directory", []string{"check", "--store", "memory", "--junit", "/nonexistent/x.xml", "--out", out}, "--junit"},
 		{"unwritable out", []string{"check", "--store", "memory", "--out", filepath.Join(file, "sub")}, "cannot write results"},
 		{"extra argument", []string{"check", "--store", "memory", "extra", "--out", out}, "unexpected argument"},
 		{"bad shard", []string{"soak", "--store", "memory", "--shard", "3/2", "--out", out}, "--shard"},
@@ -221,6 +225,50 @@ func TestUnreachableServer(t *testing.T) {
 			}
 			if strings.Contains(stderr, "s3cret") {
 				t.Errorf("password printed: %q", stderr)
+			}
+		})
+	}
+}
+
+// TestInterruptKeepsTheRun: an interrupt at any moment (here before the
+// run, while its server would start, and in the middle of it) exits 3
+// with a results directory saying what finished, never exit 2 and
+// nothing.
+func TestInterruptKeepsTheRun(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after time.Duration
+		args  []string
+	}{
+		{"while a server starts", 0, []string{"--store", "postgres"}},
+		{"mid-run", 1500 * time.Millisecond, []string{"--store", "sqlite"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.after == 0 {
+				t.Setenv("IDEM_POSTGRES_DSN", "") // a container would be started
+			}
+			out := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(c.after, cancel)
+			var stdout, stderr bytes.Buffer
+			code := run(ctx, append([]string{"check", "--out", out}, c.args...), &stdout, &stderr)
+			if code != exitUnknown {
+				t.Fatalf("exit %d, want 3; stderr: %s", code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), "INTERRUPTED") {
+				t.Errorf("the summary does not say the run was interrupted:\n%s", stdout.String())
+			}
+			b, err := os.ReadFile(filepath.Join(out, "latest", "summary.json"))
+			if err != nil {
+				t.Fatalf("no results directory: %v", err)
+			}
+			var sum struct {
+				Interrupted bool     `json:"interrupted"`
+				NotRun      []string `json:"not_run"`
+				Verdict     string   `json:"verdict"`
+			}
+			if err := json.Unmarshal(b, &sum); err != nil || !sum.Interrupted || sum.Verdict == "pass" {
+				t.Errorf("summary.json: %+v (%v), want interrupted and not pass", sum, err)
 			}
 		})
 	}

@@ -45,12 +45,10 @@ func PrepareRunDir(root, store, variant string, now time.Time) (*RunDir, error) 
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
 	}
-	probe := filepath.Join(dir, ".probe")
-	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, Marker), nil, 0o644); err != nil {
 		os.Remove(dir)
 		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
 	}
-	os.Remove(probe)
 	return &RunDir{Root: root, Path: dir}, nil
 }
 

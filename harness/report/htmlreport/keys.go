@@ -115,16 +115,18 @@ func keyViews(s *results.ScenarioResult, anchorPrefix string) (views []*keyView,
 		v.Answers = append(v.Answers, a)
 		setOrder(v, a.Order)
 	}
+	byOrder := map[string][]history.Charge{} // each key looks its order's charges up: linear, not keys × charges
+	for _, c := range charges {
+		byOrder[c.Order] = append(byOrder[c.Order], c)
+	}
 	for _, v := range views {
 		if v.Order == "" {
 			continue
 		}
-		for _, c := range charges {
-			if c.Order == v.Order {
-				v.Charges = append(v.Charges, c)
-				if c.Effective {
-					v.Effective++
-				}
+		for _, c := range byOrder[v.Order] {
+			v.Charges = append(v.Charges, c)
+			if c.Effective {
+				v.Effective++
 			}
 		}
 		v.AnswerSummary = summarizeAnswers(v.Answers)
