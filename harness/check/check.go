@@ -1,10 +1,11 @@
-// Package check judges a recorded history: seven checkers, each with a
-// three-valued verdict (pass, fail, unknown), that prove or refute per key
-// that the work ran at most once, that fencing rejected every stale writer,
-// that replays were faithful, that other parameters got 422, that the
-// history is linearizable against the decision-table model, and that no
-// key stayed stuck. Checkers read the history and the ledger only; they
-// never import what produced them.
+// Package check judges a recorded history: checkers (listed in [Docs]),
+// each with a three-valued verdict (pass, fail, unknown), that prove or
+// refute per key that the work ran at most once, that fencing rejected
+// every stale writer, that replays were faithful, that other parameters
+// got 422, that the history is linearizable against the decision-table
+// model, that no key stayed stuck, and that none outlived its retention.
+// Checkers read the history and the ledger only; they never import what
+// produced them.
 package check
 
 import (
@@ -104,7 +105,7 @@ type Evidence struct {
 	Visualization *bytes.Buffer
 }
 
-// Run runs all eight checkers, in the order of Docs.
+// Run runs every checker, in the order of [Docs].
 func Run(e Evidence) []Result {
 	ops := e.Hist.Ops()
 	g := groupByKey(ops)
