@@ -31,8 +31,8 @@ import (
 const checkHelp = `Usage: idemcheck check [flags]
 
 Runs scenarios against one store variant under concurrent clients and
-injected faults, records every call, and checks the history with seven
-checkers (idemcheck list shows them). Each run writes
+injected faults, records every call, and checks the history with every
+checker (idemcheck list shows them). Each run writes
 <out>/<time>-<store>-<variant>/ (summary.json, history.jsonl, report.md, the
 porcupine visualisation, and traces of violated keys) and points <out>/latest
 at it.

@@ -26,7 +26,11 @@ import (
 	"github.com/idemcheck/idemcheck/harness/servers"
 )
 
-const httpHelp = `idemcheck http: test an HTTP service's Idempotency-Key handling from outside.
+const httpHelp = `Usage: idemcheck http --target URL [--target URL ...] [flags]
+       idemcheck http --cmd "command" [--instances N] [--server redis|postgres] [flags]
+       idemcheck http --config FILE [flags]
+
+Tests an HTTP service's Idempotency-Key handling from outside.
 
 Concurrent clients POST JSON orders {"order": "...", "amount": N} with an
 Idempotency-Key header to the service's instances, each behind its own
@@ -35,6 +39,8 @@ reuse keys with other bodies, and send missing and over-long keys. The
 service charges each order at a fake payment provider that idemcheck
 serves on 127.0.0.1 (its URL is in IDEM_PROVIDER_URL when idemcheck starts
 the instances, or at --provider-port), and the provider counts the effects.
+The provider answers {"charge": "ch_N"}; the service's answer should carry
+that charge id, so that the checkers can tell which charges a client saw.
 The checkers judge the requests, answers and effects: at most one charge
 per order, replay fidelity, 400/409/422 as the Idempotency-Key draft says,
 and liveness once the faults heal.

@@ -72,7 +72,7 @@ func cmdList(args []string, stdout io.Writer) error {
 	fmt.Fprintln(tw, "Stores:")
 	fmt.Fprintln(tw, "  name\tdata in\tclock\tvariants")
 	for _, s := range l.Stores {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\tcorrect and %d store-side mutants\n", s.Name, s.Lives, s.Clock, len(s.Variants)-1)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Name, s.Lives, s.Clock, variantsCell(s.Name, l.Mutants))
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout, "  (and each runs every client-side mutant: the correct store with clients that make the mistake)")
@@ -106,6 +106,33 @@ func cmdList(args []string, stdout io.Writer) error {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.Name, c.Doc)
 	}
 	return tw.Flush()
+}
+
+// variantsCell says what a store runs besides the client-side mutants
+// ("correct, N store-side and M configuration mutants"), counted from the
+// mutants table that list prints, so the two cannot disagree.
+func variantsCell(store string, ms []listMutant) string {
+	n := map[string]int{}
+	for _, m := range ms {
+		if m.Side != "client" && slices.Contains(m.Stores, store) {
+			n[m.Side]++
+		}
+	}
+	var parts []string
+	if n["store"] > 0 {
+		parts = append(parts, fmt.Sprintf("%d store-side", n["store"]))
+	}
+	if n["config"] > 0 {
+		parts = append(parts, fmt.Sprintf("%d configuration", n["config"]))
+	}
+	if len(parts) == 0 {
+		return "correct"
+	}
+	noun := " mutants"
+	if n["store"]+n["config"] == 1 {
+		noun = " mutant"
+	}
+	return "correct, " + strings.Join(parts, " and ") + noun
 }
 
 // storesCell prints a mutant's stores: "all", or "all but X" when it

@@ -1,6 +1,6 @@
 // Package httpcheck judges a black-box run (idemcheck http): the HTTP
 // exchanges the clients recorded plus the effects the payment provider
-// counted. Four checkers, each saying whether it applied (whether the run
+// counted. Its checkers, each saying whether it applied (whether the run
 // held the evidence it judges) and, when it failed, what kind of bug the
 // evidence points to:
 //
@@ -99,7 +99,7 @@ type Evidence struct {
 	Ledger *history.Ledger
 }
 
-// Run runs the four checkers.
+// Run runs every checker.
 func Run(e Evidence) []Result {
 	xs := e.Hist.Exchanges()
 	fs := e.Hist.Faults()

@@ -194,7 +194,7 @@ type Episode struct {
 	// Log is the interleaving: the scheduler's decisions, the statements
 	// each client ran, the clock ticks.
 	Log []sched.Event
-	// Checks are every checker's result on the episode's history.
+	// Checks are the checkers' results ([check.Run]) on the episode's history.
 	Checks []check.Result
 	// Err is set when the scheduler gave up (its history is still checked).
 	Err error
