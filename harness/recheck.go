@@ -53,7 +53,7 @@ func Recheck(saved *Summary) *Summary {
 	sum.Violations = []check.Violation{}
 	for i, s := range saved.Scenarios {
 		if s.hist != nil && s.Check != nil && s.Verdict != check.Skipped {
-			s.judge(nil)
+			s.judge(false)
 			if s.Error != "" && s.Verdict == check.Pass {
 				s.Verdict = check.Unknown // the workload did not finish, as when it ran
 			}

@@ -12,7 +12,6 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -273,10 +272,9 @@ type ScenarioResult struct {
 	// replay` can run it again on the same interleaving.
 	Episodes []scenario.EpisodeRecord `json:"episodes,omitempty"`
 
-	hist          *history.History
-	ledger        *history.Ledger
-	visualization *bytes.Buffer
-	fence         stores.Fence
+	hist   *history.History
+	ledger *history.Ledger
+	fence  stores.Fence
 }
 
 // History returns the scenario's recorded history (nil if it was skipped).
@@ -286,13 +284,16 @@ func (r *ScenarioResult) History() *history.History { return r.hist }
 // work made, for reports that show a key's charges.
 func (r *ScenarioResult) Ledger() *history.Ledger { return r.ledger }
 
-// Visualization returns porcupine's HTML page of the scenario's history
-// (nil if none was made).
-func (r *ScenarioResult) Visualization() []byte {
-	if r.visualization == nil {
-		return nil
+// Linearization returns what the linearizability checker kept for a page
+// of porcupine's visualisation of the scenario's history (nil if it kept
+// none): report.WriteLinearization draws it.
+func (r *ScenarioResult) Linearization() *check.Linearization {
+	for _, c := range r.Checkers {
+		if c.Linearization != nil {
+			return c.Linearization
+		}
 	}
-	return r.visualization.Bytes()
+	return nil
 }
 
 // Summary is a whole run's outcome: what `--json` prints.
@@ -725,13 +726,12 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	res := &ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds, Retention: env.Config.Retention.String(), LockTTL: env.Config.LockTTL.String(), hist: env.Hist, ledger: env.Ledger}
 	res.Schedule = env.Schedule()
 	res.Episodes = env.Episodes()
-	res.visualization = &bytes.Buffer{}
 	sem, fence := o.Declared()
 	m := check.ModelFor(o.Backend.Clock, env.Config, sem)
 	res.Check = &check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probe,
 		LeakProbe: env.LeakProbe(), StrictRetention: o.StrictRetention, Semantics: sem}
 	res.fence = fence
-	res.judge(res.visualization)
+	res.judge(true)
 	if ctx.Err() != nil && res.Verdict == check.Pass {
 		res.Verdict, res.Error = check.Unknown, "interrupted: "+ctx.Err().Error()
 	}
@@ -753,11 +753,12 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 }
 
 // judge runs the checkers on the result's history with its Check params
-// and sets its checkers, violations and verdict.
-func (r *ScenarioResult) judge(vis *bytes.Buffer) {
+// and sets its checkers, violations and verdict; keep asks the checkers to
+// keep what a page of porcupine's visualisation needs.
+func (r *ScenarioResult) judge(keep bool) {
 	r.Checkers = check.Run(check.Evidence{Hist: r.hist, Ledger: r.ledger, Model: r.Check.Model(),
 		ProbeClient: r.Check.ProbeClient, LeakProbe: r.Check.LeakProbe, StrictRetention: r.Check.StrictRetention,
-		Fence: r.fence, LinTimeout: LinTimeout, Visualization: vis})
+		Fence: r.fence, LinTimeout: LinTimeout, Keep: keep})
 	r.Violations = []check.Violation{}
 	r.Verdict = check.Pass
 	for _, c := range r.Checkers {
