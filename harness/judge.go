@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"time"
 
@@ -31,10 +30,10 @@ type Judged struct {
 // round, a replay or a demo. It probes every key once the clock is past
 // LockTTL (when probe is set), stops the stall watch (stopWatch, from
 // history.WatchStalls), and judges the history with the store's
-// declarations (Options.Declared). vis, if set, receives porcupine's page
-// of the history. A scenario that skipped itself is not probed nor judged:
+// declarations (Options.Declared). keep keeps what a page of the history
+// needs (check.Result.Linearization). A scenario that skipped itself is not probed nor judged:
 // its verdict is Skipped.
-func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func(), probe bool, vis *bytes.Buffer) Judged {
+func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func(), probe, keep bool) Judged {
 	if rec := env.Record(); rec.Skipped != "" {
 		stopWatch()
 		return Judged{Record: rec, Verdict: check.Skipped, Checkers: []check.Result{}, Violations: []check.Violation{}}
@@ -49,7 +48,7 @@ func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func()
 	rec := env.Record()
 	p := check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probeID,
 		LeakProbe: rec.LeakProbe, StrictRetention: o.StrictRetention, Semantics: sem}
-	j := Judge(p, env.Hist, env.Ledger, fence, vis)
+	j := Judge(p, env.Hist, env.Ledger, fence, keep)
 	j.Record = rec
 	return j
 }
@@ -57,11 +56,11 @@ func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func()
 // Judge runs every checker on a history by the params it is judged by,
 // and folds their verdicts: the one place the checkers are called, for a
 // run that just finished (Finish) and for a saved one (Recheck). fence
-// is the store's declared fence (nil: none); vis, if set, receives
-// porcupine's page of the history.
-func Judge(p check.Params, hist *history.History, ledger *history.Ledger, fence stores.Fence, vis *bytes.Buffer) Judged {
+// is the store's declared fence (nil: none); keep keeps what a page of the
+// history needs.
+func Judge(p check.Params, hist *history.History, ledger *history.Ledger, fence stores.Fence, keep bool) Judged {
 	res := check.Run(check.Evidence{Hist: hist, Ledger: ledger, Model: p.Model(), ProbeClient: p.ProbeClient,
-		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, Fence: fence, LinTimeout: LinTimeout, Visualization: vis})
+		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, Fence: fence, LinTimeout: LinTimeout, Keep: keep})
 	v, vs := check.Overall(res)
 	return Judged{Params: p, Checkers: res, Violations: vs, Verdict: v}
 }

@@ -48,7 +48,7 @@ func LoadRun(dir string) (*results.Summary, error) {
 			}
 			continue
 		}
-		r.Attach(s.Hist, s.Ledger, nil)
+		r.Attach(s.Hist, s.Ledger)
 	}
 	return &sum, nil
 }
@@ -63,7 +63,7 @@ func Recheck(saved *results.Summary) *results.Summary {
 	sum.Violations = []check.Violation{}
 	for i, s := range saved.Scenarios {
 		if s.History() != nil && s.Check != nil && s.Verdict != check.Skipped {
-			j := Judge(*s.Check, s.History(), s.Ledger(), nil, nil)
+			j := Judge(*s.Check, s.History(), s.Ledger(), nil, false)
 			s.Checkers, s.Violations, s.Verdict = j.Checkers, j.Violations, j.Verdict
 			if s.Error != "" && s.Verdict == check.Pass {
 				s.Verdict = check.Unknown // the workload did not finish, as when it ran

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -119,9 +118,8 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 		}
 	}
 	res := &results.ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds}
-	vis := &bytes.Buffer{}
-	j := o.Finish(ctx, env, stopWatch, true, vis)
-	res.Attach(env.Hist, env.Ledger, vis.Bytes())
+	j := o.Finish(ctx, env, stopWatch, true, true)
+	res.Attach(env.Hist, env.Ledger)
 	if j.Verdict == check.Skipped {
 		return skippedResult(sc, rep, j.Record.Skipped), nil
 	}

@@ -1,7 +1,6 @@
 package check
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"time"
@@ -37,6 +36,11 @@ type Result struct {
 	Verdict    Verdict     `json:"verdict"`
 	Detail     string      `json:"detail"`
 	Violations []Violation `json:"violations,omitempty"`
+	// Linearization is what the linearizability checker kept for a page of
+	// porcupine's visualisation when Evidence.Keep asked for it (nil
+	// otherwise, and when it has nothing to draw). A page is drawn from it,
+	// not saved with the result.
+	Linearization *Linearization `json:"-"`
 }
 
 // The checkers, by name.
@@ -86,8 +90,10 @@ type Evidence struct {
 	// a violation instead of a finding.
 	LeakProbe       *int
 	StrictRetention bool
-	// Visualization, if set, receives porcupine's HTML of the history.
-	Visualization *bytes.Buffer
+	// Keep asks the linearizability checker to keep what a page of
+	// porcupine's visualisation needs (Result.Linearization), for a report
+	// to draw.
+	Keep bool
 }
 
 // Run runs every checker on the evidence, in the order of [Docs].

@@ -4,7 +4,10 @@
 // decide) in a [Result] that lists each [Violation] found. [Run] runs them
 // all on a scenario's [Evidence], in the order of [Docs]; [Preference]
 // ranks them by how directly they name a bug. Checkers read the history
-// and the ledger only; they never import what produced them.
+// and the ledger only; they never import what produced them. They write
+// no HTML either: the linearizability checker keeps what a page of
+// porcupine's visualisation needs ([Linearization]), and
+// [github.com/idemcheck/idemcheck/harness/report.WriteLinearization] draws it.
 //
 // # Files
 //
@@ -24,7 +27,8 @@
 //     422.
 //   - linearizable.go: [Linearizable], each key's history is linearizable
 //     against the decision-table model (porcupine), the whole history at
-//     once or, past [VisualizeCap] operations, one key at a time.
+//     once or, past [VisualizeCap] operations, one key at a time; and what
+//     it keeps for a page ([Linearization]).
 //   - liveness.go: [Liveness], no key stays in flight once its owner is
 //     gone and LockTTL has passed.
 //   - retention.go: [Retention], no key outlives its retention once pruned.

@@ -1,7 +1,6 @@
 package check
 
 import (
-	"bytes"
 	"fmt"
 	"runtime"
 	"sync"
@@ -160,24 +159,25 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 	var (
 		res  porcupine.CheckResult
 		info porcupine.LinearizationInfo
+		lin  *Linearization
 	)
-	if e.Visualization != nil && len(pops) <= VisualizeCap {
+	if e.Keep && len(pops) <= VisualizeCap {
 		res, info = porcupine.CheckOperationsVerbose(model, pops, e.LinTimeout)
 		if res != porcupine.Illegal {
-			visualize(e.Visualization, model, info, pops)
+			lin = keep(model, info, pops)
 		}
 	} else {
 		// Nothing to draw: porcupine keeps no linearization for a page.
 		res = porcupine.CheckOperationsTimeout(model, pops, e.LinTimeout)
-		if e.Visualization != nil && res != porcupine.Illegal {
-			visualize(e.Visualization, model, info, pops)
+		if e.Keep && res != porcupine.Illegal {
+			lin = keep(model, info, pops)
 		}
 	}
 	switch res {
 	case porcupine.Ok:
-		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), keys)}
+		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), keys), Linearization: lin}
 	case porcupine.Unknown:
-		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout)}
+		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout), Linearization: lin}
 	}
 	return linViolations(e, model, models.PartitionByKey(pops), len(pops))
 }
@@ -241,15 +241,17 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 	case timedOut.Load():
 		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout)}
 	}
-	if e.Visualization != nil {
-		tooLargeToDraw(e.Visualization, len(ops))
+	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), len(g.order))}
+	if e.Keep {
+		r.Linearization = tooLargeToDraw(len(ops))
 	}
-	return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), len(g.order))}
+	return r
 }
 
 // linViolations names the keys of parts (the partitions to look at, of n
 // operations in all) whose histories are not linearizable, and in each the
-// first call that no order allows, and draws the failing keys.
+// first call that no order allows, and keeps the failing keys for a page
+// (Evidence.Keep).
 func linViolations(e Evidence, model porcupine.Model, parts [][]porcupine.Operation, n int) Result {
 	var vs []Violation
 	var failing []porcupine.Operation
@@ -266,26 +268,27 @@ func linViolations(e Evidence, model porcupine.Model, parts [][]porcupine.Operat
 	if len(vs) == 0 {
 		vs = append(vs, Violation{Linearizable, "", "the history is not linearizable"})
 	}
-	if e.Visualization != nil {
+	r := result(Linearizable, vs, "")
+	if e.Keep {
 		// The failing keys only, whatever their size: they are the
 		// evidence. Without a failing key (a timeout in the per-key
 		// checks), the whole history is too large to draw: say so.
 		if len(failing) > 0 {
 			_, info := porcupine.CheckOperationsVerbose(model, failing, e.LinTimeout)
 			info.AddAnnotations(keyLabels(failing))
-			_ = porcupine.Visualize(model, info, e.Visualization)
+			r.Linearization = &Linearization{Model: model, Info: info, Ops: len(failing)}
 		} else if n <= VisualizeCap {
 			all := make([]porcupine.Operation, 0, n)
 			for _, p := range parts {
 				all = append(all, p...)
 			}
 			_, info := porcupine.CheckOperationsVerbose(model, all, e.LinTimeout)
-			visualize(e.Visualization, model, info, all)
+			r.Linearization = keep(model, info, all)
 		} else {
-			tooLargeToDraw(e.Visualization, n)
+			r.Linearization = tooLargeToDraw(n)
 		}
 	}
-	return result(Linearizable, vs, "")
+	return r
 }
 
 // VisualizeCap is the largest history, in porcupine operations, drawn in
@@ -295,25 +298,35 @@ func linViolations(e Evidence, model porcupine.Model, parts [][]porcupine.Operat
 // check always draws its failing keys.
 const VisualizeCap = 20000
 
-// visualize writes porcupine's page of info (the check of pops) to w,
-// with a labelled row per key, or, past VisualizeCap operations, a short
-// page that says why there is none.
-func visualize(w *bytes.Buffer, model porcupine.Model, info porcupine.LinearizationInfo, pops []porcupine.Operation) {
-	if len(pops) <= VisualizeCap {
-		info.AddAnnotations(keyLabels(pops))
-		_ = porcupine.Visualize(model, info, w)
-		return
-	}
-	tooLargeToDraw(w, len(pops))
+// Linearization is what a page of porcupine's visualisation needs from
+// the linearizability check, kept when [Evidence.Keep] asks for it: the
+// model and porcupine's linearization info of the operations to draw,
+// each key's row labelled. TooLarge says instead that the check passed on
+// more than [VisualizeCap] operations and nothing was kept: the page says
+// why there is no drawing. The checker keeps the data and a report draws
+// it, so that this package writes no HTML.
+type Linearization struct {
+	Model porcupine.Model
+	Info  porcupine.LinearizationInfo
+	// Ops is how many porcupine operations Info holds, or, TooLarge, how
+	// many the history has.
+	Ops      int
+	TooLarge bool
 }
 
-// tooLargeToDraw writes the short page that stands for the visualisation
-// of a passing history of n operations, more than VisualizeCap.
-func tooLargeToDraw(w *bytes.Buffer, n int) {
-	fmt.Fprintf(w, `<!DOCTYPE html><html><head><meta charset="utf-8"><title>linearizability</title></head><body>
-<p>The history has %d operations, more than the %d drawn in full, and every key's history is linearizable:
-porcupine's visualisation is left out to keep checking linear (it would take longer than the check and
-weigh about %d MB). A failing check draws its failing keys whatever their size. Run a shorter scenario
-(fewer keys or seconds) to see the whole history drawn.</p></body></html>
-`, n, VisualizeCap, n*300/1_000_000)
+// keep is what a page of info (the check of pops) needs, with a labelled
+// row per key, or, past VisualizeCap operations, the note that there is
+// none.
+func keep(model porcupine.Model, info porcupine.LinearizationInfo, pops []porcupine.Operation) *Linearization {
+	if len(pops) <= VisualizeCap {
+		info.AddAnnotations(keyLabels(pops))
+		return &Linearization{Model: model, Info: info, Ops: len(pops)}
+	}
+	return tooLargeToDraw(len(pops))
+}
+
+// tooLargeToDraw stands for the visualisation of a passing history of n
+// operations, more than VisualizeCap.
+func tooLargeToDraw(n int) *Linearization {
+	return &Linearization{Ops: n, TooLarge: true}
 }

@@ -1,8 +1,6 @@
 package check_test
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,72 +37,87 @@ func TestLinearizable(t *testing.T) {
 	})
 }
 
-// TestVisualizationNamesItsKeys: porcupine's page carries a labelled row
-// per key, so a reader can tell which partition is which.
-func TestVisualizationNamesItsKeys(t *testing.T) {
-	r := happy()
-	var page bytes.Buffer
-	check.Run(check.Evidence{Hist: r.h, Ledger: r.l, Model: model, ProbeClient: probe, LinTimeout: 10 * time.Second, Visualization: &page})
-	if !strings.Contains(page.String(), "key t0/order-o000") {
-		t.Fatalf("the visualisation (%d bytes) has no row labelled with the key", page.Len())
+// linearization runs the checkers with Evidence.Keep as asked and returns
+// the linearizability checker's result.
+func linearization(t *testing.T, h *history.History, l *history.Ledger, m models.Config, timeout time.Duration, keep bool) check.Result {
+	t.Helper()
+	for _, c := range check.Run(check.Evidence{Hist: h, Ledger: l, Model: m, ProbeClient: probe, LinTimeout: timeout, Keep: keep}) {
+		if c.Checker == check.Linearizable {
+			return c
+		}
 	}
+	t.Fatal("no linearizability result")
+	return check.Result{}
 }
 
-// TestVisualization: porcupine's page is drawn in full for a small
-// history; past check.VisualizeCap operations a passing check writes a
-// short page that says why there is none; a failing check draws only its
-// failing keys, whatever the size of the rest.
-func TestVisualization(t *testing.T) {
-	vis := func(h *history.History, l *history.Ledger, m models.Config) string {
-		var b bytes.Buffer
-		check.Run(check.Evidence{Hist: h, Ledger: l, Model: m, ProbeClient: probe, LinTimeout: 10 * time.Second, Visualization: &b})
-		return b.String()
+// keptKeys are the keys of the operations in what the checker kept for a
+// page (porcupine's partial linearizations), and how many partitions
+// (keys) it kept.
+func keptKeys(l *check.Linearization) (map[string]bool, int) {
+	keys := map[string]bool{}
+	parts := l.Info.PartialLinearizationsOperations()
+	for _, part := range parts {
+		for _, lin := range part {
+			for _, op := range lin {
+				keys[op.Input.(models.Input).Key.String()] = true
+			}
+		}
 	}
-	const note = "porcupine's visualisation is left out"
+	return keys, len(parts)
+}
+
+// TestLinearizationKept: what a page needs is kept only when asked for;
+// for a small history it is the whole linearization; past
+// check.VisualizeCap operations a passing check keeps only the note that
+// the history is too large to draw; a failing check keeps its failing
+// keys alone, whatever the size of the rest.
+func TestLinearizationKept(t *testing.T) {
 	small := happy()
-	if v := vis(small.h, small.l, model); v == "" || strings.Contains(v, note) {
-		t.Fatalf("a small history: %d bytes, note %v; want the drawn page", len(v), strings.Contains(v, note))
+	if r := linearization(t, small.h, small.l, model, 10*time.Second, false); r.Linearization != nil {
+		t.Fatalf("kept a linearization nobody asked for: %+v", r.Linearization)
 	}
+	r := linearization(t, small.h, small.l, model, 10*time.Second, true)
+	if lin := r.Linearization; lin == nil || lin.TooLarge || lin.Ops != len(small.h.Ops()) || lin.Model.Step == nil {
+		t.Fatalf("a small history: %+v; want the whole linearization of %d operations", lin, len(small.h.Ops()))
+	}
+	if keys, parts := keptKeys(r.Linearization); parts != 1 || !keys[key.String()] {
+		t.Fatalf("a small history: kept %d partitions of keys %v, want %s", parts, keys, key)
+	}
+
 	big := models.Config{LockTTL: 100 * time.Millisecond, Retention: time.Hour}
 	h, l := bigHistory(check.VisualizeCap + 10)
-	if v := vis(h, l, big); !strings.Contains(v, note) || len(v) > 4096 {
-		t.Fatalf("a large passing history: %d bytes, note %v; want the short page", len(v), strings.Contains(v, note))
+	r = linearization(t, h, l, big, 10*time.Second, true)
+	if lin := r.Linearization; r.Verdict != check.Pass || lin == nil || !lin.TooLarge || lin.Ops != len(h.Ops()) {
+		t.Fatalf("a large passing history: %s, %+v; want the note that %d operations are too many", r.Verdict, lin, len(h.Ops()))
 	}
-	// The same history with one key claimed twice at once: the page draws
-	// that key alone.
+	// The same history with one key claimed twice at once: that key is
+	// kept alone.
 	bad := stores.KeyRef{Tenant: "t0", Key: "twice"}
 	for c, tok := range []string{"x1", "x2"} {
 		h.AddOp(history.Op{Client: c, Input: models.Input{ID: 1_000_000 + c, Kind: models.Begin, Key: bad, Fingerprint: "fp", Now: t0},
 			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: stores.Token(tok), DecidedAt: t0}}, Call: 0, Return: 10})
 	}
-	v := vis(h, l, big)
-	// Operations are drawn without their key: the tokens tell them apart.
-	if v == "" || strings.Contains(v, note) || strings.Contains(v, "tok-") || !strings.Contains(v, "x2") {
-		t.Fatalf("a large failing history: %d bytes, note %v, other keys %v, failing key %v; want the failing key alone",
-			len(v), strings.Contains(v, note), strings.Contains(v, "tok-"), strings.Contains(v, "x2"))
+	r = linearization(t, h, l, big, 10*time.Second, true)
+	lin := r.Linearization
+	if r.Verdict != check.Fail || lin == nil || lin.TooLarge || lin.Ops != 2 {
+		t.Fatalf("a large failing history: %s, %+v; want the failing key's 2 operations", r.Verdict, lin)
+	}
+	if keys, parts := keptKeys(lin); parts != 1 || len(keys) != 1 || !keys[bad.String()] {
+		t.Fatalf("a large failing history: kept %d partitions of keys %v; want %s alone", parts, keys, bad)
 	}
 }
 
 // TestLinearizableLargeHistoryByKey: a history too large to draw is
-// checked one key at a time: a healthy one passes with a short page in
-// place of the drawing, one bad key among thousands fails and is named
-// (and drawn alone), and a budget that runs out is undecided, not a pass.
+// checked one key at a time: a healthy one passes, keeping the note that
+// it is too large to draw, one bad key among thousands fails and is named
+// (and kept alone for the page), and a budget that runs out is undecided,
+// not a pass, with nothing kept.
 func TestLinearizableLargeHistoryByKey(t *testing.T) {
-	lin := func(h *history.History, l *history.Ledger, timeout time.Duration) (check.Result, string) {
-		var vis bytes.Buffer
-		for _, c := range check.Run(check.Evidence{Hist: h, Ledger: l, Model: model, ProbeClient: probe, LinTimeout: timeout, Visualization: &vis}) {
-			if c.Checker == check.Linearizable {
-				return c, vis.String()
-			}
-		}
-		t.Fatal("no linearizability result")
-		return check.Result{}, ""
-	}
 	n := check.VisualizeCap + 10_000
 	h, l := bigHistory(n)
-	r, page := lin(h, l, time.Minute)
-	if r.Verdict != check.Pass || !strings.Contains(page, "more than the") {
-		t.Fatalf("healthy history: %s %s; page %.200q", r.Verdict, r.Detail, page)
+	r := linearization(t, h, l, model, time.Minute, true)
+	if r.Verdict != check.Pass || r.Linearization == nil || !r.Linearization.TooLarge {
+		t.Fatalf("healthy history: %s %s; kept %+v", r.Verdict, r.Detail, r.Linearization)
 	}
 
 	// A fresh claim of a key just done, no takeover: no order allows it.
@@ -112,15 +125,18 @@ func TestLinearizableLargeHistoryByKey(t *testing.T) {
 	end := 1234*20*int64(time.Microsecond) + 100*int64(time.Microsecond) // after its save, well inside the retention
 	h.AddOp(history.Op{Client: 7, Input: models.Input{ID: n + 1, Kind: models.Begin, Key: bad, Fingerprint: "fp", Now: t0.Add(time.Duration(end))},
 		Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "late", DecidedAt: t0.Add(time.Duration(end))}}, Call: end, Return: end + 10})
-	r, page = lin(h, l, time.Minute)
+	r = linearization(t, h, l, model, time.Minute, true)
 	if r.Verdict != check.Fail || len(r.Violations) != 1 || r.Violations[0].Key != bad.String() {
 		t.Fatalf("one bad key: %s %s %v", r.Verdict, r.Detail, r.Violations)
 	}
-	if !strings.Contains(page, "order-1234") || strings.Contains(page, "order-1233") {
-		t.Errorf("the page should draw the failing key only")
+	if r.Linearization == nil || r.Linearization.TooLarge {
+		t.Fatalf("one bad key: kept %+v, want its linearization", r.Linearization)
+	}
+	if keys, _ := keptKeys(r.Linearization); len(keys) != 1 || !keys[bad.String()] {
+		t.Errorf("the failing key should be kept alone: kept %v", keys)
 	}
 
-	if r, _ = lin(h, l, time.Nanosecond); r.Verdict != check.Unknown {
-		t.Errorf("a spent budget: %s %s, want unknown", r.Verdict, r.Detail)
+	if r = linearization(t, h, l, model, time.Nanosecond, true); r.Verdict != check.Unknown || r.Linearization != nil {
+		t.Errorf("a spent budget: %s %s, kept %+v; want unknown, nothing kept", r.Verdict, r.Detail, r.Linearization)
 	}
 }

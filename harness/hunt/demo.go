@@ -266,7 +266,7 @@ func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant stri
 	stopWatch := history.WatchStalls(env.Hist)
 	runErr := s.Run(ctx)
 	run := &DemoRun{Variant: variant, Lines: demoLines(s.Log()), Answers: []string{}, Caught: []string{}}
-	j := o.Finish(ctx, env, stopWatch, true, nil)
+	j := o.Finish(ctx, env, stopWatch, true, false)
 	var violations []check.Violation
 	for _, c := range check.Failed(j.Checkers) {
 		run.Caught = append(run.Caught, c.Checker)

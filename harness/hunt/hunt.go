@@ -233,7 +233,7 @@ func (r *Episodes) Run(ctx context.Context, ch sched.Chooser) *Episode {
 	r.tenants++
 	stopWatch := history.WatchStalls(env.Hist)
 	log, err := scenario.RunEpisode(ctx, env, r.name, 0, ch)
-	j := r.o.Finish(ctx, env, stopWatch, r.probe, nil)
+	j := r.o.Finish(ctx, env, stopWatch, r.probe, false)
 	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: j.Checkers, Err: err}
 }
 
@@ -513,7 +513,7 @@ func replay(ctx context.Context, o harness.Options, name string, rec scenario.Ep
 	}
 	stopWatch := history.WatchStalls(env.Hist)
 	log, runErr := scenario.RunEpisode(ctx, env, name, rec.Key, &sched.Replay{Choices: rec.Choices})
-	j := o.Finish(ctx, env, stopWatch, true, nil)
+	j := o.Finish(ctx, env, stopWatch, true, false)
 	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: j.Checkers, Err: runErr}, nil
 }
 

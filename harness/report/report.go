@@ -70,8 +70,8 @@ func (d *RunDir) Write(sum *results.Summary) error {
 		return err
 	}
 	for _, s := range sum.Scenarios {
-		if v := s.Visualization(); len(v) > 0 {
-			if err := os.WriteFile(filepath.Join(d.Path, "linearizability-"+s.ID().String()+".html"), v, 0o644); err != nil {
+		if l := s.Linearization(); l != nil {
+			if err := writeFile(filepath.Join(d.Path, "linearizability-"+s.ID().String()+".html"), func(w io.Writer) error { return WriteLinearization(w, l) }); err != nil {
 				return err
 			}
 		}

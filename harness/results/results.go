@@ -59,19 +59,18 @@ type ScenarioResult struct {
 	// replay` can run it again on the same interleaving.
 	Episodes []scenario.EpisodeRecord `json:"episodes,omitempty"`
 
-	hist          *history.History
-	ledger        *history.Ledger
-	visualization []byte
+	hist   *history.History
+	ledger *history.Ledger
 }
 
 // ID is the result's identity in its run: its scenario and repetition.
 func (r *ScenarioResult) ID() ID { return ID{Scenario: r.Name, Repetition: r.Repetition} }
 
 // Attach gives the result what it was judged from: its history and
-// ledger, and porcupine's page of the history (nil: none). A run attaches
-// them as it ends; a saved run's loader (harness.LoadRun) from its files.
-func (r *ScenarioResult) Attach(hist *history.History, ledger *history.Ledger, visualization []byte) {
-	r.hist, r.ledger, r.visualization = hist, ledger, visualization
+// ledger. A run attaches them as it ends; a saved run's loader
+// (harness.LoadRun) from its files.
+func (r *ScenarioResult) Attach(hist *history.History, ledger *history.Ledger) {
+	r.hist, r.ledger = hist, ledger
 }
 
 // History returns the scenario's recorded history (nil if it was skipped).
@@ -81,9 +80,16 @@ func (r *ScenarioResult) History() *history.History { return r.hist }
 // work made, for reports that show a key's charges.
 func (r *ScenarioResult) Ledger() *history.Ledger { return r.ledger }
 
-// Visualization returns porcupine's HTML page of the scenario's history
-// (nil if none was made).
-func (r *ScenarioResult) Visualization() []byte { return r.visualization }
+// Linearization returns what the linearizability checker kept for a
+// page of the history (nil if it kept nothing): report draws it.
+func (r *ScenarioResult) Linearization() *check.Linearization {
+	for _, c := range r.Checkers {
+		if c.Linearization != nil {
+			return c.Linearization
+		}
+	}
+	return nil
+}
 
 // Summary is a whole run's outcome: what `--json` prints.
 type Summary struct {
