@@ -8,9 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/idemcheck/idemcheck/harness/check"
-	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/scenario"
-	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -48,7 +46,7 @@ type listMutant struct {
 	// Stores it runs on.
 	Stores   []string `json:"stores"`
 	Scenario string   `json:"scenario"`
-	// Checker is the checker that catches it (hunt.Catcher).
+	// Checker is the checker expected to catch it (stores.Mutant's Checker).
 	Checker string `json:"checker"`
 	Bug     string `json:"bug"`
 }
@@ -130,23 +128,19 @@ func storesCell(names []string) string {
 // buildListing gathers what list prints.
 func buildListing() listing {
 	var l listing
-	on := map[string][]string{}
-	for _, name := range stores.Backends() {
+	backends := stores.Backends()
+	for _, name := range backends {
 		b, _ := stores.Lookup(name)
 		l.Stores = append(l.Stores, listStore{Name: name, Clock: string(b.Clock), Lives: string(b.Lives), Variants: b.Variants()})
-		for _, m := range hunt.MutantsFor(b) {
-			on[m] = append(on[m], name)
-		}
 	}
-	for _, m := range allMutants() {
-		sc, side, _ := hunt.MutantScenario(m)
-		bug := ""
-		if cm, ok := workload.LookupClientMutant(m); ok {
-			bug = cm.Bug
-		} else {
-			bug = stores.Mutants[m].Bug
+	for _, m := range stores.Catalogue {
+		var on []string
+		for _, name := range backends {
+			if m.RunsOn(name) {
+				on = append(on, name)
+			}
 		}
-		l.Mutants = append(l.Mutants, listMutant{Name: m, Side: side, Stores: on[m], Scenario: sc, Checker: hunt.Catcher[m], Bug: bug})
+		l.Mutants = append(l.Mutants, listMutant{Name: m.Name, Side: string(m.Side), Stores: on, Scenario: m.Scenario, Checker: m.Checker, Bug: m.Bug})
 	}
 	for _, s := range scenario.All {
 		l.Scenarios = append(l.Scenarios, listItem{s.Name, s.Doc})

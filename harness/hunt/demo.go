@@ -218,8 +218,9 @@ func Demo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo, *De
 		}
 		o.LockTTL = min(o.LockTTL, ttl)
 	}
+	name, side, _ := MutantScenario(mutant)
 	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Story: spec.story, Keyed: spec.keyed, LockTTL: o.LockTTL.String(),
-		Side: "store", Scenario: stores.Mutants[mutant].Scenario}
+		Side: side, Scenario: name}
 	bad, err := runDemo(ctx, o, spec, mutant)
 	if err != nil {
 		return info, nil, nil, err
