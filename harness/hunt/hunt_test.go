@@ -16,6 +16,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/internal/pool"
 	"github.com/idemcheck/idemcheck/stores"
+	_ "github.com/idemcheck/idemcheck/stores/lease"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 	_ "github.com/idemcheck/idemcheck/stores/postgres"
 	_ "github.com/idemcheck/idemcheck/stores/redis"
@@ -32,6 +33,73 @@ func storeMutants() []string {
 		}
 	}
 	return out
+}
+
+// TestCatalogue: stores.Catalogue is whole. Each row has a bug line, a
+// side, a scenario that exists and a checker that does; a client-side row
+// has its mistake in the workload, any other names registered backends;
+// every backend's variants are exactly the correct one and its rows; and
+// the hunt reads each row's scenario and side.
+func TestCatalogue(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range stores.Catalogue {
+		if m.Name == "" || seen[m.Name] {
+			t.Errorf("row %q: no name, or a name twice", m.Name)
+		}
+		seen[m.Name] = true
+		if m.Bug == "" || strings.Contains(m.Bug, "\n") {
+			t.Errorf("%s: the bug is not one line: %q", m.Name, m.Bug)
+		}
+		if _, ok := scenario.Lookup(m.Scenario); !ok {
+			t.Errorf("%s: no scenario %q", m.Name, m.Scenario)
+		}
+		if !slices.Contains(check.Preference, m.Checker) {
+			t.Errorf("%s: checker %q is not one of %v", m.Name, m.Checker, check.Preference)
+		}
+		if m.Strict && m.Checker != check.Retention {
+			t.Errorf("%s: strict (its bug only a finding of %s), but expected to be caught by %s", m.Name, check.Retention, m.Checker)
+		}
+		switch m.Side {
+		case stores.ClientSide:
+			if _, ok := workload.LookupClientMutant(m.Name); !ok || len(m.On) > 0 {
+				t.Errorf("%s: client side, with a mistake in the workload %v, on %v", m.Name, ok, m.On)
+			}
+		case stores.StoreSide, stores.ConfigSide:
+			if len(m.On) == 0 {
+				t.Errorf("%s: on no backend", m.Name)
+			}
+			for _, b := range m.On {
+				if _, err := stores.Lookup(b); err != nil {
+					t.Errorf("%s: %v", m.Name, err)
+				}
+			}
+		default:
+			t.Errorf("%s: side %q", m.Name, m.Side)
+		}
+		sc, side, ok := hunt.MutantScenario(m.Name)
+		if !ok || sc != m.Scenario || side != string(m.Side) {
+			t.Errorf("%s: the hunt reads scenario %q, side %q (%v)", m.Name, sc, side, ok)
+		}
+	}
+	for _, name := range stores.Backends() {
+		b, _ := stores.Lookup(name)
+		want := []string{stores.Correct}
+		for _, m := range stores.Catalogue {
+			if m.Side != stores.ClientSide && slices.Contains(m.On, name) {
+				want = append(want, m.Name)
+			}
+		}
+		if got := b.Variants(); !slices.Equal(got, want) {
+			t.Errorf("%s: variants %v, want the catalogue's %v", name, got, want)
+		}
+		got := slices.Sorted(slices.Values(hunt.MutantsFor(b)))
+		if want := slices.Sorted(slices.Values(slices.Concat(want[1:], stores.MutantNames(stores.ClientSide)))); !slices.Equal(got, want) {
+			t.Errorf("%s: hunts %v, want %v", name, got, want)
+		}
+	}
+	if _, _, ok := hunt.MutantScenario("no-such-mutant"); ok {
+		t.Error("an unknown mutant has a scenario")
+	}
 }
 
 // TestScheduledScenariosOnEveryBackend: on each backend, every store-side
