@@ -70,7 +70,7 @@ func cmdList(args []string, stdout io.Writer) error {
 	fmt.Fprintln(tw, "Stores:")
 	fmt.Fprintln(tw, "  name\tdata in\tclock\tvariants")
 	for _, s := range l.Stores {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\tcorrect and %d store-side mutants\n", s.Name, s.Lives, s.Clock, len(s.Variants)-1)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Name, s.Lives, s.Clock, variantsCell(s.Variants))
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout, "  (and each runs every client-side mutant: the correct store with clients that make the mistake)")
@@ -104,6 +104,36 @@ func cmdList(args []string, stdout io.Writer) error {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.Name, c.Doc)
 	}
 	return tw.Flush()
+}
+
+// variantsCell counts a store's mutants by side, beside its correct
+// variant: "correct and N store-side mutants", "correct, N store-side
+// mutants and M configuration mutants" (a configuration mutant is not a
+// bug in the store's code, so it is not counted as one).
+func variantsCell(variants []string) string {
+	var store, config int
+	for _, v := range variants {
+		switch m, _ := stores.LookupMutant(v); m.Side {
+		case stores.StoreSide:
+			store++
+		case stores.ConfigSide:
+			config++
+		}
+	}
+	var parts []string
+	if store > 0 {
+		parts = append(parts, plural(store, "store-side mutant"))
+	}
+	if config > 0 {
+		parts = append(parts, plural(config, "configuration mutant"))
+	}
+	switch len(parts) {
+	case 0:
+		return "correct only"
+	case 1:
+		return "correct and " + parts[0]
+	}
+	return "correct, " + parts[0] + " and " + parts[1]
 }
 
 // storesCell prints a mutant's stores: "all", or "all but X" when it
