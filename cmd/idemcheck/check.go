@@ -448,8 +448,8 @@ func printSummary(w io.Writer, sum *results.Summary) {
 			fmt.Fprintf(w, "  %s on %s: %s\n", v.Checker, v.Key, v.Detail)
 		}
 	}
-	if _, config := stores.ConfigMutants[sum.Variant]; config && len(sum.Violations) > 0 {
-		fmt.Fprintf(w, "\n%s is a configuration, not a bug in the store's code: %s\n", sum.Variant, stores.Mutants[sum.Variant].Bug)
+	if m, _ := stores.LookupMutant(sum.Variant); m.Side == stores.ConfigSide && len(sum.Violations) > 0 {
+		fmt.Fprintf(w, "\n%s is a configuration, not a bug in the store's code: %s\n", sum.Variant, m.Bug)
 	}
 	fmt.Fprintf(w, "\n%s: %s; %s, %.1fs elapsed. Results: %s\n",
 		strings.ToUpper(string(sum.Verdict)), countVerdicts(sum.Scenarios), plural(ops, "store call"), sum.Seconds, sum.Dir)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/scanner"
@@ -15,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"unicode"
-
-	"github.com/idemcheck/idemcheck/stores"
 )
 
 // The documentation's promises, kept by a test: a README short enough to
@@ -369,52 +366,4 @@ func TestHelpFlagLines(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
-}
-
-// storeRow is a row of list's store table, its variants column read back.
-var storeRow = regexp.MustCompile(`^  (\S+)\s+\S+\s+\S+\s+correct(?:, (?:(\d+) store-side)?(?: and )?(?:(\d+) configuration)? mutants?)?$`)
-
-// TestListStoreCounts: list's store table counts, for each store, the
-// store-side and configuration mutants the registry gives it (its
-// variants besides correct, configuration ones per stores.ConfigMutants).
-func TestListStoreCounts(t *testing.T) {
-	_, js, _ := runCLI(t, "list", "--json")
-	var l listing
-	if err := json.Unmarshal([]byte(js), &l); err != nil {
-		t.Fatal(err)
-	}
-	want := map[string][2]int{}
-	for _, s := range l.Stores {
-		var store, config int
-		for _, v := range s.Variants {
-			switch _, isConfig := stores.ConfigMutants[v]; {
-			case v == "correct":
-			case isConfig:
-				config++
-			default:
-				store++
-			}
-		}
-		want[s.Name] = [2]int{store, config}
-	}
-	_, text, _ := runCLI(t, "list")
-	got := map[string][2]int{}
-	for _, line := range strings.Split(text, "\n") {
-		m := storeRow.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		store, _ := strconv.Atoi(m[2])
-		config, _ := strconv.Atoi(m[3])
-		got[m[1]] = [2]int{store, config}
-	}
-	if len(got) != len(want) {
-		t.Fatalf("list's store table has rows for %v, want one per store %v:\n%s", got, want, text)
-	}
-	for name, w := range want {
-		if got[name] != w {
-			t.Errorf("list says %s has %d store-side and %d configuration mutants; the registry gives it %d and %d",
-				name, got[name][0], got[name][1], w[0], w[1])
-		}
-	}
 }

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -123,6 +126,23 @@ func TestList(t *testing.T) {
 	for m := range seen { // one row each (its story is indented beneath)
 		if n := strings.Count(text, "\n  "+m+" "); n != 1 {
 			t.Errorf("list prints %d rows for %s", n, m)
+		}
+	}
+	// Each store's row counts its store-side and configuration mutants
+	// apart, as the catalogue's sides say.
+	for _, s := range l.Stores {
+		row := regexp.MustCompile(`\n  ` + regexp.QuoteMeta(s.Name) + ` .*`).FindString(text)
+		count := map[stores.Side]int{}
+		for _, v := range s.Variants {
+			m, _ := stores.LookupMutant(v)
+			count[m.Side]++
+		}
+		for side, word := range map[stores.Side]string{stores.StoreSide: "store-side mutant", stores.ConfigSide: "configuration mutant"} {
+			n := count[side]
+			named := regexp.MustCompile(fmt.Sprintf(`\b%d %s`, n, word)).MatchString(row)
+			if n > 0 && !named || n == 0 && strings.Contains(row, word) {
+				t.Errorf("list's row for %s: %q, want %d %ss", s.Name, strings.TrimSpace(row), n, word)
+			}
 		}
 	}
 }

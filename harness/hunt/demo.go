@@ -212,8 +212,9 @@ func Demo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo, *De
 	// A demo is a scheduled episode: its LockTTL is the scheduled
 	// scenarios' (harness.Options.LockTTLFor).
 	o = OptionsFor(o)
+	name, side, _ := MutantScenario(mutant)
 	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Story: spec.story, Keyed: spec.keyed, LockTTL: o.LockTTLFor(demoScenario).String(),
-		Side: "store", Scenario: stores.Mutants[mutant].Scenario}
+		Side: side, Scenario: name}
 	bad, err := runDemo(ctx, o, spec, mutant)
 	if err != nil {
 		return info, nil, nil, err

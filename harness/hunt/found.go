@@ -12,7 +12,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/scenario"
-	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -34,10 +33,11 @@ const (
 
 // story says what a mutant re-creates, in a line.
 func story(mutant string) string {
-	if m, ok := workload.LookupClientMutant(mutant); ok {
+	m, _ := stores.LookupMutant(mutant)
+	if m.Side == stores.ClientSide {
 		return "a client " + m.Bug
 	}
-	return "a store that " + stores.Mutants[mutant].Bug
+	return "a store that " + m.Bug
 }
 
 // foundDemo hunts the mutant, then runs the killing episode on the correct

@@ -99,19 +99,11 @@ type Options struct {
 const ScheduledServerLockTTL = harness.ScheduledServerLockTTL
 
 // MutantScenario says which scenario is meant to kill the mutant and on
-// which side of the contract the bug lives; ok is false for an unknown one.
+// which side of the contract the bug lives (its row of stores.Catalogue);
+// ok is false for an unknown one.
 func MutantScenario(mutant string) (scenario, side string, ok bool) {
-	if m, ok := workload.LookupClientMutant(mutant); ok {
-		return m.Scenario, "client", true
-	}
-	m, ok := stores.Mutants[mutant]
-	if !ok {
-		return "", "", false
-	}
-	if _, config := stores.ConfigMutants[mutant]; config {
-		return m.Scenario, "config", true
-	}
-	return m.Scenario, "store", true
+	m, ok := stores.LookupMutant(mutant)
+	return m.Scenario, string(m.Side), ok
 }
 
 // OptionsFor adapts the run's options to a hunt: the scheduled scenarios
@@ -134,7 +126,7 @@ func Hunt(ctx context.Context, o harness.Options, mutant string, h Options) (*Ki
 		return nil, fmt.Errorf("unknown mutant %q", mutant)
 	}
 	o.Variant = mutant
-	if m, ok := stores.Mutants[mutant]; ok && m.Strict {
+	if m, ok := stores.LookupMutant(mutant); ok && m.Strict {
 		o.StrictRetention = true // its bug is a finding unless strict
 	}
 	k, err := HuntScenario(ctx, o, name, h)

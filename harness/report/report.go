@@ -178,8 +178,8 @@ func writeReport(w io.Writer, sum *results.Summary) error {
 		return nil
 	}
 	fmt.Fprintf(w, "## Violations\n\n")
-	if _, config := stores.ConfigMutants[sum.Variant]; config {
-		fmt.Fprintf(w, "%s is a configuration, not a bug in the store's code: %s\n\n", sum.Variant, stores.Mutants[sum.Variant].Bug)
+	if m, _ := stores.LookupMutant(sum.Variant); m.Side == stores.ConfigSide {
+		fmt.Fprintf(w, "%s is a configuration, not a bug in the store's code: %s\n\n", sum.Variant, m.Bug)
 	}
 	for _, v := range sum.Violations {
 		fmt.Fprintf(w, "- `%s` on `%s`: %s\n", v.Checker, v.Key, v.Detail)

@@ -47,7 +47,7 @@ func init() {
 		Clock:      stores.ServerClock,
 		Lives:      stores.Server,
 		Replicated: "postgres",
-		Mutants:    []string{AsyncReplication},
+		Mutants:    stores.MutantsOn("postgres-replicated"),
 		Open: func(ctx context.Context, dsn string, cfg stores.Config) (stores.Store, error) {
 			return NewReplicated(ctx, dsn, cfg)
 		},

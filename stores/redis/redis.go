@@ -71,8 +71,8 @@
 //
 // # Mutants
 //
-// Every mutant of stores.Mutants is here, as the correct scripts with a line
-// or two replaced (the variants table in scripts.go). Three split Begin
+// Its store-side mutants (its rows of stores.Catalogue) are the correct
+// scripts with a line or two replaced (the variants table in scripts.go). Three split Begin
 // into two round trips with the failpoint faults.BeginAfterSelect between
 // them, as the bug they re-create does.
 package redis
@@ -98,7 +98,7 @@ func init() {
 		Name:       "redis",
 		Clock:      stores.ServerClock,
 		Lives:      stores.Server,
-		Mutants:    append(append(append([]string(nil), Mutants...), OnlyHere...), NoPersistence),
+		Mutants:    Mutants,
 		Statements: true,
 		Equivalent: Equivalent,
 		// Commands and scripts run one at a time on the server: nothing
@@ -114,24 +114,18 @@ func init() {
 		Clock:      stores.ServerClock,
 		Lives:      stores.Server,
 		Replicated: "redis",
-		Mutants:    []string{AsyncReplication},
+		Mutants:    stores.MutantsOn("redis-replicated"),
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			return NewReplicated(ctx, addr, cfg)
 		},
 	})
 }
 
-// Mutants lists the mutant variants this backend implements: all of
-// stores.Mutants.
-var Mutants = []string{
-	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
-	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
-	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
-	"prune-sweeps-in-flight", "never-expire", "takeover-ignores-fingerprint",
-}
-
-// OnlyHere lists the mutants of this backend alone (stores.OnlyOn).
-var OnlyHere = []string{"split-claim"}
+// Mutants lists the mutant variants this backend implements: its rows of
+// stores.Catalogue, store side (those of every table backend and
+// split-claim, a bug of Redis's protocol alone) and configuration
+// (NoPersistence).
+var Mutants = stores.MutantsOn("redis")
 
 // ErrNotDurable is wrapped by the error Durability returns when the server's
 // persistence can lose an acknowledged claim in a crash.
