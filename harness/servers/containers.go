@@ -18,9 +18,6 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
-	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // startTimeout is the options' StartTimeout, or the default.
@@ -38,7 +35,7 @@ func startContainer(ctx context.Context, kind Kind, opts Options) (*Server, erro
 	defer cancel()
 	cli, err := dockerClient()
 	if err != nil {
-		return nil, errorf(kind, true, "docker is not usable: fix DOCKER_HOST, or set %s (%v)", envAddr(kind), err)
+		return nil, errorf(kind, true, "docker is not usable: fix DOCKER_HOST, or set %s (%v)", kinds[kind].envAddr, err)
 	}
 	defer cli.Close()
 	if err := checkDocker(pctx, cli, kind); err != nil {
@@ -91,14 +88,11 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opt
 		LabelOwner:   owner(),
 		labelStart:   startID,
 	}
-	containerPort := "5432/tcp"
-	if kind == Redis {
-		containerPort = "6379/tcp"
-	}
+	facts := kinds[kind]
 	common := []testcontainers.ContainerCustomizer{
 		testcontainers.WithLabels(labels),
 		testcontainers.WithLogger(logfLogger{opts.Logf}),
-		testcontainers.WithHostConfigModifier(bindLoopback(cli, containerPort)),
+		testcontainers.WithHostConfigModifier(bindLoopback(cli, facts.port+"/tcp")),
 	}
 
 	var ctr testcontainers.Container
@@ -129,39 +123,7 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opt
 		s = nil
 	}()
 
-	switch kind {
-	case Postgres:
-		var pc *tcpostgres.PostgresContainer
-		// The module's own wait (tcpostgres.BasicWaitStrategies) gives
-		// initdb 60 s, whatever the start timeout: on a loaded machine (a
-		// soak beside CPU hogs) initdb took longer. The same waits, bounded
-		// by the start timeout instead.
-		pc, err = tcpostgres.Run(ctx, img, append(common, testcontainers.WithWaitStrategyAndDeadline(timeout,
-			wait.ForLog("database system is ready to accept connections").WithOccurrence(2).WithStartupTimeout(timeout),
-			wait.ForListeningPort("5432/tcp").WithStartupTimeout(timeout)))...)
-		if pc != nil {
-			ctr = pc
-		}
-		if err == nil {
-			addr, err = pc.ConnectionString(ctx, "sslmode=disable")
-		}
-	case Redis:
-		var rc *tcredis.RedisContainer
-		rc, err = tcredis.Run(ctx, img, append(common,
-			testcontainers.WithCmd("redis-server", "--appendonly", "yes", "--appendfsync", "always"),
-			// The module waits 10 s for the port; the start timeout here.
-			testcontainers.WithWaitStrategyAndDeadline(timeout,
-				wait.ForListeningPort("6379/tcp").WithStartupTimeout(timeout),
-				wait.ForLog("* Ready to accept connections").WithStartupTimeout(timeout)))...)
-		if rc != nil {
-			ctr = rc
-		}
-		if err == nil {
-			var ep string
-			ep, err = rc.ConnectionString(ctx)
-			addr = redisAddr(ep)
-		}
-	}
+	ctr, addr, err = facts.run(ctx, img, timeout, common)
 	if err == nil && pending.Load() {
 		err = errors.New("interrupted: CloseAll was called while it started")
 	}

@@ -98,9 +98,9 @@ func checkDocker(ctx context.Context, cli *client.Client, kind Kind) error {
 	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		host := cli.DaemonHost()
 		if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) {
-			return errorf(kind, true, "docker is not running: start it, or set %s (no daemon answers at %s)", envAddr(kind), host)
+			return errorf(kind, true, "docker is not running: start it, or set %s (no daemon answers at %s)", kinds[kind].envAddr, host)
 		}
-		return errorf(kind, true, "docker is not usable: fix it, or set %s (%s: %v)", envAddr(kind), host, err)
+		return errorf(kind, true, "docker is not usable: fix it, or set %s (%s: %v)", kinds[kind].envAddr, host, err)
 	}
 	return nil
 }

@@ -16,31 +16,19 @@ import (
 // during one run, and each probe costs time.
 var noPull sync.Map // image -> error
 
-// imageNames returns the official image, the default local image and the
-// environment variable that overrides the latter.
-func imageNames(kind Kind) (official, local, env string) {
-	if kind == Postgres {
-		return officialImage[Postgres], LocalPostgresImage, EnvPostgresImage
-	}
-	return officialImage[Redis], LocalRedisImage, EnvRedisImage
-}
-
-// officialImage is a variable so that tests can stand a local image in for
-// an official one without retagging images in a shared daemon.
-var officialImage = map[Kind]string{Postgres: OfficialPostgresImage, Redis: OfficialRedisImage}
-
 // chooseImage picks the image to run: an explicit one (Options.Image or the
 // IDEM_*_IMAGE variable), else the official image if present or pullable,
 // else the local image.
 func chooseImage(ctx context.Context, cli *client.Client, kind Kind, opts Options) (string, error) {
-	official, local, env := imageNames(kind)
+	facts := kinds[kind]
+	official, local := facts.officialImage, facts.localImage
 	explicit := opts.Image
 	if explicit == "" {
-		explicit = os.Getenv(env)
+		explicit = os.Getenv(facts.envImage)
 	}
 	if explicit != "" {
 		if err := ensureImage(ctx, cli, explicit, opts.Logf); err != nil {
-			return "", errorf(kind, true, "image %s not found: run `make images`, or set %s (%v)", explicit, envAddr(kind), err)
+			return "", errorf(kind, true, "image %s not found: run `make images`, or set %s (%v)", explicit, facts.envAddr, err)
 		}
 		return explicit, nil
 	}
@@ -52,7 +40,7 @@ func chooseImage(ctx context.Context, cli *client.Client, kind Kind, opts Option
 	if present(ctx, cli, local) {
 		return local, nil
 	}
-	return "", errorf(kind, true, "image %s not found: run `make images`, or set %s", local, envAddr(kind))
+	return "", errorf(kind, true, "image %s not found: run `make images`, or set %s", local, facts.envAddr)
 }
 
 // present reports whether img is in the daemon's image store.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idemcheck/idemcheck/harness/nemesis"
 )
@@ -177,20 +176,9 @@ func (t *Topology) Failover(ctx context.Context) error {
 	t.primary, t.standby = sb, nil
 	t.cut = map[string]bool{} // the fenced primary is not reconnected
 	t.mu.Unlock()
-	var err error
-	switch t.Servers {
-	case Postgres:
-		err = waitUntil(ctx, func(ctx context.Context) error {
-			return pgCheck(ctx, sb.srv.Addr, `SELECT pg_promote(true, 60)`)
-		})
-	case Redis:
-		err = waitUntil(ctx, func(ctx context.Context) error {
-			c := goredis.NewClient(&goredis.Options{Addr: sb.srv.Addr, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
-			defer c.Close()
-			return c.Do(ctx, "REPLICAOF", "NO", "ONE").Err()
-		})
-	}
-	if err != nil {
+	if err := waitUntil(ctx, func(ctx context.Context) error {
+		return kinds[t.Servers].promote(ctx, sb.srv.Addr)
+	}); err != nil {
 		return fmt.Errorf("failover: promoting %s: %w", sb.name, err)
 	}
 	t.router.Route(net.JoinHostPort(sb.ip, t.port()))
