@@ -137,7 +137,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, usagef("http: give either --target or --cmd, not both")
 	case *command != "" && *instances < 1:
 		return exitUsage, usagef("http: --instances must be at least 1")
-	case *server != "" && *server != "redis" && *server != "postgres":
+	case *server != "" && !servers.Kind(*server).Known():
 		return exitUsage, usagef("http: --server %q: want redis or postgres", *server)
 	case *clients < 1 || *duration <= 0 || *gap <= 0 || *window <= 0 || *provFail < 0 || *provFail > 1:
 		return exitUsage, usagef("http: --clients, --duration, --fault-gap and --fault-window must be positive and --provider-fail in [0, 1]")
