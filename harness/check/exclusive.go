@@ -20,6 +20,13 @@ type clientKey struct {
 	key    stores.KeyRef
 }
 
+// decidedBefore reports whether the store decided claim x before claim y,
+// by the decision times it returned (both must be known).
+func decidedBefore(x, y history.Op) bool {
+	dx, dy := x.Output.Decision.DecidedAt, y.Output.Decision.DecidedAt
+	return !dx.IsZero() && !dy.IsZero() && dx.Before(dy)
+}
+
 // leaseLost is how much of its lease the owner of work run r lost, by
 // at, to anything but its own work: judged from what the store decided
 // and when, so that the harness's own late client is told from a store
@@ -170,13 +177,16 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 				// claim came first: a's, unless b's claim came back before
 				// a's was sent (b claimed, stood still past its lease, a
 				// took the key over, and b ran its work late: b was the
-				// stale one). Claims that overlap in time are judged by a,
+				// stale one). Claims that overlap in time are ordered by the
+				// store's decision times (a claim whose answer came back
+				// late, after a takeover of it was decided, is the older);
+				// without them, or decided at once, they are judged by a,
 				// as two claims granted at once are the race this checker
 				// is for.
 				ca, okA := claimedAt[k][a.Token]
 				cb, okB := claimedAt[k][b.Token]
 				older := a
-				if okA && okB && cb.Return < ca.Call {
+				if okA && okB && (cb.Return < ca.Call || ca.Return >= cb.Call && decidedBefore(cb, ca)) {
 					older = b
 				}
 				if unhealthy(older, b.Start) {

@@ -89,6 +89,27 @@ func TestExclusive(t *testing.T) {
 		r.work(2, "b", 107, 200)
 		want(t, r, check.Exclusive, check.Fail, "client 1 was healthy")
 	})
+	t.Run("an owner whose claim came back after a takeover of it was decided is excused", func(t *testing.T) {
+		// Found on postgres, store-faults, at load 30: client 1's claim
+		// was decided at once and came back 556 ms later; its lease had
+		// run out, client 2 took the key over and worked, and client 1,
+		// its answer in hand at last, worked too. The two claim calls
+		// overlap in time; the store's decision times order them.
+		r := newRec()
+		r.begin(1, "fp", 0, 556, claimedD("a", false)) // decided at 0 ms (rec.begin)
+		r.begin(2, "fp", 300, 301, claimedD("b", true))
+		r.work(2, "b", 302, 700)
+		r.work(1, "a", 557, 600)
+		want(t, r, check.Exclusive, check.Pass, "")
+	})
+	t.Run("two claims decided at once, both answered at once, fail", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 2, claimedD("a", false))
+		r.begin(2, "fp", 1, 3, claimedD("b", false))
+		r.work(1, "a", 3, 50)
+		r.work(2, "b", 4, 60)
+		want(t, r, check.Exclusive, check.Fail, "ran the work of")
+	})
 	t.Run("an owner whose heartbeat was decided after its lease had ended is excused", func(t *testing.T) {
 		// Found on a lease store written elsewhere, in heartbeat: the
 		// renewal was sent in time and decided 203 ms later, the store
