@@ -48,7 +48,7 @@ func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func()
 	rec := env.Record()
 	p := check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probeID,
 		LeakProbe: rec.LeakProbe, StrictRetention: o.StrictRetention, Semantics: sem}
-	j := Judge(p, env.Hist, env.Ledger, fence, keep)
+	j := Judge(ctx, p, env.Hist, env.Ledger, fence, keep)
 	j.Record = rec
 	return j
 }
@@ -57,10 +57,11 @@ func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func()
 // and folds their verdicts: the one place the checkers are called, for a
 // run that just finished (Finish) and for a saved one (Recheck). fence
 // is the store's declared fence (nil: none); keep keeps what a page of the
-// history needs.
-func Judge(p check.Params, hist *history.History, ledger *history.Ledger, fence stores.Fence, keep bool) Judged {
+// history needs. Once ctx is done (an interrupt) the checkers stop what
+// can take long and answer unknown for it (check.Evidence.Done).
+func Judge(ctx context.Context, p check.Params, hist *history.History, ledger *history.Ledger, fence stores.Fence, keep bool) Judged {
 	res := check.Run(check.Evidence{Hist: hist, Ledger: ledger, Model: p.Model(), ProbeClient: p.ProbeClient,
-		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, Fence: fence, LinTimeout: LinTimeout, Keep: keep})
+		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, Fence: fence, LinTimeout: LinTimeout, Keep: keep, Done: ctx.Done()})
 	v, vs := check.Overall(res)
 	return Judged{Params: p, Checkers: res, Violations: vs, Verdict: v}
 }

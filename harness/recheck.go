@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -57,13 +58,13 @@ func LoadRun(dir string) (*results.Summary, error) {
 // checkers (Judge), by the params each scenario was judged by, and returns
 // the new summary (the saved one is left as it was). A scenario that was
 // skipped, or has no history or params, keeps its saved result.
-func Recheck(saved *results.Summary) *results.Summary {
+func Recheck(ctx context.Context, saved *results.Summary) *results.Summary {
 	sum := *saved
 	sum.Scenarios = make([]results.ScenarioResult, len(saved.Scenarios))
 	sum.Violations = []check.Violation{}
 	for i, s := range saved.Scenarios {
 		if s.History() != nil && s.Check != nil && s.Verdict != check.Skipped {
-			j := Judge(*s.Check, s.History(), s.Ledger(), nil, false)
+			j := Judge(ctx, *s.Check, s.History(), s.Ledger(), nil, false)
 			s.Checkers, s.Violations, s.Verdict = j.Checkers, j.Violations, j.Verdict
 			if s.Error != "" && s.Verdict == check.Pass {
 				s.Verdict = check.Unknown // the workload did not finish, as when it ran

@@ -33,7 +33,7 @@ func TestRecheckSavedRuns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := harness.Recheck(saved)
+			got := harness.Recheck(context.Background(), saved)
 			if got.Verdict != want || saved.Verdict != want {
 				t.Errorf("verdict %s when saved, %s now; want %s", saved.Verdict, got.Verdict, want)
 			}
@@ -96,7 +96,7 @@ func TestRecheckRepetitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := harness.Recheck(saved)
+	got := harness.Recheck(context.Background(), saved)
 	for i, s := range got.Scenarios {
 		if s.History() == nil || s.History().OpCount() != sum.Scenarios[i].Ops {
 			t.Errorf("%s: the re-check read another history than the run's (%d calls run)", s.ID(), sum.Scenarios[i].Ops)

@@ -25,7 +25,7 @@ now. Exit codes: 0 pass, 1 a violation, 2 bad usage or an unreadable run,
 3 undecided.
 `
 
-func cmdRecheck(_ context.Context, args []string, stdout, _ io.Writer) (int, error) {
+func cmdRecheck(ctx context.Context, args []string, stdout, _ io.Writer) (int, error) {
 	dir, args := positional(args)
 	fs := newFlagSet("recheck", recheckHelp)
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
@@ -42,7 +42,7 @@ func cmdRecheck(_ context.Context, args []string, stdout, _ io.Writer) (int, err
 	if err != nil {
 		return exitUsage, fmt.Errorf("recheck: %v", err)
 	}
-	sum := harness.Recheck(saved)
+	sum := harness.Recheck(ctx, saved)
 	sum.Dir, _ = filepath.Abs(dir)
 	if *asJSON {
 		return verdictCode(sum), printJSON(stdout, sum)

@@ -94,6 +94,11 @@ type Evidence struct {
 	// porcupine's visualisation needs (Result.Linearization), for a report
 	// to draw.
 	Keep bool
+	// Done, if set, is closed when the run is interrupted: the
+	// linearizability search, the one checker that can take long, then
+	// stops and answers unknown instead of holding the run for up to
+	// LinTimeout (see search).
+	Done <-chan struct{}
 }
 
 // Run runs every checker on the evidence, in the order of [Docs].

@@ -43,7 +43,9 @@ func decidedBefore(x, y history.Op) bool {
 //   - every later heartbeat still in flight, or that came back late or
 //     fenced: sent in time, decided after the lease had ended, the store
 //     rightly let another client take over;
-//   - the harness's own process standing still (FaultStall).
+//   - the harness's own process standing still (FaultStall);
+//   - for a store that decides by the request's own time, how old the
+//     claim already was when it was sent (sentLate).
 //
 // Without its claim in the history (ok false), the lease counts from the
 // work's start.
@@ -68,7 +70,21 @@ func leaseLost(r history.WorkRun, c history.Op, ok bool, beats []history.Op, sta
 	for _, f := range stalls {
 		lost = append(lost, span{f.Start, f.End})
 	}
-	return covered(lost, from, at)
+	return covered(lost, from, at) + sentLate(c, ok && from == c.Call)
+}
+
+// sentLate is how old the claim c already was when it was sent, in the
+// eyes of a store that decided it by the request's own time (its
+// DecidedAt is the request's Now, stamped by the client before the send):
+// a client not scheduled between stamping and sending made a claim whose
+// lease was that much gone when it was made. counts is false when the
+// lease no longer counts from the claim.
+func sentLate(c history.Op, counts bool) time.Duration {
+	in := c.Input
+	if !counts || in.Sent.IsZero() || !c.Output.Decision.DecidedAt.Equal(in.Now) || !in.Sent.After(in.Now) {
+		return 0
+	}
+	return in.Sent.Sub(in.Now)
 }
 
 // span is a stretch of the history's time, [from, to).

@@ -3,9 +3,11 @@ package check_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
 )
 
 func TestExclusive(t *testing.T) {
@@ -101,6 +103,30 @@ func TestExclusive(t *testing.T) {
 		r.work(2, "b", 302, 700)
 		r.work(1, "a", 557, 600)
 		want(t, r, check.Exclusive, check.Pass, "")
+	})
+	t.Run("a claim sent long after its request was stamped, on a caller-clock store, is excused", func(t *testing.T) {
+		// Found with --clients 256 --keys 10000 on memory: the client
+		// stamped its request, was not scheduled for 350 ms, and sent
+		// it; the store took the claim over by its stale time, and
+		// rightly let the next client take it over 1 ms later.
+		stale := func(sent int64, decidedByNow bool) *rec {
+			r := newRec()
+			d := claimedD("a", true)
+			d.DecidedAt = t0.Add(time.Duration(sent * ms))
+			if decidedByNow {
+				d.DecidedAt = t0
+			}
+			r.op(1, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0, Sent: t0.Add(time.Duration(sent * ms))},
+				models.Output{Decision: d}, sent, sent+1)
+			r.work(1, "a", sent+1, sent+200)
+			r.begin(2, "fp", sent+2, sent+3, claimedD("b", true))
+			r.work(2, "b", sent+3, sent+50)
+			return r
+		}
+		want(t, stale(350, true), check.Exclusive, check.Pass, "")
+		// A store that decided by its own clock (a server's) gave the
+		// claim its whole lease: the takeover 1 ms later is a bug.
+		want(t, stale(350, false), check.Exclusive, check.Fail, "client 1 was healthy")
 	})
 	t.Run("two claims decided at once, both answered at once, fail", func(t *testing.T) {
 		r := newRec()

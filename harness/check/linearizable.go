@@ -161,17 +161,26 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 		info porcupine.LinearizationInfo
 		lin  *Linearization
 	)
+	var done bool
 	if e.Keep && len(pops) <= VisualizeCap {
-		res, info = porcupine.CheckOperationsVerbose(model, pops, e.LinTimeout)
-		if res != porcupine.Illegal {
+		var v verbose
+		v, done = search(e, func() verbose {
+			r, i := porcupine.CheckOperationsVerbose(model, pops, e.LinTimeout)
+			return verbose{r, i}
+		})
+		res, info = v.res, v.info
+		if done && res != porcupine.Illegal {
 			lin = keep(model, info, pops)
 		}
 	} else {
 		// Nothing to draw: porcupine keeps no linearization for a page.
-		res = porcupine.CheckOperationsTimeout(model, pops, e.LinTimeout)
-		if e.Keep && res != porcupine.Illegal {
+		res, done = search(e, func() porcupine.CheckResult { return porcupine.CheckOperationsTimeout(model, pops, e.LinTimeout) })
+		if done && e.Keep && res != porcupine.Illegal {
 			lin = keep(model, info, pops)
 		}
+	}
+	if !done {
+		return interruptedLin
 	}
 	switch res {
 	case porcupine.Ok:
@@ -199,7 +208,7 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 	}
 	deadline := time.Now().Add(e.LinTimeout)
 	failing := make([][]porcupine.Operation, len(g.order))
-	var timedOut atomic.Bool
+	var timedOut, interrupted atomic.Bool
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
@@ -217,7 +226,12 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 					return
 				}
 				part := keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes)
-				switch porcupine.CheckOperationsTimeout(model, part, left) {
+				res, done := search(e, func() porcupine.CheckResult { return porcupine.CheckOperationsTimeout(model, part, left) })
+				if !done {
+					interrupted.Store(true)
+					return
+				}
+				switch res {
 				case porcupine.Illegal:
 					failing[i] = part
 				case porcupine.Unknown:
@@ -238,6 +252,8 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 	switch {
 	case len(parts) > 0:
 		return linViolations(e, model, parts, n)
+	case interrupted.Load():
+		return interruptedLin
 	case timedOut.Load():
 		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout)}
 	}
@@ -289,6 +305,39 @@ func linViolations(e Evidence, model porcupine.Model, parts [][]porcupine.Operat
 		}
 	}
 	return r
+}
+
+// verbose is porcupine's verbose answer, as one value.
+type verbose struct {
+	res  porcupine.CheckResult
+	info porcupine.LinearizationInfo
+}
+
+// interruptedLin is the linearizability result of a search stopped by an
+// interrupt (Evidence.Done).
+var interruptedLin = Result{Checker: Linearizable, Verdict: Unknown, Detail: "interrupted: porcupine's search was stopped before it decided"}
+
+// search runs a porcupine check f, or gives it up when e.Done closes (the
+// run was interrupted) and returns done false. porcupine takes no
+// context, so a search given up goes on in its goroutine until its own
+// timeout (LinTimeout) while the run ends.
+func search[T any](e Evidence, f func() T) (v T, done bool) {
+	if e.Done == nil {
+		return f(), true
+	}
+	select {
+	case <-e.Done:
+		return v, false
+	default:
+	}
+	ch := make(chan T, 1)
+	go func() { ch <- f() }()
+	select {
+	case v = <-ch:
+		return v, true
+	case <-e.Done:
+		return v, false
+	}
 }
 
 // VisualizeCap is the largest history, in porcupine operations, drawn in
