@@ -146,3 +146,22 @@ func TestHTTPCrashIsAnEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPRecheck: a saved black-box run is judged again by recheck with
+// the policy it declared, and gets the same verdicts.
+func TestHTTPRecheck(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "http", "--cmd", serviceCmd(t, "dead500"), "--instances", "1", "--duration", "1s", "--settle", "1s",
+		"--clients", "2", "--net-faults=false", "--process-faults=false", "--key", "optional", "--out", out)
+	if code != exitFail {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, "recheck", out)
+	if code != exitFail || !strings.Contains(stdout, "answers          then FAIL  now FAIL") || strings.Contains(stdout, "(changed)") ||
+		!strings.Contains(stdout, "NOTHING TESTED") {
+		t.Fatalf("recheck: exit %d:\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "key optional") {
+		t.Errorf("recheck lost the declarations:\n%s", stdout)
+	}
+}
