@@ -89,7 +89,7 @@ func TestHTTPRequestShapeFromFlags(t *testing.T) {
 	if strings.Contains(report, "s3cret") {
 		t.Error("the report shows the Authorization header's value")
 	}
-	code, stdout, report = blackbox(t, "strict", nil, "--process-faults=false", "--net-faults=false")
+	code, _, report = blackbox(t, "strict", nil, "--process-faults=false", "--net-faults=false")
 	if code != exitFail || !strings.HasPrefix(report, "NOTHING TESTED: the service answered 401 to 100% of keyed requests") {
 		t.Fatalf("the strict service without its request: exit %d, report:\n%s", code, report)
 	}
