@@ -91,7 +91,9 @@ func WriteHTML(w io.Writer, run Run, h *history.History, l *history.Ledger, resu
 		}
 		counts := r.CauseCounts()
 		for c, n := range counts {
-			pr.Causes = append(pr.Causes, causeCount{c, n})
+			if c != "" {
+				pr.Causes = append(pr.Causes, causeCount{c, n})
+			}
 		}
 		sort.Slice(pr.Causes, func(i, j int) bool { return pr.Causes[i].Cause < pr.Causes[j].Cause })
 		p.Results = append(p.Results, pr)
