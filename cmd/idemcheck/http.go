@@ -133,6 +133,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	timeout := fs.Duration("timeout", 3*time.Second, "timeout of one request")
 	attempts := fs.Int("attempts", 6, "attempts per operation (retries use the same key and body)")
 	settle := fs.Duration("settle", 10*time.Second, "how long the final probes may take once every fault healed")
+	startTimeout := fs.Duration("start-timeout", time.Minute, "how long an instance started with --cmd may take to answer HTTP (at the start, after a kill, after a crash)")
 	out := fs.String("out", "", "directory for report.txt, history.jsonl, summary.json and instance logs (default results/http-<time>)")
 	expect := fs.String("expect", "", "checker[:cause] that must fail (for mutants): exit 0 if it does, 1 if not")
 	if err := parse(fs, httpHelp, args, stdout); err != nil {
@@ -276,7 +277,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	var names, direct []string
 	var insts []*httpfault.Instance
 	ready := func(ctx context.Context, in *httpfault.Instance) error {
-		return in.Ready(ctx, 20*time.Second, func(ctx context.Context, u string) error { return httpload.Ping(ctx, u, time.Second) })
+		return in.Ready(ctx, *startTimeout, func(ctx context.Context, u string) error { return httpload.Ping(ctx, u, time.Second) })
 	}
 	sup := httpfault.NewSupervisor(ctx, h, ready)
 	if *command != "" {
@@ -304,7 +305,6 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 			defer logf.Close()
 			in := httpfault.NewInstance(name, port, *command,
 				append([]string{"IDEM_PROVIDER_URL=" + prov.URL(name), "IDEM_INSTANCE=" + name}, env...), logf)
-			sup.Watch(in)
 			if err := in.Start(); err != nil {
 				return exitUsage, err
 			}
@@ -313,10 +313,12 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 			names = append(names, name)
 			direct = append(direct, "http://"+in.Addr()+*path)
 		}
+		defer sup.Stop() // before the instances' kills: nothing restarted behind them
 		for _, in := range insts {
 			if err := ready(ctx, in); err != nil {
 				return exitUsage, fmt.Errorf("http: %v (its log: %s)", err, filepath.Join(dir, in.Name+".log"))
 			}
+			sup.Watch(in) // from now on an exit is a crash: recorded and restarted
 		}
 	} else {
 		for i, t := range targets {

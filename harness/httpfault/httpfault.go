@@ -319,6 +319,7 @@ type Supervisor struct {
 	mu      sync.Mutex
 	crashes []history.Crash
 	count   map[string]int
+	stopped bool
 }
 
 // MaxRestarts bounds the restarts of one instance after crashes: a
@@ -345,7 +346,7 @@ func (s *Supervisor) exited(in *Instance, err error) {
 	}
 	s.mu.Lock()
 	s.count[in.Name]++
-	n := s.count[in.Name]
+	n, stopped := s.count[in.Name], s.stopped
 	s.mu.Unlock()
 	c := history.Crash{Instance: in.Name, At: at, Status: status, LogTail: in.LogTail()}
 	s.wg.Add(1)
@@ -354,7 +355,7 @@ func (s *Supervisor) exited(in *Instance, err error) {
 		in.life.Lock()
 		defer in.life.Unlock()
 		switch {
-		case s.ctx.Err() != nil:
+		case s.ctx.Err() != nil || stopped:
 			c.Err = "the run was over: not restarted"
 		case n > MaxRestarts:
 			c.Err = fmt.Sprintf("crashed %d times: not restarted again", n)
@@ -382,6 +383,16 @@ func (s *Supervisor) exited(in *Instance, err error) {
 
 // Wait waits for the restarts in progress.
 func (s *Supervisor) Wait() { s.wg.Wait() }
+
+// Stop restarts nothing more and waits for the restarts in progress: call
+// it before the instances are killed at the end of a run, so that no
+// instance is started again behind the last kill.
+func (s *Supervisor) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.wg.Wait()
+}
 
 // Crashes returns the exits recorded so far, by time.
 func (s *Supervisor) Crashes() []history.Crash {
