@@ -47,7 +47,7 @@ var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 //     answers 423 while the lock is there and no answer was saved: a lock
 //     left by a killed instance is held forever.
 //   - crash: strict's rules on the default request (a JSON body, no
-//     header), but it exits with status 3 on its 15th keyed request.
+//     header), but it exits with status 3 on its 5th keyed request.
 func TestHTTPHelperService(t *testing.T) {
 	mode := os.Getenv(envTestService)
 	if mode == "" {
@@ -122,8 +122,8 @@ func (s *testService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.keyed++
-	if s.mode == "crash" && s.keyed == 15 {
-		fmt.Fprintln(os.Stderr, "boom: crashing on keyed request 15")
+	if s.mode == "crash" && s.keyed == 5 {
+		fmt.Fprintln(os.Stderr, "boom: crashing on keyed request 5")
 		os.Exit(3)
 	}
 	rec, ok := s.recs[key]
