@@ -165,3 +165,26 @@ func TestHTTPRecheck(t *testing.T) {
 		t.Errorf("recheck lost the declarations:\n%s", stdout)
 	}
 }
+
+// TestHTTPConfigFile: the request and the policy given in --config, as
+// on flags: the strict service passes, and the report prints each
+// declaration (the in-flight TTL raising --settle).
+func TestHTTPConfigFile(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "svc.json")
+	body := `{"cmd": "` + serviceCmd(t, "strict") + `", "instances": 1, "headers": ["Authorization: Bearer s3cret"],
+		"body_type": "form", "body": "currency=EUR", "order_at": "ref", "amount_at": "cents", "key_format": "uuid",
+		"max_key_len": 64, "inflight_ttl": "2s", "settle": "1s"}`
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "http", "--config", cfg, "--duration", "1s", "--clients", "2", "--process-faults=false", "--out", out)
+	if code != exitPass {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"headers: Authorization", "max key length: 64 bytes", "in-flight TTL: 2s", "final probes ran up to 4s", `order in "ref"`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout)
+		}
+	}
+}
