@@ -410,15 +410,19 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 			"the provider was still making %s (until %s) when %s came: two executions held the key at once (a lock that is not shared, or none)",
 			first.ID, ms(first.End), second.ID)
 	}
+	other := ""
+	if first.Via != "" && second.Via != "" && first.Via != second.Via {
+		other = fmt.Sprintf(" (%s charged again, not %s: or the record of the error was kept by %s alone)", second.Via, first.Via, first.Via)
+	}
 	switch first.Outcome {
 	case history.OutcomeFailed:
 		return CauseAfterError, fmt.Sprintf(
-			"the provider made %s and answered it 503 at %s (its failure, in its ledger): the claim was released after an error although the charge went through (release on error)",
-			first.ID, ms(first.End))
+			"the provider made %s and answered it 503 at %s (its failure, in its ledger): the claim was released after an error although the charge went through (release on error)%s",
+			first.ID, ms(first.End), other)
 	case history.OutcomeHungUp:
 		return CauseAfterError, fmt.Sprintf(
-			"the service stopped waiting for %s at %s (its own deadline) although the charge went through, and charged again: the claim was released after an error",
-			first.ID, ms(first.End))
+			"the service stopped waiting for %s at %s (its own deadline) although the charge went through, and charged again: the claim was released after an error%s",
+			first.ID, ms(first.End), other)
 	}
 	for _, x := range xs {
 		if x.Purpose == history.PurposeReuse || x.Call >= first.At || first.Via != "" && x.Instance != first.Via {
