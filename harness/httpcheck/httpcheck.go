@@ -364,31 +364,34 @@ func succeeded(xs []history.Exchange, from, to int64) bool {
 	return false
 }
 
-// downAt reports whether the instance's process died (a kill or an exit)
-// within slack of t: a request it was running then is over.
-func downAt(fs []history.Fault, inst string, from, t int64) bool {
+// diedDuring returns when the instance's process died (a kill or an exit)
+// after the request was sent and before (or just after) its error came,
+// or 0: a request it was running then is over, whatever the client saw
+// (a reset, a timeout).
+func diedDuring(fs []history.Fault, inst string, call, errAt int64) int64 {
 	const slack = int64(100 * time.Millisecond)
 	for _, f := range fs {
-		if (f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit) && f.Failpoint == inst && f.Start <= t+slack && f.End >= from {
-			return true
+		if (f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit) && f.Failpoint == inst && f.Start >= call && f.Start <= errAt+slack {
+			return f.Start
 		}
 	}
-	return false
+	return 0
 }
 
 // closedAt is when an exchange was over for the service, as far as the
 // exchanges and faults tell: its answer; for a refused connection, the
-// refusal (it never reached the service); for a connection closed by an
-// instance that died then, the close; else never (a request with no
-// answer may still be running).
+// refusal (it never reached the service); for a request whose instance
+// died while it waited, the death; else never (a request with no answer
+// may still be running).
 func closedAt(x history.Exchange, fs []history.Fault) int64 {
 	switch {
 	case x.Answered():
 		return x.Return
 	case x.Err == "connection refused":
 		return max(x.ErrAt, x.Call)
-	case x.Err == "connection closed without an answer" && downAt(fs, x.Instance, x.Call, x.ErrAt):
-		return max(x.ErrAt, x.Call)
+	}
+	if d := diedDuring(fs, x.Instance, x.Call, max(x.ErrAt, x.Call)); d > 0 {
+		return d
 	}
 	return history.Never
 }

@@ -186,6 +186,18 @@ func TestAtMostOnceCauses(t *testing.T) {
 		e.charge("o", "i2", 70)
 		wantCause(t, e.result(t, AtMostOnce), CauseAfterError)
 	})
+	// Was concurrent: a request that timed out while its instance crashed
+	// counted as open forever.
+	t.Run("a timeout across a crash is closed", func(t *testing.T) {
+		e := newEv()
+		e.h.AddExchange(history.Exchange{Client: 0, Instance: "i1", Purpose: history.PurposeFirst, Key: "k", HasKey: true, Order: "o", Body: "b",
+			Call: 10, Return: history.Never, Err: "timeout", ErrAt: 3010})
+		e.charge("o", "i1", 20)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceExit, Failpoint: "i1", Start: 30, End: 900})
+		e.x(0, "i1", history.PurposeRetry, "k", "o", "b", 1000, 1090, 200, `{"id":"p2"}`)
+		e.charge("o", "i1", 1070)
+		wantCause(t, e.result(t, AtMostOnce), CauseAfterDone)
+	})
 	t.Run("a kill of another instance excuses nothing", func(t *testing.T) {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")

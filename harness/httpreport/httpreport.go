@@ -84,7 +84,7 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 			restarted = "restarted, answering again at " + ms(c.Restarted)
 		}
 		fmt.Fprintf(&b, "  CRASH: instance %s exited by itself at %s (%s); %s\n", c.Instance, ms(c.At), c.Status, restarted)
-		for _, line := range lastLines(c.LogTail, 5) {
+		for _, line := range lastLines(c.LogTail, 12) {
 			fmt.Fprintf(&b, "         | %s\n", line)
 		}
 	}
