@@ -151,7 +151,7 @@ func Run(e Evidence) []Result {
 		replay.Notes = append(replay.Notes, w)
 	}
 	return []Result{
-		checkAnswers(xs),
+		checkAnswers(xs, charges),
 		checkAtMostOnce(xs, charges, fs),
 		replay,
 		checkStatus(xs, charges, e.Policy),
@@ -208,8 +208,11 @@ func keyedOwn(x history.Exchange) bool {
 // checkAnswers fails a run in which most keys never got a success: the
 // service refused what idemcheck sent (a key format it rejects, a missing
 // header, a body it cannot read) or was down, and the other verdicts
-// judged next to nothing.
-func checkAnswers(xs []history.Exchange) Result {
+// judged next to nothing. It fails too when keys got successes but the
+// provider saw no charge of any order idemcheck sent: the service never
+// called it, or told it something else than the order, and at-most-once
+// judged nothing.
+func checkAnswers(xs []history.Exchange, charges []history.Charge) Result {
 	ok := map[string]bool{}
 	statuses := map[string]int{}
 	requests := 0
@@ -244,7 +247,25 @@ func checkAnswers(xs []history.Exchange) Result {
 	}
 	r.Detail = fmt.Sprintf("%d of %d keys got a success", len(ok)-failed, len(ok))
 	if 2*failed <= len(ok) {
-		return finish(r, nil)
+		orders := map[string]bool{}
+		for _, x := range xs {
+			orders[x.Order] = true
+		}
+		known := 0
+		for _, c := range charges {
+			if orders[c.Order] {
+				known++
+			}
+		}
+		if known > 0 {
+			return finish(r, nil)
+		}
+		why := "the provider saw no charge: the service never called it (is IDEM_PROVIDER_URL passed?)"
+		if len(charges) > 0 {
+			why = fmt.Sprintf("the provider saw %d charges, none of an order idemcheck sent (does the service send the order it got at --order-at as \"order\"?)", len(charges))
+		}
+		return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
+			"%d of %d keys got a success, but %s: nothing was tested", len(ok)-failed, len(ok), why)}})
 	}
 	top, n := "", 0
 	for s, c := range statuses {

@@ -326,7 +326,26 @@ func TestAnswers(t *testing.T) {
 		}
 		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), st, "x")
 	}
+	for i := 3; i < 10; i++ {
+		e.charge(fmt.Sprintf("ok%d", i), "i1", int64(10*i+2))
+	}
 	if r := e.result(t, Answers); !r.Pass || !r.Applied {
 		t.Fatalf("%+v", r)
+	}
+
+	// Successes, but no charge of an order idemcheck sent.
+	e = newEv()
+	for i := 0; i < 4; i++ {
+		k := fmt.Sprintf("k%d", i)
+		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 200, "ok")
+	}
+	r := e.result(t, Answers)
+	wantCause(t, r, CauseNothingTested)
+	if !strings.Contains(r.Detail, "never called it") {
+		t.Errorf("detail %q", r.Detail)
+	}
+	e.charge("their-own-id", "i1", 3)
+	if r := e.result(t, Answers); r.Pass || !strings.Contains(r.Detail, "none of an order idemcheck sent") {
+		t.Errorf("charges of unknown orders passed: %+v", r)
 	}
 }
