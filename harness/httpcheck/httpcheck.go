@@ -7,9 +7,10 @@
 // whether the provider failed it) and the exchanges, never from text the
 // service chose to put in its answers.
 //
-//   - answers: most keys got a success; a service that answers 500 (or
-//     400, or nothing) to most keyed requests tested nothing, and says so
-//     before any other verdict.
+//   - answers: most keys got a success, and the provider charged orders
+//     idemcheck sent; a service that answers 500 (or 400, or nothing) to
+//     most keyed requests, or never calls the provider with the order,
+//     tested nothing, and says so before any other verdict.
 //   - at-most-once: each order was charged at most once. A second charge
 //     is classed by what happened between the two: it came while the
 //     provider was still making the first or while the request that made
