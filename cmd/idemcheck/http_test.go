@@ -112,7 +112,7 @@ func TestHTTPDeadService(t *testing.T) {
 func TestHTTPLockedAfterKill(t *testing.T) {
 	code, _, report := blackbox(t, "lock423", []string{"IDEM_TEST_DIR=" + t.TempDir()}, "--net-faults=false",
 		"--fault-gap", "250ms", "--fault-window", "100ms", "--provider-latency", "150ms", "--provider-fail", "0")
-	if code != exitFail || !strings.Contains(report, "FAIL liveness") || !strings.Contains(report, "locked") || !strings.Contains(report, "423: still locked") {
+	if code != exitFail || !strings.Contains(report, "FAIL liveness") || !strings.Contains(report, "locked") || !strings.Contains(report, "423 (still locked)") {
 		t.Fatalf("exit %d, report:\n%s", code, report)
 	}
 }

@@ -689,18 +689,21 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		cause, got := CauseNoAnswer, "no answer ("+x.Err+")"
 		switch {
 		case x.Status == http.StatusConflict:
-			cause, got = CauseInFlight, "409: still in flight"
+			cause, got = CauseInFlight, "409 (still in flight)"
 		case x.Status == http.StatusLocked:
-			cause, got = CauseLocked, "423: still locked"
+			cause, got = CauseLocked, "423 (still locked)"
 		case x.Status >= 500:
 			cause, got = CauseServerError, fmt.Sprintf("%d %q, and the provider failed no charge of its order %s", x.Status, clip(x.Reply), x.Order)
 		case x.Answered():
-			cause, got = CauseThrottled, fmt.Sprintf("%d: try again later", x.Status)
+			cause, got = CauseThrottled, fmt.Sprintf("%d (try again later)", x.Status)
 		}
 		span := time.Duration(x.Call - first[k]).Round(time.Millisecond)
 		ttl := ""
-		if p.InFlightTTL > 0 {
+		switch {
+		case p.InFlightTTL > 0:
 			ttl = fmt.Sprintf("; the declared in-flight TTL is %v", p.InFlightTTL)
+		case cause == CauseInFlight || cause == CauseLocked:
+			ttl = "; no in-flight TTL declared: if the service releases the key later, declare it (--inflight-ttl)"
 		}
 		vs = append(vs, Violation{Checker: Liveness, Key: k, Cause: cause, At: x.Call, Detail: fmt.Sprintf(
 			"key %s still got %s from %s at %s, after every fault had healed (%d probes over %v%s)", k, got, x.Instance, ms(x.Call), x.Attempt, span, ttl)})
