@@ -56,11 +56,11 @@ done
 # failures: each one is a crash and a second charge).
 node=(--path /v1/payments -H "Authorization: Bearer test-token" --body-type form --body currency=EUR
 	--order-at reference --amount-at amount_cents)
-nodecmd="NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH} node examples/nodesvc/server.js"
-run node-correct pass "$nodecmd correct" --instances 2 "${node[@]}"
-run node-article at-most-once:after-error "$nodecmd article" --instances 1 --provider-fail 0.15 "${node[@]}"
-run node-memory-map at-most-once:after-done "$nodecmd memory-map" --instances 2 "${node[@]}"
-run node-no-fingerprint status-codes:422-old-answer "$nodecmd no-fingerprint" --instances 2 "${node[@]}"
+nodecmd() { echo "IDEM_STORE_DIR=$tmp/node-$1 NODE_PATH=/usr/share/nodejs${NODE_PATH:+:$NODE_PATH} node examples/nodesvc/server.js $1"; }
+run node-correct pass "$(nodecmd correct)" --instances 2 "${node[@]}"
+run node-article at-most-once:after-error "$(nodecmd article)" --instances 1 --provider-fail 0.15 "${node[@]}"
+run node-memory-map at-most-once:after-done "$(nodecmd memory-map)" --instances 2 "${node[@]}"
+run node-no-fingerprint status-codes:422-old-answer "$(nodecmd no-fingerprint)" --instances 2 "${node[@]}"
 
 if [ $fail = 0 ]; then echo "check-http: every correct example passed, every mutant failed as expected (Go, Python, Node)"; fi
 exit $fail
