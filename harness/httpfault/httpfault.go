@@ -57,6 +57,7 @@ type tail struct {
 
 const tailSize = 2048
 
+// Write keeps the last tailSize bytes of p and what came before.
 func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	t.buf = append(t.buf, p...)
