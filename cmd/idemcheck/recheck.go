@@ -14,7 +14,7 @@ import (
 const recheckHelp = `Usage: idemcheck recheck [--json] <run-dir>
 
 Re-checks a saved run: reads <run-dir>/summary.json and history.jsonl (as
-idemcheck check wrote them) and judges every scenario's history again with
+idemcheck check, or idemcheck http, wrote them) and judges every scenario's history again with
 this build's checkers, by the parameters it was judged with (LockTTL,
 retention, the probe client). Nothing runs against a store. Use it to see
 whether a saved failure still fails after a change to the checkers, and to
@@ -37,6 +37,9 @@ func cmdRecheck(ctx context.Context, args []string, stdout, _ io.Writer) (int, e
 	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return exitUsage, usagef("recheck: %s is not a run directory", dir)
+	}
+	if hs := httpSummary(dir); hs != nil { // an idemcheck http run
+		return recheckHTTP(dir, hs, *asJSON, stdout)
 	}
 	saved, err := harness.LoadRun(dir)
 	if err != nil {
