@@ -6,6 +6,8 @@
 #   make mutants [STORE=…] [SEED=1]       hunt every mutant of the store; the correct store must pass
 #   make mutants-20 [STORE=…] [SEED=1]    the same on 20 consecutive seeds: each mutant must die on every one
 #   make soak [STORE=…] [SEEDS=200]     every scenario on SEEDS seeds beside CPU hogs: 0 failures on a correct store
+#   make soak-flags [STORE=…] [DRAWS=100] [DRAW_SEED=1]   a property test of the harness: each run draws every
+#                    flag from its allowed range, beside CPU hogs: 0 failures on a correct store
 #   make determinism  every sched-* scenario 10 times per backend on one seed: the traces must be byte-identical
 #   make replicated [STORE=postgres-replicated|redis-replicated] [SEED=1]   the replicated gate: failover and
 #                    partition; the synchronous store must pass, the asynchronous configuration must fail
@@ -25,6 +27,8 @@ SCENARIO ?= all
 SEED     ?= 1
 LAB_SEEDS ?= 1-10
 SEEDS    ?= 200
+DRAWS    ?= 100
+DRAW_SEED ?= 1
 BENCHTIME ?= 1s
 COUNT    ?= 1
 GO       ?= go
@@ -37,7 +41,7 @@ RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/work
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite \
 	./harness/httpload ./harness/httpfault
 
-.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate
+.PHONY: determinism soak soak-flags check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -72,6 +76,9 @@ mutate: build servers-if-needed
 
 soak: build servers-if-needed
 	@./$(BIN) soak --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED) --seeds $(SEEDS); $(explain)
+
+soak-flags: build servers-if-needed
+	@./$(BIN) soak --store $(STORE) --random-flags --draw-seed $(DRAW_SEED) --seeds 1-$(DRAWS); $(explain)
 
 determinism: images
 	IDEM_REQUIRE_SERVERS=1 IDEM_DETERMINISM_RUNS=10 $(GO) test -count=1 -run TestScheduledRunsAreDeterministic -v ./harness

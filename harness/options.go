@@ -218,10 +218,7 @@ func (o Options) Estimate() time.Duration {
 		if !ok || sc.WhyNot(caps) != "" {
 			continue
 		}
-		c := sc.Cost(o.LockTTL, o.Retention, o.Keys)
-		if o.Duration > c {
-			c = o.Duration + sc.Cost(o.LockTTL, o.Retention, 0)
-		}
+		c := o.ScenarioCost(sc)
 		ph := sc.Phase(caps)
 		if o.onOwnServer(sc, caps) {
 			own += c
@@ -254,7 +251,9 @@ func (o Options) EstimateCalls() int64 {
 			c = int64(10 * o.Keys)
 		}
 		if o.Duration > 0 {
-			if one := sc.Cost(o.LockTTL, o.Retention, o.Keys); one > 0 {
+			round := o
+			round.Duration = 0
+			if one := round.ScenarioCost(sc); one > 0 {
 				c *= max(1, int64(o.Duration/one))
 			}
 		}
@@ -267,6 +266,23 @@ func (o Options) EstimateCalls() int64 {
 // (its history, checking and report), as measured on the memory store:
 // 137,187 calls of race at 1,000 keys and 60 clients peaked at 697 MB.
 const BytesPerCall = 5 << 10
+
+// ScenarioCost is a rough forecast of one run of sc's wall time under o
+// (scenario.Scenario.Cost at the LockTTL its store gets, repeated for
+// Duration). A scheduled scenario on a caller-clock store waits for no
+// LockTTL in real time (its clock is a manual one the scheduler moves), so
+// its LockTTLs cost next to nothing.
+func (o Options) ScenarioCost(sc scenario.Scenario) time.Duration {
+	ttl := o.LockTTLFor(sc)
+	if sc.Scheduled && o.Backend.Clock != stores.ServerClock {
+		ttl = time.Millisecond
+	}
+	c := sc.Cost(ttl, o.Retention, o.Keys)
+	if o.Duration > c {
+		c = o.Duration + sc.Cost(ttl, o.Retention, 0)
+	}
+	return c
+}
 
 // OwnedServer is a server started for the server-fault scenarios alone
 // (Options.OwnServer): where it is, its faults, and how to remove it.

@@ -185,7 +185,7 @@ type slot struct {
 	res *results.ScenarioResult
 }
 
-func (s slot) cost(o Options) time.Duration { return s.sc.Cost(o.LockTTL, o.Retention, o.Keys) }
+func (s slot) cost(o Options) time.Duration { return o.ScenarioCost(s.sc) }
 
 // progressOf turns the reports of scenarios that may run at once into one
 // stream of Progress: Index counts the scenarios finished (plus the one

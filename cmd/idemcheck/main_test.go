@@ -293,3 +293,23 @@ func TestInterruptKeepsTheRun(t *testing.T) {
 		})
 	}
 }
+
+// TestRandomFlagsSoak is the short version of `make soak-flags`: a few
+// drawn runs (every flag from its allowed range, a fixed draw seed) on the
+// correct memory and SQLite stores, each within a small budget. A correct
+// store must pass every draw; a draw that does not pass prints the check
+// command that runs it again.
+func TestRandomFlagsSoak(t *testing.T) {
+	for _, store := range []string{"memory", "sqlite"} {
+		t.Run(store, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, "soak", "--store", store, "--random-flags", "--draw-seed", "7", "--seeds", "1-3",
+				"--budget", "3s", "--hogs", "0", "--out", t.TempDir())
+			if code != exitPass && code != exitUnknown {
+				t.Fatalf("exit %d: a correct store failed a drawn run:\n%s\n%s", code, stdout, stderr)
+			}
+			if !strings.Contains(stdout, "3 drawn runs") {
+				t.Errorf("the soak did not say it drew 3 runs:\n%s", stdout)
+			}
+		})
+	}
+}

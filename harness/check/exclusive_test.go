@@ -128,6 +128,25 @@ func TestExclusive(t *testing.T) {
 		// claim its whole lease: the takeover 1 ms later is a bug.
 		want(t, stale(350, false), check.Exclusive, check.Fail, "client 1 was healthy")
 	})
+	t.Run("a takeover by a client whose clock runs ahead is the caller clock's cost, not a violation", func(t *testing.T) {
+		// Found by soak --random-flags (memory, skew, --lock-ttl 85ms):
+		// the skewed client, fenced once, retried and took over the
+		// owner's fresh claim 7 ms after it was made, by its own clock
+		// already a LockTTL later.
+		ahead := func(by time.Duration) *rec {
+			r := newRec()
+			r.begin(1, "fp", 0, 1, claimedD("a", true))
+			r.work(1, "a", 1, 50)
+			d := claimedD("b", true)
+			d.DecidedAt = t0.Add(by)
+			r.op(2, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0.Add(by)}, models.Output{Decision: d}, 7, 8)
+			r.work(2, "b", 8, 30)
+			return r
+		}
+		want(t, ahead(300*time.Millisecond), check.Exclusive, check.Pass, "")
+		// Decided by a clock that agrees with real time, it is two owners.
+		want(t, ahead(7*time.Millisecond), check.Exclusive, check.Fail, "client 1 was healthy")
+	})
 	t.Run("two claims decided at once, both answered at once, fail", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 2, claimedD("a", false))
