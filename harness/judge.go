@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
@@ -23,6 +24,9 @@ type Judged struct {
 	Checkers   []check.Result
 	Violations []check.Violation
 	Verdict    check.Verdict
+	// Why says why the verdict is undecided when no checker said so
+	// itself (check.NothingJudged); "" otherwise.
+	Why string
 }
 
 // Finish ends a scenario run whose clients are done: the one tail every
@@ -63,7 +67,11 @@ func Judge(ctx context.Context, p check.Params, hist *history.History, ledger *h
 	res := check.Run(check.Evidence{Hist: hist, Ledger: ledger, Model: p.Model(), ProbeClient: p.ProbeClient,
 		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, Fence: fence, LinTimeout: LinTimeout, Keep: keep, Done: ctx.Done()})
 	v, vs := check.Overall(res)
-	return Judged{Params: p, Checkers: res, Violations: vs, Verdict: v}
+	j := Judged{Params: p, Checkers: res, Violations: vs, Verdict: v}
+	if v == check.Unknown && !slices.ContainsFunc(res, func(r check.Result) bool { return r.Verdict == check.Unknown }) {
+		j.Why = check.NothingJudged
+	}
+	return j
 }
 
 // LockTTLFor is the LockTTL of sc's store, decided here alone: the run's

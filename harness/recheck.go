@@ -66,6 +66,9 @@ func Recheck(ctx context.Context, saved *results.Summary) *results.Summary {
 		if s.History() != nil && s.Check != nil && s.Verdict != check.Skipped {
 			j := Judge(ctx, *s.Check, s.History(), s.Ledger(), nil, false)
 			s.Checkers, s.Violations, s.Verdict = j.Checkers, j.Violations, j.Verdict
+			if j.Why != "" && s.Error == "" {
+				s.Error = j.Why
+			}
 			if s.Error != "" && s.Verdict == check.Pass {
 				s.Verdict = check.Unknown // the workload did not finish, as when it ran
 			}

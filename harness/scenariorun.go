@@ -127,6 +127,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	res.Schedule, res.Episodes = j.Record.Schedule, j.Record.Episodes
 	res.Check = &j.Params
 	res.Checkers, res.Violations, res.Verdict = j.Checkers, j.Violations, j.Verdict
+	res.Error = j.Why
 	if ctx.Err() != nil && res.Verdict == check.Pass {
 		res.Verdict, res.Error = check.Unknown, "interrupted: "+ctx.Err().Error()
 	}

@@ -67,5 +67,6 @@ func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
 		}
 	}
 	sortViolations(vs)
-	return result(AtMostOnce, vs, fmt.Sprintf("%d orders charged, none twice; no work re-ran after done", len(e.Ledger.EffectiveByOrder())))
+	return judged(result(AtMostOnce, vs, fmt.Sprintf("%d orders charged, none twice; no work re-ran after done", len(e.Ledger.EffectiveByOrder()))),
+		len(e.Ledger.EffectiveByOrder())+len(order))
 }

@@ -41,6 +41,12 @@ type Result struct {
 	// otherwise, and when it has nothing to draw). A page is drawn from it,
 	// not saved with the result.
 	Linearization *Linearization `json:"-"`
+	// Judged counts what the checker judged, in the unit its Detail
+	// names (orders and keys, work runs, accepted writes, replays,
+	// reuses, probed keys, calls): 0 means it had nothing to judge, and a
+	// scenario none of whose checkers judged anything is not a pass
+	// ([Overall]).
+	Judged int `json:"judged"`
 }
 
 // The checkers, by name.
@@ -115,6 +121,12 @@ func Run(e Evidence) []Result {
 		checkLiveness(e, ops),
 		checkRetention(e, ops),
 	}
+}
+
+// judged is r, having judged n things.
+func judged(r Result, n int) Result {
+	r.Judged = n
+	return r
 }
 
 func result(name string, vs []Violation, okDetail string) Result {

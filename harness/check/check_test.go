@@ -167,3 +167,20 @@ func TestDocsAndPreference(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingJudgedIsNotAPass: checkers that all passed on nothing (an
+// empty history) do not make a pass.
+func TestNothingJudgedIsNotAPass(t *testing.T) {
+	res := check.Run(check.Evidence{Hist: history.New(), Ledger: history.NewLedger(), Model: model, ProbeClient: probe, LinTimeout: time.Second})
+	for _, r := range res {
+		if r.Judged != 0 {
+			t.Errorf("%s judged %d things in an empty history", r.Checker, r.Judged)
+		}
+	}
+	if v, _ := check.Overall(res); v == check.Pass {
+		t.Errorf("an empty history is %s", v)
+	}
+	if v, _ := check.Overall(check.Run(check.Evidence{Hist: happy().h, Ledger: happy().l, Model: model, ProbeClient: probe, LinTimeout: time.Second})); v != check.Pass {
+		t.Errorf("a healthy history is %s", v)
+	}
+}

@@ -251,5 +251,5 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 	if excused > 0 {
 		detail += fmt.Sprintf(" (%d overlaps excused: the owner whose claim came first was paused or crashed by the harness, or lost half its lease or more to a late answer, a late start of its work or the harness's own stalls)", excused)
 	}
-	return result(Exclusive, vs, detail)
+	return judged(result(Exclusive, vs, detail), runs)
 }

@@ -73,7 +73,7 @@ func checkFencing(e Evidence, ops []history.Op, g grouped) Result {
 	if e.Fence != nil {
 		detail += fmt.Sprintf("; the fencing numbers of %d claims increase", fenced)
 	}
-	return result(Fencing, vs, detail)
+	return judged(result(Fencing, vs, detail), writes)
 }
 
 // monotonicFences checks a key's claims against the store's declared fence:

@@ -184,7 +184,7 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 	}
 	switch res {
 	case porcupine.Ok:
-		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), keys), Linearization: lin}
+		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), keys), Linearization: lin, Judged: len(ops)}
 	case porcupine.Unknown:
 		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout), Linearization: lin}
 	}
@@ -257,7 +257,7 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 	case timedOut.Load():
 		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout)}
 	}
-	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), len(g.order))}
+	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), len(g.order)), Judged: len(ops)}
 	if e.Keep {
 		r.Linearization = tooLargeToDraw(len(ops))
 	}

@@ -44,5 +44,5 @@ func checkLiveness(e Evidence, ops []history.Op) Result {
 		return Result{Checker: Liveness, Verdict: Unknown, Detail: "no final probe ran"}
 	}
 	sortViolations(vs)
-	return result(Liveness, vs, fmt.Sprintf("%d keys probed after LockTTL, none stuck", probes))
+	return judged(result(Liveness, vs, fmt.Sprintf("%d keys probed after LockTTL, none stuck", probes)), probes)
 }

@@ -109,5 +109,5 @@ func checkMismatch(e Evidence, ops []history.Op, g grouped) Result {
 		}
 	}
 	sortViolations(vs)
-	return result(Mismatch, vs, fmt.Sprintf("%d reuses with other parameters, all answered 422; no 422 to a key's own parameters", checked))
+	return judged(result(Mismatch, vs, fmt.Sprintf("%d reuses with other parameters, all answered 422; no 422 to a key's own parameters", checked)), checked)
 }

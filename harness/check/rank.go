@@ -29,12 +29,15 @@ func Failed(results []Result) []Result {
 }
 
 // Overall folds the checkers' verdicts into one, and gathers their
-// violations: Fail if any failed, else Unknown if any could not decide,
-// else Pass.
+// violations: Fail if any failed, else Unknown if any could not decide or
+// none judged anything (a pass must mean something was judged: see
+// [Result.Judged]), else Pass.
 func Overall(results []Result) (Verdict, []Violation) {
 	v, vs := Pass, []Violation{}
+	judged := 0
 	for _, r := range results {
 		vs = append(vs, r.Violations...)
+		judged += r.Judged
 		switch {
 		case r.Verdict == Fail:
 			v = Fail
@@ -42,5 +45,12 @@ func Overall(results []Result) (Verdict, []Violation) {
 			v = Unknown
 		}
 	}
+	if v == Pass && judged == 0 {
+		v = Unknown
+	}
 	return v, vs
 }
+
+// NothingJudged says why a run none of whose checkers judged anything is
+// not a pass (see [Overall]).
+const NothingJudged = "nothing was judged: no checker had a call, a key, a work run or a probe to judge"

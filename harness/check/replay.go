@@ -104,5 +104,5 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 		}
 	}
 	sortViolations(vs)
-	return result(Replay, vs, fmt.Sprintf("%d replays, all of a saved response; every client got the same answer", replays))
+	return judged(result(Replay, vs, fmt.Sprintf("%d replays, all of a saved response; every client got the same answer", replays)), replays)
 }
