@@ -125,6 +125,9 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	}
 	res.Retention, res.LockTTL = results.Duration(env.Config.Retention), results.Duration(env.Config.LockTTL)
 	res.Schedule, res.Episodes = j.Record.Schedule, j.Record.Episodes
+	if n := scenario.BetweenCallsOnly(j.Record.Episodes); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	res.Check = &j.Params
 	res.Checkers, res.Violations, res.Verdict = j.Checkers, j.Violations, j.Verdict
 	res.Error = j.Why

@@ -399,6 +399,9 @@ func printSummary(w io.Writer, sum *results.Summary) {
 		if s.Verdict == check.Unknown {
 			fmt.Fprintf(w, "  %-*s   undecided: %s\n", nw, "", whyUndecided(s))
 		}
+		for _, n := range s.Notes {
+			fmt.Fprintf(w, "  %-*s   note: %s\n", nw, "", n)
+		}
 	}
 	var scheduled, shorter, own []string
 	var ttl results.Duration

@@ -43,6 +43,11 @@ type ScenarioResult struct {
 	Violations          []check.Violation `json:"violations"`
 	Error               string            `json:"error,omitempty"`
 
+	// Notes say what the verdict did not judge, although the scenario ran:
+	// a scheduled scenario whose store passed no failpoint inside its
+	// calls was interleaved only between them (scenario.BetweenCallsOnly).
+	Notes []string `json:"notes,omitempty"`
+
 	// Skipped says why the scenario did not run (its verdict is "skipped").
 	Skipped string `json:"skipped,omitempty"`
 	// Findings counts expected effects a scenario measures that are not
