@@ -1,0 +1,227 @@
+package execstore
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Serve is the store's side of the protocol for a Go store, as the Python
+// and JavaScript client libraries are for theirs: it writes h as its
+// hello, opens the store with open when asked, and answers every request
+// in a goroutine of its own (so answers go out in any order). The store's
+// failpoints (faults.Hit) become hit messages, answered by go, and its
+// faults.Trace calls trace messages when the request asks for them. It
+// returns after a close request, or when in ends.
+func Serve(ctx context.Context, in io.Reader, out io.Writer, h Hello, open func(ctx context.Context, cfg stores.Config, addr string) (stores.Store, error)) error {
+	h.Type, h.Protocol = "hello", Version
+	s := &server{out: bufio.NewWriter(out), gos: map[int64]chan struct{}{}}
+	if err := s.send(h); err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(in, 64<<10)
+	var st stores.Store
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		var m toStore
+		if err := strict(line, &m); err != nil {
+			return fmt.Errorf("serve: %w: %s: %v", ErrProtocol, quoteLine(line), err)
+		}
+		switch m.Type {
+		case "go":
+			s.mu.Lock()
+			ch := s.gos[m.ID]
+			delete(s.gos, m.ID)
+			s.mu.Unlock()
+			if ch != nil {
+				close(ch)
+			}
+			continue
+		case "open":
+			if m.Open == nil {
+				return fmt.Errorf("serve: open without a config")
+			}
+			cfg := stores.Config{LockTTL: fromDurMs(m.Open.LockTTLMs), Retention: fromDurMs(m.Open.RetentionMs), Variant: m.Open.Variant, Namespace: m.Open.Namespace}
+			st, err = open(ctx, cfg, m.Open.Addr)
+			s.reply(m.ID, nil, err)
+			continue
+		case "close":
+			wg.Wait()
+			if st != nil {
+				err = st.Close()
+			}
+			s.reply(m.ID, nil, err)
+			return nil
+		}
+		if st == nil {
+			s.reply(m.ID, nil, errors.New("not open"))
+			continue
+		}
+		wg.Add(1)
+		go func(m toStore) {
+			defer wg.Done()
+			s.handle(ctx, st, h, m)
+		}(m)
+	}
+}
+
+type server struct {
+	wmu sync.Mutex
+	out *bufio.Writer
+	mu  sync.Mutex
+	gos map[int64]chan struct{}
+}
+
+func (s *server) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.out.Write(b)
+	s.out.WriteByte('\n')
+	return s.out.Flush()
+}
+
+// reply answers request id: ok with the fields of ok (nil: none), or the
+// error with its code.
+func (s *server) reply(id int64, ok map[string]any, err error) {
+	m := map[string]any{"type": "ok", "id": id}
+	if err != nil {
+		code := CodeOther
+		switch {
+		case errors.Is(err, stores.ErrFenced):
+			code = CodeFenced
+		case errors.Is(err, stores.ErrInvalidKey):
+			code = CodeInvalidKey
+		}
+		m = map[string]any{"type": "error", "id": id, "code": code, "message": err.Error()}
+	}
+	if err == nil {
+		for k, v := range ok {
+			m[k] = v
+		}
+	}
+	_ = s.send(m)
+}
+
+// serveHooks turns one request's failpoints into hit messages and its
+// trace into trace messages.
+type serveHooks struct {
+	s  *server
+	id int64
+}
+
+// Hit sends a hit and waits for idemcheck's go.
+func (k serveHooks) Hit(ctx context.Context, name string) error {
+	ch := make(chan struct{})
+	k.s.mu.Lock()
+	k.s.gos[k.id] = ch
+	k.s.mu.Unlock()
+	if err := k.s.send(map[string]any{"type": "hit", "id": k.id, "point": name}); err != nil {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Trace sends a trace message.
+func (k serveHooks) Trace(_ context.Context, stmt, result string) {
+	_ = k.s.send(map[string]any{"type": "trace", "id": k.id, "step": stmt, "result": result})
+}
+
+func (s *server) handle(ctx context.Context, st stores.Store, h Hello, m toStore) {
+	hooks := serveHooks{s: s, id: m.ID}
+	if len(h.Points) > 0 {
+		ctx = faults.WithHandler(ctx, hooks)
+	}
+	if m.Trace {
+		ctx = faults.WithTracer(ctx, hooks)
+	}
+	var now time.Time
+	if m.NowMs != nil {
+		now = fromMs(*m.NowMs)
+	}
+	needKey := func() bool {
+		if m.Key == nil {
+			s.reply(m.ID, nil, fmt.Errorf("%s without a key", m.Type))
+			return false
+		}
+		return true
+	}
+	switch m.Type {
+	case "begin":
+		if m.Request == nil {
+			s.reply(m.ID, nil, errors.New("begin without a request"))
+			return
+		}
+		req := stores.Request{KeyRef: m.Request.Key, Fingerprint: m.Request.Fingerprint, Now: fromMs(m.Request.NowMs), Lease: fromDurMs(m.Request.LeaseMs)}
+		d, err := st.Begin(ctx, req)
+		if err != nil {
+			s.reply(m.ID, nil, err)
+			return
+		}
+		wd := wireDecision{Outcome: d.Outcome.String(), Token: string(d.Token), Takeover: d.Takeover}
+		if !d.DecidedAt.IsZero() {
+			v := ms(d.DecidedAt)
+			wd.DecidedAtMs = &v
+		}
+		if d.Outcome == stores.Replay {
+			wd.Response = &d.Response
+		}
+		s.reply(m.ID, map[string]any{"decision": wd}, nil)
+	case "complete":
+		if needKey() {
+			var resp stores.Response
+			if m.Response != nil {
+				resp = *m.Response
+			}
+			s.reply(m.ID, nil, st.Complete(ctx, *m.Key, stores.Token(m.Token), resp))
+		}
+	case "release":
+		if needKey() {
+			s.reply(m.ID, nil, st.Release(ctx, *m.Key, stores.Token(m.Token)))
+		}
+	case "extend":
+		e, ok := st.(stores.Extender)
+		if !ok {
+			s.reply(m.ID, nil, errors.New("extend: not supported"))
+		} else if needKey() {
+			s.reply(m.ID, nil, e.Extend(ctx, *m.Key, stores.Token(m.Token), now))
+		}
+	case "prune":
+		n, err := st.Prune(ctx, now)
+		s.reply(m.ID, map[string]any{"removed": n}, err)
+	case "show":
+		rs, ok := st.(stores.RowShower)
+		if !ok {
+			s.reply(m.ID, nil, errors.New("show: not supported"))
+		} else if needKey() {
+			row, err := rs.ShowRow(ctx, *m.Key)
+			s.reply(m.ID, map[string]any{"row": row}, err)
+		}
+	default:
+		s.reply(m.ID, nil, fmt.Errorf("unknown request type %q", m.Type))
+	}
+}
