@@ -131,7 +131,9 @@ func registerWorkerStore(ctx context.Context, name, line string) error {
 		return err
 	}
 	b := c.Backend()
-	b.Name = name
+	// The worker opens the variant the harness names; the registry
+	// knows only the documented mutants, and need not know the store's.
+	b.Name, b.Mutants = name, nil
 	stores.Register(b)
 	return nil
 }
