@@ -77,10 +77,10 @@ class Store {
     await run(this.db, SCHEMA, []);
   }
 
-  // A claim's token, as the harness holds it: locked_at and the owner.
+  // A claim's token, as the harness holds it: the owner and locked_at.
   token(lockedAt) {
     if (this.variant === 'token-reuse') return String(lockedAt);
-    return lockedAt + '.' + crypto.randomBytes(16).toString('hex');
+    return crypto.randomBytes(16).toString('hex') + '.' + lockedAt;
   }
 
   // stmt runs one statement, after the round-trip failpoint.
@@ -147,8 +147,7 @@ class Store {
   // fence is the WHERE of a save or release: the card's, or none.
   fence(token, unfencedVariant) {
     if (this.variant === unfencedVariant) return ['', []];
-    const dot = token.indexOf('.');
-    const lockedAt = Number(dot < 0 ? token : token.slice(0, dot));
+    const lockedAt = Number(token.slice(token.lastIndexOf('.') + 1));
     if (this.variant === 'token-reuse') return [" AND status = 'in_flight' AND locked_at = ?", [lockedAt]];
     return [FENCE, [lockedAt, token]];
   }
