@@ -15,6 +15,9 @@
 #   make check-http [HTTP_DURATION=6s] [SEED=1]  black-box mode: the example HTTP service (examples/httpsvc)
 #                    on 2 instances over a shared Redis, through faults: correct passes, each mutant fails
 #                    with the checker (and cause) that names its bug
+#   make check-exec [SEED=1]   stores in other languages through the store protocol (docs/protocol.md): the
+#                    lesson card's store in JavaScript over SQLite and a Python store over Redis; each correct
+#                    store passes, each bug variant fails with the checkers named, demo shows the race
 #   make bench [BENCHTIME=1s] [COUNT=1]   every store operation beside its raw baseline (sqlite, memory, postgres,
 #                    redis; 1 and 8 goroutines) with store/raw ratios, and the checkers on 100k and 1M recorded ops
 
@@ -36,7 +39,7 @@ RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/work
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite \
 	./harness/httpload ./harness/httpfault
 
-.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate
+.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate check-exec
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -99,6 +102,12 @@ check-http: build httpsvc
 		[ $$rc = 0 ] || { echo "check-http: mutant $$v SURVIVED (exit $$rc; see results/check-http/$$v/report.txt)"; fail=1; }; \
 	done; \
 	if [ $$fail = 0 ]; then echo "check-http: correct passed, every mutant failed as expected"; fi; exit $$fail
+
+# The stores in other languages (examples/exec-*), run as child processes
+# speaking the store protocol: scripts/check-exec.sh says what each must do.
+check-exec: build
+	@$(MAKE) --no-print-directory images
+	@bash scripts/check-exec.sh ./$(BIN) $(SEED)
 
 # The replicated gate, on one replicated store (STORE) or both: the correct
 # (synchronous) store must pass failover and partition (exit 0) and the
