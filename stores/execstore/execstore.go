@@ -300,7 +300,7 @@ type proc struct {
 	cmd   *exec.Cmd
 	hello Hello
 	in    io.WriteCloser
-	wmu   sync.Mutex
+	out   *batchWriter
 	tail  *tail
 
 	nextID atomic.Int64
@@ -338,7 +338,7 @@ func (c *Command) start(ctx context.Context, addr string, cfg *Config) (*proc, e
 	if err != nil {
 		return nil, err
 	}
-	p.in = in
+	p.in, p.out = in, &batchWriter{w: in}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("exec store %q: %v", c.Line, err)
 	}
@@ -500,11 +500,7 @@ func (p *proc) send(m toStore) error {
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	_, err = p.in.Write(b)
-	return err
+	return p.out.write(append(b, '\n'))
 }
 
 // call sends a request and waits for its answer.

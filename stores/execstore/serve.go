@@ -23,7 +23,7 @@ import (
 // returns after a close request, or when in ends.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, h Hello, open func(ctx context.Context, cfg stores.Config, addr string) (stores.Store, error)) error {
 	h.Type, h.Protocol = "hello", Version
-	s := &server{out: bufio.NewWriter(out), gos: map[int64]chan struct{}{}}
+	s := &server{out: &batchWriter{w: out}, gos: map[int64]chan struct{}{}}
 	if err := s.send(h); err != nil {
 		return err
 	}
@@ -82,8 +82,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, h Hello, open func(
 }
 
 type server struct {
-	wmu sync.Mutex
-	out *bufio.Writer
+	out *batchWriter
 	mu  sync.Mutex
 	gos map[int64]chan struct{}
 }
@@ -93,11 +92,7 @@ func (s *server) send(v any) error {
 	if err != nil {
 		return err
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.out.Write(b)
-	s.out.WriteByte('\n')
-	return s.out.Flush()
+	return s.out.write(append(b, '\n'))
 }
 
 // reply answers request id: ok with the fields of ok (nil: none), or the
