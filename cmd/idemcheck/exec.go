@@ -100,7 +100,8 @@ func execRun(ctx context.Context, c *execstore.Command, workerCmd []string) (con
 	ctx, cancel := context.WithCancel(ctx)
 	c.OnFatal(func(error) { cancel() })
 	if len(workerCmd) > 0 {
-		workerCmd = append(workerCmd, "--store", c.Name(), "--cmd", c.Line)
+		hello, _ := json.Marshal(c.Hello)
+		workerCmd = append(workerCmd, "--store", c.Name(), "--cmd", c.Line, "--hello", string(hello))
 	}
 	return ctx, workerCmd, func() error {
 		cancel()
@@ -121,14 +122,16 @@ func serverKind(backend string) string {
 }
 
 // registerWorkerStore registers, in a worker process, the exec store the
-// harness names (its command): the worker then opens it as any backend.
-func registerWorkerStore(ctx context.Context, name, line string) error {
+// harness names (its command, and the hello it said to the harness, so
+// the worker need not start it once more to hear it): the worker then
+// opens it as any backend.
+func registerWorkerStore(name, line, hello string) error {
 	if line == "" {
 		return nil
 	}
-	c, err := execstore.Probe(ctx, line, nil)
-	if err != nil {
-		return err
+	c := &execstore.Command{Line: line}
+	if err := json.Unmarshal([]byte(hello), &c.Hello); err != nil {
+		return fmt.Errorf("worker: --hello: %v", err)
 	}
 	b := c.Backend()
 	// The worker opens the variant the harness names; the registry

@@ -21,11 +21,14 @@ import (
 // Timeouts of the process's life. A call itself has no timeout of ours:
 // the caller's context bounds it (the harness gives every call one).
 const (
-	// HelloTimeout bounds how long a started store may take to say hello.
-	HelloTimeout = 20 * time.Second
+	// HelloTimeout bounds how long a started store may take to say hello:
+	// long, since a loaded machine starting several interpreters at once
+	// (a scenario opens a store per proxy, the workers one each) took
+	// more than 20 s for one Python store that imports its Redis client.
+	HelloTimeout = 60 * time.Second
 	// OpenTimeout bounds the open request (a store connecting to its
 	// database, creating its table).
-	OpenTimeout = 20 * time.Second
+	OpenTimeout = 60 * time.Second
 	// CloseTimeout is how long a closed store may take to exit on its own
 	// before it is killed.
 	CloseTimeout = 5 * time.Second
