@@ -46,7 +46,9 @@ var ErrDied = errors.New("the store process died before it answered")
 // Command is a store's command line, with the hello it answered: what
 // Backend and Open need. Make one with Probe.
 type Command struct {
-	// Line is the shell command that starts the store (run with sh -c).
+	// Line is the command line that starts the store: run directly when
+	// it is plain words, else with sh -c (start such a line's program with
+	// exec, so that it is the store's process).
 	Line string
 	// Env is added to the store process's environment.
 	Env []string
@@ -321,7 +323,7 @@ type pending struct {
 
 // start starts a process, reads its hello and, with cfg, opens it.
 func (c *Command) start(ctx context.Context, addr string, cfg *Config) (*proc, error) {
-	cmd := exec.Command("sh", "-c", c.Line)
+	cmd := command(c.Line)
 	cmd.Env = append(os.Environ(), c.Env...)
 	if cfg != nil {
 		cmd.Env = append(cmd.Env, "IDEM_STORE_ADDR="+addr, "IDEM_NAMESPACE="+cfg.Namespace, "IDEM_VARIANT="+cfg.Variant)
@@ -401,6 +403,17 @@ func (c *Command) start(ctx context.Context, addr string, cfg *Config) (*proc, e
 		return nil, fmt.Errorf("exec store %s: open: %w", p.hello.Name, err)
 	}
 	return p, nil
+}
+
+// command runs a plain command line (words without shell syntax)
+// directly, and any other through sh -c: a store started directly is the
+// process the kernel kills when its parent dies (see setProcAttr), where
+// a shell in between would die alone and leave the store running.
+func command(line string) *exec.Cmd {
+	if f := strings.Fields(line); len(f) > 0 && !strings.ContainsAny(line, "\"'`$&|;<>()\\*?~{}[]#=") {
+		return exec.Command(f[0], f[1:]...)
+	}
+	return exec.Command("sh", "-c", line)
 }
 
 func containsString(l []string, s string) bool {

@@ -1,13 +1,18 @@
 package execstore_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +32,22 @@ func TestMain(m *testing.M) {
 	switch os.Getenv(serveEnv) {
 	case "":
 		os.Exit(m.Run())
+	case "parent": // a worker's stand-in: opens a store, then waits to be killed
+		c, err := execstore.Probe(context.Background(), line("memory"), nil)
+		if err == nil {
+			_, err = c.Open(context.Background(), "", stores.Config{LockTTL: time.Second, Retention: time.Hour})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println("opened")
+		time.Sleep(time.Minute)
 	case "memory":
+		if f := os.Getenv(pidEnv); f != "" {
+			os.WriteFile(f+".tmp", []byte(fmt.Sprint(os.Getpid())), 0o644)
+			os.Rename(f+".tmp", f)
+		}
 		err := execstore.Serve(context.Background(), os.Stdin, os.Stdout, memoryHello, func(_ context.Context, cfg stores.Config, _ string) (stores.Store, error) {
 			s, err := memory.New(cfg)
 			if err != nil {
@@ -49,6 +69,49 @@ func TestMain(m *testing.M) {
 		fmt.Println(`{"type":"ok","id":1,"bogus":true}`)
 	}
 	os.Exit(0)
+}
+
+// pidEnv names a file where a memory store process writes its pid.
+const pidEnv = "IDEM_EXECSTORE_TEST_PIDFILE"
+
+// TestStoreDiesWithItsParent: a store process dies with the process that
+// started it (a worker the harness kills), there and then, as the API
+// process's own store client would: killing a worker mid-claim kills its
+// store mid-claim.
+func TestStoreDiesWithItsParent(t *testing.T) {
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	parent := exec.Command(os.Args[0], "-test.run=^$")
+	parent.Env = append(os.Environ(), serveEnv+"=parent", pidEnv+"="+pidfile)
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Process.Kill()
+	// The parent probed (a store process that exited), then opened the
+	// store (another, the last to write its pid).
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if line != "opened\n" {
+		t.Fatalf("the parent said %q, %v", line, err)
+	}
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(b))
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the store process %d is not running: %v", pid, err)
+	}
+	_ = parent.Process.Kill()
+	_ = parent.Wait()
+	for end := time.Now().Add(5 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the store process %d outlived its killed parent by 5 s", pid)
+		}
+	}
 }
 
 // memoryHello is what the memory store declares: its mutants are the
