@@ -95,10 +95,14 @@ func (s *server) send(v any) error {
 	return s.out.write(append(b, '\n'))
 }
 
-// reply answers request id: ok with the fields of ok (nil: none), or the
-// error with its code.
-func (s *server) reply(id int64, ok map[string]any, err error) {
-	m := map[string]any{"type": "ok", "id": id}
+// reply answers request id: ok with the fields of ok set (nil: none), or
+// the error with its code.
+func (s *server) reply(id int64, ok *fromStore, err error) {
+	m := fromStore{Type: "ok"}
+	if ok != nil {
+		m = *ok
+		m.Type = "ok"
+	}
 	if err != nil {
 		code := CodeOther
 		switch {
@@ -107,13 +111,9 @@ func (s *server) reply(id int64, ok map[string]any, err error) {
 		case errors.Is(err, stores.ErrInvalidKey):
 			code = CodeInvalidKey
 		}
-		m = map[string]any{"type": "error", "id": id, "code": code, "message": err.Error()}
+		m = fromStore{Type: "error", Code: code, Message: err.Error()}
 	}
-	if err == nil {
-		for k, v := range ok {
-			m[k] = v
-		}
-	}
+	m.ID = &id
 	_ = s.send(m)
 }
 
@@ -130,7 +130,7 @@ func (k serveHooks) Hit(ctx context.Context, name string) error {
 	k.s.mu.Lock()
 	k.s.gos[k.id] = ch
 	k.s.mu.Unlock()
-	if err := k.s.send(map[string]any{"type": "hit", "id": k.id, "point": name}); err != nil {
+	if err := k.s.send(fromStore{Type: "hit", ID: &k.id, Point: name}); err != nil {
 		return err
 	}
 	select {
@@ -143,7 +143,7 @@ func (k serveHooks) Hit(ctx context.Context, name string) error {
 
 // Trace sends a trace message.
 func (k serveHooks) Trace(_ context.Context, stmt, result string) {
-	_ = k.s.send(map[string]any{"type": "trace", "id": k.id, "step": stmt, "result": result})
+	_ = k.s.send(fromStore{Type: "trace", ID: &k.id, Step: stmt, Result: result})
 }
 
 func (s *server) handle(ctx context.Context, st stores.Store, h Hello, m toStore) {
@@ -185,7 +185,7 @@ func (s *server) handle(ctx context.Context, st stores.Store, h Hello, m toStore
 		if d.Outcome == stores.Replay {
 			wd.Response = &d.Response
 		}
-		s.reply(m.ID, map[string]any{"decision": wd}, nil)
+		s.reply(m.ID, &fromStore{Decision: &wd}, nil)
 	case "complete":
 		if needKey() {
 			var resp stores.Response
@@ -207,14 +207,14 @@ func (s *server) handle(ctx context.Context, st stores.Store, h Hello, m toStore
 		}
 	case "prune":
 		n, err := st.Prune(ctx, now)
-		s.reply(m.ID, map[string]any{"removed": n}, err)
+		s.reply(m.ID, &fromStore{Removed: &n}, err)
 	case "show":
 		rs, ok := st.(stores.RowShower)
 		if !ok {
 			s.reply(m.ID, nil, errors.New("show: not supported"))
 		} else if needKey() {
 			row, err := rs.ShowRow(ctx, *m.Key)
-			s.reply(m.ID, map[string]any{"row": row}, err)
+			s.reply(m.ID, &fromStore{Row: &row}, err)
 		}
 	default:
 		s.reply(m.ID, nil, fmt.Errorf("unknown request type %q", m.Type))
