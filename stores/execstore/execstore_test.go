@@ -21,6 +21,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/idemtest"
 	"github.com/idemcheck/idemcheck/stores"
 	"github.com/idemcheck/idemcheck/stores/execstore"
+	"github.com/idemcheck/idemcheck/stores/lease"
 	"github.com/idemcheck/idemcheck/stores/memory"
 )
 
@@ -48,8 +49,21 @@ func TestMain(m *testing.M) {
 			os.WriteFile(f+".tmp", []byte(fmt.Sprint(os.Getpid())), 0o644)
 			os.Rename(f+".tmp", f)
 		}
-		err := execstore.Serve(context.Background(), os.Stdin, os.Stdout, memoryHello, func(_ context.Context, cfg stores.Config, _ string) (stores.Store, error) {
+		err := execstore.Serve(context.Background(), os.Stdin, os.Stdout, memoryHello, nil, func(_ context.Context, cfg stores.Config, _ string) (stores.Store, error) {
 			s, err := memory.New(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case "lease":
+		err := execstore.Serve(context.Background(), os.Stdin, os.Stdout, leaseHello, lease.Fence, func(_ context.Context, cfg stores.Config, _ string) (stores.Store, error) {
+			s, err := lease.New(cfg, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -119,6 +133,32 @@ func TestStoreDiesWithItsParent(t *testing.T) {
 // its one failpoint, and its mutex is released before it.
 var memoryHello = execstore.Hello{Name: "go-memory", Clock: "caller", Lives: "process", Show: true,
 	Points: []string{faults.BeginAfterSelect}, WaitsAnnounced: true, Variants: memory.Mutants}
+
+// leaseHello is what the lease store declares: the server's clock (its
+// own), every semantics it takes, fencing numbers and Extend.
+var leaseHello = execstore.Hello{Name: "go-lease", Clock: "server", Lives: "process", Semantics: lease.Semantics,
+	Fence: true, Extend: true, WaitsAnnounced: true, Variants: lease.Mutants}
+
+// TestConformanceLease: the lease store through the protocol passes the
+// whole suite with its declarations (semantics, fencing numbers, Extend,
+// a server clock with decided_at_ms), and its mutant that does not
+// increment the fencing number is caught: the numbers cross the protocol.
+func TestConformanceLease(t *testing.T) {
+	f, err := idemtest.Exec(context.Background(), line("lease"), nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Fence == nil || f.Semantics != lease.Semantics || f.Clock != stores.ServerClock {
+		t.Fatalf("the hello's declarations did not reach the factory: %+v", f)
+	}
+	idemtest.Run(t, f)
+	t.Run("fence-not-incremented", func(t *testing.T) {
+		msg := idemtest.ExpectFailure(t, f, "fence-not-incremented")
+		if !strings.Contains(msg, "fenc") {
+			t.Fatalf("the failure does not name the fence:\n%s", msg)
+		}
+	})
+}
 
 // line is the command that starts this test binary as a store.
 func line(mode string) string {

@@ -20,8 +20,12 @@ import (
 // in a goroutine of its own (so answers go out in any order). The store's
 // failpoints (faults.Hit) become hit messages, answered by go, and its
 // faults.Trace calls trace messages when the request asks for them. It
-// returns after a close request, or when in ends.
-func Serve(ctx context.Context, in io.Reader, out io.Writer, h Hello, open func(ctx context.Context, cfg stores.Config, addr string) (stores.Store, error)) error {
+// returns after a close request, or when in ends. fence, for a hello
+// that declares fence, gives each claim's fencing number from its token.
+func Serve(ctx context.Context, in io.Reader, out io.Writer, h Hello, fence stores.Fence, open func(ctx context.Context, cfg stores.Config, addr string) (stores.Store, error)) error {
+	if h.Fence && fence == nil {
+		return errors.New("serve: the hello declares fence, and no Fence gives the numbers")
+	}
 	h.Type, h.Protocol = "hello", Version
 	s := &server{out: &batchWriter{w: out}, gos: map[int64]chan struct{}{}}
 	if err := s.send(h); err != nil {
@@ -76,7 +80,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, h Hello, open func(
 		wg.Add(1)
 		go func(m toStore) {
 			defer wg.Done()
-			s.handle(ctx, st, h, m)
+			s.handle(ctx, st, h, fence, m)
 		}(m)
 	}
 }
@@ -146,7 +150,7 @@ func (k serveHooks) Trace(_ context.Context, stmt, result string) {
 	_ = k.s.send(fromStore{Type: "trace", ID: &k.id, Step: stmt, Result: result})
 }
 
-func (s *server) handle(ctx context.Context, st stores.Store, h Hello, m toStore) {
+func (s *server) handle(ctx context.Context, st stores.Store, h Hello, fence stores.Fence, m toStore) {
 	hooks := serveHooks{s: s, id: m.ID}
 	if len(h.Points) > 0 {
 		ctx = faults.WithHandler(ctx, hooks)
@@ -184,6 +188,14 @@ func (s *server) handle(ctx context.Context, st stores.Store, h Hello, m toStore
 		}
 		if d.Outcome == stores.Replay {
 			wd.Response = &d.Response
+		}
+		if d.Outcome == stores.Claimed && h.Fence {
+			n, ok := fence(d.Token)
+			if !ok {
+				s.reply(m.ID, nil, fmt.Errorf("begin: token %q carries no fencing number", d.Token))
+				return
+			}
+			wd.Fence = &n
 		}
 		s.reply(m.ID, &fromStore{Decision: &wd}, nil)
 	case "complete":
