@@ -1,6 +1,9 @@
 """An idempotency-key store in Python over Redis, checked by idemcheck.
 
-    idemcheck check --store exec --cmd "python3 examples/exec-py-redis/store.py"
+    idemcheck check --store exec --cmd "/usr/bin/python3 examples/exec-py-redis/store.py"
+
+(Debian's python3, where python3-redis installs; a python3 of pyenv or a
+virtualenv earlier in PATH may not see it.)
 
 idemcheck starts a Redis server and gives its host:port in the open
 request's addr (also in IDEM_STORE_ADDR); every store opened gets a
