@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/stores"
@@ -512,6 +513,9 @@ func (p *proc) hit(c *pending, id int64, point string) {
 }
 
 func (p *proc) send(m toStore) error {
+	if m.Type == "begin" && m.Request != nil && utf8.ValidString(m.Request.Fingerprint) {
+		return p.out.write(append(appendBegin(make([]byte, 0, 256), m.ID, m.Trace, m.Request), '\n'))
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err

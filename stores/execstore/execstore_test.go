@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,12 @@ func TestMain(m *testing.M) {
 			os.WriteFile(f+".tmp", []byte(fmt.Sprint(os.Getpid())), 0o644)
 			os.Rename(f+".tmp", f)
 		}
+		if f := os.Getenv("IDEM_EXECSTORE_TEST_CPUPROFILE"); f != "" { // the store's side of a benchmark
+			if out, err := os.Create(fmt.Sprintf("%s.%d", f, os.Getpid())); err == nil {
+				_ = pprof.StartCPUProfile(out)
+				defer pprof.StopCPUProfile()
+			}
+		}
 		err := execstore.Serve(context.Background(), os.Stdin, os.Stdout, memoryHello, nil, func(_ context.Context, cfg stores.Config, _ string) (stores.Store, error) {
 			s, err := memory.New(cfg)
 			if err != nil {
@@ -56,6 +63,7 @@ func TestMain(m *testing.M) {
 			}
 			return s, nil
 		})
+		pprof.StopCPUProfile()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -197,6 +197,10 @@ func (s *server) handle(ctx context.Context, st stores.Store, h Hello, fence sto
 			}
 			wd.Fence = &n
 		}
+		if b, ok := appendDecision(make([]byte, 0, 160), m.ID, &wd); ok {
+			_ = s.out.write(append(b, '\n'))
+			return
+		}
 		s.reply(m.ID, &fromStore{Decision: &wd}, nil)
 	case "complete":
 		if needKey() {
