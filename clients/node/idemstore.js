@@ -146,7 +146,9 @@ function serve(store, hello) {
     inflight.add(p);
     p.finally(() => inflight.delete(p));
   });
-  rl.on('close', () => closing || Promise.all(inflight).then(() => process.exit(0)));
+  // stdin ended without a close: idemcheck went away; stop at once (a
+  // request parked at a hit would wait forever).
+  rl.on('close', () => closing || process.exit(1));
 }
 
 module.exports = {serve, Fenced, InvalidKey, PROTOCOL};
