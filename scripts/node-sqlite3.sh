@@ -4,7 +4,8 @@
 #
 # Debian's package (apt-get install node-sqlite3) installs only beside
 # Debian's nodejs; a machine whose node comes from elsewhere cannot install
-# it (its dependencies want Debian's nodejs). The binding is N-API, which
+# it (its dependencies want Debian's nodejs), and trying could replace that
+# node. The binding is N-API, which
 # every node since 10 loads, so this takes the package's files instead
 # (apt-get download, no dependencies), drops the binding's link to Debian's
 # libnode (node itself provides the N-API functions) and loads the binding
@@ -16,10 +17,6 @@ if node -e 'require("sqlite3")' 2>/dev/null; then
 fi
 if NODE_PATH=$dest node -e 'require("sqlite3")' 2>/dev/null; then
 	echo "$dest"
-	exit 0
-fi
-if DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends node-sqlite3 >/dev/null 2>&1 &&
-	node -e 'require("sqlite3")' 2>/dev/null; then
 	exit 0
 fi
 tmp=$(mktemp -d)
