@@ -6,15 +6,18 @@
 #   make mutants [STORE=…] [SEED=1]       hunt every mutant of the store; the correct store must pass
 #   make mutants-20 [STORE=…] [SEED=1]    the same on 20 consecutive seeds: each mutant must die on every one
 #   make soak [STORE=…] [SEEDS=200]     every scenario on SEEDS seeds beside CPU hogs: 0 failures on a correct store
+#   make soak-flags [STORE=…] [DRAWS=100] [DRAW_SEED=1]   a property test of the harness: each run draws every
+#                    flag from its allowed range, beside CPU hogs: 0 failures on a correct store
 #   make determinism  every sched-* scenario 10 times per backend on one seed: the traces must be byte-identical
 #   make replicated [STORE=postgres-replicated|redis-replicated] [SEED=1]   the replicated gate: failover and
 #                    partition; the synchronous store must pass, the asynchronous configuration must fail
 #   make replicated-5 [REPL_SEEDS="1 2 3 4 5"]   the replicated gate on both backends and every seed
 #   make mutate [STORE=…] [SEED=1]      generated mutants of the store's own statements and scripts: the score (>= 95%)
 #   make lint        go vet, gofmt and staticcheck
-#   make check-http [HTTP_DURATION=6s] [SEED=1]  black-box mode: the example HTTP service (examples/httpsvc)
-#                    on 2 instances over a shared Redis, through faults: correct passes, each mutant fails
-#                    with the checker (and cause) that names its bug
+#   make check-http [HTTP_DURATION=6s] [SEED=1]  black-box mode: the example HTTP services in Go
+#                    (examples/httpsvc, over Redis), Python (examples/pysvc) and Node/Express (examples/nodesvc),
+#                    through faults: each correct variant passes, each mutant fails with the checker and cause
+#                    that names its bug
 #   make check-exec [SEED=1]   stores in other languages through the store protocol (docs/protocol.md): the
 #                    lesson card's store in JavaScript over SQLite and a Python store over Redis; each correct
 #                    store passes, each bug variant fails with the checkers named, demo shows the race
@@ -27,6 +30,8 @@ SCENARIO ?= all
 SEED     ?= 1
 LAB_SEEDS ?= 1-10
 SEEDS    ?= 200
+DRAWS    ?= 100
+DRAW_SEED ?= 1
 BENCHTIME ?= 1s
 COUNT    ?= 1
 GO       ?= go
@@ -39,7 +44,7 @@ RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/work
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite \
 	./harness/httpload ./harness/httpfault
 
-.PHONY: determinism soak check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate check-exec
+.PHONY: determinism soak soak-flags check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate check-exec
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -75,33 +80,24 @@ mutate: build servers-if-needed
 soak: build servers-if-needed
 	@./$(BIN) soak --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED) --seeds $(SEEDS); $(explain)
 
+soak-flags: build servers-if-needed
+	@./$(BIN) soak --store $(STORE) --random-flags --draw-seed $(DRAW_SEED) --seeds 1-$(DRAWS); $(explain)
+
 determinism: images
 	IDEM_REQUIRE_SERVERS=1 IDEM_DETERMINISM_RUNS=10 $(GO) test -count=1 -run TestScheduledRunsAreDeterministic -v ./harness
 
-# The example service of the black-box mode, and its mutants with the
-# checker and cause that must name each one's bug.
+# The example services of the black-box mode (Go, Python, Node/Express),
+# each correct variant and its mutants with the checker and cause that
+# must name each one's bug: examples/check-http.sh.
 HTTPSVC       := bin/httpsvc
 HTTP_DURATION ?= 6s
-HTTP_MUTANTS  := lock-in-process=at-most-once:concurrent no-fingerprint=status-codes:422-old-answer \
-	memory-map=at-most-once:after-done release-on-error=at-most-once:after-error
 
 httpsvc:
 	$(GO) build -o $(HTTPSVC) ./examples/httpsvc
 
 check-http: build httpsvc
 	@$(MAKE) --no-print-directory images
-	@fail=0; \
-	echo "== correct: every checker must pass"; \
-	./$(BIN) http --cmd "$(HTTPSVC) -variant correct" --instances 2 --server redis --duration $(HTTP_DURATION) --seed $(SEED) \
-		--out results/check-http/correct || { echo "check-http: the correct service FAILED"; fail=1; }; \
-	for m in $(HTTP_MUTANTS); do v=$${m%%=*}; exp=$${m#*=}; \
-		echo "== mutant $$v: $$exp must fail"; mkdir -p results/check-http/$$v; \
-		./$(BIN) http --cmd "$(HTTPSVC) -variant $$v" --instances 2 --server redis --duration $(HTTP_DURATION) --seed $(SEED) \
-			--expect $$exp --out results/check-http/$$v > results/check-http/$$v.out; rc=$$?; \
-		grep -E '^(PASS|FAIL|expected|NOT|     causes)' results/check-http/$$v.out; \
-		[ $$rc = 0 ] || { echo "check-http: mutant $$v SURVIVED (exit $$rc; see results/check-http/$$v/report.txt)"; fail=1; }; \
-	done; \
-	if [ $$fail = 0 ]; then echo "check-http: correct passed, every mutant failed as expected"; fi; exit $$fail
+	@HTTP_DURATION=$(HTTP_DURATION) SEED=$(SEED) examples/check-http.sh ./$(BIN) ./$(HTTPSVC)
 
 # The stores in other languages (examples/exec-*), run as child processes
 # speaking the store protocol: scripts/check-exec.sh says what each must do.

@@ -17,6 +17,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/harnesstest"
 	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/postgres"
@@ -28,7 +29,7 @@ import (
 // episode's scheduler choices, and the calls in the order they ran, each
 // with its client, key, fingerprint and answer. Times and tokens (random
 // by design) are left out.
-func scheduledTrace(t *testing.T, s harness.ScenarioResult) string {
+func scheduledTrace(t *testing.T, s results.ScenarioResult) string {
 	t.Helper()
 	var b strings.Builder
 	eps, err := json.Marshal(s.Episodes)
@@ -91,7 +92,7 @@ var chargeID = regexp.MustCompile(`\bch_[0-9]+\b`)
 // and only the order inside each one is the seed's. An episode's clients
 // have the ids from its FirstClient to the next episode's; the runner's
 // final probe comes last, key by key.
-func byEpisode(s harness.ScenarioResult) []history.Op {
+func byEpisode(s results.ScenarioResult) []history.Op {
 	ops := slices.Clone(s.History().Ops()) // Ops is shared: sort a copy
 	group := func(client int) int {
 		g := 0

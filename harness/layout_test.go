@@ -25,7 +25,7 @@ var heavy = []string{
 var light = []string{
 	"models", "stores", "faults", "harness/history", "harness/check", "harness/workload",
 	"harness/worker", "harness/nemesis", "harness/scenario", "harness/sched", "harness",
-	"harness/hunt", "harness/report", "harness/report/htmlreport", "harness/idemtest",
+	"harness/hunt", "harness/results", "harness/report", "harness/report/htmlreport", "harness/idemtest",
 	"harness/httpload", "harness/httpfault", "harness/httpcheck", "harness/httpreport", "harness/mutate",
 	"stores/execstore",
 }
@@ -40,13 +40,14 @@ var roles = map[string][]string{
 	"harness/worker":            {"harness/history", "harness/workload"},
 	"harness/nemesis":           {"harness/history", "harness/workload", "harness/worker"},
 	"harness/scenario":          {"harness/history", "harness/workload", "harness/worker", "harness/nemesis", "harness/sched"},
-	"harness":                   {"harness/history", "harness/check", "harness/workload", "harness/nemesis", "harness/scenario"},
-	"harness/report":            {"harness", "harness/history", "harness/check"},
-	"harness/report/htmlreport": {"harness", "harness/history", "harness/check"},
+	"harness/results":           {"harness/history", "harness/check", "harness/scenario"},
+	"harness":                   {"harness/history", "harness/check", "harness/workload", "harness/nemesis", "harness/scenario", "harness/results"},
+	"harness/report":            {"harness/results", "harness/history", "harness/check"},
+	"harness/report/htmlreport": {"harness/results", "harness/history", "harness/check"},
 	"harness/hunt": {"harness", "harness/history", "harness/check", "harness/workload", "harness/scenario",
 		"harness/sched", "harness/report"},
 	"harness/mutate":   {"harness", "harness/hunt", "harness/scenario"},
-	"harness/idemtest": {"harness", "harness/check", "harness/scenario", "harness/report", "harness/workload", "harness/nemesis"},
+	"harness/idemtest": {"harness", "harness/check", "harness/scenario", "harness/results", "harness/report", "harness/workload", "harness/nemesis"},
 	// The black-box (HTTP) run: its traffic and provider, its faults, its
 	// checkers and its report, in the same order.
 	"harness/httpload":   {"harness/history"},

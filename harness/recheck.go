@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,17 +9,20 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/results"
 )
 
 // LoadRun reads a results directory: its summary.json and, from its
-// history.jsonl, each scenario's history and ledger, attached to the
-// scenario's result (History and Ledger return them).
-func LoadRun(dir string) (*Summary, error) {
+// history.jsonl, each scenario run's history and ledger, attached to its
+// result by its identity (results.ID). A scenario run that recorded store
+// calls but whose history is not in history.jsonl is an error: a re-check
+// must judge what was run, never pass on nothing.
+func LoadRun(dir string) (*results.Summary, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
 		return nil, err
 	}
-	var sum Summary
+	var sum results.Summary
 	if err := json.Unmarshal(b, &sum); err != nil {
 		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "summary.json"), err)
 	}
@@ -31,29 +35,37 @@ func LoadRun(dir string) (*Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "history.jsonl"), err)
 	}
-	byName := map[string]history.Saved{}
+	byID := map[string]history.Saved{}
 	for _, s := range saved {
-		byName[s.Scenario] = s
+		byID[s.Scenario] = s
 	}
 	for i := range sum.Scenarios {
-		if s, ok := byName[sum.Scenarios[i].Name]; ok {
-			sum.Scenarios[i].hist, sum.Scenarios[i].ledger = s.Hist, s.Ledger
+		r := &sum.Scenarios[i]
+		s, ok := byID[r.ID().String()]
+		if !ok {
+			if r.Verdict != check.Skipped && r.Ops > 0 {
+				return nil, fmt.Errorf("%s: no history of %s, which recorded %d store calls: the run's files are incomplete",
+					filepath.Join(dir, "history.jsonl"), r.ID(), r.Ops)
+			}
+			continue
 		}
+		r.Attach(s.Hist, s.Ledger)
 	}
 	return &sum, nil
 }
 
 // Recheck judges a loaded run's histories again with the current
-// checkers, by the params each scenario was judged by, and returns the
-// new summary (the saved one is left as it was). A scenario that was
+// checkers (Judge), by the params each scenario was judged by, and returns
+// the new summary (the saved one is left as it was). A scenario that was
 // skipped, or has no history or params, keeps its saved result.
-func Recheck(saved *Summary) *Summary {
+func Recheck(ctx context.Context, saved *results.Summary) *results.Summary {
 	sum := *saved
-	sum.Scenarios = make([]ScenarioResult, len(saved.Scenarios))
+	sum.Scenarios = make([]results.ScenarioResult, len(saved.Scenarios))
 	sum.Violations = []check.Violation{}
 	for i, s := range saved.Scenarios {
-		if s.hist != nil && s.Check != nil && s.Verdict != check.Skipped {
-			s.judge(nil)
+		if s.History() != nil && s.Check != nil && s.Verdict != check.Skipped {
+			j := Judge(ctx, *s.Check, s.History(), s.Ledger(), nil, false)
+			s.Checkers, s.Violations, s.Verdict = j.Checkers, j.Violations, j.Verdict
 			if s.Error != "" && s.Verdict == check.Pass {
 				s.Verdict = check.Unknown // the workload did not finish, as when it ran
 			}

@@ -1,11 +1,17 @@
 package harness_test
 
 import (
+	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // TestRecheckSavedRuns re-checks saved runs (testdata/runs/<name>: a
@@ -27,7 +33,7 @@ func TestRecheckSavedRuns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := harness.Recheck(saved)
+			got := harness.Recheck(context.Background(), saved)
 			if got.Verdict != want || saved.Verdict != want {
 				t.Errorf("verdict %s when saved, %s now; want %s", saved.Verdict, got.Verdict, want)
 			}
@@ -50,5 +56,74 @@ func TestRecheckSavedRuns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecheckRepetitions runs two repetitions of two scenarios (--count 2)
+// on a correct SQLite store, writes the run as `idemcheck check` does, and
+// re-checks it: each repetition must keep its own history and files
+// (named by results.ID), so the re-check passes as the run did. Before
+// results had an identity, history.jsonl merged the repetitions and the
+// re-check failed with dozens of violations.
+func TestRecheckRepetitions(t *testing.T) {
+	o := harness.DefaultOptions()
+	b, err := stores.Lookup("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Backend, o.Addr, o.Keys, o.Count = b, t.TempDir(), 3, 2
+	o.Scenarios = []string{"race", "sched-race"}
+	sum, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Verdict != check.Pass || len(sum.Scenarios) != 4 {
+		t.Fatalf("the run: %s with %d scenario runs, want pass with 4", sum.Verdict, len(sum.Scenarios))
+	}
+	dir, err := report.PrepareRunDir(t.TempDir(), "sqlite", "correct", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.Write(sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"linearizability-race.html", "linearizability-race.2.html", "linearizability-sched-race.2.html"} {
+		if _, err := os.Stat(filepath.Join(dir.Path, f)); err != nil {
+			t.Errorf("the second repetition has no file of its own: %v", err)
+		}
+	}
+	saved, err := harness.LoadRun(dir.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := harness.Recheck(context.Background(), saved)
+	for i, s := range got.Scenarios {
+		if s.History() == nil || s.History().OpCount() != sum.Scenarios[i].Ops {
+			t.Errorf("%s: the re-check read another history than the run's (%d calls run)", s.ID(), sum.Scenarios[i].Ops)
+		}
+		if s.Verdict != check.Pass {
+			t.Errorf("%s: re-checked as %s with %d violations", s.ID(), s.Verdict, len(s.Violations))
+		}
+	}
+}
+
+// TestRecheckMissingHistory: a run whose history.jsonl lost a scenario
+// run that recorded calls cannot be re-checked (an error), never passed on
+// nothing.
+func TestRecheckMissingHistory(t *testing.T) {
+	src := filepath.Join("testdata", "runs", "correct")
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(src, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "history.jsonl"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := harness.LoadRun(dir); err == nil || !strings.Contains(err.Error(), "no history of") {
+		t.Errorf("an empty history.jsonl loaded without error (%v)", err)
 	}
 }

@@ -29,7 +29,8 @@ func TestMemoryCorrectPassesAll(t *testing.T) {
 func TestMemoryMutantsCaught(t *testing.T) {
 	for _, m := range []string{"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint", "no-takeover", "short-retention", "blind-takeover"} {
 		t.Run(m, func(t *testing.T) {
-			sc := stores.Mutants[m].Scenario
+			row, _ := stores.LookupMutant(m)
+			sc := row.Scenario
 			sum, err := harness.Run(context.Background(), memoryOptions(t, m, sc))
 			if err != nil {
 				t.Fatal(err)

@@ -67,6 +67,13 @@ type Input struct {
 	// Called is an Extend's call time on the caller's clock: the lease it
 	// renews starts no earlier (Now, after the call, is the latest).
 	Called time.Time `json:"called,omitempty"`
+	// Sent is a Begin's send time on the caller's clock (zero: not
+	// recorded). A caller-clock store decides by Now, stamped by the
+	// client before it sent the request: a claim sent late (a client not
+	// scheduled on a loaded machine) is already Sent-Now old when the
+	// store makes it, and its lease that much shorter. The model ignores
+	// it; the exclusive-execution checker counts that age as lease lost.
+	Sent time.Time `json:"sent,omitempty"`
 }
 
 // Output is what the call returned. Unknown means no answer came back

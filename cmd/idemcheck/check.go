@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
@@ -28,8 +31,8 @@ import (
 const checkHelp = `Usage: idemcheck check [flags]
 
 Runs scenarios against one store variant under concurrent clients and
-injected faults, records every call, and checks the history with seven
-checkers (idemcheck list shows them). Each run writes
+injected faults, records every call, and checks the history with every
+checker (idemcheck list shows them). Each run writes
 <out>/<time>-<store>-<variant>/ (summary.json, history.jsonl, report.md, the
 porcupine visualisation, and traces of violated keys) and points <out>/latest
 at it.
@@ -78,53 +81,65 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if *keep < 0 {
 		return exitUsage, usagef("--keep must not be negative, got %d", *keep)
 	}
-	dir, err := report.PrepareRunDir(*out, backend.Name, o.Variant, time.Now())
+	if *count < 1 {
+		return exitUsage, usagef("--count must be at least 1, got %d", *count)
+	}
+	if *parallel < 1 {
+		return exitUsage, usagef("--parallel must be at least 1, got %d", *parallel)
+	}
+	if err := writable(*junit); err != nil {
+		return exitUsage, usagef("--junit %s: %v", *junit, err)
+	}
+	started := time.Now()
+	dir, err := report.PrepareRunDir(*out, backend.Name, o.Variant, started)
 	if err != nil {
 		return exitUsage, err
 	}
-	if est := o.Estimate(); est > time.Minute && !*asJSON {
-		fmt.Fprintf(stderr, "idemcheck: this run will take about %v (%d scenario runs, LockTTL %v)\n", est.Round(time.Second), len(o.Plan()), o.LockTTL)
+	if !*asJSON {
+		warnCost(stderr, o)
 	}
+	var sum *results.Summary
 	cleanup, err := provision(ctx, &o, stderr)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Interrupted while its servers started: nothing ran, and the
+		// run says so, with its results directory, like any other.
+		sum = o.Unstarted(started)
+	case err != nil:
 		os.RemoveAll(dir.Path)
 		return exitUsage, err
-	}
-	defer cleanup()
-	if !*asJSON && isTerminal(stderr) {
-		o.Progress, o.ProgressEvery = func(p harness.Progress) { printProgress(stderr, p) }, 200*time.Millisecond
-	}
-	rctx, workers, protocolErr := execRun(ctx, ex, o.WorkerCommand)
-	o.WorkerCommand = workers
-	sum, err := harness.Run(rctx, o)
-	if o.Progress != nil {
-		fmt.Fprint(stderr, "\r\033[K") // the live line goes; the summary stays
-	}
-	if perr := protocolErr(); perr != nil {
-		os.RemoveAll(dir.Path)
-		return exitUsage, perr
-	}
-	if err != nil {
-		os.RemoveAll(dir.Path)
-		return exitUsage, err
+	default:
+		defer cleanup()
+		if !*asJSON && isTerminal(stderr) {
+			o.Progress, o.ProgressEvery = func(p harness.Progress) { printProgress(stderr, p) }, 200*time.Millisecond
+		}
+		rctx, workers, protocolErr := execRun(ctx, ex, o.WorkerCommand)
+		o.WorkerCommand = workers
+		sum, err = harness.Run(rctx, o)
+		if o.Progress != nil {
+			fmt.Fprint(stderr, "\r\033[K") // the live line goes; the summary stays
+		}
+		if perr := protocolErr(); perr != nil {
+			os.RemoveAll(dir.Path)
+			return exitUsage, perr
+		}
+		if err != nil {
+			os.RemoveAll(dir.Path)
+			return exitUsage, err
+		}
 	}
 	stamp(sum, append([]string{"idemcheck", "check"}, args...))
-	if err := dir.Write(sum); err != nil {
-		return exitUsage, fmt.Errorf("writing results to %s: %v", dir.Path, err)
-	}
-	if err := htmlreport.Write(dir.Path, sum); err != nil {
-		return exitUsage, fmt.Errorf("writing results to %s: %v", dir.Path, err)
-	}
-	if *junit != "" {
-		if err := report.WriteJUnit(*junit, sum); err != nil {
-			return exitUsage, fmt.Errorf("writing the JUnit report: %v", err)
-		}
+	code := verdictCode(sum)
+	// A report that cannot be written is said, and the verdict stands: CI
+	// must never read a found bug as a broken setup.
+	for _, err := range writeRun(dir, sum, *junit) {
+		fmt.Fprintf(stderr, "idemcheck: %v (the verdict stands)\n", err)
 	}
 	if *keep > 0 {
 		if removed, err := report.Prune(*out, *keep); err != nil {
 			fmt.Fprintf(stderr, "idemcheck: pruning old results in %s: %v\n", *out, err)
 		} else if removed > 0 && !*asJSON {
-			fmt.Fprintf(stderr, "idemcheck: removed %d old run(s) from %s (--keep %d)\n", removed, *out, *keep)
+			fmt.Fprintf(stderr, "idemcheck: removed %d old passing run(s) from %s (--keep %d)\n", removed, *out, *keep)
 		}
 	}
 	if *asJSON {
@@ -138,13 +153,73 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 		printReproduce(stdout, sum, o)
 	}
-	return verdictCode(sum), nil
+	return code, nil
+}
+
+// warnCost says, before a run starts, when it will take more than a
+// minute or hold more than 2 GB (harness.Options.Estimate and
+// EstimateCalls): a run that will exhaust the machine should not come as
+// a surprise.
+func warnCost(w io.Writer, o harness.Options) {
+	if est := o.Estimate(); est > time.Minute {
+		fmt.Fprintf(w, "idemcheck: this run will take about %v (%d scenario runs, LockTTL %v)\n", est.Round(time.Second), len(o.Plan()), o.LockTTL)
+	}
+	if calls := o.EstimateCalls(); calls*harness.BytesPerCall > 2<<30 {
+		fmt.Fprintf(w, "idemcheck: this run may record about %d store calls and hold about %.1f GB in memory until it ends; fewer --keys, --clients or --count hold less\n",
+			calls, float64(calls*harness.BytesPerCall)/(1<<30))
+	}
+}
+
+// writeRun writes a run's files: its results directory, its HTML report
+// and, if junit names a file, the JUnit report. It returns every error,
+// so that one file that cannot be written keeps none of the others back.
+func writeRun(dir *report.RunDir, sum *results.Summary, junit string) []error {
+	var errs []error
+	if err := dir.Write(sum); err != nil {
+		errs = append(errs, fmt.Errorf("writing results to %s: %v", dir.Path, err))
+	}
+	if err := htmlreport.Write(dir.Path, sum); err != nil {
+		errs = append(errs, fmt.Errorf("writing the HTML report to %s: %v", dir.Path, err))
+	}
+	if junit != "" {
+		if err := report.WriteJUnit(junit, sum); err != nil {
+			errs = append(errs, fmt.Errorf("writing the JUnit report: %v", err))
+		}
+	}
+	return errs
+}
+
+// writable reports why a file cannot be written at path ("" is nothing
+// to write): checked before a run, so that a report path that is wrong
+// fails at once (exit 2), not after the run (whose verdict must stand).
+func writable(path string) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("is a directory")
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".idemcheck-probe-*")
+	if err != nil {
+		return fmt.Errorf("cannot write there: %v", unwrapPath(err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// unwrapPath drops the operation and path a PathError repeats.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // verdictCode is the exit code of a run's verdict: 0 pass, 1 fail, 3 an
 // interrupted or undecided run (a violation found before an interrupt
 // still exits 1: it is true).
-func verdictCode(sum *harness.Summary) int {
+func verdictCode(sum *results.Summary) int {
 	switch {
 	case sum.Verdict == check.Fail:
 		return exitFail
@@ -156,7 +231,7 @@ func verdictCode(sum *harness.Summary) int {
 
 // stamp records where the run came from: the command line, this build,
 // the Go version.
-func stamp(sum *harness.Summary, argv []string) {
+func stamp(sum *results.Summary, argv []string) {
 	b := buildinfo.Get()
 	sum.Argv, sum.Version, sum.GoVersion, sum.Commit = argv, b.Version, b.GoVersion, b.Revision()
 }
@@ -165,14 +240,16 @@ func stamp(sum *harness.Summary, argv []string) {
 // that reproduce it: the check command for each failing scenario with
 // its seed and the run's shape, and the recheck command on the saved
 // history.
-func printReproduce(w io.Writer, sum *harness.Summary, o harness.Options) {
+func printReproduce(w io.Writer, sum *results.Summary, o harness.Options) {
 	if sum.Interrupted {
 		var done, cut []string
 		for _, s := range sum.Scenarios {
-			if strings.HasPrefix(s.Error, "interrupted") {
-				cut = append(cut, s.Name)
+			// Cut short: every run the interrupt left undecided, whether
+			// its workload or its checking was stopped.
+			if s.Verdict == check.Unknown {
+				cut = append(cut, s.ID().String())
 			} else {
-				done = append(done, s.Name)
+				done = append(done, s.ID().String())
 			}
 		}
 		fmt.Fprintf(w, "\nINTERRUPTED: %d scenario run(s) finished (%s); cut short: %s; %d never ran (%s)\n",
@@ -312,26 +389,29 @@ func provisionReplicated(ctx context.Context, o *harness.Options, stderr io.Writ
 	}, nil
 }
 
-func printSummary(w io.Writer, sum *harness.Summary) {
+func printSummary(w io.Writer, sum *results.Summary) {
 	fmt.Fprintf(w, "idemcheck check: store %s, variant %s, seed %d, %s, %s, LockTTL %s\n\n",
 		sum.Store, sum.Variant, sum.Seed, plural(sum.Clients, "client"), plural(sum.Keys, "key"), sum.LockTTL)
 	// Faults last: with every kind of fault, the column gets long.
 	nw := len("scenario")
 	for _, s := range sum.Scenarios {
-		nw = max(nw, len(s.Name))
+		nw = max(nw, len(s.ID().String()))
 	}
 	fmt.Fprintf(w, "  %-*s %-7s %6s %12s %6s  %s\n", nw, "scenario", "verdict", "ops", "concurrency", "time", "faults")
 	ops := 0
 	for _, s := range sum.Scenarios {
 		ops += s.Ops
 		if s.Verdict == check.Skipped {
-			fmt.Fprintf(w, "  %-*s %-7s %s\n", nw, s.Name, s.Verdict, s.Skipped)
+			fmt.Fprintf(w, "  %-*s %-7s %s\n", nw, s.ID(), s.Verdict, s.Skipped)
 			continue
 		}
-		fmt.Fprintf(w, "  %-*s %-7s %6d %12d %5.1fs  %s\n", nw, s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Seconds, faults(s.Faults))
+		fmt.Fprintf(w, "  %-*s %-7s %6d %12d %5.1fs  %s\n", nw, s.ID(), s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Seconds, faults(s.Faults))
+		if s.Verdict == check.Unknown {
+			fmt.Fprintf(w, "  %-*s   undecided: %s\n", nw, "", whyUndecided(s))
+		}
 	}
 	var scheduled, shorter, own []string
-	ttl := ""
+	var ttl results.Duration
 	for _, s := range sum.Scenarios {
 		if len(s.Schedule) > 0 {
 			scheduled = append(scheduled, s.Name)
@@ -339,7 +419,7 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 		if s.OwnServer {
 			own = append(own, s.Name)
 		}
-		if s.LockTTL != "" && s.LockTTL != sum.LockTTL {
+		if s.LockTTL != 0 && s.LockTTL != sum.LockTTL {
 			shorter, ttl = append(shorter, s.Name), s.LockTTL
 		}
 	}
@@ -378,16 +458,35 @@ func printSummary(w io.Writer, sum *harness.Summary) {
 			fmt.Fprintf(w, "  %s on %s: %s\n", v.Checker, v.Key, v.Detail)
 		}
 	}
-	if _, config := stores.ConfigMutants[sum.Variant]; config && len(sum.Violations) > 0 {
-		fmt.Fprintf(w, "\n%s is a configuration, not a bug in the store's code: %s\n", sum.Variant, stores.Mutants[sum.Variant].Bug)
+	if m, _ := stores.LookupMutant(sum.Variant); m.Side == stores.ConfigSide && len(sum.Violations) > 0 {
+		fmt.Fprintf(w, "\n%s is a configuration, not a bug in the store's code: %s\n", sum.Variant, m.Bug)
 	}
 	fmt.Fprintf(w, "\n%s: %s; %s, %.1fs elapsed. Results: %s\n",
 		strings.ToUpper(string(sum.Verdict)), countVerdicts(sum.Scenarios), plural(ops, "store call"), sum.Seconds, sum.Dir)
 }
 
+// whyUndecided says why a scenario run was left undecided: its error (an
+// interrupt, a workload that could not finish, a fault the machine could
+// not inject), and every checker that could not decide.
+func whyUndecided(s results.ScenarioResult) string {
+	var why []string
+	if s.Error != "" {
+		why = append(why, s.Error)
+	}
+	for _, c := range s.Checkers {
+		if c.Verdict == check.Unknown {
+			why = append(why, c.Checker+": "+c.Detail)
+		}
+	}
+	if len(why) == 0 {
+		return "no checker decided"
+	}
+	return strings.Join(why, "; ")
+}
+
 // countVerdicts says how the scenario runs ended, as a person counts them:
 // "15 scenarios passed, 3 skipped", "1 scenario failed, 14 passed".
-func countVerdicts(runs []harness.ScenarioResult) string {
+func countVerdicts(runs []results.ScenarioResult) string {
 	n := map[check.Verdict]int{}
 	for _, s := range runs {
 		n[s.Verdict]++

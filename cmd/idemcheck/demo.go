@@ -33,7 +33,7 @@ that ran before waits at, and the one the next client runs from.
 row between the lanes, the switches between the steps.
 
 The store defaults to sqlite, or to the one backend a mutant belongs to
-(split-claim and redis-no-persistence: redis; fence-not-incremented: lease).
+(%s).
 
 Mutants: %s
 
@@ -41,48 +41,41 @@ Exit codes: 0 the demo ran; 1 no checker caught the mutant; 2 bad usage or
 setup error.
 ` + execHelp
 
-// allMutants lists every mutant idemcheck list shows, once each: store
-// side, then configuration, then client side, each in the order the
-// backends list them (the backend with the most mutants first).
+// allMutants lists every mutant idemcheck list shows, once each, in the
+// order of stores.Catalogue (store side, then configuration, then client
+// side).
 func allMutants() []string {
-	var backends []stores.Backend
-	for _, name := range stores.Backends() {
-		b, _ := stores.Lookup(name)
-		backends = append(backends, b)
-	}
-	slices.SortStableFunc(backends, func(a, b stores.Backend) int { return len(b.Mutants) - len(a.Mutants) })
 	var out []string
-	for _, b := range backends {
-		for _, m := range hunt.MutantsFor(b) {
-			if !slices.Contains(out, m) {
-				out = append(out, m)
-			}
-		}
+	for _, m := range stores.Catalogue {
+		out = append(out, m.Name)
 	}
-	rank := map[string]int{"store": 0, "config": 1, "client": 2}
-	slices.SortStableFunc(out, func(a, b string) int {
-		_, sa, _ := hunt.MutantScenario(a)
-		_, sb, _ := hunt.MutantScenario(b)
-		return rank[sa] - rank[sb]
-	})
 	return out
 }
 
 // homeStore is the store a mutant's demo runs on by default: the one
 // backend it belongs to, else sqlite.
 func homeStore(mutant string) string {
-	if b, ok := stores.OnlyOn[mutant]; ok {
-		return b
-	}
-	if b, ok := stores.ConfigMutants[mutant]; ok {
-		return b
+	if m, _ := stores.LookupMutant(mutant); len(m.On) == 1 {
+		return m.On[0]
 	}
 	return "sqlite"
 }
 
+// ownHomes names the mutants of one backend each, with that backend, for
+// the demo's help.
+func ownHomes() string {
+	var out []string
+	for _, m := range stores.Catalogue {
+		if home := homeStore(m.Name); home != "sqlite" {
+			out = append(out, m.Name+": "+home)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	all := allMutants()
-	help := fmt.Sprintf(demoHelp, strings.Join(hunt.ScriptedDemos(), ", "), strings.Join(all, ", "))
+	help := fmt.Sprintf(demoHelp, strings.Join(hunt.ScriptedDemos(), ", "), ownHomes(), strings.Join(all, ", "))
 	fs := newFlagSet("demo", help)
 	store := fs.String("store", "", "store backend: "+strings.Join(stores.Backends(), ", ")+" (default: sqlite, or the mutant's own backend)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")

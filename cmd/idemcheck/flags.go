@@ -143,8 +143,11 @@ type shardFlag struct {
 	Index, Of int // 1-based; Of 0: not sharded
 }
 
-// shardHelp is --shard's usage line.
-const shardHelp = "do only shard i of n of the work (i/n, 1 ≤ i ≤ n); `idemcheck merge` joins the shards' --json reports"
+// shardHelp is --shard's usage line. Its one back-quoted word is the
+// value's name in the flag list ("-shard i/n"): the flag package takes the
+// first back-quoted word of a usage line for it, so a command name quoted
+// so printed as "-shard idemcheck merge".
+const shardHelp = "do only shard `i/n` of the work (1 ≤ i ≤ n); 'idemcheck merge' joins the shards' --json reports"
 
 func (s *shardFlag) String() string {
 	if s.Of == 0 {

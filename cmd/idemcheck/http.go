@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,18 +27,36 @@ import (
 	"github.com/idemcheck/idemcheck/harness/servers"
 )
 
-const httpHelp = `idemcheck http: test an HTTP service's Idempotency-Key handling from outside.
+const httpHelp = `Usage: idemcheck http --target URL [--target URL ...] [flags]
+       idemcheck http --cmd "command" [--instances N] [--server redis|postgres] [flags]
+       idemcheck http --config FILE [flags]
 
-Concurrent clients POST JSON orders {"order": "...", "amount": N} with an
-Idempotency-Key header to the service's instances, each behind its own
-fault proxy (latency, resets, lost replies); they retry with the same key,
-reuse keys with other bodies, and send missing and over-long keys. The
-service charges each order at a fake payment provider that idemcheck
-serves on 127.0.0.1 (its URL is in IDEM_PROVIDER_URL when idemcheck starts
-the instances, or at --provider-port), and the provider counts the effects.
-The checkers judge the requests, answers and effects: at most one charge
-per order, replay fidelity, 400/409/422 as the Idempotency-Key draft says,
-and liveness once the faults heal.
+Tests an HTTP service's Idempotency-Key handling from outside.
+
+Concurrent clients send orders with an Idempotency-Key header to the
+service's instances, each behind its own fault proxy (latency, resets,
+lost replies); they retry with the same key, reuse keys with other bodies,
+and send missing and over-long keys. The service charges each order at a
+fake payment provider that idemcheck serves on 127.0.0.1 (its URL is in
+IDEM_PROVIDER_URL when idemcheck starts the instances, or at
+--provider-port): POST {"order": "<the order>"} (or a form order=...), and
+it answers {"charge": "ch_N"}, or 503 for a failure it draws after the
+charge went through. Its ledger is the witness: at most one charge per
+order, replay fidelity, 400/409/422 as the Idempotency-Key draft says, and
+liveness once the faults heal (a 409, 423, 429, or a 5xx the provider
+does not explain, after healing, is a stuck key). A run in which most keys
+got no success fails first: nothing was tested.
+
+The request as the service expects it (docs/http-requests.md):
+  --method POST --path /orders -H "Authorization: Bearer x" (repeatable)
+  --key-format uuid|ulid|PATTERN   (PATTERN: %d sequence, %x random hex,
+        %s the run's id; e.g. "pay_%s_%06d")
+  --body '{"payment":{"currency":"EUR"}}' --order-at payment.ref
+        --amount-at payment.cents   (JSON paths), or --body-type form
+        --body "currency=EUR" --order-at ref --amount-at cents
+  --key required|optional  --max-key-len N (0: no limit)
+  --inflight-ttl D         how long a key stays in flight after its owner
+        died: the final probes (--settle) run at least that long
 
 Targets, either:
   --target URL [--target URL ...]   instances someone else started
@@ -45,20 +64,37 @@ Targets, either:
         PORT (also "{port}" in the command), IDEM_PROVIDER_URL, IDEM_INSTANCE
         and IDEM_NAMESPACE set, and kills, pauses and restarts them
   --config FILE                     the same as JSON: {"targets": [...]} or
-        {"cmd": "...", "instances": N, "path": "/orders", "server": "redis"}
+        {"cmd": "...", "instances": N, "path": "/orders", "server": "redis"},
+        and the request: "method", "headers": ["Name: value"], "key_format",
+        "body", "body_type", "order_at", "amount_at", "key",
+        "max_key_len", "inflight_ttl", "settle"
+
+An instance started with --cmd that exits by itself is recorded (time,
+exit status, the tail of its log), restarted, and the run goes on.
 
 Exit codes: 0 every checker passed (or, with --expect, the expected checker
-failed), 1 a violation (or, with --expect, it did not show), 2 bad usage or
-a bad target, 3 interrupted.
+failed), 1 a violation (or, with --expect, it did not show), 2 bad usage, a
+bad target, or a service that never answered, 3 interrupted.
 `
 
 // httpConfig is the --config file; flags given on the command line win.
 type httpConfig struct {
-	Targets   []string `json:"targets"`
-	Cmd       string   `json:"cmd"`
-	Instances int      `json:"instances"`
-	Path      string   `json:"path"`
-	Server    string   `json:"server"`
+	Targets     []string        `json:"targets"`
+	Cmd         string          `json:"cmd"`
+	Instances   int             `json:"instances"`
+	Path        string          `json:"path"`
+	Server      string          `json:"server"`
+	Method      string          `json:"method"`
+	Headers     []string        `json:"headers"`
+	KeyFormat   string          `json:"key_format"`
+	Body        json.RawMessage `json:"body"` // a JSON object, or a string (a form)
+	BodyType    string          `json:"body_type"`
+	OrderAt     string          `json:"order_at"`
+	AmountAt    string          `json:"amount_at"`
+	Key         string          `json:"key"`
+	MaxKeyLen   *int            `json:"max_key_len"`
+	InFlightTTL string          `json:"inflight_ttl"`
+	Settle      string          `json:"settle"`
 }
 
 type stringList []string
@@ -79,7 +115,18 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	clients := fs.Int("clients", 8, "concurrent clients")
 	seed := fs.Int64("seed", 1, "seed of the workload, the provider and the fault schedule")
 	random := fs.Bool("random", false, "spread requests over the instances at random (default round-robin)")
-	maxKey := fs.Int("max-key-len", 255, "longest key the service accepts; longer keys must get 400 (0: send none)")
+	maxKey := fs.Int("max-key-len", 255, "longest key the service accepts; longer keys must get 400 (0: no limit declared, none sent)")
+	method := fs.String("method", "POST", "HTTP method of every request")
+	var headers stringList
+	fs.Var(&headers, "H", `header sent with every request, "Name: value" (repeatable)`)
+	fs.Var(&headers, "header", `the same as -H`)
+	keyFormat := fs.String("key-format", httpload.KeyUUID, "keys: uuid (v4), ulid, or a pattern (%d sequence, %x random hex, %s run id)")
+	bodyTmpl := fs.String("body", "", "body template: a JSON object, or a form (a=b&c=d) with --body-type form")
+	bodyType := fs.String("body-type", httpload.BodyJSON, "json or form")
+	orderAt := fs.String("order-at", "order", "where the order goes: a dotted JSON path, or a form field")
+	amountAt := fs.String("amount-at", "amount", "where the amount (an integer) goes")
+	keyPolicy := fs.String("key", "required", "required (a request without a key must get 400) or optional (served as a plain request)")
+	inflightTTL := fs.Duration("inflight-ttl", 0, "how long the service keeps a key in flight after its owner died (0: not declared); the final probes run at least that long")
 	netFaults := fs.Bool("net-faults", true, "latency, resets and lost replies on each instance's proxy")
 	procFaults := fs.Bool("process-faults", true, "kill, pause and restart instances started with --cmd")
 	gap := fs.Duration("fault-gap", 800*time.Millisecond, "mean time between two faults")
@@ -90,6 +137,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	timeout := fs.Duration("timeout", 3*time.Second, "timeout of one request")
 	attempts := fs.Int("attempts", 6, "attempts per operation (retries use the same key and body)")
 	settle := fs.Duration("settle", 10*time.Second, "how long the final probes may take once every fault healed")
+	startTimeout := fs.Duration("start-timeout", time.Minute, "how long an instance started with --cmd may take to answer HTTP (at the start, after a kill, after a crash)")
 	out := fs.String("out", "", "directory for report.txt, history.jsonl, summary.json and instance logs (default results/http-<time>)")
 	expect := fs.String("expect", "", "checker[:cause] that must fail (for mutants): exit 0 if it does, 1 if not")
 	if err := parse(fs, httpHelp, args, stdout); err != nil {
@@ -97,6 +145,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	settleDur := *settle
 	if *config != "" {
 		b, err := os.ReadFile(*config)
 		if err != nil {
@@ -123,7 +172,72 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if *server == "" {
 			*server = c.Server
 		}
+		strs := []struct {
+			flag string
+			dst  *string
+			v    string
+		}{{"method", method, c.Method}, {"key-format", keyFormat, c.KeyFormat}, {"body-type", bodyType, c.BodyType},
+			{"order-at", orderAt, c.OrderAt}, {"amount-at", amountAt, c.AmountAt}, {"key", keyPolicy, c.Key}}
+		for _, f := range strs {
+			if !set[f.flag] && f.v != "" {
+				*f.dst = f.v
+			}
+		}
+		if !set["H"] && !set["header"] {
+			headers = c.Headers
+		}
+		if !set["body"] && len(c.Body) > 0 {
+			var str string
+			if json.Unmarshal(c.Body, &str) == nil {
+				*bodyTmpl = str
+			} else {
+				*bodyTmpl = string(c.Body)
+			}
+		}
+		if !set["max-key-len"] && c.MaxKeyLen != nil {
+			*maxKey = *c.MaxKeyLen
+		}
+		for _, d := range []struct {
+			flag string
+			dst  *time.Duration
+			v    string
+		}{{"inflight-ttl", inflightTTL, c.InFlightTTL}, {"settle", settle, c.Settle}} {
+			if set[d.flag] || d.v == "" {
+				continue
+			}
+			v, err := time.ParseDuration(d.v)
+			if err != nil {
+				return exitUsage, usagef("http: --config %s: %s: %v", *config, d.flag, err)
+			}
+			*d.dst = v
+		}
+		settleDur = *settle
 	}
+	hdr := http.Header{}
+	for _, h := range headers {
+		name, value, ok := strings.Cut(h, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return exitUsage, usagef("http: -H %q: want \"Name: value\"", h)
+		}
+		hdr.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	if *keyPolicy != "required" && *keyPolicy != "optional" {
+		return exitUsage, usagef("http: --key %q: want required or optional", *keyPolicy)
+	}
+	reqShape, err := httpload.Request{Method: *method, Header: hdr, KeyFormat: *keyFormat, BodyType: *bodyType, Body: *bodyTmpl,
+		OrderAt: *orderAt, AmountAt: *amountAt, KeyOptional: *keyPolicy == "optional"}.Normalize()
+	if err != nil {
+		return exitUsage, usagef("http: %v", err)
+	}
+	if *maxKey < 0 || *inflightTTL < 0 || *settle <= 0 {
+		return exitUsage, usagef("http: --max-key-len and --inflight-ttl must not be negative, --settle must be positive")
+	}
+	// The in-flight TTL bounds the final probes: a key a killed instance
+	// left in flight is released only then.
+	if floor := *inflightTTL + 2*time.Second; *inflightTTL > 0 && settleDur < floor {
+		settleDur = floor
+	}
+	policy := httpcheck.Policy{KeyOptional: reqShape.KeyOptional, InFlightTTL: *inflightTTL, Settle: settleDur}
 	switch {
 	case len(targets) == 0 && *command == "":
 		return exitUsage, usagef("http: give --target URL (one per instance), --cmd \"…\" --instances N, or --config FILE")
@@ -131,7 +245,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, usagef("http: give either --target or --cmd, not both")
 	case *command != "" && *instances < 1:
 		return exitUsage, usagef("http: --instances must be at least 1")
-	case *server != "" && *server != "redis" && *server != "postgres":
+	case *server != "" && !servers.Kind(*server).Known():
 		return exitUsage, usagef("http: --server %q: want redis or postgres", *server)
 	case *clients < 1 || *duration <= 0 || *gap <= 0 || *window <= 0 || *provFail < 0 || *provFail > 1:
 		return exitUsage, usagef("http: --clients, --duration, --fault-gap and --fault-window must be positive and --provider-fail in [0, 1]")
@@ -167,8 +281,9 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	var names, direct []string
 	var insts []*httpfault.Instance
 	ready := func(ctx context.Context, in *httpfault.Instance) error {
-		return in.Ready(ctx, 20*time.Second, func(ctx context.Context, u string) error { return httpload.Ping(ctx, u, time.Second) })
+		return in.Ready(ctx, *startTimeout, func(ctx context.Context, u string) error { return httpload.Ping(ctx, u, time.Second) })
 	}
+	sup := httpfault.NewSupervisor(ctx, h, ready)
 	if *command != "" {
 		env := []string{"IDEM_NAMESPACE=" + runID}
 		if *server != "" {
@@ -202,10 +317,12 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 			names = append(names, name)
 			direct = append(direct, "http://"+in.Addr()+*path)
 		}
+		defer sup.Stop() // before the instances' kills: nothing restarted behind them
 		for _, in := range insts {
 			if err := ready(ctx, in); err != nil {
 				return exitUsage, fmt.Errorf("http: %v (its log: %s)", err, filepath.Join(dir, in.Name+".log"))
 			}
+			sup.Watch(in) // from now on an exit is a crash: recorded and restarted
 		}
 	} else {
 		for i, t := range targets {
@@ -242,14 +359,15 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 
 	load, err := httpload.New(httpload.Config{Targets: loadTargets, Clients: *clients, Duration: *duration, Seed: *seed,
-		RunID: runID, Random: *random, MaxKeyLen: *maxKey, Timeout: *timeout, MaxAttempts: *attempts, Mix: httpload.DefaultMix}, h)
+		RunID: runID, Random: *random, MaxKeyLen: *maxKey, Timeout: *timeout, MaxAttempts: *attempts, Mix: httpload.DefaultMix,
+		Request: reqShape}, h)
 	if err != nil {
 		return exitUsage, usagef("http: %v", err)
 	}
 	sched := httpfault.Schedule{Seed: *seed, Process: *procFaults && *command != "", Network: *netFaults, Gap: *gap, Window: *window, Ready: ready}
 	fctx, stopFaults := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	var faultErr error
+	var problems []string
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -258,25 +376,29 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	go func() {
 		defer wg.Done()
 		if insts == nil {
-			faultErr = sched.Run(fctx, h, names, nil, proxies)
+			problems = sched.Run(fctx, h, names, nil, proxies)
 		} else {
-			faultErr = sched.Run(fctx, h, names, insts, proxies)
+			problems = sched.Run(fctx, h, names, insts, proxies)
 		}
 	}()
 	load.Run(ctx)
 	stopFaults()
 	wg.Wait()
-	if faultErr != nil {
-		return exitUsage, fmt.Errorf("http: %v", faultErr)
-	}
+	sup.Wait() // restarts after crashes: the probes come once every instance is back
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "idemcheck http: interrupted")
 		return exitUnknown, nil
 	}
-	probed := load.Probe(ctx, *settle)
+	probed := load.Probe(ctx, settleDur)
+	sup.Wait()
+	if !anyAnswer(h.Exchanges()) {
+		return exitUsage, fmt.Errorf("http: the service never answered a request (see the instance logs in %s)", dir)
+	}
 
-	results := httpcheck.Run(httpcheck.Evidence{Hist: h, Ledger: ledger})
-	run := httpreport.Run{Targets: direct, Seed: *seed, Duration: duration.String(), Clients: *clients, Command: *command}
+	results := httpcheck.Run(httpcheck.Evidence{Hist: h, Ledger: ledger, Policy: policy})
+	run := httpreport.Run{Targets: direct, Seed: *seed, Duration: duration.String(), Clients: *clients, Command: *command,
+		Declared: declarations(reqShape, *path, *command != "", *maxKey, *inflightTTL, settleDur), Policy: policy,
+		Crashes: sup.Crashes(), Problems: problems}
 	if err := httpreport.Write(stdout, run, h, ledger, results); err != nil {
 		return exitUsage, err
 	}
@@ -303,4 +425,69 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	fmt.Fprintf(stdout, "NOT as expected: %s did not fail with cause %q\n", expChecker, expCause)
 	return exitFail, nil
+}
+
+// anyAnswer reports whether any request got an HTTP answer.
+func anyAnswer(xs []history.Exchange) bool {
+	for _, x := range xs {
+		if x.Answered() {
+			return true
+		}
+	}
+	return false
+}
+
+// declarations says, one line each, the request and the policy the run
+// assumed, and what each declaration widens: the report prints them.
+func declarations(r httpload.Request, path string, started bool, maxKey int, ttl, settle time.Duration) []string {
+	where := "each --target URL"
+	if started {
+		where = path
+	}
+	body := fmt.Sprintf("a JSON body %s with the order at %q and the amount at %q", orNone(r.Body), r.OrderAt, r.AmountAt)
+	if r.BodyType == httpload.BodyForm {
+		body = fmt.Sprintf("a form body %s with the order in %q and the amount in %q", orNone(r.Body), r.OrderAt, r.AmountAt)
+	}
+	out := []string{fmt.Sprintf("request: %s %s, %s", r.Method, where, body)}
+	if len(r.Header) > 0 {
+		names := make([]string, 0, len(r.Header))
+		for n := range r.Header {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		out = append(out, "headers: "+strings.Join(names, ", ")+" (values not shown)")
+	}
+	kf := r.KeyFormat
+	switch kf {
+	case httpload.KeyUUID:
+		kf = "UUID v4"
+	case httpload.KeyULID:
+		kf = "ULID"
+	default:
+		kf = fmt.Sprintf("the pattern %q", kf)
+	}
+	out = append(out, "keys: "+kf+" in Idempotency-Key")
+	if r.KeyOptional {
+		out = append(out, "key optional: a request without one is served as a plain request (widens: no 400 asked for it)")
+	} else {
+		out = append(out, "key required: a request without one must get 400")
+	}
+	if maxKey > 0 {
+		out = append(out, fmt.Sprintf("max key length: %d bytes (a longer key must get 400)", maxKey))
+	} else {
+		out = append(out, "max key length: none declared (widens: no over-long key sent)")
+	}
+	if ttl > 0 {
+		out = append(out, fmt.Sprintf("in-flight TTL: %v (widens: a key may stay in flight that long after its owner died; the final probes ran up to %v)", ttl, settle))
+	} else {
+		out = append(out, fmt.Sprintf("in-flight TTL: not declared (the final probes ran up to --settle %v: a key held longer fails liveness)", settle))
+	}
+	return out
+}
+
+func orNone(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "{}"
+	}
+	return s
 }

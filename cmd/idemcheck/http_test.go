@@ -2,6 +2,8 @@ package main
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -45,6 +47,144 @@ func TestHTTPBadTarget(t *testing.T) {
 		}
 		if lines := strings.Count(strings.TrimSpace(stderr), "\n") + 1; lines != 1 || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%s: stderr %q: want one line saying %q", tc.url, stderr, tc.want)
+		}
+	}
+}
+
+// blackbox runs idemcheck http against the test service mode (started
+// from this test binary), with extra flags, and returns the exit code,
+// stdout and the report.
+func blackbox(t *testing.T, mode string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	out := t.TempDir()
+	base := []string{"http", "--cmd", serviceCmd(t, mode, env...), "--instances", "1", "--duration", "2s", "--settle", "3s",
+		"--clients", "4", "--out", out, "--seed", "3"}
+	code, stdout, stderr := runCLI(t, append(base, args...)...)
+	report, err := os.ReadFile(filepath.Join(out, "report.txt"))
+	if err != nil {
+		t.Fatalf("%s: no report (exit %d, stderr %q): %v", mode, code, stderr, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.html")); err != nil {
+		t.Errorf("%s: no report.html: %v", mode, err)
+	}
+	return code, stdout, string(report)
+}
+
+// TestHTTPRequestShapeFromFlags: a service that accepts only UUID keys,
+// wants an Authorization header and a form body, and answers with its own
+// payment id, passes with flags alone; without them it answers 400 to
+// everything, and the run fails first with "nothing was tested".
+func TestHTTPRequestShapeFromFlags(t *testing.T) {
+	shape := []string{"--process-faults=false", "-H", "Authorization: Bearer s3cret", "--body-type", "form", "--body", "currency=EUR",
+		"--order-at", "ref", "--amount-at", "cents"}
+	code, stdout, report := blackbox(t, "strict", nil, shape...)
+	if code != exitPass {
+		t.Fatalf("the strict service with its request declared: exit %d:\n%s", code, stdout)
+	}
+	for _, want := range []string{"declared request: POST", "form body", "headers: Authorization (values not shown)", "keys: UUID v4", "PASS at-most-once"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	if strings.Contains(report, "s3cret") {
+		t.Error("the report shows the Authorization header's value")
+	}
+	code, _, report = blackbox(t, "strict", nil, "--process-faults=false", "--net-faults=false")
+	if code != exitFail || !strings.HasPrefix(report, "NOTHING TESTED: the service answered 401 to ") {
+		t.Fatalf("the strict service without its request: exit %d, report:\n%s", code, report)
+	}
+}
+
+// TestHTTPDeadService: a service that answers 500 to every keyed request
+// fails, saying so first, and fails liveness with the status.
+func TestHTTPDeadService(t *testing.T) {
+	code, _, report := blackbox(t, "dead500", nil, "--net-faults=false", "--process-faults=false")
+	if code != exitFail || !strings.HasPrefix(report, "NOTHING TESTED: the service answered 500 to ") {
+		t.Fatalf("exit %d, report:\n%s", code, report)
+	}
+	if !strings.Contains(report, "FAIL liveness") || !strings.Contains(report, "server-error") {
+		t.Errorf("liveness does not fail with server-error:\n%s", report)
+	}
+}
+
+// TestHTTPLockedAfterKill: locks left by killed instances answer 423
+// forever: liveness fails with cause locked.
+func TestHTTPLockedAfterKill(t *testing.T) {
+	code, _, report := blackbox(t, "lock423", []string{"IDEM_TEST_DIR=" + t.TempDir()}, "--net-faults=false",
+		"--fault-gap", "250ms", "--fault-window", "100ms", "--provider-latency", "150ms", "--provider-fail", "0")
+	if code != exitFail || !strings.Contains(report, "FAIL liveness") || !strings.Contains(report, "locked") || !strings.Contains(report, "423 (still locked)") {
+		t.Fatalf("exit %d, report:\n%s", code, report)
+	}
+}
+
+// TestHTTPOwnIDForgetsOnRestart: the strict service keeps its records in
+// memory and answers with its own payment id: a key answered before a
+// kill is charged again after the restart, and at-most-once fails
+// (after-done), whatever the answers say.
+func TestHTTPOwnIDForgetsOnRestart(t *testing.T) {
+	code, _, report := blackbox(t, "strict", nil, "-H", "Authorization: Bearer s3cret", "--body-type", "form",
+		"--order-at", "ref", "--amount-at", "cents", "--net-faults=false", "--fault-gap", "300ms", "--fault-window", "100ms")
+	if code != exitFail || !strings.Contains(report, "FAIL at-most-once") || !strings.Contains(report, "after-done") {
+		t.Fatalf("exit %d, report:\n%s", code, report)
+	}
+	if !strings.Contains(report, "no answer carries the provider's charge id") {
+		t.Errorf("the report does not say the answers never carry the charge id:\n%s", report)
+	}
+}
+
+// TestHTTPCrashIsAnEvent: an instance that exits by itself mid-run is in
+// the report (time, exit status, log tail), restarted, and the run ends
+// with a verdict (0 or 1), not 2.
+func TestHTTPCrashIsAnEvent(t *testing.T) {
+	code, _, report := blackbox(t, "crash", nil, "--net-faults=false", "--process-faults=false")
+	if code != exitPass && code != exitFail {
+		t.Fatalf("exit %d, report:\n%s", code, report)
+	}
+	for _, want := range []string{"CRASH: instance i1 exited by itself", "exit status 3", "boom: crashing on keyed request 5", "restarted, answering again"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+}
+
+// TestHTTPRecheck: a saved black-box run is judged again by recheck with
+// the policy it declared, and gets the same verdicts.
+func TestHTTPRecheck(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "http", "--cmd", serviceCmd(t, "dead500"), "--instances", "1", "--duration", "1s", "--settle", "1s",
+		"--clients", "2", "--net-faults=false", "--process-faults=false", "--key", "optional", "--out", out)
+	if code != exitFail {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, "recheck", out)
+	if code != exitFail || !strings.Contains(stdout, "answers          then FAIL  now FAIL") || strings.Contains(stdout, "(changed)") ||
+		!strings.Contains(stdout, "NOTHING TESTED") {
+		t.Fatalf("recheck: exit %d:\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "key optional") {
+		t.Errorf("recheck lost the declarations:\n%s", stdout)
+	}
+}
+
+// TestHTTPConfigFile: the request and the policy given in --config, as
+// on flags: the strict service passes, and the report prints each
+// declaration (the in-flight TTL raising --settle).
+func TestHTTPConfigFile(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "svc.json")
+	body := `{"cmd": "` + serviceCmd(t, "strict") + `", "instances": 1, "headers": ["Authorization: Bearer s3cret"],
+		"body_type": "form", "body": "currency=EUR", "order_at": "ref", "amount_at": "cents", "key_format": "uuid",
+		"max_key_len": 64, "inflight_ttl": "2s", "settle": "1s"}`
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "http", "--config", cfg, "--duration", "1s", "--clients", "2", "--process-faults=false", "--out", out)
+	if code != exitPass {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"headers: Authorization", "max key length: 64 bytes", "in-flight TTL: 2s", "final probes ran up to 4s", `order in "ref"`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout)
 		}
 	}
 }

@@ -8,9 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/idemcheck/idemcheck/harness/check"
-	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/scenario"
-	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -48,7 +46,7 @@ type listMutant struct {
 	// Stores it runs on.
 	Stores   []string `json:"stores"`
 	Scenario string   `json:"scenario"`
-	// Checker is the checker that catches it (hunt.Catcher).
+	// Checker is the checker expected to catch it (stores.Mutant's Checker).
 	Checker string `json:"checker"`
 	Bug     string `json:"bug"`
 }
@@ -72,7 +70,7 @@ func cmdList(args []string, stdout io.Writer) error {
 	fmt.Fprintln(tw, "Stores:")
 	fmt.Fprintln(tw, "  name\tdata in\tclock\tvariants")
 	for _, s := range l.Stores {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\tcorrect and %d store-side mutants\n", s.Name, s.Lives, s.Clock, len(s.Variants)-1)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", s.Name, s.Lives, s.Clock, variantsCell(s.Variants))
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout, "  (and each runs every client-side mutant: the correct store with clients that make the mistake)")
@@ -108,6 +106,36 @@ func cmdList(args []string, stdout io.Writer) error {
 	return tw.Flush()
 }
 
+// variantsCell counts a store's mutants by side, beside its correct
+// variant: "correct and N store-side mutants", "correct, N store-side
+// mutants and M configuration mutants" (a configuration mutant is not a
+// bug in the store's code, so it is not counted as one).
+func variantsCell(variants []string) string {
+	var store, config int
+	for _, v := range variants {
+		switch m, _ := stores.LookupMutant(v); m.Side {
+		case stores.StoreSide:
+			store++
+		case stores.ConfigSide:
+			config++
+		}
+	}
+	var parts []string
+	if store > 0 {
+		parts = append(parts, plural(store, "store-side mutant"))
+	}
+	if config > 0 {
+		parts = append(parts, plural(config, "configuration mutant"))
+	}
+	switch len(parts) {
+	case 0:
+		return "correct only"
+	case 1:
+		return "correct and " + parts[0]
+	}
+	return "correct, " + parts[0] + " and " + parts[1]
+}
+
 // storesCell prints a mutant's stores: "all", or "all but X" when it
 // misses one store.
 func storesCell(names []string) string {
@@ -130,23 +158,19 @@ func storesCell(names []string) string {
 // buildListing gathers what list prints.
 func buildListing() listing {
 	var l listing
-	on := map[string][]string{}
-	for _, name := range stores.Backends() {
+	backends := stores.Backends()
+	for _, name := range backends {
 		b, _ := stores.Lookup(name)
 		l.Stores = append(l.Stores, listStore{Name: name, Clock: string(b.Clock), Lives: string(b.Lives), Variants: b.Variants()})
-		for _, m := range hunt.MutantsFor(b) {
-			on[m] = append(on[m], name)
-		}
 	}
-	for _, m := range allMutants() {
-		sc, side, _ := hunt.MutantScenario(m)
-		bug := ""
-		if cm, ok := workload.LookupClientMutant(m); ok {
-			bug = cm.Bug
-		} else {
-			bug = stores.Mutants[m].Bug
+	for _, m := range stores.Catalogue {
+		var on []string
+		for _, name := range backends {
+			if m.RunsOn(name) {
+				on = append(on, name)
+			}
 		}
-		l.Mutants = append(l.Mutants, listMutant{Name: m, Side: side, Stores: on[m], Scenario: sc, Checker: hunt.Catcher[m], Bug: bug})
+		l.Mutants = append(l.Mutants, listMutant{Name: m.Name, Side: string(m.Side), Stores: on, Scenario: m.Scenario, Checker: m.Checker, Bug: m.Bug})
 	}
 	for _, s := range scenario.All {
 		l.Scenarios = append(l.Scenarios, listItem{s.Name, s.Doc})

@@ -55,10 +55,37 @@ Exit codes: 0 pass, 1 violation found, 2 bad usage or setup error, 3 undecided.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(os.Stderr, func() { os.Exit(exitUnknown) })
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// interruptible returns a context that the first SIGINT or SIGTERM
+// cancels: a command then finishes what ran, writes what it recorded and
+// exits 3. A second signal calls exit at once (containers it started are
+// removed by the next run, see servers.Reap). stop stops listening.
+func interruptible(stderr io.Writer, exit func()) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sig:
+			fmt.Fprintf(stderr, "\nidemcheck: %v: stopping; the results of what ran are being written (%v again to stop at once)\n", s, s)
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sig:
+			fmt.Fprintf(stderr, "idemcheck: %v again: stopped at once\n", s)
+			exit()
+		case <-done:
+		}
+	}()
+	return ctx, func() { signal.Stop(sig); close(done); cancel() }
 }
 
 // run is main without the process: testable.

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -43,6 +46,10 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 		{"zero clients", []string{"check", "--store", "memory", "--clients", "0", "--out", out}, "--clients"},
 		{"negative keys", []string{"check", "--store", "memory", "--keys", "-3", "--out", out}, "--keys"},
 		{"bad number", []string{"check", "--clients", "many", "--out", out}, "invalid value"},
+		{"zero count", []string{"check", "--store", "memory", "--count", "0", "--out", out}, "--count"},
+		{"zero parallel", []string{"check", "--store", "memory", "--parallel", "0", "--out", out}, "--parallel"},
+		{"unwritable junit", []string{"check", "--store", "memory", "--junit", filepath.Join(file, "x.xml"), "--out", out}, "--junit"},
+		{"junit in a missing directory", []string{"check", "--store", "memory", "--junit", "/nonexistent/x.xml", "--out", out}, "--junit"},
 		{"unwritable out", []string{"check", "--store", "memory", "--out", filepath.Join(file, "sub")}, "cannot write results"},
 		{"extra argument", []string{"check", "--store", "memory", "extra", "--out", out}, "unexpected argument"},
 		{"bad shard", []string{"soak", "--store", "memory", "--shard", "3/2", "--out", out}, "--shard"},
@@ -119,6 +126,23 @@ func TestList(t *testing.T) {
 	for m := range seen { // one row each (its story is indented beneath)
 		if n := strings.Count(text, "\n  "+m+" "); n != 1 {
 			t.Errorf("list prints %d rows for %s", n, m)
+		}
+	}
+	// Each store's row counts its store-side and configuration mutants
+	// apart, as the catalogue's sides say.
+	for _, s := range l.Stores {
+		row := regexp.MustCompile(`\n  ` + regexp.QuoteMeta(s.Name) + ` .*`).FindString(text)
+		count := map[stores.Side]int{}
+		for _, v := range s.Variants {
+			m, _ := stores.LookupMutant(v)
+			count[m.Side]++
+		}
+		for side, word := range map[stores.Side]string{stores.StoreSide: "store-side mutant", stores.ConfigSide: "configuration mutant"} {
+			n := count[side]
+			named := regexp.MustCompile(fmt.Sprintf(`\b%d %s`, n, word)).MatchString(row)
+			if n > 0 && !named || n == 0 && strings.Contains(row, word) {
+				t.Errorf("list's row for %s: %q, want %d %ss", s.Name, strings.TrimSpace(row), n, word)
+			}
 		}
 	}
 }
@@ -221,6 +245,70 @@ func TestUnreachableServer(t *testing.T) {
 			}
 			if strings.Contains(stderr, "s3cret") {
 				t.Errorf("password printed: %q", stderr)
+			}
+		})
+	}
+}
+
+// TestInterruptKeepsTheRun: an interrupt at any moment (here before the
+// run, while its server would start, and in the middle of it) exits 3
+// with a results directory saying what finished, never exit 2 and
+// nothing.
+func TestInterruptKeepsTheRun(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after time.Duration
+		args  []string
+	}{
+		{"while a server starts", 0, []string{"--store", "postgres"}},
+		{"mid-run", 1500 * time.Millisecond, []string{"--store", "sqlite"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.after == 0 {
+				t.Setenv("IDEM_POSTGRES_DSN", "") // a container would be started
+			}
+			out := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(c.after, cancel)
+			var stdout, stderr bytes.Buffer
+			code := run(ctx, append([]string{"check", "--out", out}, c.args...), &stdout, &stderr)
+			if code != exitUnknown {
+				t.Fatalf("exit %d, want 3; stderr: %s", code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), "INTERRUPTED") {
+				t.Errorf("the summary does not say the run was interrupted:\n%s", stdout.String())
+			}
+			b, err := os.ReadFile(filepath.Join(out, "latest", "summary.json"))
+			if err != nil {
+				t.Fatalf("no results directory: %v", err)
+			}
+			var sum struct {
+				Interrupted bool     `json:"interrupted"`
+				NotRun      []string `json:"not_run"`
+				Verdict     string   `json:"verdict"`
+			}
+			if err := json.Unmarshal(b, &sum); err != nil || !sum.Interrupted || sum.Verdict == "pass" {
+				t.Errorf("summary.json: %+v (%v), want interrupted and not pass", sum, err)
+			}
+		})
+	}
+}
+
+// TestRandomFlagsSoak is the short version of `make soak-flags`: a few
+// drawn runs (every flag from its allowed range, a fixed draw seed) on the
+// correct memory and SQLite stores, each within a small budget. A correct
+// store must pass every draw; a draw that does not pass prints the check
+// command that runs it again.
+func TestRandomFlagsSoak(t *testing.T) {
+	for _, store := range []string{"memory", "sqlite"} {
+		t.Run(store, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, "soak", "--store", store, "--random-flags", "--draw-seed", "7", "--seeds", "1-3",
+				"--budget", "3s", "--hogs", "0", "--out", t.TempDir())
+			if code != exitPass && code != exitUnknown {
+				t.Fatalf("exit %d: a correct store failed a drawn run:\n%s\n%s", code, stdout, stderr)
+			}
+			if !strings.Contains(stdout, "3 drawn runs") {
+				t.Errorf("the soak did not say it drew 3 runs:\n%s", stdout)
 			}
 		})
 	}

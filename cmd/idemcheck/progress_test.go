@@ -8,20 +8,21 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/results"
 )
 
 // TestCountsReadAsSentences: the summary counts scenarios by how they
 // ended, skipped ones apart, and counts one thing in the singular.
 func TestCountsReadAsSentences(t *testing.T) {
-	runs := func(vs ...check.Verdict) []harness.ScenarioResult {
-		var out []harness.ScenarioResult
+	runs := func(vs ...check.Verdict) []results.ScenarioResult {
+		var out []results.ScenarioResult
 		for _, v := range vs {
-			out = append(out, harness.ScenarioResult{Verdict: v})
+			out = append(out, results.ScenarioResult{Verdict: v})
 		}
 		return out
 	}
 	for _, c := range []struct {
-		runs []harness.ScenarioResult
+		runs []results.ScenarioResult
 		want string
 	}{
 		{runs(check.Pass, check.Pass, check.Skipped), "2 scenarios passed, 1 skipped"},

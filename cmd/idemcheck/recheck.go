@@ -14,7 +14,7 @@ import (
 const recheckHelp = `Usage: idemcheck recheck [--json] <run-dir>
 
 Re-checks a saved run: reads <run-dir>/summary.json and history.jsonl (as
-idemcheck check wrote them) and judges every scenario's history again with
+idemcheck check, or idemcheck http, wrote them) and judges every scenario's history again with
 this build's checkers, by the parameters it was judged with (LockTTL,
 retention, the probe client). Nothing runs against a store. Use it to see
 whether a saved failure still fails after a change to the checkers, and to
@@ -25,7 +25,7 @@ now. Exit codes: 0 pass, 1 a violation, 2 bad usage or an unreadable run,
 3 undecided.
 `
 
-func cmdRecheck(_ context.Context, args []string, stdout, _ io.Writer) (int, error) {
+func cmdRecheck(ctx context.Context, args []string, stdout, _ io.Writer) (int, error) {
 	dir, args := positional(args)
 	fs := newFlagSet("recheck", recheckHelp)
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
@@ -38,11 +38,14 @@ func cmdRecheck(_ context.Context, args []string, stdout, _ io.Writer) (int, err
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return exitUsage, usagef("recheck: %s is not a run directory", dir)
 	}
+	if hs := httpSummary(dir); hs != nil { // an idemcheck http run
+		return recheckHTTP(dir, hs, *asJSON, stdout)
+	}
 	saved, err := harness.LoadRun(dir)
 	if err != nil {
 		return exitUsage, fmt.Errorf("recheck: %v", err)
 	}
-	sum := harness.Recheck(saved)
+	sum := harness.Recheck(ctx, saved)
 	sum.Dir, _ = filepath.Abs(dir)
 	if *asJSON {
 		return verdictCode(sum), printJSON(stdout, sum)
@@ -54,7 +57,7 @@ func cmdRecheck(_ context.Context, args []string, stdout, _ io.Writer) (int, err
 		if then != s.Verdict {
 			mark = "   (changed)"
 		}
-		fmt.Fprintf(stdout, "  %-20s then %-8s now %-8s%s\n", s.Name, then, s.Verdict, mark)
+		fmt.Fprintf(stdout, "  %-20s then %-8s now %-8s%s\n", s.ID(), then, s.Verdict, mark)
 	}
 	printSummary(stdout, sum)
 	return verdictCode(sum), nil

@@ -10,6 +10,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/hunt"
+	"github.com/idemcheck/idemcheck/harness/results"
 )
 
 const replayHelp = `Usage: idemcheck replay [--scenario S] <run-dir>
@@ -54,12 +55,12 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		}
 	}()
 	type job struct {
-		res  harness.ScenarioResult
+		res  results.ScenarioResult
 		keys []string
 	}
 	var jobs []job
 	for _, s := range saved.Scenarios {
-		if s.Verdict != check.Fail || len(s.Episodes) == 0 || s.Check == nil || (*only != "" && s.Name != *only) {
+		if s.Verdict != check.Fail || len(s.Episodes) == 0 || s.Check == nil || (*only != "" && s.Name != *only && s.ID().String() != *only) {
 			continue
 		}
 		var keys []string
@@ -98,7 +99,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 					failing = append(failing, c.Checker)
 				}
 			}
-			fmt.Fprintf(stdout, "%s, episode on %s (%d choices):\n", j.res.Name, ep.Order, len(ep.Choices))
+			fmt.Fprintf(stdout, "%s, episode on %s (%d choices):\n", j.res.ID(), ep.Order, len(ep.Choices))
 			for _, l := range hunt.DescribeLog(got.Log) {
 				fmt.Fprintf(stdout, "  %s\n", l)
 			}

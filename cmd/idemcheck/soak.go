@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand"
 	"os"
 	"os/exec"
 	"runtime"
@@ -34,8 +35,17 @@ Prints, per scenario, how many runs passed, failed, were undecided or
 skipped, and the wall time. Exit codes: 0 every run passed, 1 a run
 failed, 2 bad usage or setup error, 3 a run was undecided or interrupted.
 
-With --shard i/n only every n-th run (seed × scenario, seed-major) from the
-i-th is done; 'idemcheck merge' joins the shards' --json reports.
+With --random-flags each seed is instead one draw of every flag a user may
+set, each from its allowed range (--lock-ttl 50ms to 10m, --keys, --clients,
+--count, --parallel, --duration, a subset of the scenarios, the seed), the
+draws numbered from --draw-seed: a property test of the harness itself, in
+which a correct store must pass every draw. A draw keeps the scenarios
+that fit --budget (a forecast of wall time, and of the calls it records);
+one that does not pass prints the check command that runs it again.
+
+With --shard i/n only every n-th run (seed × scenario, seed-major; with
+--random-flags, every n-th draw) from the i-th is done; 'idemcheck merge'
+joins the shards' --json reports.
 `
 
 // soakRow counts one scenario's runs over the seeds.
@@ -67,6 +77,10 @@ type soakReport struct {
 	// next seed and ends with exit 2.
 	Errors  []string `json:"errors,omitempty"`
 	Seconds float64  `json:"seconds"`
+	// Draws, with --random-flags, is each drawn run's check command, in
+	// order; BadDraws those that did not pass.
+	Draws    []string `json:"draws,omitempty"`
+	BadDraws []string `json:"not_passed_draws,omitempty"`
 	// Plan is the scenarios in order; Shard, with --shard, what the merge needs.
 	Plan  []string   `json:"plan,omitempty"`
 	Shard *shardInfo `json:"shard,omitempty"`
@@ -86,6 +100,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	var shard shardFlag
 	fs.Var(&shard, "shard", shardHelp+" (runs are seed × scenario)")
+	randomFlags := fs.Bool("random-flags", false, "draw every flag of each run from its allowed range (see above)")
+	drawSeed := fs.Int64("draw-seed", 1, "with --random-flags: the seed of the draws")
+	budget := fs.Duration("budget", 30*time.Second, "with --random-flags: the longest forecast wall time of one drawn run")
 	if err := parse(fs, soakHelp, args, stdout); err != nil {
 		return exitUsage, err
 	}
@@ -149,6 +166,15 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 				oo.Scenarios = append(oo.Scenarios, name)
 			}
 		}
+		var drawn string
+		if *randomFlags {
+			if shard.Of > 0 && !shard.owns(i) {
+				continue
+			}
+			d, cmd := drawRun(*drawSeed, firstSeed+int64(i), o, drawBudget{Time: *budget, Calls: maxDrawCalls})
+			oo, drawn = d, cmd
+			rep.Draws = append(rep.Draws, cmd)
+		}
 		if len(oo.Scenarios) == 0 {
 			continue
 		}
@@ -199,6 +225,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 				return exitUsage, fmt.Errorf("writing results: %v", err)
 			}
 			rep.Bad = append(rep.Bad, dir.Path)
+			if drawn != "" {
+				rep.BadDraws = append(rep.BadDraws, drawn)
+			}
 		}
 	}
 	if progress {
@@ -251,6 +280,12 @@ func printSoak(w io.Writer, rep soakReport) {
 	for _, d := range rep.Bad {
 		fmt.Fprintf(w, "\nnot passed: %s (idemcheck recheck %s)", d, d)
 	}
+	for _, c := range rep.BadDraws {
+		fmt.Fprintf(w, "\nnot passed: %s", c)
+	}
+	if len(rep.Draws) > 0 {
+		fmt.Fprintf(w, "\n%d drawn runs (--random-flags)", len(rep.Draws))
+	}
 	if len(rep.Bad) > 0 || len(rep.Errors) > 0 {
 		fmt.Fprintln(w)
 	}
@@ -264,6 +299,23 @@ func printSoak(w io.Writer, rep soakReport) {
 		verdict = "UNKNOWN"
 	}
 	fmt.Fprintf(w, "\n%s: %d scenario runs passed, %d failed, %d undecided, %d skipped, %.0fs\n", verdict, total.Pass, total.Fail, total.Unknown, total.Skipped, rep.Seconds)
+}
+
+// maxDrawCalls bounds the calls a drawn run may record: about 1 GB
+// (harness.BytesPerCall), with room for the soak's CPU hogs beside it.
+const maxDrawCalls = 200_000
+
+// drawRun is the drawn run number n of a random-flag soak: its options
+// and command line, drawn from a PRNG of the draw seed and n alone, so
+// one draw can be made again alone (with --seeds n-n). A draw that no
+// scenario fits is drawn again from the same PRNG.
+func drawRun(drawSeed, n int64, base harness.Options, b drawBudget) (harness.Options, string) {
+	r := rand.New(rand.NewSource(drawSeed*1_000_003 + n))
+	for {
+		if o, cmd := drawOptions(r, base, b); o != nil {
+			return *o, cmd
+		}
+	}
 }
 
 // startHogs starts n processes of this program that spin on the CPU

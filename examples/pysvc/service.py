@@ -22,12 +22,27 @@ Run it under idemcheck (each instance gets PORT, IDEM_PROVIDER_URL and
 IDEM_NAMESPACE):
 
   idemcheck http --cmd "IDEM_DB=/tmp/orders.db python3 examples/pysvc/service.py" --instances 2
+
+The first argument chooses the middleware: correct (the default, above) or
+one of the classic bugs, each of which idemcheck names (make check-http):
+
+  - check-then-act: reads the key, then claims it in a second statement
+    (INSERT OR REPLACE) with no transaction around the two: two requests
+    both read nothing and both charge (at-most-once: concurrent);
+  - errors-not-cached: deletes the claim when the provider fails, so that
+    the client may retry; but the charge went through (at-most-once:
+    after-error);
+  - memory-dict: the records in a dict in this process: another instance,
+    or this one restarted, does not know the key (at-most-once);
+  - no-fingerprint: never compares bodies: a key reused with another body
+    gets the old answer (status-codes: 422-old-answer).
 """
 import hashlib
 import json
 import os
 import sqlite3
 import sys
+import threading
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +53,12 @@ MAX_KEY = 255
 PROVIDER = os.environ["IDEM_PROVIDER_URL"]
 DB = os.environ.get("IDEM_DB", "/tmp/idem-pysvc.db")
 NS = os.environ.get("IDEM_NAMESPACE", "")  # keeps runs apart in one file
+VARIANTS = ("correct", "check-then-act", "errors-not-cached", "memory-dict", "no-fingerprint")
+VARIANT = sys.argv[1] if len(sys.argv) > 1 else "correct"
+if VARIANT not in VARIANTS:
+    sys.exit("pysvc: unknown variant %s (known: %s)" % (VARIANT, ", ".join(VARIANTS)))
+MEMORY = {}  # memory-dict: key -> [fingerprint, token, state, claimed_at, status, body]
+MEMORY_LOCK = threading.Lock()
 
 
 def db():
@@ -62,6 +83,22 @@ def begin(c, key, fp):
     (status, body)), ("in-flight", None) or ("mismatch", None)."""
     token = os.urandom(16).hex()
     now = time.time()
+    if VARIANT == "memory-dict":
+        with MEMORY_LOCK:
+            row = MEMORY.get(key)
+            if row is None:
+                MEMORY[key] = [fp, token, "in-flight", now, None, None]
+                return "claimed", token
+            return judge(row[0], row[2], row[3], row[4], row[5], fp, now, lambda: MEMORY[key].__setitem__(slice(1, 4), [token, "in-flight", now]), token)
+    if VARIANT == "check-then-act":
+        # The bug: the read and the claim are two statements, no lock
+        # between them.
+        row = c.execute("SELECT fingerprint, state, claimed_at, status, body FROM idem WHERE key=?", (key,)).fetchone()
+        if row is None:
+            time.sleep(0.005)  # the work between the read and the write that real code does
+            c.execute("INSERT OR REPLACE INTO idem VALUES (?, ?, ?, 'in-flight', ?, NULL, NULL)", (key, fp, token, now))
+            return "claimed", token
+        return judge(*row, fp, now, lambda: c.execute("UPDATE idem SET token=?, claimed_at=? WHERE key=?", (token, now, key)), token)
     c.execute("BEGIN IMMEDIATE")
     try:
         row = c.execute(
@@ -70,21 +107,36 @@ def begin(c, key, fp):
         if row is None:
             c.execute("INSERT INTO idem VALUES (?, ?, ?, 'in-flight', ?, NULL, NULL)", (key, fp, token, now))
             return "claimed", token
-        rfp, state, claimed_at, status, body = row
-        if rfp != fp:
-            return "mismatch", None
-        if state == "done":
-            return "replay", (status, body)
-        if now - claimed_at < LOCK_TTL:
-            return "in-flight", None
-        c.execute("UPDATE idem SET token=?, claimed_at=? WHERE key=?", (token, now, key))
-        return "claimed", token
+        return judge(*row, fp, now, lambda: c.execute("UPDATE idem SET token=?, claimed_at=? WHERE key=?", (token, now, key)), token)
     finally:
         c.execute("COMMIT")
 
 
+def judge(rfp, state, claimed_at, status, body, fp, now, take_over, token):
+    """What a request finds under a key that has a record."""
+    if rfp != fp and VARIANT != "no-fingerprint":
+        return "mismatch", None
+    if state == "done":
+        return "replay", (status, body)
+    if now - claimed_at < LOCK_TTL:
+        return "in-flight", None
+    take_over()
+    return "claimed", token
+
+
 def complete(c, key, token, status, body):
     """Save the answer, only while the claim is still ours (fencing)."""
+    if VARIANT == "errors-not-cached" and status >= 500:
+        # The bug: "let the client retry": but the charge went through.
+        c.execute("DELETE FROM idem WHERE key=? AND token=?", (key, token))
+        return True
+    if VARIANT == "memory-dict":
+        with MEMORY_LOCK:
+            row = MEMORY.get(key)
+            if row is None or row[1] != token or row[2] != "in-flight":
+                return False
+            row[2], row[4], row[5] = "done", status, body
+            return True
     cur = c.execute(
         "UPDATE idem SET state='done', status=?, body=? WHERE key=? AND token=? AND state='in-flight'",
         (status, body, key, token),

@@ -16,6 +16,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/harness/worker"
 	"github.com/idemcheck/idemcheck/stores"
@@ -140,7 +141,7 @@ func ReplicatedOptions(t testing.TB, backend string, variant string, scenarios .
 
 // RunOne runs o (one scenario named in it), logs the result (see Log)
 // and returns it; a run that cannot be set up fails the test.
-func RunOne(t testing.TB, o harness.Options) harness.ScenarioResult {
+func RunOne(t testing.TB, o harness.Options) results.ScenarioResult {
 	t.Helper()
 	sum, err := harness.Run(context.Background(), o)
 	if err != nil {
@@ -156,7 +157,7 @@ func RunOne(t testing.TB, o harness.Options) harness.ScenarioResult {
 
 // Log logs a scenario's result: verdict, counts, schedule, and the
 // checkers that did not pass.
-func Log(t testing.TB, s harness.ScenarioResult) {
+func Log(t testing.TB, s results.ScenarioResult) {
 	t.Helper()
 	t.Logf("%s: %s, %d ops, faults %v, outcomes %v, %.1fs %s", s.Name, s.Verdict, s.Ops, s.Faults, s.Outcomes, s.Seconds, s.Error)
 	for _, l := range s.Schedule {
@@ -173,7 +174,7 @@ func Log(t testing.TB, s harness.ScenarioResult) {
 // history.jsonl) under $IDEM_RESULTS (default: the system's temporary
 // directory) when t fails, and logs where: a failing test leaves its
 // evidence behind.
-func KeepOnFailure(t testing.TB, sum *harness.Summary) {
+func KeepOnFailure(t testing.TB, sum *results.Summary) {
 	t.Helper()
 	t.Cleanup(func() {
 		if !t.Failed() || sum == nil {

@@ -29,6 +29,9 @@ const (
 	// PurposeProbe is sent after every fault has healed, to keys whose
 	// last answer was not definite: the key must not stay stuck.
 	PurposeProbe = "probe"
+	// PurposeNoKey sends no Idempotency-Key to a service that declared the
+	// key optional: it must be served as a plain request.
+	PurposeNoKey = "no-key"
 )
 
 // Exchange is one HTTP request to a service under test and what came
@@ -75,7 +78,7 @@ func (h *History) Exchanges() []Exchange {
 // Effect records one effect the payment provider applied for an order,
 // made by the named instance (via; "" when the provider cannot tell):
 // every call is an effect, there is no downstream key. It returns the
-// charge id.
+// charge id, which [Ledger.Answer] takes once the provider answered.
 func (l *Ledger) Effect(order, via string, at int64) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -83,4 +86,47 @@ func (l *Ledger) Effect(order, via string, at int64) string {
 	id := fmt.Sprintf("ch_%d", l.made)
 	l.charges = append(l.charges, Charge{ID: id, Order: order, Client: -1, Via: via, At: at, Effective: true})
 	return id
+}
+
+// Answer records how and when the provider answered the effect id: one
+// of the Outcome constants, at time end.
+func (l *Ledger) Answer(id, outcome string, end int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.charges) - 1; i >= 0; i-- {
+		if l.charges[i].ID == id && l.charges[i].Effective {
+			l.charges[i].Outcome, l.charges[i].End = outcome, end
+			return
+		}
+	}
+}
+
+// FaultInstanceExit is an instance of a black-box run that exited by
+// itself (a crash of the service, not a fault idemcheck injected): its
+// window runs from the exit to the restart.
+const FaultInstanceExit FaultKind = "instance-exit"
+
+// Crash is an instance of a black-box run that exited by itself: when,
+// how (its exit status), the tail of its log, and when it answered again
+// after idemcheck restarted it (0 if it never did).
+type Crash struct {
+	Instance  string `json:"instance"`
+	At        int64  `json:"at"`
+	Status    string `json:"status"`
+	LogTail   string `json:"log_tail,omitempty"`
+	Restarted int64  `json:"restarted,omitempty"`
+	// Err says why a restart failed, if it did.
+	Err string `json:"err,omitempty"`
+}
+
+// Final reports whether an answer settles a keyed request: a success, or
+// a client error that retrying with the same key cannot change. 409 (the
+// key is in flight), 423 (locked), 425, 429 and 408 ask the client to try
+// again, and a 5xx says nothing about the key: none of them settles it.
+func Final(status int) bool {
+	switch status {
+	case 408, 409, 423, 425, 429:
+		return false
+	}
+	return status >= 200 && status < 300 || status >= 400 && status < 500
 }

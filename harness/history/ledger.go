@@ -18,7 +18,32 @@ type Charge struct {
 	// Via names the service instance that asked for the charge, when the
 	// provider can tell (a black-box run gives each instance its own URL).
 	Via string `json:"via,omitempty"`
+	// End is when the provider answered the charge (black-box runs; 0
+	// when not recorded): the charge was in progress from At to End.
+	End int64 `json:"end,omitempty"`
+	// Outcome is what the provider answered (black-box runs): "" or
+	// [OutcomeCharged] for a charge id, [OutcomeFailed] for the failure it
+	// drew after the effect, [OutcomeHungUp] when the service stopped
+	// waiting first. The provider is the witness of its own failures: a
+	// checker never needs the service to repeat them.
+	Outcome string `json:"outcome,omitempty"`
 }
+
+// Outcomes of a black-box charge, as the provider answered it.
+const (
+	// OutcomeCharged: the provider answered with the charge id.
+	OutcomeCharged = "charged"
+	// OutcomeFailed: the provider made the charge and answered 503, as a
+	// provider whose reply times out does.
+	OutcomeFailed = "failed"
+	// OutcomeHungUp: the service went away before the provider answered
+	// (its own deadline, or the instance died).
+	OutcomeHungUp = "hung-up"
+)
+
+// Errored reports whether the service got no charge id for the charge
+// although it took effect.
+func (c Charge) Errored() bool { return c.Outcome == OutcomeFailed || c.Outcome == OutcomeHungUp }
 
 // Ledger is the downstream "payment provider": foreign state that the
 // store cannot roll back. A charge sent with a key (charge:<orderId>) is

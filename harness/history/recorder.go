@@ -92,6 +92,9 @@ func (r *Recorder) ret(seq int64, in models.Input, call int64, out models.Output
 // Begin records the call and its decision.
 func (r *Recorder) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	in := models.Input{Kind: models.Begin, Key: req.KeyRef, Fingerprint: req.Fingerprint, Now: req.Now, ID: r.Hist.NextID()}
+	if r.Clock != nil {
+		in.Sent = r.Clock.Now()
+	}
 	seq, call := r.call(in)
 	d, err := r.Store.Begin(ctx, req)
 	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)

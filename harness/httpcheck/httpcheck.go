@@ -1,29 +1,41 @@
 // Package httpcheck judges a black-box run (idemcheck http): the HTTP
-// exchanges the clients recorded plus the effects the payment provider
-// counted. Four checkers, each saying whether it applied (whether the run
-// held the evidence it judges) and, when it failed, what kind of bug the
-// evidence points to:
+// exchanges the clients recorded plus the charges the payment provider
+// counted in its ledger. Each checker says whether it applied (whether the
+// run held the evidence it judges) and, when it failed, what kind of bug
+// the evidence points to. The ledger is the witness: excuses and causes
+// come from the charges (when each began and ended, which instance asked,
+// whether the provider failed it) and the exchanges, never from text the
+// service chose to put in its answers.
 //
-//   - at-most-once: each order was charged at most once. A second charge is
-//     classed by what happened between the two: both ran at once (a lock
-//     that is not shared between instances), the second came after an
-//     error answer (a claim released although the charge went through),
-//     or after the first had finished (a record lost or not shared: a map
-//     in memory, a restart). A second charge after the instance that made
-//     the first was killed between the two, when no client ever saw the
-//     first, is excused:
-//     an owner that dies between the effect and saving it cannot be told
-//     from one that died before the effect (at-least-once after a crash).
+//   - answers: most keys got a success, and the provider charged orders
+//     idemcheck sent; a service that answers 500 (or 400, or nothing) to
+//     most keyed requests, or never calls the provider with the order,
+//     tested nothing, and says so before any other verdict.
+//   - at-most-once: each order was charged at most once. A second charge
+//     is classed by what happened between the two: it came while the
+//     provider was still making the first or while the request that made
+//     it was still open (a lock that is not shared), after the provider
+//     failed the first (a claim released although the charge went
+//     through), or after the first had finished (a record lost or not
+//     shared). A second charge after idemcheck killed the instance that
+//     made the first, when no client got a success for the order between
+//     the two, is excused: an owner killed between the effect and saving
+//     it cannot be told from one killed before the effect. An instance
+//     that exits by itself excuses nothing: its crash is the service's.
 //   - replay-fidelity: every answer for a key and its body after the first
 //     success equals that success.
 //   - status-codes: the answers draft-ietf-httpapi-idempotency-key-header
-//     names: 400 for a missing or over-long key, 422 (or 409 while the key
-//     is in flight) for a key reused with another body and never a
-//     success, and 409 only while another request of the key is in flight.
-//     A success for a reused key is classed by its body: the first body's
-//     answer (no fingerprint) or a new one (the key was not known).
-//   - liveness: once every fault has healed (every killed instance
-//     started again), no key stays unanswerable or in flight.
+//     names: 400 for a missing (when the key is required) or over-long
+//     key, 422 (or 409 while the key is in flight) for a key reused with
+//     another body and never a success, and 409 only while another request
+//     of the key is in flight. A success for a reused key ran as new when
+//     the ledger charged the reused body's order, else it is an old answer.
+//   - liveness: once every fault has healed (every killed instance started
+//     again), every key left unsettled gets a definite answer
+//     ([history.Final]); a 5xx is one only when the provider failed the
+//     key's charge (a saved error, replayed); 409, 423, 429, a 5xx
+//     without a failed charge, or no answer is a violation with its
+//     status.
 //
 // It reads the history and the ledger only.
 package httpcheck
@@ -31,6 +43,7 @@ package httpcheck
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -40,6 +53,7 @@ import (
 
 // The checkers, by name.
 const (
+	Answers    = "answers"
 	AtMostOnce = "at-most-once"
 	Replay     = "replay-fidelity"
 	Status     = "status-codes"
@@ -49,7 +63,7 @@ const (
 // Causes of an at-most-once violation.
 const (
 	CauseConcurrent = "concurrent"  // both executions ran at once
-	CauseAfterError = "after-error" // the second came after an error answer
+	CauseAfterError = "after-error" // the second came after the provider (or the service) answered an error
 	CauseAfterDone  = "after-done"  // the second came after the first had finished
 )
 
@@ -57,17 +71,31 @@ const (
 const (
 	CauseMissing  = "400-missing-key"
 	CauseLong     = "400-long-key"
-	CauseReuse    = "422-old-answer" // a reused key got the first body's answer
+	CauseReuse    = "422-old-answer" // a reused key got an answer without a new charge
 	CauseReuseRan = "422-ran-as-new" // a reused key ran as a new request
 	Cause409      = "409-not-in-flight"
 )
 
+// Causes of a liveness violation: the status a key still got once every
+// fault had healed.
+const (
+	CauseInFlight    = "in-flight"    // 409
+	CauseLocked      = "locked"       // 423
+	CauseThrottled   = "throttled"    // 429, 425 or 408
+	CauseServerError = "server-error" // a 5xx with no failed charge behind it
+	CauseNoAnswer    = "no-answer"    // no HTTP answer at all
+)
+
+// Cause of an answers violation.
+const CauseNothingTested = "nothing-tested"
+
 // Causes names, by checker, the causes its violations may carry.
 var Causes = map[string][]string{
+	Answers:    {CauseNothingTested},
 	AtMostOnce: {CauseConcurrent, CauseAfterError, CauseAfterDone},
 	Replay:     nil,
 	Status:     {CauseMissing, CauseLong, CauseReuse, CauseReuseRan, Cause409},
-	Liveness:   nil,
+	Liveness:   {CauseInFlight, CauseLocked, CauseThrottled, CauseServerError, CauseNoAnswer},
 }
 
 // Violation is one broken promise, on one key (or order).
@@ -93,21 +121,42 @@ type Result struct {
 	Violations []Violation `json:"violations,omitempty"`
 }
 
-// Evidence is what a black-box run recorded.
+// Policy is what the service declared about its keys: each declaration
+// widens what the checkers accept.
+type Policy struct {
+	// KeyOptional: a request without a key is served as a plain request,
+	// not answered 400.
+	KeyOptional bool `json:"key_optional,omitempty"`
+	// InFlightTTL is how long a key stays in flight after its owner died;
+	// the final probes run at least that long (0: not declared).
+	InFlightTTL time.Duration `json:"inflight_ttl,omitempty"`
+	// Settle is how long the final probes ran once every fault healed.
+	Settle time.Duration `json:"settle,omitempty"`
+}
+
+// Evidence is what a black-box run recorded, and what the service
+// declared.
 type Evidence struct {
 	Hist   *history.History
 	Ledger *history.Ledger
+	Policy Policy
 }
 
-// Run runs the four checkers.
+// Run runs the checkers, the answers checker first.
 func Run(e Evidence) []Result {
 	xs := e.Hist.Exchanges()
 	fs := e.Hist.Faults()
+	charges := e.Ledger.Charges()
+	replay := checkReplay(xs)
+	if w := Weakened(xs, charges); w != "" {
+		replay.Notes = append(replay.Notes, w)
+	}
 	return []Result{
-		checkAtMostOnce(xs, e.Ledger.Charges(), fs),
-		checkReplay(xs),
-		checkStatus(xs),
-		checkLiveness(xs, fs),
+		checkAnswers(xs, charges),
+		checkAtMostOnce(xs, charges, fs),
+		replay,
+		checkStatus(xs, charges, e.Policy),
+		checkLiveness(xs, charges, fs, e.Policy),
 	}
 }
 
@@ -135,17 +184,103 @@ func (r Result) Causes() []string {
 	return out
 }
 
+// CauseCounts counts a result's violations by cause ("" for none).
+func (r Result) CauseCounts() map[string]int {
+	m := map[string]int{}
+	for _, v := range r.Violations {
+		m[v.Cause]++
+	}
+	return m
+}
+
 func ms(t int64) string { return history.Millis(t) }
 
 func success(status int) bool { return status >= 200 && status < 300 }
 
-// ends is when an exchange's request was certainly over for the service
-// as far as the client knows: its answer, or never (no answer came).
-func ends(x history.Exchange) int64 {
-	if x.Answered() {
-		return x.Return
+// keyedOwn reports whether x carries its key's own body (not a reuse's).
+func keyedOwn(x history.Exchange) bool {
+	switch x.Purpose {
+	case history.PurposeFirst, history.PurposeRetry, history.PurposeRace, history.PurposeReplay, history.PurposeProbe:
+		return x.HasKey
 	}
-	return history.Never
+	return false
+}
+
+// checkAnswers fails a run in which most keys never got a success: the
+// service refused what idemcheck sent (a key format it rejects, a missing
+// header, a body it cannot read) or was down, and the other verdicts
+// judged next to nothing. It fails too when keys got successes but the
+// provider saw no charge of any order idemcheck sent: the service never
+// called it, or told it something else than the order, and at-most-once
+// judged nothing.
+func checkAnswers(xs []history.Exchange, charges []history.Charge) Result {
+	ok := map[string]bool{}
+	statuses := map[string]int{}
+	requests := 0
+	for _, x := range xs {
+		if !keyedOwn(x) {
+			continue
+		}
+		requests++
+		if _, seen := ok[x.Key]; !seen {
+			ok[x.Key] = false
+		}
+		if success(x.Status) {
+			ok[x.Key] = true
+			continue
+		}
+		s := "no answer"
+		if x.Answered() {
+			s = fmt.Sprint(x.Status)
+		}
+		statuses[s]++
+	}
+	failed := 0
+	for _, v := range ok {
+		if !v {
+			failed++
+		}
+	}
+	r := Result{Checker: Answers, Applied: len(ok) > 0}
+	if len(ok) == 0 {
+		r.Detail = "no keyed request was sent"
+		return finish(r, nil)
+	}
+	r.Detail = fmt.Sprintf("%d of %d keys got a success", len(ok)-failed, len(ok))
+	if 2*failed <= len(ok) {
+		orders := map[string]bool{}
+		for _, x := range xs {
+			orders[x.Order] = true
+		}
+		known := 0
+		for _, c := range charges {
+			if orders[c.Order] {
+				known++
+			}
+		}
+		if known > 0 {
+			return finish(r, nil)
+		}
+		why := "the provider saw no charge: the service never called it (is IDEM_PROVIDER_URL passed?)"
+		if len(charges) > 0 {
+			why = fmt.Sprintf("the provider saw %d charges, none of an order idemcheck sent (does the service send the order it got at --order-at as \"order\"?)", len(charges))
+		}
+		return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
+			"%d of %d keys got a success, but %s: nothing was tested", len(ok)-failed, len(ok), why)}})
+	}
+	top, n := "", 0
+	for s, c := range statuses {
+		if c > n || c == n && s < top {
+			top, n = s, c
+		}
+	}
+	verb := "answered " + top + " to"
+	if top == "no answer" {
+		verb = "gave no answer to"
+	}
+	return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
+		"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested (see the answers in history.jsonl: a key format, a header or a body the service refuses?)",
+		verb, 100*n/requests, n, requests, failed, len(ok))}})
 }
 
 // checkAtMostOnce judges the ledger: one effect per order.
@@ -163,10 +298,16 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 	r := Result{Checker: AtMostOnce, Applied: len(charges) > 0,
 		Detail: fmt.Sprintf("%d orders charged, none twice", len(byOrder))}
 	if !r.Applied {
-		r.Detail = "the provider saw no charge: the service never called it (is its URL passed?)"
+		r.Detail = "the provider saw no charge: the service never called it (is its URL passed? does it send the order?)"
 	}
+	orders := make([]string, 0, len(byOrder))
+	for o := range byOrder {
+		orders = append(orders, o)
+	}
+	sort.Strings(orders)
 	var vs []Violation
-	for order, cs := range byOrder {
+	for _, order := range orders {
+		cs := byOrder[order]
 		if len(cs) < 2 {
 			continue
 		}
@@ -174,18 +315,21 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 		oxs := xByOrder[order]
 		for i := 1; i < len(cs); i++ {
 			first, second := cs[i-1], cs[i]
-			if killedBetween(fs, first.Via, first.At, second.At) && !delivered(oxs, first.ID, second.At) {
-				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) after an instance was killed between the two, and no client saw %s: at-least-once after a crash, excused",
-					order, second.ID, first.ID, first.ID))
+			if killedBetween(fs, first.Via, first.At, second.At) && !succeeded(oxs, first.At, second.At) {
+				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) after idemcheck killed %s between the two, and no client got a success for the order in between: at-least-once after a crash, excused",
+					order, second.ID, first.ID, via(first)))
 				continue
 			}
-			cause, why := classify(oxs, first, second)
+			cause, why := Classify(oxs, fs, first, second)
 			if d := stalled(fs, first.At, second.At); d > 0 {
 				why += fmt.Sprintf(" (idemcheck itself stood still for %v between them: a charge held that long may outlive a lock TTL that is too short)", d)
 			}
 			key := order
-			if len(oxs) > 0 {
-				key = oxs[0].Key
+			for _, x := range oxs {
+				if x.HasKey {
+					key = x.Key
+					break
+				}
 			}
 			vs = append(vs, Violation{Checker: AtMostOnce, Key: key, Cause: cause, At: second.At, Detail: fmt.Sprintf(
 				"order %s (key %s) charged twice: %s by %s at %s, %s by %s at %s: %s",
@@ -215,10 +359,12 @@ func stalled(fs []history.Fault, from, to int64) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
-// killedBetween reports whether the instance (any, when the provider could
-// not tell which) was down at some time between from and to: a kill's
-// window runs from the signal to the restart, and a charge the provider
-// counts just after the signal was sent just before the process died.
+// killedBetween reports whether idemcheck killed the instance (any, when
+// the provider could not tell which) at some time between from and to: a
+// kill's window runs from the signal to the restart, and a charge the
+// provider counts just after the signal was sent came just before the
+// process died. An exit by itself ([history.FaultInstanceExit]) is not
+// a kill.
 func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
 	for _, f := range fs {
 		if f.Kind == history.FaultInstanceKill && (inst == "" || f.Failpoint == inst) && f.End >= from && f.Start <= to {
@@ -228,23 +374,100 @@ func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
 	return false
 }
 
-// delivered reports whether some client got an answer naming charge id
-// before t.
-func delivered(xs []history.Exchange, id string, t int64) bool {
+// succeeded reports whether some client got a success for the order
+// between from and to: the service had the first charge's outcome and
+// answered it, so it cannot have died before saving it.
+func succeeded(xs []history.Exchange, from, to int64) bool {
 	for _, x := range xs {
-		if x.Answered() && x.Return < t && strings.Contains(x.Reply, `"`+id+`"`) {
+		if x.HasKey && x.Purpose != history.PurposeReuse && success(x.Status) && x.Return > from && x.Return < to {
 			return true
 		}
 	}
 	return false
 }
 
-// classify says what happened between two charges of one order, from the
-// exchanges of the order: an error answer in between (the claim was
-// released on an error that had taken effect), every request that could
-// have made the first charge already answered before the second (the
-// record of the first was lost or not shared), or else both ran at once.
-func classify(xs []history.Exchange, first, second history.Charge) (string, string) {
+// diedDuring returns when the instance's process died (a kill or an exit)
+// after the request was sent and before (or just after) its error came,
+// or 0: a request it was running then is over, whatever the client saw
+// (a reset, a timeout).
+func diedDuring(fs []history.Fault, inst string, call, errAt int64) int64 {
+	const slack = int64(100 * time.Millisecond)
+	for _, f := range fs {
+		if (f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit) && f.Failpoint == inst && f.Start >= call && f.Start <= errAt+slack {
+			return f.Start
+		}
+	}
+	return 0
+}
+
+// closedAt is when an exchange was over for the service, as far as the
+// exchanges and faults tell: its answer; for a refused connection, the
+// refusal (it never reached the service); for a request whose instance
+// died while it waited, the death; else never (a request with no answer
+// may still be running).
+func closedAt(x history.Exchange, fs []history.Fault) int64 {
+	switch {
+	case x.Answered():
+		return x.Return
+	case x.Err == "connection refused":
+		return max(x.ErrAt, x.Call)
+	}
+	if d := diedDuring(fs, x.Instance, x.Call, max(x.ErrAt, x.Call)); d > 0 {
+		return d
+	}
+	return history.Never
+}
+
+// Classify says what happened between two charges of one order, from the
+// ledger and the order's exchanges, in this order: the provider was still
+// making the first when the second came (concurrent); the provider failed
+// the first, or the service stopped waiting for it, before the second
+// (after-error: the claim was released although the charge went through,
+// whether or not a client saw the 5xx); a request that could have made
+// the first (sent before it, to the instance that made it) was still open
+// when the second came (concurrent); a client got a 5xx in between
+// (after-error); or else every request that could have made the first had
+// been answered or had died with its instance (after-done: the record was
+// lost or not shared).
+func Classify(xs []history.Exchange, fs []history.Fault, first, second history.Charge) (string, string) {
+	if first.End > 0 && second.At < first.End {
+		return CauseConcurrent, fmt.Sprintf(
+			"the provider was still making %s (until %s) when %s came: two executions held the key at once (a lock that is not shared, or none)",
+			first.ID, ms(first.End), second.ID)
+	}
+	other := ""
+	if first.Via != "" && second.Via != "" && first.Via != second.Via {
+		other = fmt.Sprintf(" (%s charged again, not %s: or the record of the error was kept by %s alone)", second.Via, first.Via, first.Via)
+	}
+	switch first.Outcome {
+	case history.OutcomeFailed:
+		return CauseAfterError, fmt.Sprintf(
+			"the provider made %s and answered it 503 at %s (its failure, in its ledger): the claim was released after an error although the charge went through (release on error)%s",
+			first.ID, ms(first.End), other)
+	case history.OutcomeHungUp:
+		return CauseAfterError, fmt.Sprintf(
+			"the service stopped waiting for %s at %s (its own deadline) although the charge went through, and charged again: the claim was released after an error%s",
+			first.ID, ms(first.End), other)
+	}
+	for _, x := range xs {
+		if x.Purpose == history.PurposeReuse || x.Call >= first.At || first.Via != "" && x.Instance != first.Via {
+			continue
+		}
+		if x.Err == "connection refused" {
+			continue
+		}
+		if c := closedAt(x, fs); c > second.At {
+			open := "no answer yet"
+			if x.Answered() {
+				open = fmt.Sprintf("answered %d at %s", x.Status, ms(x.Return))
+			} else if x.Err != "" {
+				open = "no answer (" + x.Err + "), and its instance did not die"
+			}
+			return CauseConcurrent, fmt.Sprintf(
+				"the request that could have made %s (client %d on %s, sent at %s, %s) was still open when %s came: two executions held the key at once (a lock that is not shared, or none)",
+				first.ID, x.Client, x.Instance, ms(x.Call), open, second.ID)
+		}
+	}
 	for _, x := range xs {
 		if x.Answered() && x.Status >= 500 && x.Return > first.At && x.Return < second.At {
 			return CauseAfterError, fmt.Sprintf(
@@ -252,20 +475,25 @@ func classify(xs []history.Exchange, first, second history.Charge) (string, stri
 				x.Client, x.Status, x.Instance, ms(x.Return))
 		}
 	}
-	over := false
+	return CauseAfterDone, "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key (a record lost on restart, or kept per instance)"
+}
+
+var chargeID = regexp.MustCompile(`\bch_[0-9]+\b`)
+
+// Weakened says which verdicts are weaker because the service's answers
+// never carry the provider's charge id ("" when some answer does, or
+// nothing was charged): replay-fidelity then compares answers as text
+// only. The other verdicts never read the answers' text.
+func Weakened(xs []history.Exchange, charges []history.Charge) string {
+	if len(charges) == 0 {
+		return ""
+	}
 	for _, x := range xs {
-		if x.Call < first.At {
-			over = true
-			if ends(x) > second.At {
-				over = false
-				break
-			}
+		if success(x.Status) && chargeID.MatchString(x.Reply) {
+			return ""
 		}
 	}
-	if over {
-		return CauseAfterDone, "every request that could have made the first charge had been answered before the second: the service forgot the key (a record lost on restart, or kept per instance)"
-	}
-	return CauseConcurrent, "both executions ran while the first request was still open: two requests held the key at once (a lock that is not shared between instances)"
+	return "no answer carries the provider's charge id: replay-fidelity compares answers as text, so a replay of another execution's answer with the same text passes it (at-most-once, its causes and the 422 causes come from the ledger and do not depend on it)"
 }
 
 // checkReplay judges that every answer after a key's first success, for
@@ -331,21 +559,25 @@ func outstanding(same []history.Exchange, x history.Exchange) bool {
 }
 
 // checkStatus judges the draft's status codes.
-func checkStatus(xs []history.Exchange) Result {
+func checkStatus(xs []history.Exchange, charges []history.Charge, p Policy) Result {
+	charged := map[string]bool{}
+	for _, c := range charges {
+		if c.Effective {
+			charged[c.Order] = true
+		}
+	}
 	byKey := map[string][]history.Exchange{}
 	for _, x := range xs {
 		if x.HasKey {
 			byKey[x.Key] = append(byKey[x.Key], x)
 		}
 	}
-	// The first success of each key with its first body, to tell an old
-	// answer from a new one.
-	firstOK := map[string]history.Exchange{}
+	// Every success of each key with its own body, to say which earlier
+	// answer a reuse got.
+	answers := map[string][]history.Exchange{}
 	for _, x := range xs {
-		if x.HasKey && x.Purpose != history.PurposeReuse && success(x.Status) {
-			if f, ok := firstOK[x.Key]; !ok || x.Return < f.Return {
-				firstOK[x.Key] = x
-			}
+		if keyedOwn(x) && success(x.Status) {
+			answers[x.Key] = append(answers[x.Key], x)
 		}
 	}
 	counts := map[string]int{}
@@ -355,7 +587,7 @@ func checkStatus(xs []history.Exchange) Result {
 			continue
 		}
 		switch {
-		case x.Purpose == history.PurposeMissing:
+		case x.Purpose == history.PurposeMissing && !p.KeyOptional:
 			counts["missing key"]++
 			if x.Status != http.StatusBadRequest {
 				vs = append(vs, Violation{Checker: Status, Key: "(none)", Cause: CauseMissing, At: x.Return, Detail: fmt.Sprintf(
@@ -370,9 +602,15 @@ func checkStatus(xs []history.Exchange) Result {
 		case x.Purpose == history.PurposeReuse:
 			counts["key reused with another body"]++
 			if success(x.Status) {
-				cause, why := CauseReuseRan, "it ran as a new request: the instance did not know the key"
-				if f, ok := firstOK[x.Key]; ok && f.Reply == x.Reply {
-					cause, why = CauseReuse, "it is the first body's answer: the service does not fingerprint the request"
+				cause, why := CauseReuseRan, fmt.Sprintf("the provider charged its order %s: it ran as a new request (the instance did not know the key)", x.Order)
+				if !charged[x.Order] {
+					cause, why = CauseReuse, "the provider never charged its order: it got an earlier answer of the key (the service does not fingerprint the request)"
+					for _, a := range answers[x.Key] {
+						if a.Reply == x.Reply && a.Return < x.Return {
+							why = fmt.Sprintf("the provider never charged its order, and the answer is the one client %d got at %s: the service does not fingerprint the request", a.Client, ms(a.Return))
+							break
+						}
+					}
 				}
 				vs = append(vs, Violation{Checker: Status, Key: x.Key, Cause: cause, At: x.Return, Detail: fmt.Sprintf(
 					"key %s reused with another body (order %s) got %d %q from %s at %s, not 422: %s",
@@ -402,9 +640,13 @@ func checkStatus(xs []history.Exchange) Result {
 }
 
 // checkLiveness reads the final probes: each key probed after every fault
-// healed must have got an answer that is not 409.
-func checkLiveness(xs []history.Exchange, fs []history.Fault) Result {
+// healed must have got a definite answer ([history.Final]), or the same
+// 5xx for an order whose charge the provider failed (a saved error,
+// replayed). A key still refused with 409, 423 or 429, answered a 5xx
+// the ledger does not explain, or not answered at all, is stuck.
+func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, p Policy) Result {
 	last := map[string]history.Exchange{}
+	first := map[string]int64{}
 	var order []string
 	for _, x := range xs {
 		if x.Purpose != history.PurposeProbe {
@@ -412,32 +654,66 @@ func checkLiveness(xs []history.Exchange, fs []history.Fault) Result {
 		}
 		if _, ok := last[x.Key]; !ok {
 			order = append(order, x.Key)
+			first[x.Key] = x.Call
 		}
 		last[x.Key] = x
 	}
+	errored := map[string]bool{}
+	for _, c := range charges {
+		if c.Effective && c.Errored() {
+			errored[c.Order] = true
+		}
+	}
 	crashes := 0
 	for _, f := range fs {
-		if f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstancePause {
+		if f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstancePause || f.Kind == history.FaultInstanceExit {
 			crashes++
 		}
 	}
 	r := Result{Checker: Liveness, Applied: len(order) > 0,
-		Detail: fmt.Sprintf("%d keys left unsettled by the faults all answered once healed (%d instance kills or pauses)", len(order), crashes)}
+		Detail: fmt.Sprintf("%d keys left unsettled by the faults all got a definite answer once healed (%d instance kills, pauses or exits)", len(order), crashes)}
 	if !r.Applied {
 		r.Detail = "every key was settled before the end: nothing to probe"
 	}
+	saved := 0
 	var vs []Violation
 	for _, k := range order {
 		x := last[k]
-		if x.Answered() && x.Status != http.StatusConflict {
+		if history.Final(x.Status) {
 			continue
 		}
-		got := "no answer (" + x.Err + ")"
-		if x.Answered() {
-			got = "409: still in flight"
+		if x.Status >= 500 && errored[x.Order] {
+			saved++
+			continue
 		}
-		vs = append(vs, Violation{Checker: Liveness, Key: k, At: x.Call, Detail: fmt.Sprintf(
-			"key %s still got %s from %s at %s, after every fault had healed (%d probes)", k, got, x.Instance, ms(x.Call), x.Attempt)})
+		cause, got := CauseNoAnswer, "no answer ("+x.Err+")"
+		switch {
+		case x.Status == http.StatusConflict:
+			cause, got = CauseInFlight, "409 (still in flight)"
+		case x.Status == http.StatusLocked:
+			cause, got = CauseLocked, "423 (still locked)"
+		case x.Status >= 500:
+			cause, got = CauseServerError, fmt.Sprintf("%d %q, and the provider failed no charge of its order %s", x.Status, clip(x.Reply), x.Order)
+		case x.Answered():
+			cause, got = CauseThrottled, fmt.Sprintf("%d (try again later)", x.Status)
+		}
+		span := time.Duration(x.Call - first[k]).Round(time.Millisecond)
+		ttl := ""
+		switch {
+		case p.InFlightTTL > 0:
+			ttl = fmt.Sprintf("; the declared in-flight TTL is %v", p.InFlightTTL)
+		case cause == CauseInFlight || cause == CauseLocked:
+			ttl = "; no in-flight TTL declared: if the service releases the key later, declare it (--inflight-ttl)"
+		}
+		vs = append(vs, Violation{Checker: Liveness, Key: k, Cause: cause, At: x.Call, Detail: fmt.Sprintf(
+			"key %s still got %s from %s at %s, after every fault had healed (%d probes over %v%s)", k, got, x.Instance, ms(x.Call), x.Attempt, span, ttl)})
+	}
+	if saved > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider failed: a saved error, replayed (the charge went through, so it is never run again)", saved))
 	}
 	return finish(r, vs)
 }
+
+// ends is when an exchange was certainly over for the service as far as
+// the client knows: its answer, its refused connection, or never.
+func ends(x history.Exchange) int64 { return closedAt(x, nil) }

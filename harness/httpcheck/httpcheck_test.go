@@ -2,6 +2,7 @@ package httpcheck
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -24,10 +25,24 @@ func (e *ev) x(client int, inst, purpose, key, order, body string, call, ret int
 	e.h.AddExchange(x)
 }
 
-// charge records an effect at a given time by rebuilding the ledger.
+// charge records an effect at a given time by rebuilding the ledger; the
+// provider answered it at at+1 with the charge id.
 func (e *ev) charge(order, via string, at int64) {
-	cs := append(e.l.Charges(), history.Charge{ID: fmt.Sprintf("ch_%d", len(e.l.Charges())+1), Order: order, Via: via, At: at, Effective: true, Client: -1})
+	e.chargeOutcome(order, via, at, at+1, history.OutcomeCharged)
+}
+
+// chargeOutcome records an effect the provider answered at end with
+// outcome.
+func (e *ev) chargeOutcome(order, via string, at, end int64, outcome string) {
+	cs := append(e.l.Charges(), history.Charge{ID: fmt.Sprintf("ch_%d", len(e.l.Charges())+1), Order: order, Via: via, At: at,
+		End: end, Outcome: outcome, Effective: true, Client: -1})
 	e.l = history.LedgerOf(cs)
+}
+
+// refused records an attempt whose connection was refused at ret.
+func (e *ev) refused(client int, inst, purpose, key, order, body string, call, ret int64) {
+	e.h.AddExchange(history.Exchange{Client: client, Instance: inst, Purpose: purpose, Key: key, HasKey: true, Order: order, Body: body,
+		Attempt: 1, Call: call, Return: history.Never, Err: "connection refused", ErrAt: ret})
 }
 
 func (e *ev) result(t *testing.T, name string) Result {
@@ -59,12 +74,20 @@ func TestAtMostOnceCauses(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
-	t.Run("concurrent", func(t *testing.T) {
+	t.Run("concurrent at the provider", func(t *testing.T) {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, ok1)
 		e.x(1, "i2", history.PurposeRace, "k", "o", "b", 11, 52, 200, `{"charge":"ch_2"}`)
+		e.chargeOutcome("o", "i1", 20, 40, history.OutcomeCharged)
+		e.chargeOutcome("o", "i2", 21, 41, history.OutcomeCharged)
+		wantCause(t, e.result(t, AtMostOnce), CauseConcurrent)
+	})
+	t.Run("concurrent: the first request still open", func(t *testing.T) {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 80, 200, ok1)
 		e.charge("o", "i1", 20)
-		e.charge("o", "i2", 21)
+		e.x(1, "i2", history.PurposeRace, "k", "o", "b", 30, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i2", 40)
 		wantCause(t, e.result(t, AtMostOnce), CauseConcurrent)
 	})
 	t.Run("after done", func(t *testing.T) {
@@ -75,13 +98,43 @@ func TestAtMostOnceCauses(t *testing.T) {
 		e.charge("o", "i2", 70)
 		wantCause(t, e.result(t, AtMostOnce), CauseAfterDone)
 	})
-	t.Run("after error", func(t *testing.T) {
+	t.Run("after error a client saw", func(t *testing.T) {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 500, "error")
 		e.charge("o", "i1", 20)
 		e.x(0, "i2", history.PurposeRetry, "k", "o", "b", 60, 90, 200, `{"charge":"ch_2"}`)
 		e.charge("o", "i2", 70)
 		wantCause(t, e.result(t, AtMostOnce), CauseAfterError)
+	})
+	// Was after-done (or concurrent): the 5xx reply was lost, but the
+	// provider's ledger says it failed the first charge.
+	t.Run("after error whose 5xx was lost", func(t *testing.T) {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultNetLostReply, Failpoint: "i1", Start: 5, End: 60})
+		e.chargeOutcome("o", "i1", 20, 30, history.OutcomeFailed)
+		e.x(0, "i2", history.PurposeRetry, "k", "o", "b", 60, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i2", 70)
+		wantCause(t, e.result(t, AtMostOnce), CauseAfterError)
+	})
+	t.Run("after error: the service hung up", func(t *testing.T) {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 45, 500, "deadline")
+		e.chargeOutcome("o", "i1", 20, 40, history.OutcomeHungUp)
+		e.x(0, "i1", history.PurposeRetry, "k", "o", "b", 60, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i1", 70)
+		wantCause(t, e.result(t, AtMostOnce), CauseAfterError)
+	})
+	// Was concurrent: an attempt refused while its instance was down
+	// counted as open forever.
+	t.Run("a refused attempt is closed", func(t *testing.T) {
+		e := newEv()
+		e.refused(0, "i1", history.PurposeFirst, "k", "o", "b", 4, 5)
+		e.x(0, "i1", history.PurposeRetry, "k", "o", "b", 10, 50, 200, ok1)
+		e.charge("o", "i1", 20)
+		e.x(1, "i1", history.PurposeReplay, "k", "o", "b", 60, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i1", 70)
+		wantCause(t, e.result(t, AtMostOnce), CauseAfterDone)
 	})
 	t.Run("a kill between unseen charges is excused", func(t *testing.T) {
 		e := newEv()
@@ -94,6 +147,57 @@ func TestAtMostOnceCauses(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
+	// Was excused: the service answers with its own payment id, so no
+	// reply names ch_1; but a client got a success before the kill, so the
+	// service had saved (or should have saved) the key and forgot it.
+	t.Run("own payment id, keys forgotten on restart", func(t *testing.T) {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 25, 201, `{"payment":"pay_1"}`)
+		e.charge("o", "i1", 20)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 30, End: 40})
+		e.x(1, "i1", history.PurposeReplay, "k", "o", "b", 60, 90, 201, `{"payment":"pay_2"}`)
+		e.charge("o", "i1", 70)
+		wantCause(t, e.result(t, AtMostOnce), CauseAfterDone)
+		if r := e.result(t, Replay); len(r.Notes) == 0 || !strings.Contains(r.Notes[0], "charge id") {
+			t.Errorf("no note that the answers never carry the charge id: %+v", r)
+		}
+	})
+	t.Run("an exit by itself excuses nothing", func(t *testing.T) {
+		e := newEv()
+		e.h.AddExchange(history.Exchange{Client: 0, Instance: "i1", Purpose: history.PurposeFirst, Key: "k", HasKey: true, Order: "o", Body: "b",
+			Call: 10, Return: history.Never, Err: "connection closed without an answer", ErrAt: 31})
+		e.charge("o", "i1", 20)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceExit, Failpoint: "i1", Start: 30, End: 40})
+		e.x(0, "i2", history.PurposeRetry, "k", "o", "b", 60, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i2", 70)
+		r := e.result(t, AtMostOnce)
+		wantCause(t, r, CauseAfterDone)
+		if len(r.Notes) != 0 {
+			t.Errorf("an exit by itself was excused: %v", r.Notes)
+		}
+	})
+	t.Run("a reset by a dying instance closes the attempt", func(t *testing.T) {
+		e := newEv()
+		e.h.AddExchange(history.Exchange{Client: 0, Instance: "i1", Purpose: history.PurposeFirst, Key: "k", HasKey: true, Order: "o", Body: "b",
+			Call: 10, Return: history.Never, Err: "connection closed without an answer", ErrAt: 31})
+		e.chargeOutcome("o", "i1", 20, 25, history.OutcomeFailed)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceExit, Failpoint: "i1", Start: 30, End: 40})
+		e.x(0, "i2", history.PurposeRetry, "k", "o", "b", 60, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i2", 70)
+		wantCause(t, e.result(t, AtMostOnce), CauseAfterError)
+	})
+	// Was concurrent: a request that timed out while its instance crashed
+	// counted as open forever.
+	t.Run("a timeout across a crash is closed", func(t *testing.T) {
+		e := newEv()
+		e.h.AddExchange(history.Exchange{Client: 0, Instance: "i1", Purpose: history.PurposeFirst, Key: "k", HasKey: true, Order: "o", Body: "b",
+			Call: 10, Return: history.Never, Err: "timeout", ErrAt: 3010})
+		e.charge("o", "i1", 20)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceExit, Failpoint: "i1", Start: 30, End: 900})
+		e.x(0, "i1", history.PurposeRetry, "k", "o", "b", 1000, 1090, 200, `{"id":"p2"}`)
+		e.charge("o", "i1", 1070)
+		wantCause(t, e.result(t, AtMostOnce), CauseAfterDone)
+	})
 	t.Run("a kill of another instance excuses nothing", func(t *testing.T) {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
@@ -105,27 +209,45 @@ func TestAtMostOnceCauses(t *testing.T) {
 	})
 }
 
-func TestReplayStatusLiveness(t *testing.T) {
+func TestStatusCauses(t *testing.T) {
 	e := newEv()
 	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
-	e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 60, 70, 200, "B")
-	if r := e.result(t, Replay); r.Pass {
-		t.Fatalf("a different answer after the first success passed: %+v", r)
-	}
-
-	e = newEv()
-	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.charge("o", "i1", 20)
 	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 200, "A")
 	wantCause(t, e.result(t, Status), CauseReuse)
 
 	e = newEv()
 	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.charge("o", "i1", 20)
 	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 200, "C")
+	e.charge("o2", "i2", 65)
 	wantCause(t, e.result(t, Status), CauseReuseRan)
+
+	// Was ran-as-new: the key ran twice (A, then B), and the reuse got
+	// the second execution's answer, not the first's; the ledger never
+	// charged the reuse's order.
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.charge("o", "i1", 20)
+	e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 60, 90, 200, "B")
+	e.charge("o", "i2", 70)
+	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 100, 110, 200, "B")
+	r := e.result(t, Status)
+	wantCause(t, r, CauseReuse)
+	if !strings.Contains(r.Detail, "client 1") {
+		t.Errorf("the detail does not name the answer it repeats: %s", r.Detail)
+	}
 
 	e = newEv()
 	e.x(0, "i1", history.PurposeMissing, "", "o", "b", 10, 50, 200, "A")
 	wantCause(t, e.result(t, Status), CauseMissing)
+	if r := Run(Evidence{Hist: e.h, Ledger: e.l, Policy: Policy{KeyOptional: true}}); !r[3].Pass {
+		t.Errorf("a request without a key failed although the key was declared optional: %+v", r[3])
+	}
+
+	e = newEv()
+	e.x(0, "i1", history.PurposeLong, "kkkk", "o", "b", 10, 50, 200, "A")
+	wantCause(t, e.result(t, Status), CauseLong)
 
 	e = newEv()
 	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
@@ -139,16 +261,91 @@ func TestReplayStatusLiveness(t *testing.T) {
 	if r := e.result(t, Status); !r.Pass || !r.Applied {
 		t.Fatalf("%+v", r)
 	}
+}
 
-	e = newEv()
-	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, 409, "busy")
-	if r := e.result(t, Liveness); r.Pass || !r.Applied {
-		t.Fatalf("a key still in flight after healing passed: %+v", r)
+func TestReplay(t *testing.T) {
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 60, 70, 200, "B")
+	if r := e.result(t, Replay); r.Pass {
+		t.Fatalf("a different answer after the first success passed: %+v", r)
+	}
+}
+
+func TestLivenessCauses(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		cause  string
+	}{{409, CauseInFlight}, {423, CauseLocked}, {429, CauseThrottled}, {500, CauseServerError}, {0, CauseNoAnswer}} {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8, 503, "down")
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, tc.status, "busy")
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 40, tc.status, "busy")
+		wantCause(t, e.result(t, Liveness), tc.cause)
+	}
+	// A saved error for a charge the provider failed is a definite answer.
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 30, 500, "provider failed")
+	e.chargeOutcome("o", "i1", 10, 20, history.OutcomeFailed)
+	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 40, 50, 500, "provider failed")
+	e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 60, 70, 500, "provider failed")
+	if r := e.result(t, Liveness); !r.Pass || len(r.Notes) != 1 {
+		t.Fatalf("a replayed saved error failed liveness: %+v", r)
 	}
 	e = newEv()
 	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, 409, "busy")
 	e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 40, 200, "A")
 	if r := e.result(t, Liveness); !r.Pass {
 		t.Fatalf("%+v", r)
+	}
+}
+
+// TestAnswers: a service that answers 500 to every keyed request fails
+// first, saying so; one that mostly succeeds passes.
+func TestAnswers(t *testing.T) {
+	e := newEv()
+	for i := 0; i < 50; i++ {
+		k := fmt.Sprintf("k%d", i)
+		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 500, "invalid key")
+	}
+	e.x(0, "i1", history.PurposeFirst, "ok", "ook", "b", 600, 605, 200, "fine")
+	rs := Run(Evidence{Hist: e.h, Ledger: e.l})
+	if rs[0].Checker != Answers {
+		t.Fatalf("the first verdict is %s, want %s", rs[0].Checker, Answers)
+	}
+	wantCause(t, rs[0], CauseNothingTested)
+	if !strings.Contains(rs[0].Detail, "answered 500 to 98% of keyed requests") || !strings.Contains(rs[0].Detail, "nothing was tested") {
+		t.Errorf("detail %q", rs[0].Detail)
+	}
+	e = newEv()
+	for i := 0; i < 10; i++ {
+		k := fmt.Sprintf("k%d", i)
+		st := 200
+		if i < 3 {
+			st = 500
+		}
+		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), st, "x")
+	}
+	for i := 3; i < 10; i++ {
+		e.charge(fmt.Sprintf("ok%d", i), "i1", int64(10*i+2))
+	}
+	if r := e.result(t, Answers); !r.Pass || !r.Applied {
+		t.Fatalf("%+v", r)
+	}
+
+	// Successes, but no charge of an order idemcheck sent.
+	e = newEv()
+	for i := 0; i < 4; i++ {
+		k := fmt.Sprintf("k%d", i)
+		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 200, "ok")
+	}
+	r := e.result(t, Answers)
+	wantCause(t, r, CauseNothingTested)
+	if !strings.Contains(r.Detail, "never called it") {
+		t.Errorf("detail %q", r.Detail)
+	}
+	e.charge("their-own-id", "i1", 3)
+	if r := e.result(t, Answers); r.Pass || !strings.Contains(r.Detail, "none of an order idemcheck sent") {
+		t.Errorf("charges of unknown orders passed: %+v", r)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,11 +34,52 @@ type Instance struct {
 	cmd  string
 	env  []string
 	log  io.Writer
+	tail *tail
 
-	mu   sync.Mutex
-	proc *exec.Cmd
-	done chan struct{} // closed when proc exits
-	err  error         // proc's exit
+	// life is held through every change of the process's life (a kill
+	// and its restart, a pause and its resume, a restart after a crash),
+	// so that two of them never interleave.
+	life sync.Mutex
+
+	mu      sync.Mutex
+	proc    *exec.Cmd
+	done    chan struct{} // closed when proc exits
+	err     error         // proc's exit
+	killing bool          // the exit to come is idemcheck's doing
+	onExit  func(in *Instance, err error)
+}
+
+// tail keeps the last bytes written to an instance's log.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 2048
+
+// Write keeps the last tailSize bytes of p and what came before.
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailSize {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-tailSize:]...)
+	}
+	t.mu.Unlock()
+	return len(p), nil
+}
+
+// LogTail returns the last lines the instance's current (or last)
+// process wrote, up to 2 KiB.
+func (in *Instance) LogTail() string {
+	in.tail.mu.Lock()
+	defer in.tail.mu.Unlock()
+	s := string(in.tail.buf)
+	if len(in.tail.buf) == tailSize {
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			s = s[i+1:]
+		}
+	}
+	return strings.TrimRight(s, "\n")
 }
 
 // FreePort asks the kernel for a free port on 127.0.0.1.
@@ -54,8 +96,12 @@ func FreePort() (int, error) {
 // "{port}" replaced by port and PORT=<port> plus env in its environment;
 // its output goes to log.
 func NewInstance(name string, port int, command string, env []string, log io.Writer) *Instance {
+	t := &tail{}
+	if log == nil {
+		log = io.Discard
+	}
 	return &Instance{Name: name, Port: port, cmd: strings.ReplaceAll(command, "{port}", strconv.Itoa(port)),
-		env: append([]string{"PORT=" + strconv.Itoa(port)}, env...), log: log}
+		env: append([]string{"PORT=" + strconv.Itoa(port)}, env...), log: io.MultiWriter(log, t), tail: t}
 }
 
 // Addr is the instance's host:port.
@@ -73,16 +119,39 @@ func (in *Instance) Start() error {
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("instance %s: %v", in.Name, err)
 	}
-	in.proc, in.done, in.err = c, make(chan struct{}), nil
+	in.proc, in.done, in.err, in.killing = c, make(chan struct{}), nil, false
+	in.tail.mu.Lock()
+	in.tail.buf = in.tail.buf[:0] // the tail is this process's
+	in.tail.mu.Unlock()
 	done := in.done
 	go func() {
 		err := c.Wait()
 		in.mu.Lock()
 		in.err = err
+		expected, onExit := in.killing, in.onExit
 		in.mu.Unlock()
 		close(done)
+		if !expected && onExit != nil {
+			onExit(in, err)
+		}
 	}()
 	return nil
+}
+
+// running reports whether the instance's process is alive.
+func (in *Instance) running() bool {
+	in.mu.Lock()
+	done := in.done
+	in.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
 }
 
 // Ready waits until the instance answers HTTP (ping says whether an
@@ -124,6 +193,9 @@ func (in *Instance) signal(sig syscall.Signal) error {
 
 // Kill kills the process group with SIGKILL and waits for the process.
 func (in *Instance) Kill() error {
+	in.mu.Lock()
+	in.killing = true
+	in.mu.Unlock()
 	_ = in.signal(syscall.SIGCONT) // a stopped process must run to die promptly
 	err := in.signal(syscall.SIGKILL)
 	in.mu.Lock()
@@ -162,7 +234,10 @@ type Schedule struct {
 // healed, every paused instance resumed, every killed one started again
 // and ready. Instances and proxies are parallel (proxies[i] fronts
 // instances[i]); instances may be nil (targets started by someone else).
-func (s Schedule) Run(ctx context.Context, h *history.History, names []string, instances []*Instance, proxies []nemesis.Proxy) error {
+// A fault that cannot be injected or healed (a pause of an instance that
+// has just crashed, a restart that never answers) does not end the run:
+// it is returned, one line each, for the report.
+func (s Schedule) Run(ctx context.Context, h *history.History, names []string, instances []*Instance, proxies []nemesis.Proxy) []string {
 	rng := rand.New(rand.NewSource(s.Seed*7919 + 17))
 	var kinds []string
 	if s.Network {
@@ -178,31 +253,43 @@ func (s Schedule) Run(ctx context.Context, h *history.History, names []string, i
 	draw := func(mean time.Duration) time.Duration {
 		return mean/2 + time.Duration(rng.Int63n(int64(mean)+1))
 	}
+	var problems []string
 	for {
 		if !sleep(ctx, draw(s.Gap)) {
-			return nil
+			return problems
 		}
 		i := rng.Intn(len(names))
 		kind := kinds[rng.Intn(len(kinds))]
 		d := draw(s.Window)
-		f := history.Fault{Client: -1, Failpoint: names[i], Start: h.Now()}
+		f := history.Fault{Client: -1, Failpoint: names[i]}
 		var err error
 		switch kind {
-		case "kill":
-			f.Kind = history.FaultInstanceKill
-			if err = instances[i].Kill(); err == nil {
-				sleep(ctx, d)
-				if err = instances[i].Start(); err == nil {
-					err = s.Ready(context.WithoutCancel(ctx), instances[i])
+		case "kill", "pause":
+			in := instances[i]
+			in.life.Lock()
+			if !in.running() {
+				in.life.Unlock()
+				continue // down after a crash: its supervisor restarts it
+			}
+			f.Start = h.Now()
+			if kind == "kill" {
+				f.Kind = history.FaultInstanceKill
+				if err = in.Kill(); err == nil {
+					sleep(ctx, d)
+					if err = in.Start(); err == nil {
+						err = s.Ready(context.WithoutCancel(ctx), in)
+					}
+				}
+			} else {
+				f.Kind = history.FaultInstancePause
+				if err = in.Pause(); err == nil {
+					sleep(ctx, d)
+					err = in.Resume()
 				}
 			}
-		case "pause":
-			f.Kind = history.FaultInstancePause
-			if err = instances[i].Pause(); err == nil {
-				sleep(ctx, d)
-				err = instances[i].Resume()
-			}
+			in.life.Unlock()
 		default:
+			f.Start = h.Now()
 			f.Kind = history.NetFault(kind)
 			if err = nemesis.NetOn(proxies[i], kind, 50*time.Millisecond, 30*time.Millisecond); err == nil {
 				sleep(ctx, d)
@@ -212,9 +299,109 @@ func (s Schedule) Run(ctx context.Context, h *history.History, names []string, i
 		f.End = h.Now()
 		h.AddFault(f)
 		if err != nil {
-			return fmt.Errorf("fault %s on %s: %w", f.Kind, names[i], err)
+			problems = append(problems, fmt.Sprintf("%s: fault %s on %s: %v", ms(f.Start), f.Kind, names[i], err))
 		}
 	}
+}
+
+func ms(t int64) string { return history.Millis(t) }
+
+// Supervisor restarts the instances that exit by themselves and records
+// each exit: in the history as a [history.FaultInstanceExit] window (from
+// the exit to the restart), and as a [history.Crash] with the exit status
+// and the tail of the instance's log. A crash is the service's event, not
+// the run's end.
+type Supervisor struct {
+	ctx   context.Context
+	h     *history.History
+	ready func(context.Context, *Instance) error
+
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	crashes []history.Crash
+	count   map[string]int
+	stopped bool
+}
+
+// MaxRestarts bounds the restarts of one instance after crashes: a
+// service that crashes as soon as it starts is not restarted forever.
+const MaxRestarts = 50
+
+// NewSupervisor makes a supervisor; ready re-checks a restarted instance.
+func NewSupervisor(ctx context.Context, h *history.History, ready func(context.Context, *Instance) error) *Supervisor {
+	return &Supervisor{ctx: ctx, h: h, ready: ready, count: map[string]int{}}
+}
+
+// Watch supervises in: call it before in starts.
+func (s *Supervisor) Watch(in *Instance) {
+	in.mu.Lock()
+	in.onExit = s.exited
+	in.mu.Unlock()
+}
+
+func (s *Supervisor) exited(in *Instance, err error) {
+	at := s.h.Now()
+	status := "exited"
+	if err != nil {
+		status = err.Error()
+	}
+	s.mu.Lock()
+	s.count[in.Name]++
+	n, stopped := s.count[in.Name], s.stopped
+	s.mu.Unlock()
+	c := history.Crash{Instance: in.Name, At: at, Status: status, LogTail: in.LogTail()}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		in.life.Lock()
+		defer in.life.Unlock()
+		switch {
+		case s.ctx.Err() != nil || stopped:
+			c.Err = "the run was over: not restarted"
+		case n > MaxRestarts:
+			c.Err = fmt.Sprintf("crashed %d times: not restarted again", n)
+		case in.running():
+			c.Restarted = s.h.Now() // a kill's restart came first
+		default:
+			if err := in.Start(); err != nil {
+				c.Err = err.Error()
+			} else if err := s.ready(context.WithoutCancel(s.ctx), in); err != nil {
+				c.Err = err.Error()
+			} else {
+				c.Restarted = s.h.Now()
+			}
+		}
+		end := c.Restarted
+		if end == 0 {
+			end = s.h.Now()
+		}
+		s.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceExit, Failpoint: in.Name, Start: at, End: end})
+		s.mu.Lock()
+		s.crashes = append(s.crashes, c)
+		s.mu.Unlock()
+	}()
+}
+
+// Wait waits for the restarts in progress.
+func (s *Supervisor) Wait() { s.wg.Wait() }
+
+// Stop restarts nothing more and waits for the restarts in progress: call
+// it before the instances are killed at the end of a run, so that no
+// instance is started again behind the last kill.
+func (s *Supervisor) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// Crashes returns the exits recorded so far, by time.
+func (s *Supervisor) Crashes() []history.Crash {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := append([]history.Crash(nil), s.crashes...)
+	sort.Slice(out, func(i, j int) bool { return out[i].At < out[j].At })
+	return out
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
 )
 
 // state reads a process's state letter from /proc (T: stopped).
@@ -80,5 +83,49 @@ func TestInstanceLifecycle(t *testing.T) {
 	err = bad.Ready(context.Background(), 5*time.Second, func(context.Context, string) error { return errors.New("no answer") })
 	if err == nil || !strings.Contains(err.Error(), "exited before it answered") || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("Ready on an exited instance: %v", err)
+	}
+}
+
+// TestSupervisorRestartsACrash: an instance that exits by itself is
+// recorded (when, its exit status, its log's tail), restarted, and its
+// exit is a window in the history; a kill is not a crash.
+func TestSupervisorRestartsACrash(t *testing.T) {
+	h := history.New()
+	marker := filepath.Join(t.TempDir(), "started")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sup := NewSupervisor(ctx, h, func(context.Context, *Instance) error { return nil })
+	in := NewInstance("i1", 12347, "if [ -e "+marker+" ]; then exec sleep 30; fi; touch "+marker+"; echo boom; exit 7", nil, nil)
+	sup.Watch(in)
+	if err := in.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(sup.Crashes()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	sup.Wait()
+	cs := sup.Crashes()
+	if len(cs) != 1 {
+		t.Fatalf("crashes %+v, want one", cs)
+	}
+	c := cs[0]
+	if c.Instance != "i1" || c.Status != "exit status 7" || c.LogTail != "boom" || c.Restarted == 0 || c.Err != "" {
+		t.Errorf("crash %+v", c)
+	}
+	if !in.running() {
+		t.Error("the instance was not restarted")
+	}
+	if err := in.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	sup.Wait()
+	if n := len(sup.Crashes()); n != 1 {
+		t.Errorf("a kill was recorded as a crash: %d crashes", n)
+	}
+	fs := h.Faults()
+	if len(fs) != 1 || fs[0].Kind != history.FaultInstanceExit || fs[0].Start != c.At || fs[0].End != c.Restarted {
+		t.Errorf("faults %+v", fs)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,6 +54,9 @@ type Config struct {
 	Timeout     time.Duration
 	MaxAttempts int
 	Mix         Mix
+	// Request is the shape of every request (method, headers, key format,
+	// body); [Request.Normalize] fills in its defaults.
+	Request Request
 }
 
 // keyState is what the workload remembers of a key, for replays, reuses
@@ -67,6 +71,7 @@ type Load struct {
 	cfg  Config
 	hist *history.History
 	http *http.Client
+	seq  atomic.Int64 // the %d of key patterns
 
 	mu   sync.Mutex
 	keys []*keyState
@@ -79,6 +84,10 @@ func New(cfg Config, h *history.History) (*Load, error) {
 	}
 	if cfg.Clients <= 0 || cfg.MaxAttempts <= 0 || cfg.Timeout <= 0 {
 		return nil, fmt.Errorf("clients (%d), attempts (%d) and timeout (%v) must be positive", cfg.Clients, cfg.MaxAttempts, cfg.Timeout)
+	}
+	var err error
+	if cfg.Request, err = cfg.Request.Normalize(); err != nil {
+		return nil, err
 	}
 	// One connection per request (no keep-alive): a fault that tears a
 	// connection down hits exactly one request, and Go's transport never
@@ -116,13 +125,17 @@ func (l *Load) client(ctx context.Context, c int) {
 	}
 	var mine []*keyState
 	m := l.cfg.Mix
+	keys := newKeys(l.cfg.Request.KeyFormat, l.cfg.RunID, l.cfg.Seed, c, &l.seq)
 	for n := 0; ctx.Err() == nil; n++ {
 		order := fmt.Sprintf("%s-c%d-o%d", l.cfg.RunID, c, n)
-		body := fmt.Sprintf(`{"order":%q,"amount":%d}`, order, 100+rng.Intn(900))
+		body, err := l.cfg.Request.body(order, 100+rng.Intn(900))
+		if err != nil { // Normalize built one: cannot happen
+			panic(err)
+		}
 		r := rng.Float64()
 		switch {
 		case r < m.Race:
-			ks := l.newKey(fmt.Sprintf("%s-c%d-k%d", l.cfg.RunID, c, n), order, body)
+			ks := l.newKey(keys.next(), order, body)
 			mine = append(mine, ks)
 			a, b := pick(), pick()
 			var wg sync.WaitGroup
@@ -141,13 +154,17 @@ func (l *Load) client(ctx context.Context, c int) {
 			other := &keyState{key: ks.key, order: order, body: body}
 			l.operation(ctx, c, pick(), pick, other, history.PurposeReuse, rng)
 		case r < m.Race+m.Replay+m.Reuse+m.Missing:
-			l.send(ctx, c, pick(), history.PurposeMissing, "", false, order, body, 1)
+			purpose := history.PurposeMissing
+			if l.cfg.Request.KeyOptional {
+				purpose = history.PurposeNoKey
+			}
+			l.send(ctx, c, pick(), purpose, "", false, order, body, 1)
 		case r < m.Race+m.Replay+m.Reuse+m.Missing+m.Long && l.cfg.MaxKeyLen > 0:
-			key := fmt.Sprintf("%s-c%d-k%d-", l.cfg.RunID, c, n)
+			key := keys.next() + "-"
 			key += strings.Repeat("x", max(0, l.cfg.MaxKeyLen+1-len(key)))
 			l.send(ctx, c, pick(), history.PurposeLong, key, true, order, body, 1)
 		default:
-			ks := l.newKey(fmt.Sprintf("%s-c%d-k%d", l.cfg.RunID, c, n), order, body)
+			ks := l.newKey(keys.next(), order, body)
 			mine = append(mine, ks)
 			l.operation(ctx, c, pick(), pick, ks, history.PurposeFirst, rng)
 		}
@@ -162,14 +179,14 @@ func (l *Load) newKey(key, order, body string) *keyState {
 	return ks
 }
 
-// operation sends ks's body with its key until a definite answer (2xx,
-// or a 4xx but 409) or MaxAttempts, retrying on no answer, 409 and 5xx
-// with the same key and body, each retry to the next instance.
+// operation sends ks's body with its key until a definite answer (see
+// [history.Final]) or MaxAttempts, retrying on no answer, 409, 423, 429
+// and 5xx with the same key and body, each retry to the next instance.
 func (l *Load) operation(ctx context.Context, c int, first Target, pick func() Target, ks *keyState, purpose string, rng *rand.Rand) {
 	t := first
 	for a := 1; a <= l.cfg.MaxAttempts && ctx.Err() == nil; a++ {
 		x := l.send(ctx, c, t, purpose, ks.key, true, ks.order, ks.body, a)
-		if definite(x.Status) {
+		if history.Final(x.Status) {
 			l.mu.Lock()
 			ks.settled = true
 			l.mu.Unlock()
@@ -182,12 +199,6 @@ func (l *Load) operation(ctx context.Context, c int, first Target, pick func() T
 		sleep(ctx, backoff+time.Duration(rng.Int63n(int64(backoff))))
 		t = pick()
 	}
-}
-
-// definite reports whether an answer settles an operation: retrying
-// cannot change a success or a client error other than 409.
-func definite(status int) bool {
-	return status >= 200 && status < 300 || status >= 400 && status < 500 && status != http.StatusConflict
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -203,13 +214,16 @@ func sleep(ctx context.Context, d time.Duration) {
 func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, hasKey bool, order, body string, attempt int) history.Exchange {
 	x := history.Exchange{Client: c, Instance: t.Name, Purpose: purpose, Key: key, HasKey: hasKey,
 		Order: order, Body: body, Attempt: attempt}
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodPost, t.URL, bytes.NewReader([]byte(body)))
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), l.cfg.Request.Method, t.URL, bytes.NewReader([]byte(body)))
 	if err != nil {
 		x.Call, x.Return, x.Err = l.hist.Now(), history.Never, err.Error()
 		l.hist.AddExchange(x)
 		return x
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", l.cfg.Request.contentType())
+	for k, vs := range l.cfg.Request.Header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
 	if hasKey {
 		req.Header.Set("Idempotency-Key", key)
 	}
@@ -231,9 +245,11 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 }
 
 // Probe re-sends, once every fault has healed, each key whose last answer
-// was not definite (no answer, 409, 5xx), with its original body, until
-// an answer that is not 409 comes or settle has passed: the liveness
-// checker reads the last probe of each key.
+// was not definite (no answer, 409, 423, 429, 5xx), with its original
+// body, until a definite answer ([history.Final]), the same 5xx twice in
+// a row (a saved error replayed: the liveness checker asks the ledger
+// whether the provider failed that order), or settle has passed: the
+// liveness checker reads the last probe of each key.
 func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 	l.mu.Lock()
 	var todo []*keyState
@@ -252,11 +268,13 @@ func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 		go func(w int) {
 			defer wg.Done()
 			for ks := range work {
+				var prev history.Exchange
 				for a, i := 1, w; ; a, i = a+1, i+1 {
 					x := l.send(ctx, -1, l.cfg.Targets[i%len(l.cfg.Targets)], history.PurposeProbe, ks.key, true, ks.order, ks.body, a)
-					if x.Answered() && x.Status != http.StatusConflict || ctx.Err() != nil {
+					if history.Final(x.Status) || x.Status >= 500 && x.Status == prev.Status && x.Reply == prev.Reply || ctx.Err() != nil {
 						break
 					}
+					prev = x
 					sleep(ctx, 100*time.Millisecond)
 					if ctx.Err() != nil {
 						break

@@ -38,9 +38,9 @@ type ProviderConfig struct {
 
 // Provider is the fake downstream payment provider, served over HTTP on
 // 127.0.0.1. Every POST to /charge (or /i/<instance>/charge, so that the
-// ledger knows which instance asked) with a JSON body {"order": ...} is
-// one effect, counted per order in the ledger. It answers
-// {"charge": "ch_N"}.
+// ledger knows which instance asked) with a JSON body {"order": ...} (or
+// a form body order=...) is one effect, counted per order in the ledger.
+// It answers {"charge": "ch_N"}, or 503 for the failures it draws.
 type Provider struct {
 	cfg    ProviderConfig
 	hist   *history.History
@@ -92,22 +92,25 @@ func (p *Provider) draw() (time.Duration, bool) {
 	return d, p.cfg.FailRate > 0 && p.rng.Float64() < p.cfg.FailRate
 }
 
-// ServeHTTP applies one charge.
+// ServeHTTP applies one charge. The order is read from a JSON body
+// {"order": ...} or a form body order=...; the charge takes effect as
+// soon as the request is read, then the provider waits its latency and
+// answers {"charge": "ch_N"}, or 503 for a failure it drew. The ledger
+// records the effect, the outcome and when it was answered: a service
+// that hangs up first leaves [history.OutcomeHungUp].
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	via, ok := instanceOf(r.URL.Path)
 	if !ok || r.Method != http.MethodPost {
 		http.Error(w, "POST /charge or /i/<instance>/charge", http.StatusNotFound)
 		return
 	}
-	var body struct {
-		Order string `json:"order"`
-	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&body); err != nil || body.Order == "" {
-		http.Error(w, `want a JSON body {"order": "..."}`, http.StatusBadRequest)
+	order, err := orderOf(r, w)
+	if err != nil || order == "" {
+		http.Error(w, `want a JSON body {"order": "..."} or a form body order=...`, http.StatusBadRequest)
 		return
 	}
 	delay, fail := p.draw()
-	id := p.ledger.Effect(body.Order, via, p.hist.Now())
+	id := p.ledger.Effect(order, via, p.hist.Now())
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
@@ -116,12 +119,39 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			t.Stop()
 		}
 	}
+	if r.Context().Err() != nil {
+		p.ledger.Answer(id, history.OutcomeHungUp, p.hist.Now())
+		return
+	}
 	if fail {
+		p.ledger.Answer(id, history.OutcomeFailed, p.hist.Now())
 		http.Error(w, "provider timeout (the charge went through)", http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]string{"charge": id})
+	b, _ := json.Marshal(map[string]string{"charge": id})
+	_, err = w.Write(append(b, '\n'))
+	outcome := history.OutcomeCharged
+	if err != nil {
+		outcome = history.OutcomeHungUp
+	}
+	p.ledger.Answer(id, outcome, p.hist.Now())
+}
+
+// orderOf reads the order a charge request names.
+func orderOf(r *http.Request, w http.ResponseWriter) (string, error) {
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<16)
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		if err := r.ParseForm(); err != nil {
+			return "", err
+		}
+		return r.PostForm.Get("order"), nil
+	}
+	var body struct {
+		Order string `json:"order"`
+	}
+	err := json.NewDecoder(r.Body).Decode(&body)
+	return body.Order, err
 }
 
 // instanceOf reads the instance from /i/<instance>/charge ("" for /charge).

@@ -27,6 +27,15 @@ type Run struct {
 	Duration string   `json:"duration"`
 	Clients  int      `json:"clients"`
 	Command  string   `json:"command,omitempty"`
+	// Declared lists, one line each, the request and policy the run
+	// assumed (what each declaration widens included).
+	Declared []string `json:"declared,omitempty"`
+	// Policy is what the checkers were given (recheck judges with it).
+	Policy httpcheck.Policy `json:"policy"`
+	// Crashes are the instances that exited by themselves.
+	Crashes []history.Crash `json:"crashes,omitempty"`
+	// Problems are faults that could not be injected or healed.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Summary is summary.json.
@@ -39,26 +48,49 @@ type Summary struct {
 	Results  []httpcheck.Result `json:"results"`
 }
 
-// maxTimelines bounds the timelines printed per checker.
-const maxTimelines = 3
+// maxNotes bounds the notes printed per checker.
+const maxNotes = 3
 
-// Write writes the text report to w.
+// Write writes the text report to w: the run and its declarations, the
+// verdicts (a run that tested nothing says so first) with their counts
+// per cause, the crashes, and one timeline per checker and cause.
 func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results []httpcheck.Result) error {
 	xs := h.Exchanges()
 	charges := l.Charges()
 	var b strings.Builder
+	for _, r := range results {
+		if r.Checker == httpcheck.Answers && !r.Pass {
+			fmt.Fprintf(&b, "NOTHING TESTED: %s\n\n", r.Violations[0].Detail)
+		}
+	}
 	fmt.Fprintf(&b, "idemcheck http: %d instance(s) %s, %d clients, %s, seed %d\n", len(run.Targets), strings.Join(run.Targets, " "), run.Clients, run.Duration, run.Seed)
 	if run.Command != "" {
 		fmt.Fprintf(&b, "  command: %s\n", run.Command)
 	}
-	fmt.Fprintf(&b, "  %d requests (%s), %d answered (%s); %d charges; faults: %s\n",
+	for _, d := range run.Declared {
+		fmt.Fprintf(&b, "  declared %s\n", d)
+	}
+	fmt.Fprintf(&b, "  %d requests (%s), %d answered (%s); %d charges (%s); faults: %s\n",
 		len(xs), countBy(xs, func(x history.Exchange) string { return x.Purpose }), answered(xs),
 		countBy(xs, func(x history.Exchange) string {
 			if !x.Answered() {
 				return "no answer"
 			}
 			return fmt.Sprint(x.Status)
-		}), len(charges), faultCounts(h.Faults()))
+		}), len(charges), chargeCounts(charges), faultCounts(h.Faults()))
+	for _, c := range run.Crashes {
+		restarted := "not restarted: " + c.Err
+		if c.Restarted > 0 {
+			restarted = "restarted, answering again at " + ms(c.Restarted)
+		}
+		fmt.Fprintf(&b, "  CRASH: instance %s exited by itself at %s (%s); %s\n", c.Instance, ms(c.At), c.Status, restarted)
+		for _, line := range lastLines(c.LogTail, 12) {
+			fmt.Fprintf(&b, "         | %s\n", line)
+		}
+	}
+	for _, p := range run.Problems {
+		fmt.Fprintf(&b, "  fault not injected: %s\n", p)
+	}
 	for _, r := range results {
 		verdict := "PASS"
 		if !r.Pass {
@@ -69,11 +101,11 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 			applied = "did not apply"
 		}
 		fmt.Fprintf(&b, "%-4s %-16s (%s) %s\n", verdict, r.Checker, applied, r.Detail)
-		if c := r.Causes(); len(c) > 0 {
-			fmt.Fprintf(&b, "     causes: %s\n", strings.Join(c, ", "))
+		if c := r.CauseCounts(); len(r.Causes()) > 0 {
+			fmt.Fprintf(&b, "     causes: %s\n", joinCounts(c))
 		}
 		for i, n := range r.Notes {
-			if i == maxTimelines {
+			if i == maxNotes {
 				fmt.Fprintf(&b, "     note: … and %d more\n", len(r.Notes)-i)
 				break
 			}
@@ -81,19 +113,50 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 		}
 	}
 	for _, r := range results {
-		for i, v := range r.Violations {
-			if i == maxTimelines {
-				fmt.Fprintf(&b, "\n(%d more %s violations in summary.json)\n", len(r.Violations)-i, r.Checker)
-				break
+		shown := map[string]bool{}
+		for _, v := range r.Violations {
+			if shown[v.Cause] || r.Checker == httpcheck.Answers {
+				continue
 			}
-			fmt.Fprintf(&b, "\n%s violation [%s]: %s\n", r.Checker, v.Cause, v.Detail)
+			shown[v.Cause] = true
+			fmt.Fprintf(&b, "\n%s violation [%s] (the first of %d): %s\n", r.Checker, v.Cause, r.CauseCounts()[v.Cause], v.Detail)
 			for _, line := range Timeline(xs, charges, h.Faults(), v.Key) {
 				fmt.Fprintf(&b, "  %s\n", line)
 			}
 		}
+		if len(r.Violations) > len(shown) && r.Checker != httpcheck.Answers {
+			fmt.Fprintf(&b, "\n(%d more %s violations in summary.json)\n", len(r.Violations)-len(shown), r.Checker)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) []string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		return nil
+	}
+	return lines[max(0, len(lines)-n):]
+}
+
+// chargeCounts counts the effective charges by outcome.
+func chargeCounts(cs []history.Charge) string {
+	m := map[string]int{}
+	for _, c := range cs {
+		if c.Effective {
+			o := c.Outcome
+			if o == "" {
+				o = "unanswered"
+			}
+			m[o]++
+		}
+	}
+	if len(m) == 0 {
+		return "none"
+	}
+	return joinCounts(m)
 }
 
 // Timeline lists, in time order, everything that happened to a key: its
@@ -130,6 +193,9 @@ func Timeline(xs []history.Exchange, charges []history.Charge, fs []history.Faul
 			}
 			from, to = min(from, c.At), max(to, c.At)
 			evs = append(evs, ev{c.At, fmt.Sprintf("%9s  provider     ★ %-4s charged order %s: %s", ms(c.At), via, c.Order, c.ID)})
+			if c.End > 0 && c.Outcome != history.OutcomeCharged {
+				evs = append(evs, ev{c.End, fmt.Sprintf("%9s  provider     ☆ %-4s %s: %s", ms(c.End), via, c.ID, c.Outcome)})
+			}
 		}
 	}
 	for _, f := range fs {
@@ -145,13 +211,15 @@ func Timeline(xs []history.Exchange, charges []history.Charge, fs []history.Faul
 	return out
 }
 
-// WriteDir writes report.txt, history.jsonl and summary.json into dir.
+// WriteDir writes report.txt, report.html, history.jsonl and
+// summary.json into dir.
 func WriteDir(dir string, run Run, h *history.History, l *history.Ledger, results []httpcheck.Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	files := map[string]func(io.Writer) error{
 		"report.txt":    func(w io.Writer) error { return Write(w, run, h, l, results) },
+		HTMLFile:        func(w io.Writer) error { return WriteHTML(w, run, h, l, results) },
 		"history.jsonl": func(w io.Writer) error { return history.Write(w, "http", h, l) },
 		"summary.json": func(w io.Writer) error {
 			s := Summary{Run: run, Pass: Pass(results), Requests: len(h.Exchanges()), Charges: len(l.Charges()),

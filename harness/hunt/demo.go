@@ -209,17 +209,12 @@ func Demo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo, *De
 	if !ok {
 		return foundDemo(ctx, o, mutant)
 	}
-	if o.Backend.Clock == stores.ServerClock {
-		// The scheduled scenarios' LockTTL (a tick waits it out): the
-		// run's, ScheduledServerLockTTL unless set.
-		ttl := o.ScheduledLockTTL
-		if ttl <= 0 {
-			ttl = ScheduledServerLockTTL
-		}
-		o.LockTTL = min(o.LockTTL, ttl)
-	}
-	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Story: spec.story, Keyed: spec.keyed, LockTTL: o.LockTTL.String(),
-		Side: "store", Scenario: stores.Mutants[mutant].Scenario}
+	// A demo is a scheduled episode: its LockTTL is the scheduled
+	// scenarios' (harness.Options.LockTTLFor).
+	o = OptionsFor(o)
+	name, side, _ := MutantScenario(mutant)
+	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Story: spec.story, Keyed: spec.keyed, LockTTL: o.LockTTLFor(demoScenario).String(),
+		Side: side, Scenario: name}
 	bad, err := runDemo(ctx, o, spec, mutant)
 	if err != nil {
 		return info, nil, nil, err
@@ -230,7 +225,7 @@ func Demo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo, *De
 
 // demoScenario is the scenario a demo's store is opened for (its name
 // names the store's file, schema or prefix).
-var demoScenario = scenario.Scenario{Name: "demo"}
+var demoScenario = scenario.Scenario{Name: "demo", Scheduled: true}
 
 // runDemo runs the schedule on one variant of the store.
 func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant string) (*DemoRun, error) {
@@ -272,19 +267,11 @@ func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant stri
 	stopWatch := history.WatchStalls(env.Hist)
 	runErr := s.Run(ctx)
 	run := &DemoRun{Variant: variant, Lines: demoLines(s.Log()), Answers: []string{}, Caught: []string{}}
-	probe := env.NewClientID()
-	env.ProbeAfterLockTTL(ctx, probe)
-	stopWatch()
-	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: modelOf(o, env.Config), Fence: fenceOf(o),
-		ProbeClient: probe, LinTimeout: harness.LinTimeout})
+	j := o.Finish(ctx, env, stopWatch, true, false)
 	var violations []check.Violation
-	for _, name := range check.Preference {
-		for _, c := range res {
-			if c.Checker == name && c.Verdict == check.Fail {
-				run.Caught = append(run.Caught, name)
-				violations = append(violations, c.Violations...)
-			}
-		}
+	for _, c := range check.Failed(j.Checkers) {
+		run.Caught = append(run.Caught, c.Checker)
+		violations = append(violations, c.Violations...)
 	}
 	answers := env.Hist.Answers()
 	sort.SliceStable(answers, func(i, j int) bool { return letters[answers[i].Client] < letters[answers[j].Client] })

@@ -12,7 +12,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/scenario"
-	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -34,10 +33,11 @@ const (
 
 // story says what a mutant re-creates, in a line.
 func story(mutant string) string {
-	if m, ok := workload.LookupClientMutant(mutant); ok {
+	m, _ := stores.LookupMutant(mutant)
+	if m.Side == stores.ClientSide {
 		return "a client " + m.Bug
 	}
-	return "a store that " + stores.Mutants[mutant].Bug
+	return "a store that " + m.Bug
 }
 
 // foundDemo hunts the mutant, then runs the killing episode on the correct
@@ -47,9 +47,10 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("unknown mutant %q", mutant)
 	}
-	o = OptionsFor(o, name)
+	o = OptionsFor(o)
+	sc, _ := scenario.Lookup(name)
 	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Side: side, Scenario: name, Found: true,
-		Story: story(mutant), LockTTL: o.LockTTL.String()}
+		Story: story(mutant), LockTTL: o.LockTTLFor(sc).String()}
 	k, err := Hunt(ctx, o, mutant, Options{Budget: foundBudget, Keys: foundKeys, Shrink: foundShrink})
 	if err != nil {
 		return info, nil, nil, err
@@ -63,7 +64,7 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 	order := orderOf(k.hist, k.key)
 	bad := &DemoRun{Variant: mutant, Lines: demoLines(k.log), Trace: orderTrace(k.hist, k.ledger, order), Answers: []string{},
 		Caught: preferred(k.Checkers), Harm: "HARM: " + k.Detail}
-	if sc, _ := scenario.Lookup(name); sc.Scheduled {
+	if sc.Scheduled {
 		// The same episode again, the key's row read between its steps;
 		// kept if it kills alike (a replay takes back every choice).
 		om := o
@@ -131,13 +132,9 @@ func correctRun(ctx context.Context, o harness.Options, name string, k *Kill, or
 		run.Lines = []DemoLine{}
 	}
 	var details []string
-	for _, name := range check.Preference {
-		for _, c := range res {
-			if c.Checker == name && c.Verdict == check.Fail {
-				run.Caught = append(run.Caught, name)
-				details = append(details, c.Violations[0].Detail)
-			}
-		}
+	for _, c := range check.Failed(res) {
+		run.Caught = append(run.Caught, c.Checker)
+		details = append(details, c.Violations[0].Detail)
 	}
 	if len(details) > 0 {
 		run.Harm = "BROKEN on the correct store (a false alarm, or a broken store): " + details[0]

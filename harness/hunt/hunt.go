@@ -21,7 +21,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/sched"
 	"github.com/idemcheck/idemcheck/harness/workload"
-	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -100,26 +99,19 @@ type Options struct {
 const ScheduledServerLockTTL = harness.ScheduledServerLockTTL
 
 // MutantScenario says which scenario is meant to kill the mutant and on
-// which side of the contract the bug lives; ok is false for an unknown one.
+// which side of the contract the bug lives (its row of stores.Catalogue);
+// ok is false for an unknown one.
 func MutantScenario(mutant string) (scenario, side string, ok bool) {
-	if m, ok := workload.LookupClientMutant(mutant); ok {
-		return m.Scenario, "client", true
-	}
-	m, ok := stores.Mutants[mutant]
-	if !ok {
-		return "", "", false
-	}
-	if _, config := stores.ConfigMutants[mutant]; config {
-		return m.Scenario, "config", true
-	}
-	return m.Scenario, "store", true
+	m, ok := stores.LookupMutant(mutant)
+	return m.Scenario, string(m.Side), ok
 }
 
-// OptionsFor adapts the run's options to the scenario a hunt runs:
-// scheduled scenarios on server-clock stores get ScheduledServerLockTTL.
-func OptionsFor(o harness.Options, name string) harness.Options {
-	if scenario.IsScheduled(name) && o.Backend.Clock == stores.ServerClock && o.LockTTL > ScheduledServerLockTTL {
-		o.LockTTL = ScheduledServerLockTTL
+// OptionsFor adapts the run's options to a hunt: the scheduled scenarios
+// on server-clock stores get ScheduledServerLockTTL unless the options set
+// their own (harness.Options.LockTTLFor decides from it).
+func OptionsFor(o harness.Options) harness.Options {
+	if o.ScheduledLockTTL <= 0 {
+		o.ScheduledLockTTL = ScheduledServerLockTTL
 	}
 	return o
 }
@@ -134,7 +126,7 @@ func Hunt(ctx context.Context, o harness.Options, mutant string, h Options) (*Ki
 		return nil, fmt.Errorf("unknown mutant %q", mutant)
 	}
 	o.Variant = mutant
-	if m, ok := stores.Mutants[mutant]; ok && m.Strict {
+	if m, ok := stores.LookupMutant(mutant); ok && m.Strict {
 		o.StrictRetention = true // its bug is a finding unless strict
 	}
 	k, err := HuntScenario(ctx, o, name, h)
@@ -154,9 +146,9 @@ func HuntScenario(ctx context.Context, o harness.Options, name string, h Options
 	if !ok {
 		return nil, fmt.Errorf("unknown scenario %q", name)
 	}
-	o = OptionsFor(o, name)
-	if h.ServerLockTTL > 0 && sc.Scheduled && o.Backend.Clock == stores.ServerClock {
-		o.LockTTL, o.ScheduledLockTTL = h.ServerLockTTL, 0
+	o = OptionsFor(o)
+	if h.ServerLockTTL > 0 && sc.Scheduled {
+		o.LockTTL, o.ScheduledLockTTL = h.ServerLockTTL, h.ServerLockTTL
 	}
 	o.Scenarios = []string{name}
 	if err := o.Validate(); err != nil {
@@ -181,8 +173,6 @@ func HuntScenario(ctx context.Context, o harness.Options, name string, h Options
 // what a property test drives with a rapid chooser.
 type Episodes struct {
 	o       harness.Options
-	sem     stores.Semantics
-	fence   stores.Fence
 	name    string
 	probe   bool
 	env     *scenario.Env
@@ -196,7 +186,7 @@ type Episode struct {
 	// Log is the interleaving: the scheduler's decisions, the statements
 	// each client ran, the clock ticks.
 	Log []sched.Event
-	// Checks are the seven checkers' results on the episode's history.
+	// Checks are the checkers' results ([check.Run]) on the episode's history.
 	Checks []check.Result
 	// Err is set when the scheduler gave up (its history is still checked).
 	Err error
@@ -217,8 +207,7 @@ func NewEpisodes(ctx context.Context, o harness.Options, name string) (*Episodes
 		return nil, err
 	}
 	env.UseSchedClock()
-	sem, fence := o.Declared()
-	return &Episodes{o: o, sem: sem, fence: fence, name: name, probe: probe, env: env}, nil
+	return &Episodes{o: o, name: name, probe: probe, env: env}, nil
 }
 
 // Close closes the store.
@@ -236,14 +225,8 @@ func (r *Episodes) Run(ctx context.Context, ch sched.Chooser) *Episode {
 	r.tenants++
 	stopWatch := history.WatchStalls(env.Hist)
 	log, err := scenario.RunEpisode(ctx, env, r.name, 0, ch)
-	probe := env.NewClientID()
-	if r.probe {
-		env.ProbeAfterLockTTL(ctx, probe)
-	}
-	stopWatch()
-	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(r.o.Backend.Clock, env.Config, r.sem), Fence: r.fence,
-		ProbeClient: probe, LinTimeout: harness.LinTimeout})
-	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: res, Err: err}
+	j := r.o.Finish(ctx, env, stopWatch, r.probe, false)
+	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: j.Checkers, Err: err}
 }
 
 // huntEpisodes runs the scheduled scenario one episode at a time on one
@@ -363,32 +346,26 @@ func huntRounds(ctx context.Context, o harness.Options, sc scenario.Scenario, h 
 
 // judge fills in the kill from the checkers' results, if any failed.
 func judge(k *Kill, res []check.Result, hist *history.History, ledger *history.Ledger) bool {
-	failed := map[string]check.Result{}
+	k.Checkers = nil
 	for _, c := range res {
 		if c.Verdict == check.Fail {
-			failed[c.Checker] = c
 			k.Checkers = append(k.Checkers, c.Checker)
 		}
 	}
-	if len(failed) == 0 {
-		k.Checkers = nil
+	c, ok := check.Worst(res)
+	if !ok {
 		return false
 	}
-	for _, name := range check.Preference {
-		if c, ok := failed[name]; ok {
-			k.Killed, k.Checker, k.hist, k.ledger = true, name, hist, ledger
-			v := c.Violations[0]
-			k.Detail = v.Detail
-			k.key = v.Key
-			k.Trace = report.TraceLines(hist, ledger, v.Key)
-			if len(k.Trace) == 0 { // a violation named by order, not key
-				k.key = orderKey(hist, v.Key)
-				k.Trace = report.TraceLines(hist, ledger, k.key)
-			}
-			return true
-		}
+	k.Killed, k.Checker, k.hist, k.ledger = true, c.Checker, hist, ledger
+	v := c.Violations[0]
+	k.Detail = v.Detail
+	k.key = v.Key
+	k.Trace = report.TraceLines(hist, ledger, v.Key)
+	if len(k.Trace) == 0 { // a violation named by order, not key
+		k.key = orderKey(hist, v.Key)
+		k.Trace = report.TraceLines(hist, ledger, k.key)
 	}
-	return false
+	return true
 }
 
 // orderKey finds the key of an order (at-most-once names orders).
@@ -528,25 +505,9 @@ func replay(ctx context.Context, o harness.Options, name string, rec scenario.Ep
 	}
 	stopWatch := history.WatchStalls(env.Hist)
 	log, runErr := scenario.RunEpisode(ctx, env, name, rec.Key, &sched.Replay{Choices: rec.Choices})
-	probe := env.NewClientID()
-	env.ProbeAfterLockTTL(ctx, probe)
-	stopWatch()
-	res := check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: modelOf(o, env.Config), Fence: fenceOf(o),
-		ProbeClient: probe, LinTimeout: harness.LinTimeout})
-	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: res, Err: runErr}, nil
+	j := o.Finish(ctx, env, stopWatch, true, false)
+	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: j.Checkers, Err: runErr}, nil
 }
 
 // DescribeLog prints an episode's log as the hunt's traces do.
 func DescribeLog(log []sched.Event) []string { return describeLog(log) }
-
-// modelOf is the model a store of o is judged by, with its declarations.
-func modelOf(o harness.Options, cfg stores.Config) models.Config {
-	sem, _ := o.Declared()
-	return check.ModelFor(o.Backend.Clock, cfg, sem)
-}
-
-// fenceOf is the fence o's store declares (nil: none).
-func fenceOf(o harness.Options) stores.Fence {
-	_, fence := o.Declared()
-	return fence
-}

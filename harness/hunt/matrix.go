@@ -256,7 +256,7 @@ func runCorrect(ctx context.Context, o harness.Options, scenarios []string, mo M
 		}
 		j := jobs[i]
 		progress(fmt.Sprintf("correct store, %s, seed %d", j.name, j.seed))
-		oo := OptionsFor(o, j.name)
+		oo := OptionsFor(o)
 		oo.Variant, oo.Scenarios, oo.Seed, oo.Keys = stores.Correct, []string{j.name}, j.seed, mo.CorrectKeys
 		run := CorrectRun{Scenario: j.name, Seed: j.seed}
 		sum, err := harness.Run(ctx, oo)

@@ -12,6 +12,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -115,7 +116,7 @@ func options(f Factory) harness.Options {
 // CheckScenario runs one scenario of the harness on a fresh store from the
 // factory and writes its results directory (report.md, traces, history).
 // It is Run without the testing.T, for programs and examples.
-func CheckScenario(ctx context.Context, f Factory, scenario string) (*harness.Summary, string, error) {
+func CheckScenario(ctx context.Context, f Factory, scenario string) (*results.Summary, string, error) {
 	o := options(f)
 	o.Scenarios = []string{scenario}
 	sum, err := harness.Run(ctx, o)

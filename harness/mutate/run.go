@@ -145,7 +145,7 @@ const NotStatements = "its decisions are Go conditions compiled into the binary,
 func KillScenarios(b stores.Backend) []string {
 	var ms []string
 	for _, m := range b.Mutants {
-		if _, config := stores.ConfigMutants[m]; !config {
+		if row, _ := stores.LookupMutant(m); row.Side != stores.ConfigSide {
 			ms = append(ms, m)
 		}
 	}

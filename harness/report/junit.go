@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"os"
@@ -9,8 +10,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/results"
 )
 
 // The JUnit XML schema's elements that CI systems read (GitHub Actions'
@@ -45,10 +46,10 @@ type (
 // WriteJUnit writes the run as JUnit XML to path: one testcase per
 // scenario × checker (a failed checker is a failure with its violations,
 // an undecided one a skip saying why), and one per skipped scenario.
-func WriteJUnit(path string, sum *harness.Summary) error {
+func WriteJUnit(path string, sum *results.Summary) error {
 	suite := junitSuite{Name: fmt.Sprintf("idemcheck %s/%s seed %d", sum.Store, sum.Variant, sum.Seed), Time: fmt.Sprintf("%.3f", sum.Seconds)}
 	for _, s := range sum.Scenarios {
-		class := fmt.Sprintf("idemcheck.%s.%s", sum.Store, s.Name)
+		class := fmt.Sprintf("idemcheck.%s.%s", sum.Store, s.ID())
 		if s.Repetition > 0 {
 			class += fmt.Sprintf("#%d", s.Repetition)
 		}
@@ -90,10 +91,18 @@ func WriteJUnit(path string, sum *harness.Summary) error {
 // runDirName matches the names PrepareRunDir gives run directories.
 var runDirName = regexp.MustCompile(`^\d{8}-\d{6}\.\d{3}-`)
 
-// Prune removes the oldest run directories under root beyond the newest
-// keep (only directories named as PrepareRunDir names them; anything else
-// there is left alone) and says how many it removed. The one latest
-// points at is always kept.
+// Marker is the file PrepareRunDir leaves in every run directory it
+// makes: Prune removes only directories that have it, never one a person
+// or another tool put there under a name that looks alike.
+const Marker = ".idemcheck-run"
+
+// Prune removes the oldest passing runs under root beyond the newest keep
+// and says how many it removed. It removes only what it can prove it
+// may: a directory PrepareRunDir made (its name, and Marker inside) whose
+// summary.json says the run passed. A failing, undecided or interrupted
+// run is never removed (its recheck and replay lines must keep pointing
+// at something), nor is a run whose summary cannot be read, nor the one
+// latest points at.
 func Prune(root string, keep int) (int, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -102,20 +111,34 @@ func Prune(root string, keep int) (int, error) {
 	latest, _ := os.Readlink(filepath.Join(root, "latest"))
 	var runs []string
 	for _, e := range entries {
-		if e.IsDir() && runDirName.MatchString(e.Name()) {
+		if e.IsDir() && runDirName.MatchString(e.Name()) && e.Name() != latest && passed(filepath.Join(root, e.Name())) {
 			runs = append(runs, e.Name())
 		}
 	}
 	sort.Strings(runs) // the names start with the time
 	removed := 0
 	for i := 0; i < len(runs)-keep; i++ {
-		if runs[i] == latest {
-			continue
-		}
 		if err := os.RemoveAll(filepath.Join(root, runs[i])); err != nil {
 			return removed, err
 		}
 		removed++
 	}
 	return removed, nil
+}
+
+// passed reports whether dir is a run directory PrepareRunDir made whose
+// summary says the run passed.
+func passed(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, Marker)); err != nil {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		return false
+	}
+	var sum struct {
+		Verdict     check.Verdict `json:"verdict"`
+		Interrupted bool          `json:"interrupted"`
+	}
+	return json.Unmarshal(b, &sum) == nil && sum.Verdict == check.Pass && !sum.Interrupted
 }

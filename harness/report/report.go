@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
-	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -45,12 +45,10 @@ func PrepareRunDir(root, store, variant string, now time.Time) (*RunDir, error) 
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
 	}
-	probe := filepath.Join(dir, ".probe")
-	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, Marker), nil, 0o644); err != nil {
 		os.Remove(dir)
 		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
 	}
-	os.Remove(probe)
 	return &RunDir{Root: root, Path: dir}, nil
 }
 
@@ -63,7 +61,7 @@ func unwrapPathErr(err error) error {
 }
 
 // Write writes the run's files and points <root>/latest at the directory.
-func (d *RunDir) Write(sum *harness.Summary) error {
+func (d *RunDir) Write(sum *results.Summary) error {
 	sum.Dir = d.Path
 	if err := writeJSON(filepath.Join(d.Path, "summary.json"), sum); err != nil {
 		return err
@@ -72,13 +70,13 @@ func (d *RunDir) Write(sum *harness.Summary) error {
 		return err
 	}
 	for _, s := range sum.Scenarios {
-		if v := s.Visualization(); len(v) > 0 {
-			if err := os.WriteFile(filepath.Join(d.Path, "linearizability-"+s.Name+".html"), v, 0o644); err != nil {
+		if l := s.Linearization(); l != nil {
+			if err := writeFile(filepath.Join(d.Path, "linearizability-"+s.ID().String()+".html"), func(w io.Writer) error { return WriteLinearization(w, l) }); err != nil {
 				return err
 			}
 		}
 		if len(s.Violations) > 0 && s.History() != nil {
-			if err := writeFile(filepath.Join(d.Path, "trace-"+s.Name+".txt"), func(w io.Writer) error { return WriteTraces(w, &s, 5) }); err != nil {
+			if err := writeFile(filepath.Join(d.Path, "trace-"+s.ID().String()+".txt"), func(w io.Writer) error { return WriteTraces(w, &s, 5) }); err != nil {
 				return err
 			}
 		}
@@ -123,19 +121,19 @@ func writeFile(path string, f func(io.Writer) error) error {
 	return file.Close()
 }
 
-func writeHistory(w io.Writer, sum *harness.Summary) error {
+func writeHistory(w io.Writer, sum *results.Summary) error {
 	for _, s := range sum.Scenarios {
 		if s.History() == nil {
 			continue
 		}
-		if err := history.Write(w, s.Name, s.History(), s.Ledger()); err != nil {
+		if err := history.Write(w, s.ID().String(), s.History(), s.Ledger()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func writeReport(w io.Writer, sum *harness.Summary) error {
+func writeReport(w io.Writer, sum *results.Summary) error {
 	fmt.Fprintf(w, "# idemcheck: %s on %s/%s\n\n", strings.ToUpper(string(sum.Verdict)), sum.Store, sum.Variant)
 	fmt.Fprintf(w, "Seed %d, %d clients, %d keys, LockTTL %s, %.1fs, started %s.\n\n", sum.Seed, sum.Clients, sum.Keys, sum.LockTTL, sum.Seconds, sum.Started.Format(time.RFC3339))
 	fmt.Fprintf(w, "| scenario | verdict | ops | max concurrent Begins on a key | faults |")
@@ -144,7 +142,7 @@ func writeReport(w io.Writer, sum *harness.Summary) error {
 	}
 	fmt.Fprintf(w, "\n|---|---|---|---|---|%s\n", strings.Repeat("---|", len(check.Docs)))
 	for _, s := range sum.Scenarios {
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %s |", s.Name, s.Verdict, s.Ops, s.MaxConcurrentBegins, faultString(s.Faults))
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %s |", s.ID(), s.Verdict, s.Ops, s.MaxConcurrentBegins, faultString(s.Faults))
 		for _, c := range s.Checkers {
 			fmt.Fprintf(w, " %s |", c.Verdict)
 		}
@@ -152,7 +150,7 @@ func writeReport(w io.Writer, sum *harness.Summary) error {
 	}
 	for _, s := range sum.Scenarios {
 		if len(s.Schedule) > 0 {
-			fmt.Fprintf(w, "\n## Fault schedule of %s (seed %d)\n\n", s.Name, sum.Seed)
+			fmt.Fprintf(w, "\n## Fault schedule of %s (seed %d)\n\n", s.ID(), sum.Seed)
 			for _, line := range s.Schedule {
 				fmt.Fprintf(w, "- %s\n", line)
 			}
@@ -160,16 +158,16 @@ func writeReport(w io.Writer, sum *harness.Summary) error {
 	}
 	for _, s := range sum.Scenarios {
 		if s.History() != nil {
-			retention := harness.DefaultOptions().Retention
-			if d, err := time.ParseDuration(s.Retention); err == nil {
-				retention = d
+			retention := s.Retention.D()
+			if retention == 0 && s.Check != nil {
+				retention = s.Check.Retention
 			}
-			writeReplication(w, s.Name, s.History(), retention)
+			writeReplication(w, s.ID().String(), s.History(), retention)
 		}
 	}
 	fmt.Fprintf(w, "\n## Checkers\n\n")
 	for _, s := range sum.Scenarios {
-		fmt.Fprintf(w, "### %s\n\n", s.Name)
+		fmt.Fprintf(w, "### %s\n\n", s.ID())
 		for _, c := range s.Checkers {
 			fmt.Fprintf(w, "- **%s** %s: %s\n", c.Checker, c.Verdict, c.Detail)
 		}
@@ -180,8 +178,8 @@ func writeReport(w io.Writer, sum *harness.Summary) error {
 		return nil
 	}
 	fmt.Fprintf(w, "## Violations\n\n")
-	if _, config := stores.ConfigMutants[sum.Variant]; config {
-		fmt.Fprintf(w, "%s is a configuration, not a bug in the store's code: %s\n\n", sum.Variant, stores.Mutants[sum.Variant].Bug)
+	if m, _ := stores.LookupMutant(sum.Variant); m.Side == stores.ConfigSide {
+		fmt.Fprintf(w, "%s is a configuration, not a bug in the store's code: %s\n\n", sum.Variant, m.Bug)
 	}
 	for _, v := range sum.Violations {
 		fmt.Fprintf(w, "- `%s` on `%s`: %s\n", v.Checker, v.Key, v.Detail)
@@ -190,7 +188,7 @@ func writeReport(w io.Writer, sum *harness.Summary) error {
 		if len(s.Violations) == 0 || s.History() == nil {
 			continue
 		}
-		fmt.Fprintf(w, "\n## Trace of %s\n\n```\n", s.Name)
+		fmt.Fprintf(w, "\n## Trace of %s\n\n```\n", s.ID())
 		if err := WriteTraces(w, &s, 1); err != nil {
 			return err
 		}
@@ -213,7 +211,7 @@ func faultString(m map[string]int) string {
 
 // WriteTraces prints, for up to max violated keys of the scenario, every
 // event on the key in time order: calls and answers, work, faults, charges.
-func WriteTraces(w io.Writer, s *harness.ScenarioResult, max int) error {
+func WriteTraces(w io.Writer, s *results.ScenarioResult, max int) error {
 	seen := map[string]bool{}
 	n := 0
 	for _, v := range s.Violations {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -57,7 +57,7 @@ func TestRunsEndingAtOnceShareARoot(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 20 {
-				if err := d.Write(&harness.Summary{Store: "memory", Variant: "correct"}); err != nil {
+				if err := d.Write(&results.Summary{Store: "memory", Variant: "correct"}); err != nil {
 					errs[i] = err
 					return
 				}

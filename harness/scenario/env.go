@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"sync"
@@ -299,47 +300,44 @@ func (e *Env) Finding(name string, n int) {
 	e.findings[name] += n
 }
 
-// Incomplete lists why the workload could not finish (nil if it did).
-func (e *Env) Incomplete() []string {
-	e = e.root()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]string(nil), e.incomplete...)
+// Record is what a scenario recorded besides its history and ledger,
+// taken in one value once it has run: what the runner's judge path and the
+// result need of it.
+type Record struct {
+	// Incomplete lists why the workload could not finish (nil if it did).
+	Incomplete []string
+	// Schedule lists the faults the scenario planned, in order.
+	Schedule []string
+	// Counted counts the faults the history does not record one by one,
+	// by kind (never nil).
+	Counted map[string]int
+	// Findings counts expected effects that are not violations, by name
+	// (nil if none).
+	Findings map[string]int
+	// Episodes lists the scheduled episodes run, in order.
+	Episodes []EpisodeRecord
+	// LeakProbe is the client id of the leak probes (nil if none were
+	// sent): see ProbeLeaks.
+	LeakProbe *int
+	// Skipped says why the scenario skipped itself ("" if it did not).
+	Skipped string
 }
 
-// Schedule lists the faults the scenario planned, in order.
-func (e *Env) Schedule() []string {
+// Record returns what the scenario recorded so far (see Record), copied:
+// the Env may go on recording.
+func (e *Env) Record() Record {
 	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]string(nil), e.schedule...)
-}
-
-// Counted returns the counted faults by kind.
-func (e *Env) Counted() map[string]int {
-	e = e.root()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range e.counted {
-		out[k] = v
+	r := Record{Incomplete: slices.Clone(e.incomplete), Schedule: slices.Clone(e.schedule),
+		Counted: maps.Clone(e.counted), Episodes: slices.Clone(e.episodes), LeakProbe: e.leakProbe, Skipped: e.skipped}
+	if r.Counted == nil {
+		r.Counted = map[string]int{}
 	}
-	return out
-}
-
-// Findings returns the findings by name (nil if none).
-func (e *Env) Findings() map[string]int {
-	e = e.root()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.findings) == 0 {
-		return nil
+	if len(e.findings) > 0 {
+		r.Findings = maps.Clone(e.findings)
 	}
-	out := map[string]int{}
-	for k, v := range e.findings {
-		out[k] = v
-	}
-	return out
+	return r
 }
 
 // StartWorker starts a worker process on the scenario's store and waits
@@ -523,15 +521,6 @@ func (e *Env) Fresh(tenant string) {
 	e.Hist, e.Ledger, e.Tenant = history.New(), history.NewLedger(), tenant
 }
 
-// LeakProbe is the client id of the scenario's leak probes (nil if it sent
-// none): see ProbeLeaks.
-func (e *Env) LeakProbe() *int {
-	e = e.root()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.leakProbe
-}
-
 // ProbeLeaks asks once for every key of the history with a fingerprint no
 // order uses, as a new client: call it once every key is past its
 // retention and a Prune has run. A key still there answers 422 (or
@@ -597,12 +586,4 @@ func (e *Env) Skip(why string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.skipped = why
-}
-
-// Skipped says why the scenario skipped itself ("" if it did not).
-func (e *Env) Skipped() string {
-	e = e.root()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.skipped
 }

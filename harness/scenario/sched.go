@@ -192,6 +192,7 @@ func runRecorded(ctx context.Context, env *Env, name string, k int, seed int64, 
 
 // recordEpisode keeps the episode's record, and a failure if it had one.
 func (e *Env) recordEpisode(name string, er EpisodeRecord) {
+	e = e.root()
 	if er.Err != "" {
 		e.Fail("%s key %d: %s", name, er.Key, er.Err)
 	}
@@ -212,13 +213,6 @@ type EpisodeRecord struct {
 	FirstClient int    `json:"first_client"`
 	Choices     []int  `json:"choices"`
 	Err         string `json:"err,omitempty"`
-}
-
-// Episodes lists the scheduled episodes the Env ran, in order.
-func (e *Env) Episodes() []EpisodeRecord {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]EpisodeRecord(nil), e.episodes...)
 }
 
 // UseSchedClock gives a caller-clock store's clients a manual clock, which

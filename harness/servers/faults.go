@@ -8,9 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/moby/moby/client"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness/nemesis"
@@ -254,18 +252,9 @@ func (f *Faults) HostPort(ctx context.Context) (string, error) {
 
 // ping checks once that the server answers.
 func ping(ctx context.Context, srv *Server) error {
-	switch srv.Kind {
-	case Postgres:
-		conn, err := pgx.Connect(ctx, srv.Addr)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(context.WithoutCancel(ctx))
-		return conn.Ping(ctx)
-	case Redis:
-		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
-		defer c.Close()
-		return c.Ping(ctx).Err()
+	facts, ok := kinds[srv.Kind]
+	if !ok {
+		return fmt.Errorf("unknown server kind %q", srv.Kind)
 	}
-	return fmt.Errorf("unknown server kind %q", srv.Kind)
+	return facts.ping(ctx, srv.Addr)
 }

@@ -6,19 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -90,8 +84,9 @@ const topologyReadyTimeout = 90 * time.Second
 // standby streams from the primary. The caller must Close it.
 func StartReplicated(ctx context.Context, kind Kind, opts Options) (t *Topology, err error) {
 	t0 := time.Now()
-	if kind != Postgres && kind != Redis {
-		return nil, fmt.Errorf("servers: unknown kind %q (want postgres or redis)", kind)
+	facts, ok := kinds[kind]
+	if !ok {
+		return nil, unknownKind(kind)
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
@@ -104,10 +99,9 @@ func StartReplicated(ctx context.Context, kind Kind, opts Options) (t *Topology,
 		return nil, err
 	}
 	prepare(pctx, cli)
-	_, local, env := imageNames(kind)
 	img := opts.Image
 	if img == "" {
-		img = getenv(env, local)
+		img = getenv(facts.envImage, facts.localImage)
 	}
 	if !present(pctx, cli, img) {
 		cli.Close()
@@ -165,20 +159,11 @@ func (t *Topology) labels() map[string]string {
 	return map[string]string{LabelManaged: "1", LabelKind: string(t.Servers), LabelSession: session, LabelOwner: owner()}
 }
 
-func (t *Topology) port() string {
-	if t.Servers == Postgres {
-		return "5432"
-	}
-	return "6379"
-}
+func (t *Topology) port() string { return kinds[t.Servers].port }
 
 // storeAddr is the store address of a server at hostport.
 func (t *Topology) storeAddr(hostport string) string {
-	if t.Servers == Redis {
-		return hostport
-	}
-	u := url.URL{Scheme: "postgres", User: url.UserPassword("postgres", t.password), Host: hostport, Path: "/postgres", RawQuery: "sslmode=disable"}
-	return u.String()
+	return kinds[t.Servers].storeAddr(hostport, t.password)
 }
 
 // String describes the topology without its password.
@@ -213,23 +198,10 @@ func (t *Topology) startNode(ctx context.Context, from *node) (*node, error) {
 		Labels: map[string]string{LabelManaged: "1", LabelKind: string(t.Servers), LabelSession: session, LabelOwner: owner(),
 			labelStart: session + "-" + strconv.FormatInt(starts.Add(1), 10)},
 	}
-	switch {
-	case t.Servers == Postgres && from == nil:
-		req.Env = map[string]string{"POSTGRES_PASSWORD": t.password}
-		req.Cmd = []string{"postgres", "-c", "wal_level=replica", "-c", "max_wal_senders=8", "-c", "wal_keep_size=256MB",
-			"-c", "synchronous_commit=on", "-c", "fsync=on"}
-	case t.Servers == Postgres:
-		req.Env = map[string]string{"PGPASSWORD": t.password}
-		as := "setpriv --reuid=postgres --regid=postgres --init-groups"
-		req.Cmd = []string{"bash", "-c", `d=/var/lib/postgresql/data
-until ` + as + ` pg_basebackup -h ` + from.name + ` -U postgres -D "$d" -R -X stream -c fast -w; do
-	find "$d" -mindepth 1 -delete; sleep 0.3
-done
-exec ` + as + ` postgres -D "$d"`}
-	case from == nil:
-		req.Cmd = []string{"redis-server", "--appendonly", "yes", "--appendfsync", "always"}
-	default:
-		req.Cmd = []string{"redis-server", "--appendonly", "yes", "--appendfsync", "always", "--replicaof", from.name, "6379"}
+	if from == nil {
+		req.Env, req.Cmd = kinds[t.Servers].primary(t.password)
+	} else {
+		req.Env, req.Cmd = kinds[t.Servers].standby(from.name, t.password)
 	}
 	s := &Server{Kind: t.Servers, Source: "container:" + t.Image, Managed: true, Image: t.Image}
 	pending := register(s)
@@ -282,19 +254,10 @@ exec ` + as + ` postgres -D "$d"`}
 		_ = s.Close(context.WithoutCancel(ctx))
 		return nil, errorf(t.Servers, false, "%s node %s did not answer: %v (container log: %s)", t.Servers, name, err, last)
 	}
-	if t.Servers == Postgres && from == nil {
-		// Replication connections from the replication network, with the password.
-		code, out, err := ctr.Exec(ctx, []string{"bash", "-c", `echo "host replication all all scram-sha-256" >> "$PGDATA/pg_hba.conf"`})
-		if err == nil && code != 0 {
-			b, _ := io.ReadAll(out)
-			err = fmt.Errorf("exit %d: %s", code, oneLine(string(b)))
-		}
-		if err == nil {
-			err = pgExec(ctx, s.Addr, `SELECT pg_reload_conf()`)
-		}
-		if err != nil {
+	if allow := kinds[t.Servers].allowReplication; allow != nil && from == nil {
+		if err := allow(ctx, ctr, s.Addr); err != nil {
 			_ = s.Close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("postgres node %s: allowing replication: %w", name, err)
+			return nil, fmt.Errorf("%s node %s: allowing replication: %w", t.Servers, name, err)
 		}
 	}
 	return nd, nil
@@ -329,220 +292,7 @@ func (t *Topology) addStandby(ctx context.Context) error {
 	t.mu.Lock()
 	t.standby = sb
 	t.mu.Unlock()
-	switch t.Servers {
-	case Postgres:
-		if err := waitUntil(ctx, func(ctx context.Context) error {
-			return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE state = 'streaming'`)
-		}); err != nil {
-			return fmt.Errorf("postgres standby %s does not stream from %s: %w", sb.name, p.name, err)
-		}
-		if err := pgExec(ctx, p.srv.Addr, `ALTER SYSTEM SET synchronous_standby_names = '*'`); err != nil {
-			return err
-		}
-		if err := pgExec(ctx, p.srv.Addr, `SELECT pg_reload_conf()`); err != nil {
-			return err
-		}
-		if err := waitUntil(ctx, func(ctx context.Context) error {
-			return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync'`)
-		}); err != nil {
-			return fmt.Errorf("postgres standby %s is not synchronous: %w", sb.name, err)
-		}
-	case Redis:
-		if err := waitUntil(ctx, func(ctx context.Context) error {
-			info, err := redisInfo(ctx, sb.srv.Addr)
-			if err == nil && !strings.Contains(info, "master_link_status:up") {
-				err = errors.New("master link not up")
-			}
-			return err
-		}); err != nil {
-			return fmt.Errorf("redis replica %s does not replicate %s: %w", sb.name, p.name, err)
-		}
-	}
-	return nil
-}
-
-// Ready returns once a standby streams from the primary: after a
-// failover it removes the fenced primary and starts a new standby.
-func (t *Topology) Ready(ctx context.Context) error {
-	if err := t.Heal(ctx); err != nil {
-		return err
-	}
-	t.mu.Lock()
-	old := t.old
-	t.old = nil
-	need := t.standby == nil
-	t.mu.Unlock()
-	for _, nd := range old {
-		nd.flt.Close()
-		_ = nd.srv.Close(ctx)
-	}
-	if !need {
-		return nil
-	}
-	rctx, cancel := context.WithTimeout(ctx, topologyReadyTimeout)
-	defer cancel()
-	return t.addStandby(rctx)
-}
-
-// LagStandby cuts the standby off the replication network (docker
-// network disconnect): it falls behind while the primary keeps serving.
-// Freezing its container would not do: the kernel would still take the
-// primary's stream into the frozen process's socket buffers.
-func (t *Topology) LagStandby(ctx context.Context) error {
-	t.mu.Lock()
-	sb := t.standby
-	t.mu.Unlock()
-	if sb == nil {
-		return errors.New("no standby to cut off")
-	}
-	if _, err := t.cli.NetworkDisconnect(ctx, t.replNet, client.NetworkDisconnectOptions{Container: sb.srv.ctr.GetContainerID(), Force: true}); err != nil {
-		return fmt.Errorf("cut %s standby %s off %s: %w", t.Servers, sb.name, t.replNet, err)
-	}
-	t.mu.Lock()
-	sb.lagging = true
-	t.mu.Unlock()
-	return nil
-}
-
-// CatchUpStandby reconnects a lagging standby to the replication network.
-func (t *Topology) CatchUpStandby(ctx context.Context) error {
-	t.mu.Lock()
-	sb := t.standby
-	t.mu.Unlock()
-	if sb == nil || !sb.lagging {
-		return nil
-	}
-	ep := &network.EndpointSettings{Aliases: []string{sb.name}}
-	if _, err := t.cli.NetworkConnect(ctx, t.replNet, client.NetworkConnectOptions{Container: sb.srv.ctr.GetContainerID(), EndpointConfig: ep}); err != nil {
-		return fmt.Errorf("reconnect %s standby %s to %s: %w", t.Servers, sb.name, t.replNet, err)
-	}
-	t.mu.Lock()
-	sb.lagging = false
-	t.mu.Unlock()
-	return nil
-}
-
-// PausePrimary freezes the primary's container.
-func (t *Topology) PausePrimary(ctx context.Context) error {
-	t.mu.Lock()
-	p := t.primary
-	t.mu.Unlock()
-	return p.flt.Pause(ctx)
-}
-
-// Partition disconnects the primary from the replication network
-// (nemesis.FromStandby), the clients' network (FromClients) or both.
-func (t *Topology) Partition(ctx context.Context, from string) error {
-	var nets []string
-	switch from {
-	case nemesis.FromStandby:
-		nets = []string{t.replNet}
-	case nemesis.FromClients:
-		nets = []string{t.cliNet}
-	case nemesis.FromBoth:
-		nets = []string{t.replNet, t.cliNet}
-	default:
-		return fmt.Errorf("partition: unknown side %q", from)
-	}
-	t.mu.Lock()
-	p := t.primary
-	t.mu.Unlock()
-	for _, n := range nets {
-		t.mu.Lock()
-		done := t.cut[n]
-		t.mu.Unlock()
-		if done {
-			continue
-		}
-		if _, err := t.cli.NetworkDisconnect(ctx, n, client.NetworkDisconnectOptions{Container: p.srv.ctr.GetContainerID(), Force: true}); err != nil {
-			return fmt.Errorf("partition %s node %s from %s: %w", t.Servers, p.name, n, err)
-		}
-		t.mu.Lock()
-		t.cut[n] = true
-		t.mu.Unlock()
-	}
-	return nil
-}
-
-// Heal reconnects the primary to the networks Partition cut it from (a
-// fenced primary stays down) and a lagging standby, thaws the primary, and
-// routes the clients to the primary again (its address may have changed).
-func (t *Topology) Heal(ctx context.Context) error {
-	t.mu.Lock()
-	p, sb := t.primary, t.standby
-	cut := t.cut
-	t.cut = map[string]bool{}
-	t.mu.Unlock()
-	var errs []error
-	for n := range cut {
-		ep := &network.EndpointSettings{}
-		if n == t.replNet {
-			ep.Aliases = []string{p.name}
-		}
-		if _, err := t.cli.NetworkConnect(ctx, n, client.NetworkConnectOptions{Container: p.srv.ctr.GetContainerID(), EndpointConfig: ep}); err != nil {
-			errs = append(errs, fmt.Errorf("reconnect %s node %s to %s: %w", t.Servers, p.name, n, err))
-		}
-	}
-	if sb != nil {
-		errs = append(errs, t.CatchUpStandby(ctx))
-	}
-	if len(cut) > 0 {
-		// Reconnected, the primary may have another address.
-		if err := t.refreshIP(ctx, p); err != nil {
-			errs = append(errs, err)
-		} else if target := net.JoinHostPort(p.ip, t.port()); target != t.router.Target() {
-			t.router.Route(target)
-		}
-	}
-	if err := p.flt.Heal(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// Failover fences the primary with SIGKILL, promotes the standby
-// (reconnected first if it lagged: its data is what it had received) and
-// routes the clients to it. The standby's
-// data is what it had received: with asynchronous replication, less than
-// the primary acknowledged.
-func (t *Topology) Failover(ctx context.Context) error {
-	t.mu.Lock()
-	p, sb := t.primary, t.standby
-	t.mu.Unlock()
-	if sb == nil {
-		return errors.New("failover: no standby")
-	}
-	if err := p.flt.Kill(ctx); err != nil {
-		return fmt.Errorf("failover: fencing %s: %w", p.name, err)
-	}
-	if err := t.CatchUpStandby(ctx); err != nil { // the fenced primary sends nothing more
-		return err
-	}
-	// From here on the standby is the primary, promoted or not: the
-	// fenced one is never waited for again (Heal, an interrupted run).
-	t.mu.Lock()
-	t.old = append(t.old, p)
-	t.primary, t.standby = sb, nil
-	t.cut = map[string]bool{} // the fenced primary is not reconnected
-	t.mu.Unlock()
-	var err error
-	switch t.Servers {
-	case Postgres:
-		err = waitUntil(ctx, func(ctx context.Context) error {
-			return pgCheck(ctx, sb.srv.Addr, `SELECT pg_promote(true, 60)`)
-		})
-	case Redis:
-		err = waitUntil(ctx, func(ctx context.Context) error {
-			c := goredis.NewClient(&goredis.Options{Addr: sb.srv.Addr, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
-			defer c.Close()
-			return c.Do(ctx, "REPLICAOF", "NO", "ONE").Err()
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("failover: promoting %s: %w", sb.name, err)
-	}
-	t.router.Route(net.JoinHostPort(sb.ip, t.port()))
-	return nil
+	return kinds[t.Servers].streaming(ctx, p, sb)
 }
 
 // Close removes the router, every container and both networks.
@@ -597,39 +347,4 @@ func waitUntil(ctx context.Context, f func(context.Context) error) error {
 			return err
 		}
 	}
-}
-
-// pgExec runs one statement on a new connection.
-func pgExec(ctx context.Context, dsn, sql string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	_, err = conn.Exec(ctx, sql)
-	return err
-}
-
-// pgCheck runs a query returning one boolean, and fails unless it is true.
-func pgCheck(ctx context.Context, dsn, sql string) error {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var ok bool
-	if err := conn.QueryRow(ctx, sql).Scan(&ok); err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("not yet: %s", sql)
-	}
-	return nil
-}
-
-// redisInfo returns INFO replication.
-func redisInfo(ctx context.Context, addr string) (string, error) {
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
-	defer c.Close()
-	return c.Info(ctx, "replication").Result()
 }

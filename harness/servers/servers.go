@@ -181,11 +181,12 @@ func errorf(kind Kind, unavailable bool, format string, args ...any) *Error {
 // it. Errors are *Error values, returned within about 15 seconds when Docker,
 // the image or the named server is missing.
 func Start(ctx context.Context, kind Kind, opts Options) (*Server, error) {
-	if kind != Postgres && kind != Redis {
-		return nil, fmt.Errorf("servers: unknown kind %q (want postgres or redis)", kind)
+	facts, ok := kinds[kind]
+	if !ok {
+		return nil, unknownKind(kind)
 	}
 	if !opts.Container {
-		if v := os.Getenv(envAddr(kind)); v != "" {
+		if v := os.Getenv(facts.envAddr); v != "" {
 			return fromEnv(ctx, kind, v)
 		}
 	}
@@ -198,26 +199,11 @@ func Required() bool {
 	return os.Getenv(EnvRequireServers) == "1"
 }
 
-// envAddr is the variable that names an existing server of kind.
-func envAddr(kind Kind) string {
-	if kind == Postgres {
-		return EnvPostgresDSN
-	}
-	return EnvRedisAddr
-}
-
 // fromEnv verifies the server named in the environment with a ping.
 func fromEnv(ctx context.Context, kind Kind, v string) (*Server, error) {
 	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	var err error
-	switch kind {
-	case Postgres:
-		err = pingPostgres(ctx, v)
-	case Redis:
-		err = pingRedis(ctx, v)
-	}
-	if err != nil {
+	if err := kinds[kind].checkEnv(ctx, v); err != nil {
 		return nil, err
 	}
 	return &Server{Kind: kind, Addr: v, Source: "env"}, nil

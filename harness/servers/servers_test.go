@@ -568,12 +568,13 @@ func TestChooseImage(t *testing.T) {
 		skipOrFail(t, "%s not present: run `make images`", LocalRedisImage)
 	}
 	t.Setenv(EnvRedisImage, "")
-	saved := officialImage[Redis]
-	defer func() { officialImage[Redis] = saved }()
+	saved := kinds[Redis]
+	defer func() { kinds[Redis] = saved }()
+	official := func(img string) { k := kinds[Redis]; k.officialImage = img; kinds[Redis] = k }
 
 	// An official image that is present wins over the local one.
 	stand := LocalRedisImage + "-test-" + SessionID()
-	officialImage[Redis] = stand
+	official(stand)
 	if _, err := cli.ImageTag(ctx, client.ImageTagOptions{Source: LocalRedisImage, Target: stand}); err != nil {
 		t.Fatal(err)
 	}
@@ -584,13 +585,13 @@ func TestChooseImage(t *testing.T) {
 		t.Errorf("official present: chose %q, %v", img, err)
 	}
 	// Without it (and no registry), the local image.
-	officialImage[Redis] = "idemcheck/not-an-official-image:0"
+	official("idemcheck/not-an-official-image:0")
 	if img, err := chooseImage(ctx, cli, Redis, Options{}); err != nil || img != LocalRedisImage {
 		t.Errorf("official missing: chose %q, %v", img, err)
 	}
 	// The environment's image is used directly.
 	t.Setenv(EnvRedisImage, LocalRedisImage)
-	officialImage[Redis] = saved
+	kinds[Redis] = saved
 	if img, err := chooseImage(ctx, cli, Redis, Options{}); err != nil || img != LocalRedisImage {
 		t.Errorf("IDEM_REDIS_IMAGE: chose %q, %v", img, err)
 	}

@@ -54,10 +54,10 @@ func ForTestOptions(t testing.TB, kind Kind, opts Options) *Server {
 // be had) for postgres and redis.
 func AddrForTest(t testing.TB, backend string) string {
 	t.Helper()
-	switch Kind(backend) {
-	case Postgres, Redis:
+	switch {
+	case Kind(backend).Known():
 		return ForTest(t, Kind(backend)).Addr
-	case "sqlite":
+	case backend == "sqlite":
 		return t.TempDir()
 	}
 	return ""

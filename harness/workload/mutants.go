@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -10,30 +11,47 @@ import (
 // ClientMutant is a client-side classic bug (docs/DESIGN.md §4), re-created
 // as a workload option on the correct store: `idemcheck check --variant
 // key-per-try` runs the correct store with clients that make the mistake.
+// Its name, bug and scenario are its row of stores.Catalogue.
 type ClientMutant struct {
-	Name string
-	// Bug is one line on the mistake and what it costs.
-	Bug string
-	// Scenario is the scenario meant to catch it.
-	Scenario string
-	apply    func(c *Client, lockTTL time.Duration)
+	stores.Mutant
+	apply func(c *Client, lockTTL time.Duration)
 }
 
 // Apply gives the client the mistake; lockTTL is the store's.
 func (m ClientMutant) Apply(c *Client, lockTTL time.Duration) { m.apply(c, lockTTL) }
 
-// ClientMutants lists the client-side mutants.
-var ClientMutants = []ClientMutant{
-	{"key-per-try", "makes a new key for every attempt (and passes it downstream): each retry is a new operation and charges again", "retry-after-charge",
-		func(c *Client, _ time.Duration) { c.Keys, c.DownstreamByKey = KeyPerTry, true }},
-	{"no-key", "sends no idempotency key at all, to the store or the provider: every retry charges again", "retry-after-charge",
-		func(c *Client, _ time.Duration) { c.Keys, c.DownstreamKeyed = NoKey, false }},
-	{"top-hop-only", "sends the key to the store but not downstream: work re-run after a crash or a takeover charges again", "crash",
-		func(c *Client, _ time.Duration) { c.DownstreamKeyed = false }},
-	{"lock-shorter-than-work", "sets LockTTL shorter than the work can take: a slow first call (2 x LockTTL) is taken over while healthy, and the work runs twice at once", "race",
-		func(c *Client, ttl time.Duration) { c.FirstWorkTime = 2 * ttl }},
-	{"release-on-error-unkeyed", "releases the claim when the work fails, though the work is not idempotent downstream: the retry charges again", "retry-after-charge",
-		func(c *Client, _ time.Duration) { c.Policy, c.DownstreamKeyed = stores.ReleaseOnError, false }},
+// mistakes gives each client-side row of stores.Catalogue its mistake, by
+// name: what the client does wrong.
+var mistakes = map[string]func(c *Client, lockTTL time.Duration){
+	"key-per-try":              func(c *Client, _ time.Duration) { c.Keys, c.DownstreamByKey = KeyPerTry, true },
+	"no-key":                   func(c *Client, _ time.Duration) { c.Keys, c.DownstreamKeyed = NoKey, false },
+	"top-hop-only":             func(c *Client, _ time.Duration) { c.DownstreamKeyed = false },
+	"lock-shorter-than-work":   func(c *Client, ttl time.Duration) { c.FirstWorkTime = 2 * ttl },
+	"release-on-error-unkeyed": func(c *Client, _ time.Duration) { c.Policy, c.DownstreamKeyed = stores.ReleaseOnError, false },
+}
+
+// ClientMutants lists the client-side mutants: the client-side rows of
+// stores.Catalogue, in its order, each with its mistake.
+var ClientMutants = clientMutants()
+
+// clientMutants pairs each client-side row with its mistake; a row without
+// one, or a mistake without a row, is a programming error.
+func clientMutants() []ClientMutant {
+	var out []ClientMutant
+	for _, m := range stores.Catalogue {
+		if m.Side != stores.ClientSide {
+			continue
+		}
+		apply, ok := mistakes[m.Name]
+		if !ok {
+			panic("workload: client-side mutant " + m.Name + " has no mistake")
+		}
+		out = append(out, ClientMutant{m, apply})
+	}
+	if len(out) != len(mistakes) {
+		panic(fmt.Sprintf("workload: %d mistakes for %d client-side mutants of stores.Catalogue", len(mistakes), len(out)))
+	}
+	return out
 }
 
 // LookupClientMutant returns the named client-side mutant.

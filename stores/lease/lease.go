@@ -39,8 +39,8 @@ import (
 // Semantics are what the store declares beyond the contract.
 var Semantics = stores.Semantics{LeaseBoundWrites: true, ReleaseKeepsFingerprint: true, PerRequestLease: true}
 
-// Mutants lists the store's mutants.
-var Mutants = []string{"fence-not-incremented", "takeover-ignores-fingerprint"}
+// Mutants lists the store's mutants: its rows of stores.Catalogue.
+var Mutants = stores.MutantsOn("lease")
 
 func init() {
 	stores.Register(stores.Backend{

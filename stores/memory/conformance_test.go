@@ -1,6 +1,7 @@
 package memory_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,12 +26,19 @@ func TestConformance(t *testing.T) {
 	idemtest.Run(t, factory())
 }
 
+// needsMore are the memory store's mutants the sequential model test
+// cannot see: a race between a read and the write that depends on it
+// (harness/sched finds those), or a leak only a strict retention check
+// calls a bug.
+var needsMore = []string{"select-then-insert", "blind-takeover", "stale-overwrite", "never-expire"}
+
 // TestModelCatchesMutants shows the model test has teeth: pointed at each
 // mutant it can see without concurrency, it fails with a shrunk history.
 func TestModelCatchesMutants(t *testing.T) {
-	for _, m := range []string{"unfenced-complete", "unfenced-release", "no-fingerprint", "token-reuse", "no-takeover", "short-retention",
-		"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done", "prune-sweeps-in-flight",
-		"takeover-ignores-fingerprint"} {
+	for _, m := range memory.Mutants {
+		if slices.Contains(needsMore, m) {
+			continue
+		}
 		t.Run(m, func(t *testing.T) {
 			msg := idemtest.ExpectFailure(t, factory(), m)
 			if !strings.Contains(msg, "model forbids") {

@@ -35,13 +35,9 @@ func init() {
 	})
 }
 
-// Mutants lists the mutant variants this backend implements.
-var Mutants = []string{
-	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
-	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
-	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
-	"prune-sweeps-in-flight", "never-expire", "takeover-ignores-fingerprint",
-}
+// Mutants lists the mutant variants this backend implements: its rows of
+// stores.Catalogue.
+var Mutants = stores.MutantsOn("memory")
 
 type record struct {
 	fingerprint string

@@ -232,14 +232,9 @@ WHERE tenant = $1 AND key = $2
 	keep:  func(c stores.Config) time.Duration { return c.Retention },
 }
 
-// Mutants lists the mutant variants this backend implements: all of
-// stores.Mutants.
-var Mutants = []string{
-	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
-	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
-	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
-	"prune-sweeps-in-flight", "never-expire", "takeover-ignores-fingerprint",
-}
+// Mutants lists the mutant variants this backend implements: its rows of
+// stores.Catalogue.
+var Mutants = stores.MutantsOn("postgres")
 
 // variants maps each variant to its statements.
 var variants = map[string]statements{

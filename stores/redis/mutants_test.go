@@ -187,9 +187,21 @@ func concurrentAt(t *testing.T, s *Store, r stores.Request, failpoint string, nt
 	return out
 }
 
+// storeSide lists the store's store-side mutants: its configuration one
+// (NoPersistence) has its own tests.
+func storeSide() []string {
+	var out []string
+	for _, m := range Mutants {
+		if row, _ := stores.LookupMutant(m); row.Side == stores.StoreSide {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func testMutants(t *testing.T, addr string) {
 	t.Parallel()
-	for _, m := range append(append([]string(nil), Mutants...), OnlyHere...) {
+	for _, m := range storeSide() {
 		sc, ok := mutantScenarios[m]
 		if bug := storetest.Bugs[m]; !ok && bug != nil {
 			sc.lockTTL, sc.retention, ok = short, long, true // some wait LockTTL out

@@ -71,8 +71,8 @@
 //
 // # Mutants
 //
-// Every mutant of stores.Mutants is here, as the correct scripts with a line
-// or two replaced (the variants table in scripts.go). Three split Begin
+// Its store-side mutants (its rows of stores.Catalogue) are the correct
+// scripts with a line or two replaced (the variants table in scripts.go). Three split Begin
 // into two round trips with the failpoint faults.BeginAfterSelect between
 // them, as the bug they re-create does.
 package redis
@@ -98,7 +98,7 @@ func init() {
 		Name:       "redis",
 		Clock:      stores.ServerClock,
 		Lives:      stores.Server,
-		Mutants:    append(append(append([]string(nil), Mutants...), OnlyHere...), NoPersistence),
+		Mutants:    Mutants,
 		Statements: true,
 		Equivalent: Equivalent,
 		// Commands and scripts run one at a time on the server: nothing
@@ -114,24 +114,18 @@ func init() {
 		Clock:      stores.ServerClock,
 		Lives:      stores.Server,
 		Replicated: "redis",
-		Mutants:    []string{AsyncReplication},
+		Mutants:    stores.MutantsOn("redis-replicated"),
 		Open: func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			return NewReplicated(ctx, addr, cfg)
 		},
 	})
 }
 
-// Mutants lists the mutant variants this backend implements: all of
-// stores.Mutants.
-var Mutants = []string{
-	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
-	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
-	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
-	"prune-sweeps-in-flight", "never-expire", "takeover-ignores-fingerprint",
-}
-
-// OnlyHere lists the mutants of this backend alone (stores.OnlyOn).
-var OnlyHere = []string{"split-claim"}
+// Mutants lists the mutant variants this backend implements: its rows of
+// stores.Catalogue, store side (those of every table backend and
+// split-claim, a bug of Redis's protocol alone) and configuration
+// (NoPersistence).
+var Mutants = stores.MutantsOn("redis")
 
 // ErrNotDurable is wrapped by the error Durability returns when the server's
 // persistence can lose an acknowledged claim in a crash.
@@ -154,141 +148,6 @@ type Store struct {
 	// handed out (redis-replicated: see stores.ErrLateClaim).
 	lateAfter time.Duration
 }
-
-// New connects to addr, a host:port or a redis:// (rediss://, unix://) URL,
-// pings the server, loads the scripts of cfg.Variant and reads the server's
-// persistence settings. The client never retries a command by itself (see
-// the package doc), whatever the URL says.
-func New(ctx context.Context, addr string, cfg stores.Config) (*Store, error) {
-	if cfg.Variant == AsyncReplication {
-		return nil, fmt.Errorf("redis: variant %s belongs to the redis-replicated backend", AsyncReplication)
-	}
-	return newStore(ctx, addr, cfg, 0)
-}
-
-// newStore is New, with replicas > 0 for the synchronous replicated store.
-func newStore(ctx context.Context, addr string, cfg stores.Config, replicas int) (*Store, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	v := cfg.Variant
-	if v == "" {
-		v = stores.Correct
-	}
-	ss, ok := scriptSets[v]
-	if v == NoPersistence || v == AsyncReplication {
-		ss, ok = scriptSets[stores.Correct], true // correct scripts, a server configured otherwise
-	}
-	if !ok {
-		return nil, fmt.Errorf("redis: unknown variant %q (known: %s, %s)", v, stores.Correct, strings.Join(Mutants, ", "))
-	}
-	ss = ss.hooked(cfg)
-	opt, err := options(addr)
-	if err != nil {
-		return nil, err
-	}
-	var restore func()
-	if v == NoPersistence {
-		if restore, err = disablePersistence(ctx, opt); err != nil {
-			return nil, err
-		}
-	}
-	rdb := goredis.NewClient(opt)
-	rdb.AddHook(roundTrips{})
-	s := &Store{
-		rdb:       rdb,
-		variant:   v,
-		scripts:   ss,
-		prefix:    "idem:" + cfg.Namespace + ":",
-		lockTTL:   ceilMillis(cfg.LockTTL),
-		retention: ceilMillis(cfg.Retention),
-		restore:   restore,
-		replicas:  replicas,
-	}
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("redis: cannot reach server at %s: %w", opt.Addr, err)
-	}
-	for _, sc := range ss.all() {
-		if err := s.load(ctx, sc); err != nil {
-			s.Close()
-			return nil, err
-		}
-	}
-	s.durability, s.durErr = readDurability(ctx, rdb)
-	return s, nil
-}
-
-// options turns addr into client options with the store's settings.
-func options(addr string) (*goredis.Options, error) {
-	var opt *goredis.Options
-	if strings.Contains(addr, "://") {
-		o, err := goredis.ParseURL(addr)
-		if err != nil {
-			return nil, fmt.Errorf("redis: bad address %q: %w", addr, err)
-		}
-		opt = o
-	} else {
-		if addr == "" {
-			return nil, errors.New("redis: empty address (want host:port or redis://...)")
-		}
-		opt = &goredis.Options{Addr: addr}
-	}
-	opt.MaxRetries = -1 // never resend a script whose reply was lost: see the package doc
-	opt.ContextTimeoutEnabled = true
-	return opt, nil
-}
-
-// ceilMillis rounds d up to whole milliseconds, the server clock's unit.
-func ceilMillis(d time.Duration) int64 {
-	ms := d.Milliseconds()
-	if d%time.Millisecond != 0 {
-		ms++
-	}
-	return ms
-}
-
-// readDurability reads the persistence settings; the error says why they are
-// unsafe or could not be read.
-func readDurability(ctx context.Context, rdb *goredis.Client) (string, error) {
-	get := func(name string) (string, error) {
-		m, err := rdb.ConfigGet(ctx, name).Result()
-		if err != nil {
-			return "", err
-		}
-		val, ok := m[name]
-		if !ok {
-			return "", fmt.Errorf("CONFIG GET %s: no such setting", name)
-		}
-		return val, nil
-	}
-	aof, err := get("appendonly")
-	if err != nil {
-		return "unknown", fmt.Errorf("redis: cannot read persistence settings (CONFIG disabled?): %w", err)
-	}
-	fsync, err := get("appendfsync")
-	if err != nil {
-		return "unknown", fmt.Errorf("redis: cannot read persistence settings (CONFIG disabled?): %w", err)
-	}
-	return judgeDurability(aof, fsync)
-}
-
-// judgeDurability describes the settings and says whether a crash can lose
-// an acknowledged write.
-func judgeDurability(appendonly, appendfsync string) (string, error) {
-	desc := "appendonly=" + appendonly + " appendfsync=" + appendfsync
-	if appendonly != "yes" || appendfsync != "always" {
-		return desc, fmt.Errorf("%w (server has %s)", ErrNotDurable, desc)
-	}
-	return desc, nil
-}
-
-// Durability reports the server's persistence settings as read at Open
-// ("appendonly=yes appendfsync=always"), with an error when a server crash
-// can forget an acknowledged claim (wrapping ErrNotDurable) or when the
-// settings could not be read. Callers warn on the error; the store works
-// either way.
-func (s *Store) Durability() (string, error) { return s.durability, s.durErr }
 
 // Variant is the variant the store runs: "correct" or a mutant's name.
 func (s *Store) Variant() string { return s.variant }
@@ -385,157 +244,6 @@ func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it crashes the program instead)
 	return hex.EncodeToString(b[:])
-}
-
-// Begin decides per the decision table, in one atomic script (the split
-// mutants take two round trips).
-func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
-	if err := stores.ValidateKey(req.KeyRef); err != nil {
-		return stores.Decision{}, err
-	}
-	key := s.redisKey(req.KeyRef)
-	args := []any{req.Fingerprint, newToken(), s.lockTTL, s.retention, 0}
-	switch s.scripts.split {
-	case selectThenInsert:
-		return s.beginSelectThenInsert(ctx, key, args)
-	case takeoverOnRead:
-		return s.beginTakeoverOnRead(ctx, key, args)
-	case existsThenClaim:
-		n, err := s.rdb.Exists(ctx, key).Result()
-		if err != nil {
-			return stores.Decision{}, fmt.Errorf("redis: begin (exists): %w", err)
-		}
-		faults.Tracef(ctx, "EXISTS key", "%d", n)
-		if n == 0 {
-			return s.runBegin(ctx, s.scripts.second, key, args) // the upsert
-		}
-	}
-	if s.lateAfter > 0 {
-		return stores.BeginInTime(req.KeyRef, s.lateAfter, func() (stores.Decision, error) {
-			return s.runBegin(ctx, s.scripts.begin, key, args)
-		})
-	}
-	return s.runBegin(ctx, s.scripts.begin, key, args)
-}
-
-// beginSelectThenInsert is the classic bug: HGETALL in one call, then, if it
-// saw no key, an unconditional claim in a second call. Two requests that
-// both read before either writes both claim.
-func (s *Store) beginSelectThenInsert(ctx context.Context, key string, args []any) (stores.Decision, error) {
-	row, err := s.rdb.HGetAll(ctx, key).Result()
-	if err != nil {
-		faults.Tracef(ctx, "HGETALL key", "error: %v", err)
-		return stores.Decision{}, fmt.Errorf("redis: begin (select): %w", err)
-	}
-	if len(row) == 0 {
-		faults.Trace(ctx, "HGETALL key", "(empty): no key")
-	} else {
-		faults.Tracef(ctx, "HGETALL key", "status=%s", row["status"])
-	}
-	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
-		return stores.Decision{}, err
-	}
-	if len(row) == 0 {
-		return s.runBegin(ctx, s.scripts.second, key, args) // the upsert
-	}
-	return s.runBegin(ctx, s.scripts.begin, key, args)
-}
-
-// beginTakeoverOnRead re-creates blind-takeover and stale-overwrite: the
-// first call judges staleness and, if stale, writes nothing; the second call
-// writes without comparing the token judged stale.
-func (s *Store) beginTakeoverOnRead(ctx context.Context, key string, args []any) (stores.Decision, error) {
-	v, err := s.eval(ctx, s.scripts.begin, key, args...)
-	if err != nil {
-		return stores.Decision{}, err
-	}
-	rep, err := parseReply(v)
-	if err != nil {
-		return stores.Decision{}, err
-	}
-	if rep.code != "stale" {
-		return rep.decision()
-	}
-	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
-		return stores.Decision{}, err
-	}
-	created, ok := rep.a.(int64)
-	if !ok {
-		return stores.Decision{}, fmt.Errorf("redis: begin: malformed stale reply %#v", v)
-	}
-	args[4] = created // created_at as read, for stale-overwrite's write-back
-	return s.runBegin(ctx, s.scripts.second, key, args)
-}
-
-// runBegin runs a Begin script and turns its reply into a Decision.
-func (s *Store) runBegin(ctx context.Context, sc *script, key string, args []any) (stores.Decision, error) {
-	v, err := s.eval(ctx, sc, key, args...)
-	if err != nil {
-		return stores.Decision{}, err
-	}
-	rep, err := parseReply(v)
-	if err != nil {
-		return stores.Decision{}, err
-	}
-	return rep.decision()
-}
-
-// beginReply is a Begin script's reply: {code, now, a, b}.
-type beginReply struct {
-	code string
-	now  int64
-	a, b any
-}
-
-func parseReply(v any) (beginReply, error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) < 2 {
-		return beginReply{}, fmt.Errorf("redis: begin: unexpected reply %#v", v)
-	}
-	code, ok1 := arr[0].(string)
-	now, ok2 := arr[1].(int64)
-	if !ok1 || !ok2 {
-		return beginReply{}, fmt.Errorf("redis: begin: unexpected reply %#v", v)
-	}
-	r := beginReply{code: code, now: now}
-	if len(arr) > 2 {
-		r.a = arr[2]
-	}
-	if len(arr) > 3 {
-		r.b = arr[3]
-	}
-	return r, nil
-}
-
-func (r beginReply) decision() (stores.Decision, error) {
-	d := stores.Decision{DecidedAt: time.UnixMilli(r.now)}
-	bad := func() (stores.Decision, error) {
-		return stores.Decision{}, fmt.Errorf("redis: begin: malformed %q reply (%#v, %#v)", r.code, r.a, r.b)
-	}
-	switch r.code {
-	case "claimed":
-		tok, ok1 := r.a.(string)
-		takeover, ok2 := r.b.(int64)
-		if !ok1 || !ok2 || tok == "" {
-			return bad()
-		}
-		d.Outcome, d.Token, d.Takeover = stores.Claimed, stores.Token(tok), takeover == 1
-	case "replay":
-		st, ok1 := r.a.(string)
-		body, ok2 := r.b.(string)
-		code, err := strconv.Atoi(st)
-		if !ok1 || !ok2 || err != nil {
-			return bad()
-		}
-		d.Outcome, d.Response = stores.Replay, stores.Response{Status: code, Body: body}
-	case "in_flight":
-		d.Outcome = stores.InFlight
-	case "mismatch":
-		d.Outcome = stores.Mismatch
-	default:
-		return stores.Decision{}, fmt.Errorf("redis: begin: unknown reply code %q", r.code)
-	}
-	return d, nil
 }
 
 // Complete saves the response and marks the key done, only while it is in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,15 +52,29 @@ func TestRegistered(t *testing.T) {
 	if b.Clock != stores.ServerClock {
 		t.Errorf("clock %v, want server", b.Clock)
 	}
-	for _, m := range stores.MutantNames() {
-		if !b.HasVariant(m) {
-			t.Errorf("mutant %s not implemented", m)
+	// The scripts table and the catalogue's rows for redis agree: every
+	// store-side mutant has scripts, the configuration one runs the
+	// correct scripts.
+	for _, m := range b.Mutants {
+		row, _ := stores.LookupMutant(m)
+		if _, ok := variants[m]; ok != (row.Side == stores.StoreSide) {
+			t.Errorf("%s mutant %s: scripts %v", row.Side, m, ok)
 		}
+	}
+	if !b.HasVariant(NoPersistence) {
+		t.Errorf("%s is not registered", NoPersistence)
 	}
 	for name := range variants {
 		if name != stores.Correct && !b.HasVariant(name) {
-			t.Errorf("variant %s has scripts but is not registered", name)
+			t.Errorf("variant %s has scripts but no row of stores.Catalogue on redis", name)
 		}
+	}
+	r, err := stores.Lookup("redis-replicated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Mutants, []string{AsyncReplication}) {
+		t.Errorf("redis-replicated's mutants %v, want %s, the one it implements", r.Mutants, AsyncReplication)
 	}
 }
 
@@ -80,7 +95,7 @@ func TestMutantScriptsAreSmallEdits(t *testing.T) {
 		}
 		return n
 	}
-	for _, m := range Mutants {
+	for _, m := range storeSide() {
 		ss := scriptSets[m]
 		n := diff(correct.begin.src, ss.begin.src) + diff(correct.complete.src, ss.complete.src) + diff(correct.release.src, ss.release.src)
 		if ss.second != nil {

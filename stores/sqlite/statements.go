@@ -100,14 +100,9 @@ var correct = statements{
 	prune:    fmt.Sprintf(pruneWhere, `:now - :retention`),
 }
 
-// Mutants lists the mutant variants this backend implements: every
-// documented one (stores.Mutants).
-var Mutants = []string{
-	"select-then-insert", "unfenced-complete", "unfenced-release", "no-fingerprint",
-	"blind-takeover", "token-reuse", "no-takeover", "short-retention", "stale-overwrite",
-	"case-folded-key", "tenant-blind", "complete-overwrites-done", "release-deletes-done",
-	"prune-sweeps-in-flight", "never-expire", "takeover-ignores-fingerprint",
-}
+// Mutants lists the mutant variants this backend implements: its rows of
+// stores.Catalogue.
+var Mutants = stores.MutantsOn("sqlite")
 
 // statementsFor returns the SQL of the variant: the correct set with the
 // mutant's one statement replaced. select-then-insert, blind-takeover and

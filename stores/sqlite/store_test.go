@@ -24,8 +24,14 @@ func TestRegistered(t *testing.T) {
 	if b.Clock != stores.CallerClock {
 		t.Errorf("clock = %v, want caller", b.Clock)
 	}
-	if got, want := slices.Sorted(slices.Values(b.Mutants)), stores.MutantNames(); !slices.Equal(got, want) {
-		t.Errorf("mutants = %v, want every documented one %v", got, want)
+	// Every row of stores.Catalogue on sqlite has its edit: a statement
+	// of its own, or its bug in Go.
+	inGo := []string{"token-reuse", "case-folded-key", "tenant-blind"} // tokenFor, stores.StoredKey
+	for _, m := range b.Mutants {
+		edited, goOnly := statementsFor(m) != correct, slices.Contains(inGo, m)
+		if edited == goOnly {
+			t.Errorf("mutant %s: statements edited: %v; its bug listed as in Go: %v", m, edited, goOnly)
+		}
 	}
 	for _, v := range b.Variants() {
 		s, err := b.Open(context.Background(), dbPath(t), testConfig(v))

@@ -14,6 +14,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/internal/browsertest"
 	"github.com/idemcheck/idemcheck/stores"
@@ -188,7 +189,7 @@ func saveScreenshot(t *testing.T, name string, png []byte) {
 
 // runScenario runs one scenario against a variant of a backend; SQLite
 // files go to the test's temporary directory.
-func runScenario(t *testing.T, store, variant string, scenarios ...string) *harness.Summary {
+func runScenario(t *testing.T, store, variant string, scenarios ...string) *results.Summary {
 	t.Helper()
 	b, err := stores.Lookup(store)
 	if err != nil {
@@ -205,7 +206,7 @@ func runScenario(t *testing.T, store, variant string, scenarios ...string) *harn
 
 // writeResults writes the run's results directory as `idemcheck check`
 // does, the HTML report included, and returns its path.
-func writeResults(t *testing.T, sum *harness.Summary) string {
+func writeResults(t *testing.T, sum *results.Summary) string {
 	t.Helper()
 	dir, err := report.PrepareRunDir(t.TempDir(), sum.Store, sum.Variant, time.Now())
 	if err != nil {

@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -56,7 +56,7 @@ type saved struct {
 // name them, violated keys first. A violation that names an order rather
 // than a key (at-most-once counts charges per order) goes to the order's
 // keys; one that names neither is returned apart, as scenario-wide.
-func keyViews(s *harness.ScenarioResult, anchorPrefix string) (views []*keyView, wide []check.Violation) {
+func keyViews(s *results.ScenarioResult, anchorPrefix string) (views []*keyView, wide []check.Violation) {
 	h := s.History()
 	if h == nil {
 		return nil, s.Violations
@@ -115,16 +115,18 @@ func keyViews(s *harness.ScenarioResult, anchorPrefix string) (views []*keyView,
 		v.Answers = append(v.Answers, a)
 		setOrder(v, a.Order)
 	}
+	byOrder := map[string][]history.Charge{} // each key looks its order's charges up: linear, not keys × charges
+	for _, c := range charges {
+		byOrder[c.Order] = append(byOrder[c.Order], c)
+	}
 	for _, v := range views {
 		if v.Order == "" {
 			continue
 		}
-		for _, c := range charges {
-			if c.Order == v.Order {
-				v.Charges = append(v.Charges, c)
-				if c.Effective {
-					v.Effective++
-				}
+		for _, c := range byOrder[v.Order] {
+			v.Charges = append(v.Charges, c)
+			if c.Effective {
+				v.Effective++
 			}
 		}
 		v.AnswerSummary = summarizeAnswers(v.Answers)

@@ -19,8 +19,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/results"
 )
 
 // FileName is the report's name inside a results directory.
@@ -50,7 +50,7 @@ const maxSchedule = 40
 var DefaultLimits = Limits{TimelineOps: 2000, TimelineTotal: 12000, ViolatedKeys: 50, OtherKeys: 12, Violations: 100}
 
 // timelineCap is how many calls each scenario's timeline draws.
-func (l Limits) timelineCap(sum *harness.Summary) int {
+func (l Limits) timelineCap(sum *results.Summary) int {
 	n := 0
 	for i := range sum.Scenarios {
 		if h := sum.Scenarios[i].History(); h != nil && sum.Scenarios[i].Ops > 0 {
@@ -77,12 +77,12 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 // Write writes dir/report.html for the run. Files the report links to
 // (history.jsonl, the porcupine visualisations, traces) are linked only
 // when they are in dir, so call it after report.RunDir.Write.
-func Write(dir string, sum *harness.Summary) error {
+func Write(dir string, sum *results.Summary) error {
 	return WriteLimits(dir, sum, DefaultLimits)
 }
 
 // WriteLimits is Write with other limits.
-func WriteLimits(dir string, sum *harness.Summary, lim Limits) error {
+func WriteLimits(dir string, sum *results.Summary, lim Limits) error {
 	if sum == nil {
 		return fmt.Errorf("html report: no summary to write")
 	}
@@ -117,7 +117,7 @@ func WriteLimits(dir string, sum *harness.Summary, lim Limits) error {
 
 // page is what the template renders.
 type page struct {
-	Sum        *harness.Summary
+	Sum        *results.Summary
 	Started    string
 	Files      []link
 	History    string // "history.jsonl" when it is in the directory
@@ -179,7 +179,7 @@ type scenarioView struct {
 	MoreSchedule      int
 }
 
-func buildPage(dir string, sum *harness.Summary, lim Limits) *page {
+func buildPage(dir string, sum *results.Summary, lim Limits) *page {
 	exists := func(name string) bool {
 		_, err := os.Stat(filepath.Join(dir, name))
 		return err == nil
@@ -199,7 +199,7 @@ func buildPage(dir string, sum *harness.Summary, lim Limits) *page {
 	tlCap := lim.timelineCap(sum)
 	for i := range sum.Scenarios {
 		s := &sum.Scenarios[i]
-		sv := &scenarioView{Name: s.Name, Anchor: "s-" + anchorSafe(s.Name), Verdict: s.Verdict, Error: s.Error,
+		sv := &scenarioView{Name: s.ID().String(), Anchor: "s-" + anchorSafe(s.ID().String()), Verdict: s.Verdict, Error: s.Error,
 			Ops: s.Ops, Rounds: s.Rounds, Clients: s.Clients, KeysN: s.Keys, Conc: s.MaxConcurrentBegins,
 			Faults: countString(s.Faults, "none"), Outcomes: countString(s.Outcomes, "none"),
 			Seconds: fmt.Sprintf("%.1fs", s.Seconds), Checkers: s.Checkers,
@@ -212,13 +212,13 @@ func buildPage(dir string, sum *harness.Summary, lim Limits) *page {
 			sv.Schedule = sv.Schedule[:maxSchedule]
 		}
 		sv.Doc = s.Doc
-		if f := "linearizability-" + s.Name + ".html"; exists(f) {
+		if f := "linearizability-" + s.ID().String() + ".html"; exists(f) {
 			sv.Lin = f
-			p.Files = append(p.Files, link{"porcupine: " + s.Name, f})
+			p.Files = append(p.Files, link{"porcupine: " + s.ID().String(), f})
 		}
-		if f := "trace-" + s.Name + ".txt"; exists(f) {
+		if f := "trace-" + s.ID().String() + ".txt"; exists(f) {
 			sv.Trace = f
-			p.Files = append(p.Files, link{"trace: " + s.Name, f})
+			p.Files = append(p.Files, link{"trace: " + s.ID().String(), f})
 		}
 		views, wide := keyViews(s, sv.Anchor)
 		sv.Wide = wide
@@ -249,7 +249,7 @@ func buildPage(dir string, sum *harness.Summary, lim Limits) *page {
 		}
 		p.Scenarios = append(p.Scenarios, sv)
 
-		row := summaryRow{Name: s.Name, Anchor: sv.Anchor, Verdict: s.Verdict, Ops: s.Ops, Conc: s.MaxConcurrentBegins,
+		row := summaryRow{Name: s.ID().String(), Anchor: sv.Anchor, Verdict: s.Verdict, Ops: s.Ops, Conc: s.MaxConcurrentBegins,
 			Faults: sv.Faults, Seconds: sv.Seconds}
 		for _, c := range check.Docs {
 			cl := cell{Verdict: "", Detail: "not run"}
@@ -276,7 +276,7 @@ func buildPage(dir string, sum *harness.Summary, lim Limits) *page {
 				p.MoreViols++
 				continue
 			}
-			row := violationRow{Scenario: s.Name, ScenarioAnchor: sv.Anchor,
+			row := violationRow{Scenario: s.ID().String(), ScenarioAnchor: sv.Anchor,
 				Checker: viol.Checker, Key: viol.Key, KeyAnchor: anchor[viol], Detail: viol.Detail}
 			if len(p.Violations) < shownViolations {
 				p.Violations = append(p.Violations, row)

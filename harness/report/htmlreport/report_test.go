@@ -15,11 +15,12 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 )
 
-func run(t *testing.T, variant string, scenarios ...string) *harness.Summary {
+func run(t *testing.T, variant string, scenarios ...string) *results.Summary {
 	t.Helper()
 	b, err := stores.Lookup("memory")
 	if err != nil {
@@ -36,7 +37,7 @@ func run(t *testing.T, variant string, scenarios ...string) *harness.Summary {
 
 // writeDir writes the results directory and the report with lim, and
 // returns the report's text.
-func writeDir(t *testing.T, sum *harness.Summary, lim Limits) (dir, html string) {
+func writeDir(t *testing.T, sum *results.Summary, lim Limits) (dir, html string) {
 	t.Helper()
 	rd, err := report.PrepareRunDir(t.TempDir(), sum.Store, sum.Variant, time.Now())
 	if err != nil {

@@ -1,0 +1,41 @@
+// Package check judges a recorded history. Each checker proves or refutes,
+// key by key, one promise of an idempotency-key store, and answers with a
+// three-valued [Verdict] (pass, fail, or unknown when the evidence cannot
+// decide) in a [Result] that lists each [Violation] found. [Run] runs them
+// all on a scenario's [Evidence], in the order of [Docs]; [Preference]
+// ranks them by how directly they name a bug. Checkers read the history
+// and the ledger only; they never import what produced them. They write
+// no HTML either: the linearizability checker keeps what a page of
+// porcupine's visualisation needs ([Linearization]), and
+// [github.com/idemcheck/idemcheck/harness/report.WriteLinearization] draws it.
+//
+// # Files
+//
+// One file per property, each holding its checker and the helpers only it
+// uses (the layout of etcd's tests/robustness/validate):
+//
+//   - atmostonce.go: [AtMostOnce], each order charged at most once, and no
+//     work run again after its key was saved done.
+//   - exclusive.go: [Exclusive], a key's work never overlaps the work of a
+//     healthy owner.
+//   - fencing.go: [Fencing], no write accepted from a superseded token, no
+//     token repeated, and the declared fencing numbers ([stores.Fence])
+//     increasing.
+//   - replay.go: [Replay], every replay is a saved response and every
+//     client got the same answer.
+//   - mismatch.go: [Mismatch], other parameters never run and always get
+//     422.
+//   - linearizable.go: [Linearizable], each key's history is linearizable
+//     against the decision-table model (porcupine), the whole history at
+//     once or, past [VisualizeCap] operations, one key at a time; and what
+//     it keeps for a page ([Linearization]).
+//   - liveness.go: [Liveness], no key stays in flight once its owner is
+//     gone and LockTTL has passed.
+//   - retention.go: [Retention], no key outlives its retention once pruned.
+//   - explain.go: why a key's history is not linearizable, in words, and
+//     the labels of its keys in porcupine's picture.
+//   - check.go: the verdicts, results and checker names, [Preference],
+//     [Docs], [Evidence], [Run], and the helpers several checkers share.
+//   - model.go: the model a store is judged by ([ModelFor]) and what a
+//     saved run keeps to be checked again ([Params]).
+package check

@@ -1,0 +1,255 @@
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// clientKey names a client's hold on a key: checkExclusive excuses a run
+// whose client was paused or crashed on that key after its claim, at a
+// "run." failpoint (so a takeover of it was legitimate).
+type clientKey struct {
+	client int
+	key    stores.KeyRef
+}
+
+// aheadTakeover reports whether the claim cy took over the claim co by a
+// clock that ran ahead of real time: by the times the store decided them
+// with, co's lease had ended, while by the history's clock far less than a
+// lease had passed. A caller-clock store decides by each client's own
+// clock, and a client whose clock runs ahead takes a healthy owner over:
+// the contract's documented cost of caller clocks (the skew scenario
+// counts it as a finding), not two owners the store chose to let run.
+func aheadTakeover(m models.Config, co, cy history.Op) bool {
+	do, dy := co.Output.Decision.DecidedAt, cy.Output.Decision.DecidedAt
+	lease := m.LockTTL
+	if co.Input.Lease > 0 {
+		lease = co.Input.Lease
+	}
+	return cy.Output.Decision.Takeover && !do.IsZero() && !dy.IsZero() &&
+		dy.Sub(do) >= lease-m.Slack && time.Duration(cy.Return-co.Call) < lease
+}
+
+// decidedBefore reports whether the store decided claim x before claim y,
+// by the decision times it returned (both must be known).
+func decidedBefore(x, y history.Op) bool {
+	dx, dy := x.Output.Decision.DecidedAt, y.Output.Decision.DecidedAt
+	return !dx.IsZero() && !dy.IsZero() && dx.Before(dy)
+}
+
+// leaseLost is how much of its lease the owner of work run r lost, by
+// at, to anything but its own work: judged from what the store decided
+// and when, so that the harness's own late client is told from a store
+// that let two owners run. The lease counts from its last renewal that
+// came back accepted before at (the claim c, or a heartbeat of r's
+// token); from that call on, these are lost, each moment once:
+//
+//   - the renewal's own round trip (the store decided it at some moment
+//     of it, and the lease ran from there);
+//   - after the claim, the time before r's work began: only the harness
+//     runs between a claim's answer and its work, so an owner whose work
+//     began late (a goroutine not scheduled on a loaded machine) started
+//     on a lease already short, or gone;
+//   - every later heartbeat still in flight, or that came back late or
+//     fenced: sent in time, decided after the lease had ended, the store
+//     rightly let another client take over;
+//   - the harness's own process standing still (FaultStall);
+//   - for a store that decides by the request's own time, how old the
+//     claim already was when it was sent (sentLate).
+//
+// Without its claim in the history (ok false), the lease counts from the
+// work's start.
+func leaseLost(r history.WorkRun, c history.Op, ok bool, beats []history.Op, stalls []history.Fault, at int64) time.Duration {
+	from := r.Start
+	var lost []span
+	if ok {
+		from = c.Call
+		lost = append(lost, span{c.Call, max(c.Return, r.Start)})
+	}
+	for _, x := range beats {
+		if x.Input.Token != r.Token || x.Call < from || x.Call >= at {
+			continue
+		}
+		if x.Accepted(models.Extend) && x.Return <= at {
+			// A renewal: the lease starts again from it.
+			from, lost = x.Call, []span{{x.Call, x.Return}}
+			continue
+		}
+		lost = append(lost, span{x.Call, min(x.Return, at)})
+	}
+	for _, f := range stalls {
+		lost = append(lost, span{f.Start, f.End})
+	}
+	return covered(lost, from, at) + sentLate(c, ok && from == c.Call)
+}
+
+// sentLate is how old the claim c already was when it was sent, in the
+// eyes of a store that decided it by the request's own time (its
+// DecidedAt is the request's Now, stamped by the client before the send):
+// a client not scheduled between stamping and sending made a claim whose
+// lease was that much gone when it was made. counts is false when the
+// lease no longer counts from the claim.
+func sentLate(c history.Op, counts bool) time.Duration {
+	in := c.Input
+	if !counts || in.Sent.IsZero() || !c.Output.Decision.DecidedAt.Equal(in.Now) || !in.Sent.After(in.Now) {
+		return 0
+	}
+	return in.Sent.Sub(in.Now)
+}
+
+// span is a stretch of the history's time, [from, to).
+type span struct{ from, to int64 }
+
+// covered is how much of [from, to) the spans cover, each moment once.
+func covered(spans []span, from, to int64) time.Duration {
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	var d, end int64
+	end = from
+	for _, s := range spans {
+		lo, hi := max(s.from, end), min(s.to, to)
+		if hi > lo {
+			d += hi - lo
+			end = hi
+		}
+	}
+	return time.Duration(d)
+}
+
+// checkExclusive compares the work runs of each key pairwise. A run b
+// that starts while an earlier run a (another token) is still going is a
+// violation unless the owner whose claim came first (a's, or b's when b's
+// claim came back before a's was sent and b ran its work late) was unhealthy: paused or crashed
+// by the harness at a failpoint on the key, or short of half its lease by
+// b's start to anything but its own work (leaseLost: a claim or heartbeat
+// that came back late, a work that began late, the harness's own process
+// standing still). The
+// owner taken over is the one that may be stale; the owner that took the
+// key over holds the live claim. Half the LockTTL is the tolerance: an
+// owner that lost that much of its lease to the machine, not to its work,
+// can have been taken over legitimately, and fencing judges its writes;
+// an owner whose own work outlasts the LockTTL (the lock-shorter-than-work
+// mutant) is not excused.
+func checkExclusive(e Evidence, ops []history.Op) Result {
+	var vs []Violation
+	fs := e.Hist.Faults()
+	var stalls []history.Fault
+	for _, f := range fs {
+		if f.Kind == history.FaultStall {
+			stalls = append(stalls, f)
+		}
+	}
+	claimedAt := map[stores.KeyRef]map[stores.Token]history.Op{} // token -> its claim
+	extends := map[clientKey][]history.Op{}                      // an owner's heartbeats on a key, in call order
+	for _, op := range ops {
+		if op.IsClaim() {
+			if claimedAt[op.Input.Key] == nil {
+				claimedAt[op.Input.Key] = map[stores.Token]history.Op{}
+			}
+			claimedAt[op.Input.Key][op.Output.Decision.Token] = op
+		}
+		if op.Input.Kind == models.Extend {
+			ck := clientKey{op.Client, op.Input.Key}
+			extends[ck] = append(extends[ck], op)
+		}
+	}
+	byKeyRuns := map[stores.KeyRef][]history.WorkRun{}
+	var keys []stores.KeyRef
+	runs := 0
+	for _, w := range e.Hist.Work() {
+		if _, ok := byKeyRuns[w.Key]; !ok {
+			keys = append(keys, w.Key)
+		}
+		byKeyRuns[w.Key] = append(byKeyRuns[w.Key], w)
+		runs++
+	}
+	// Who was unhealthy on which key, looked up once per pair instead of
+	// scanning every fault for every pair.
+	sick := map[clientKey]bool{}
+	for _, f := range fs {
+		if strings.HasPrefix(f.Failpoint, "run.") {
+			sick[clientKey{f.Client, f.Key}] = true
+		}
+	}
+	// unhealthy: r's owner was paused or crashed at a failpoint on the
+	// key, or it lost half its lease or more, before at, to anything but
+	// its own work (leaseLost): the store may then have let another
+	// client take over, and fencing judges the owner's late writes.
+	unhealthy := func(r history.WorkRun, at int64) bool {
+		if sick[clientKey{r.Client, r.Key}] {
+			return true
+		}
+		c, ok := claimedAt[r.Key][r.Token]
+		lease := e.Model.LockTTL
+		if ok && c.Input.Lease > 0 {
+			lease = c.Input.Lease
+		}
+		return 2*leaseLost(r, c, ok, extends[clientKey{r.Client, r.Key}], stalls, at) >= lease
+	}
+	excused := 0
+	for _, k := range keys {
+		work := byKeyRuns[k] // in order of start (History.Work)
+		for i, a := range work {
+			// Every later run that overlapped a's while a was healthy: one
+			// violation names them all, as the timeline shows them.
+			var with []history.WorkRun
+			for _, b := range work[i+1:] {
+				if b.Start >= a.End {
+					break // every later run starts later still: none overlaps a
+				}
+				if b.Token == a.Token {
+					continue
+				}
+				// The owner that may have been taken over is the one whose
+				// claim came first: a's, unless b's claim came back before
+				// a's was sent (b claimed, stood still past its lease, a
+				// took the key over, and b ran its work late: b was the
+				// stale one). Claims that overlap in time are ordered by the
+				// store's decision times (a claim whose answer came back
+				// late, after a takeover of it was decided, is the older);
+				// without them, or decided at once, they are judged by a,
+				// as two claims granted at once are the race this checker
+				// is for.
+				ca, okA := claimedAt[k][a.Token]
+				cb, okB := claimedAt[k][b.Token]
+				older := a
+				if okA && okB && (cb.Return < ca.Call || ca.Return >= cb.Call && decidedBefore(cb, ca)) {
+					older = b
+				}
+				co, cy := ca, cb // the older owner's claim, and the other's
+				if older.Token == b.Token {
+					co, cy = cb, ca
+				}
+				if okA && okB && aheadTakeover(e.Model, co, cy) || unhealthy(older, b.Start) {
+					excused++
+					continue
+				}
+				with = append(with, b)
+			}
+			if len(with) == 0 {
+				continue
+			}
+			clients := []string{fmt.Sprint(a.Client)}
+			runs := []string{fmt.Sprintf("client %d (token %s) from %s to %s", a.Client, tok(a.Token), ms(a.Start), ms(a.End))}
+			for _, b := range with {
+				clients = append(clients, fmt.Sprint(b.Client))
+				runs = append(runs, fmt.Sprintf("client %d (token %s) from %s", b.Client, tok(b.Token), ms(b.Start)))
+			}
+			vs = append(vs, Violation{Exclusive, a.Key.String(), fmt.Sprintf(
+				"clients %s ran the work of %s at once: %s; client %d was healthy",
+				andList(clients), a.Key, strings.Join(runs, ", "), a.Client)})
+		}
+	}
+	sortViolations(vs)
+	detail := fmt.Sprintf("%d work runs, none overlapping a healthy owner", runs)
+	if excused > 0 {
+		detail += fmt.Sprintf(" (%d overlaps excused: the owner whose claim came first was paused or crashed by the harness, or lost half its lease or more to a late answer, a late start of its work or the harness's own stalls)", excused)
+	}
+	return result(Exclusive, vs, detail)
+}

@@ -1,0 +1,381 @@
+package check
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// porcupineOps turns the history into porcupine's form, copying each Prune
+// only into the partitions of the keys it can act on. Leaving it out of
+// the others is exact, not an approximation: a Prune changes nothing but
+// lets a key that may have expired by its clock be gone (models.Step: any
+// operation may see it gone past its retention; the Prune itself is the
+// identity), and it always succeeds. So it can be left out of a key
+//   - whose every operation is called after the Prune returned: it comes
+//     first there, on an absent key, where it does nothing;
+//   - whose every operation returned before it was called: it comes last,
+//     where nothing observes it;
+//   - that no record of which can be old enough at the Prune's time: a
+//     record is created at a claim's decision time (or an unanswered
+//     Begin's call time), so when the Prune's time is within Retention
+//     minus Slack of the earliest of them, no state of the key may expire
+//     then, and the Prune is the identity.
+//
+// Copying every Prune into every key made a history of P prunes and K keys
+// P×K operations larger. A key none of whose calls got an answer is left
+// out whole (keySpan.answered). It also returns how many keys the history
+// has.
+func porcupineOps(m models.Config, ops []history.Op) ([]porcupine.Operation, int) {
+	spans := map[stores.KeyRef]*keySpan{}
+	var keys []stores.KeyRef
+	for _, op := range ops {
+		if op.Input.Kind == models.Prune {
+			continue
+		}
+		sp, ok := spans[op.Input.Key]
+		if !ok {
+			sp = &keySpan{first: op.Call, last: op.Return}
+			spans[op.Input.Key] = sp
+			keys = append(keys, op.Input.Key)
+		}
+		sp.add(op)
+	}
+	out := make([]porcupine.Operation, 0, len(ops))
+	for _, op := range ops {
+		if op.Input.Kind == models.Prune {
+			for _, k := range keys {
+				if spans[k].answered && spans[k].prunable(m, op) {
+					out = append(out, prunePorcupineOp(op, k))
+				}
+			}
+			continue
+		}
+		if spans[op.Input.Key].answered {
+			out = append(out, porcupineOp(op))
+		}
+	}
+	return out, len(keys)
+}
+
+// keyPorcupineOps is one key's part of porcupineOps: its operations (kops,
+// none a Prune) and a copy of each of prunes that can act on it.
+func keyPorcupineOps(m models.Config, kops, prunes []history.Op) []porcupine.Operation {
+	if len(kops) == 0 {
+		return nil
+	}
+	sp := keySpan{first: kops[0].Call, last: kops[0].Return}
+	for _, op := range kops {
+		sp.add(op)
+	}
+	if !sp.answered {
+		return nil
+	}
+	out := make([]porcupine.Operation, 0, len(kops))
+	for _, op := range kops {
+		out = append(out, porcupineOp(op))
+	}
+	for _, p := range prunes {
+		if sp.prunable(m, p) {
+			out = append(out, prunePorcupineOp(p, kops[0].Input.Key))
+		}
+	}
+	return out
+}
+
+func porcupineOp(op history.Op) porcupine.Operation {
+	return porcupine.Operation{ClientId: op.Client, Input: op.Input, Output: op.Output, Call: op.Call, Return: op.Return}
+}
+
+// prunePorcupineOp is the copy of Prune op in key k's partition.
+func prunePorcupineOp(op history.Op, k stores.KeyRef) porcupine.Operation {
+	in := op.Input
+	in.Key = k
+	return porcupine.Operation{ClientId: op.Client, Input: in, Output: op.Output, Call: op.Call, Return: op.Return}
+}
+
+// keySpan is what porcupineOps needs to know of a key to place a Prune:
+// when its operations start and end, and when a record of it can first
+// have been created.
+type keySpan struct {
+	first, last int64     // earliest call, latest return
+	created     time.Time // the earliest time a record of the key can have been created
+	creates     bool      // some Begin may have created one
+	// answered: some call on the key got an answer. A key none of whose
+	// calls did (each failed or timed out: a store that refuses the key)
+	// is linearizable by itself, every call having done nothing, and is
+	// left out of porcupine's history: its search over such calls grows
+	// with the subsets of tokens they may have used, and a store that
+	// refused every key holding a NUL kept the checker busy for minutes
+	// before it gave up, undecided.
+	answered bool
+}
+
+// add widens the span with one of the key's operations (not a Prune).
+func (sp *keySpan) add(op history.Op) {
+	sp.first, sp.last = min(sp.first, op.Call), max(sp.last, op.Return)
+	sp.answered = sp.answered || !op.Output.Unknown
+	if op.Input.Kind != models.Begin {
+		return
+	}
+	var at time.Time
+	switch {
+	case op.Output.Unknown:
+		at = op.Input.Now
+	case op.Output.Decision.Outcome == stores.Claimed:
+		at = op.Output.Decision.DecidedAt
+	default:
+		return
+	}
+	if !sp.creates || at.Before(sp.created) {
+		sp.created, sp.creates = at, true
+	}
+}
+
+// prunable reports whether the Prune can act on the key (see porcupineOps):
+// it overlaps the key's operations in time, and a record of the key can be
+// past its retention at the Prune's time.
+func (sp keySpan) prunable(m models.Config, prune history.Op) bool {
+	if sp.first > prune.Return || sp.last < prune.Call { // ties overlap, as in porcupine
+		return false
+	}
+	return sp.creates && prune.Input.Now.Sub(sp.created) >= m.Retention-m.Slack
+}
+
+func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
+	model := models.Porcupine(e.Model)
+	if len(ops) > VisualizeCap {
+		return checkLinearizableByKey(e, model, ops, g)
+	}
+	pops, keys := porcupineOps(e.Model, ops)
+	var (
+		res  porcupine.CheckResult
+		info porcupine.LinearizationInfo
+		lin  *Linearization
+	)
+	var done bool
+	if e.Keep && len(pops) <= VisualizeCap {
+		var v verbose
+		v, done = search(e, func() verbose {
+			r, i := porcupine.CheckOperationsVerbose(model, pops, e.LinTimeout)
+			return verbose{r, i}
+		})
+		res, info = v.res, v.info
+		if done && res != porcupine.Illegal {
+			lin = keep(model, info, pops)
+		}
+	} else {
+		// Nothing to draw: porcupine keeps no linearization for a page.
+		res, done = search(e, func() porcupine.CheckResult { return porcupine.CheckOperationsTimeout(model, pops, e.LinTimeout) })
+		if done && e.Keep && res != porcupine.Illegal {
+			lin = keep(model, info, pops)
+		}
+	}
+	if !done {
+		return interruptedLin
+	}
+	switch res {
+	case porcupine.Ok:
+		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), keys), Linearization: lin}
+	case porcupine.Unknown:
+		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout), Linearization: lin}
+	}
+	return linViolations(e, model, models.PartitionByKey(pops), len(pops))
+}
+
+// checkLinearizableByKey checks a history too large to draw one key at a
+// time: each key's porcupine operations are made, checked and dropped, a
+// few keys at once (one per CPU), within one LinTimeout for the whole. A
+// million calls then never exist as porcupine operations all at once
+// (they were about half the peak memory of checking). porcupine checks a
+// partitioned model key by key anyway, so the verdict is the same: the
+// history is linearizable when every key's is, and one key that is not
+// fails it (even when another key timed out).
+func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op, g grouped) Result {
+	var prunes []history.Op
+	for _, op := range ops {
+		if op.Input.Kind == models.Prune {
+			prunes = append(prunes, op)
+		}
+	}
+	deadline := time.Now().Add(e.LinTimeout)
+	failing := make([][]porcupine.Operation, len(g.order))
+	var timedOut, interrupted atomic.Bool
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(g.order) {
+					return
+				}
+				left := time.Until(deadline)
+				if left <= 0 { // porcupine reads a zero timeout as none
+					timedOut.Store(true)
+					return
+				}
+				part := keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes)
+				res, done := search(e, func() porcupine.CheckResult { return porcupine.CheckOperationsTimeout(model, part, left) })
+				if !done {
+					interrupted.Store(true)
+					return
+				}
+				switch res {
+				case porcupine.Illegal:
+					failing[i] = part
+				case porcupine.Unknown:
+					timedOut.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var parts [][]porcupine.Operation
+	n := 0
+	for _, p := range failing {
+		if p != nil {
+			parts = append(parts, p)
+			n += len(p)
+		}
+	}
+	switch {
+	case len(parts) > 0:
+		return linViolations(e, model, parts, n)
+	case interrupted.Load():
+		return interruptedLin
+	case timedOut.Load():
+		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout)}
+	}
+	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), len(g.order))}
+	if e.Keep {
+		r.Linearization = tooLargeToDraw(len(ops))
+	}
+	return r
+}
+
+// linViolations names the keys of parts (the partitions to look at, of n
+// operations in all) whose histories are not linearizable, and in each the
+// first call that no order allows, and keeps the failing keys for a page
+// (Evidence.Keep).
+func linViolations(e Evidence, model porcupine.Model, parts [][]porcupine.Operation, n int) Result {
+	var vs []Violation
+	var failing []porcupine.Operation
+	for _, part := range parts {
+		res, info := porcupine.CheckOperationsVerbose(model, part, e.LinTimeout)
+		if res != porcupine.Illegal {
+			continue
+		}
+		failing = append(failing, part...)
+		k := part[0].Input.(models.Input).Key
+		vs = append(vs, Violation{Linearizable, k.String(), fmt.Sprintf(
+			"the history of %s (%d calls) has no order the decision table allows: %s", k, len(part), explain(e.Model, part, info))})
+	}
+	if len(vs) == 0 {
+		vs = append(vs, Violation{Linearizable, "", "the history is not linearizable"})
+	}
+	r := result(Linearizable, vs, "")
+	if e.Keep {
+		// The failing keys only, whatever their size: they are the
+		// evidence. Without a failing key (a timeout in the per-key
+		// checks), the whole history is too large to draw: say so.
+		if len(failing) > 0 {
+			_, info := porcupine.CheckOperationsVerbose(model, failing, e.LinTimeout)
+			info.AddAnnotations(keyLabels(failing))
+			r.Linearization = &Linearization{Model: model, Info: info, Ops: len(failing)}
+		} else if n <= VisualizeCap {
+			all := make([]porcupine.Operation, 0, n)
+			for _, p := range parts {
+				all = append(all, p...)
+			}
+			_, info := porcupine.CheckOperationsVerbose(model, all, e.LinTimeout)
+			r.Linearization = keep(model, info, all)
+		} else {
+			r.Linearization = tooLargeToDraw(n)
+		}
+	}
+	return r
+}
+
+// verbose is porcupine's verbose answer, as one value.
+type verbose struct {
+	res  porcupine.CheckResult
+	info porcupine.LinearizationInfo
+}
+
+// interruptedLin is the linearizability result of a search stopped by an
+// interrupt (Evidence.Done).
+var interruptedLin = Result{Checker: Linearizable, Verdict: Unknown, Detail: "interrupted: porcupine's search was stopped before it decided"}
+
+// search runs a porcupine check f, or gives it up when e.Done closes (the
+// run was interrupted) and returns done false. porcupine takes no
+// context, so a search given up goes on in its goroutine until its own
+// timeout (LinTimeout) while the run ends.
+func search[T any](e Evidence, f func() T) (v T, done bool) {
+	if e.Done == nil {
+		return f(), true
+	}
+	select {
+	case <-e.Done:
+		return v, false
+	default:
+	}
+	ch := make(chan T, 1)
+	go func() { ch <- f() }()
+	select {
+	case v = <-ch:
+		return v, true
+	case <-e.Done:
+		return v, false
+	}
+}
+
+// VisualizeCap is the largest history, in porcupine operations, drawn in
+// full by porcupine's visualisation when the checker finds nothing wrong:
+// the page grows about 300 bytes per operation and drawing it took more
+// time than checking (58% at 190k operations, a 59 MB page). A failing
+// check always draws its failing keys.
+const VisualizeCap = 20000
+
+// Linearization is what a page of porcupine's visualisation needs from
+// the linearizability check, kept when [Evidence.Keep] asks for it: the
+// model and porcupine's linearization info of the operations to draw,
+// each key's row labelled. TooLarge says instead that the check passed on
+// more than [VisualizeCap] operations and nothing was kept: the page says
+// why there is no drawing. The checker keeps the data and a report draws
+// it, so that this package writes no HTML.
+type Linearization struct {
+	Model porcupine.Model
+	Info  porcupine.LinearizationInfo
+	// Ops is how many porcupine operations Info holds, or, TooLarge, how
+	// many the history has.
+	Ops      int
+	TooLarge bool
+}
+
+// keep is what a page of info (the check of pops) needs, with a labelled
+// row per key, or, past VisualizeCap operations, the note that there is
+// none.
+func keep(model porcupine.Model, info porcupine.LinearizationInfo, pops []porcupine.Operation) *Linearization {
+	if len(pops) <= VisualizeCap {
+		info.AddAnnotations(keyLabels(pops))
+		return &Linearization{Model: model, Info: info, Ops: len(pops)}
+	}
+	return tooLargeToDraw(len(pops))
+}
+
+// tooLargeToDraw stands for the visualisation of a passing history of n
+// operations, more than VisualizeCap.
+func tooLargeToDraw(n int) *Linearization {
+	return &Linearization{Ops: n, TooLarge: true}
+}

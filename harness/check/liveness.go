@@ -1,0 +1,48 @@
+package check
+
+import (
+	"fmt"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// checkLiveness judges each key by its last final probe: the probe asks
+// again (after LockTTL) when an answer is lost, so only a key whose every
+// probe went unanswered, or whose probe found it still in flight, fails.
+func checkLiveness(e Evidence, ops []history.Op) Result {
+	var vs []Violation
+	last := map[stores.KeyRef]history.Op{}
+	tries := map[stores.KeyRef]int{}
+	var keys []stores.KeyRef
+	for _, op := range ops {
+		if op.Client != e.ProbeClient || op.Input.Kind != models.Begin {
+			continue
+		}
+		k := op.Input.Key
+		if _, ok := last[k]; !ok {
+			keys = append(keys, k)
+		}
+		last[k] = op // ops are in call order
+		tries[k]++
+	}
+	probes := len(keys)
+	for _, k := range keys {
+		op := last[k]
+		switch {
+		case op.Output.Unknown:
+			vs = append(vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
+				"the final probe of %s got no answer in %d tries (last: %s)", op.Input.Key, tries[k], op.Err)})
+		case op.Output.Decision.Outcome == stores.InFlight:
+			vs = append(vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
+				"%s is still in flight at the final probe, though every client stopped and LockTTL (%v) has passed: stuck",
+				op.Input.Key, e.Model.LockTTL)})
+		}
+	}
+	if probes == 0 {
+		return Result{Checker: Liveness, Verdict: Unknown, Detail: "no final probe ran"}
+	}
+	sortViolations(vs)
+	return result(Liveness, vs, fmt.Sprintf("%d keys probed after LockTTL, none stuck", probes))
+}

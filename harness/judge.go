@@ -1,0 +1,78 @@
+package harness
+
+import (
+	"context"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Judged is a finished scenario's verdict, and what it was judged by.
+type Judged struct {
+	// Record is what the scenario recorded besides its history.
+	Record scenario.Record
+	// Params are what the checkers judged the history by: with the
+	// history, enough to judge it again (Judge).
+	Params check.Params
+	// Checkers are every checker's result; Violations all their
+	// violations; Verdict the fold of theirs (check.Overall), or Skipped
+	// when the scenario skipped itself.
+	Checkers   []check.Result
+	Violations []check.Violation
+	Verdict    check.Verdict
+}
+
+// Finish ends a scenario run whose clients are done: the one tail every
+// run ends with, whether the runner's scenario, a hunt's episode or
+// round, a replay or a demo. It probes every key once the clock is past
+// LockTTL (when probe is set), stops the stall watch (stopWatch, from
+// history.WatchStalls), and judges the history with the store's
+// declarations (Options.Declared). keep keeps what a page of the history
+// needs (check.Result.Linearization). A scenario that skipped itself is not probed nor judged:
+// its verdict is Skipped.
+func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func(), probe, keep bool) Judged {
+	if rec := env.Record(); rec.Skipped != "" {
+		stopWatch()
+		return Judged{Record: rec, Verdict: check.Skipped, Checkers: []check.Result{}, Violations: []check.Violation{}}
+	}
+	probeID := env.NewClientID()
+	if probe {
+		env.ProbeAfterLockTTL(ctx, probeID)
+	}
+	stopWatch()
+	sem, fence := o.Declared()
+	m := check.ModelFor(o.Backend.Clock, env.Config, sem)
+	rec := env.Record()
+	p := check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probeID,
+		LeakProbe: rec.LeakProbe, StrictRetention: o.StrictRetention, Semantics: sem}
+	j := Judge(ctx, p, env.Hist, env.Ledger, fence, keep)
+	j.Record = rec
+	return j
+}
+
+// Judge runs every checker on a history by the params it is judged by,
+// and folds their verdicts: the one place the checkers are called, for a
+// run that just finished (Finish) and for a saved one (Recheck). fence
+// is the store's declared fence (nil: none); keep keeps what a page of the
+// history needs. Once ctx is done (an interrupt) the checkers stop what
+// can take long and answer unknown for it (check.Evidence.Done).
+func Judge(ctx context.Context, p check.Params, hist *history.History, ledger *history.Ledger, fence stores.Fence, keep bool) Judged {
+	res := check.Run(check.Evidence{Hist: hist, Ledger: ledger, Model: p.Model(), ProbeClient: p.ProbeClient,
+		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, Fence: fence, LinTimeout: LinTimeout, Keep: keep, Done: ctx.Done()})
+	v, vs := check.Overall(res)
+	return Judged{Params: p, Checkers: res, Violations: vs, Verdict: v}
+}
+
+// LockTTLFor is the LockTTL of sc's store, decided here alone: the run's
+// LockTTL, or for a scheduled scenario on a server-clock store
+// ScheduledLockTTL when that is positive and shorter (a tick of the
+// scheduler waits LockTTL out in real time there).
+func (o Options) LockTTLFor(sc scenario.Scenario) time.Duration {
+	if sc.Scheduled && o.Backend.Clock == stores.ServerClock && o.ScheduledLockTTL > 0 {
+		return min(o.LockTTL, o.ScheduledLockTTL)
+	}
+	return o.LockTTL
+}

@@ -1,0 +1,319 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Options configure one run of scenarios against one store variant.
+type Options struct {
+	Backend stores.Backend
+	// Variant is the store variant ("correct" or a mutant), or a
+	// client-side mutant run on the correct store.
+	Variant string
+	// Addr is where the backend lives: a directory for SQLite files, a DSN
+	// for Postgres, host:port for Redis; memory ignores it.
+	Addr      string
+	Clients   int
+	Keys      int
+	Seed      int64
+	Duration  time.Duration // run rounds of each scenario until it elapses (0: one round)
+	LockTTL   time.Duration
+	Retention time.Duration
+	Scenarios []string
+	// Semantics and Fence are what the store declares beyond the contract
+	// (idemtest.Factory): the model and the fencing checker hold it to
+	// them.
+	Semantics stores.Semantics
+	Fence     stores.Fence
+	// StrictRetention makes a key kept past its retention a violation
+	// (the retention checker), not a finding.
+	StrictRetention bool
+	// Count runs the list of scenarios this many times (0 or 1: once).
+	// Every run of a scenario (a repetition, or a name listed twice) gets
+	// its own store and its own draws from the seed.
+	Count int
+	// Progress, if set, hears where the run is: when a scenario starts,
+	// every ProgressEvery while it runs, and when it ends.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+	// ScheduledLockTTL, if positive and shorter than LockTTL, is the
+	// LockTTL of the scheduled scenarios on a server-clock store: there a
+	// tick of the scheduler waits LockTTL out in real time, and a shorter
+	// one proves the same (every claim still outlives a statement's few
+	// milliseconds by far). DefaultOptions sets ScheduledServerLockTTL;
+	// idemtest leaves it 0, as a factory's server may be far slower.
+	ScheduledLockTTL time.Duration
+	// Parallel is how many scenarios may run at once (0 or 1: one after
+	// another). Each has its own store, so a correct store's verdict does
+	// not depend on it; the isolated scenarios run alone whatever it is
+	// (see Run). DefaultOptions sets DefaultParallel.
+	Parallel int
+	// OpenStore, if set, opens the store for each scenario instead of
+	// Backend.Open: how idemtest runs a store from outside the registry
+	// (a factory). OpenAt then opens it at another address, if it can.
+	OpenStore func(ctx context.Context, scenario string, cfg stores.Config) (stores.Store, error)
+	OpenAt    func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error)
+	// Net starts network proxies in front of the server at Addr, for the
+	// network, lost-reply and chaos scenarios; nil: those faults skip.
+	Net nemesis.Network
+	// Server pauses, kills and restarts the server at Addr, for the
+	// store-faults and chaos scenarios; nil: those faults skip, and
+	// NoServer says why.
+	Server   nemesis.Server
+	NoServer string
+	// OwnServer, if set, starts another server like the one at Addr (a
+	// fresh container) for the scenarios that fault the server
+	// (scenario.Scenario.FaultsServer): on a server of their own they run
+	// beside the shared scenarios instead of alone after every other one,
+	// and the run is shorter by their time. nil, an error from it, or
+	// Parallel 1: they run alone on the run's server, as before.
+	OwnServer func(ctx context.Context) (*OwnedServer, error) `json:"-"`
+	// Cluster is the replicated topology of a replicated backend, for the
+	// failover and partition scenarios; nil: they skip.
+	Cluster nemesis.Cluster
+	// Statements, if set, edits the store's statements at open
+	// (stores.Config.Statements): how `idemcheck mutate` runs a generated
+	// mutant. It does not cross into worker processes, so a run that sets
+	// it leaves WorkerCommand empty.
+	Statements func(name, text string) string `json:"-"`
+	// WorkerCommand starts an `idemcheck worker` process (argv), for the
+	// scenarios that run clients in processes the harness kills; empty
+	// means no worker processes (those scenarios skip, or do without).
+	WorkerCommand []string
+}
+
+// Progress reports where a run is.
+type Progress struct {
+	Scenario string
+	Index    int // 1-based
+	Total    int
+	// Skipped says why the scenario did not run (with Done set).
+	Skipped string
+	// Elapsed is the time since the run started.
+	Elapsed time.Duration
+	// Ops and Faults count the store calls and injected faults of the
+	// current scenario so far.
+	Ops    int
+	Faults int
+	// Violations counts the violations found so far in the whole run
+	// (a scenario's are known when it ends).
+	Violations int
+	Done       bool
+}
+
+// DefaultOptions are the parameters `idemcheck check` runs with.
+func DefaultOptions() Options {
+	return Options{Variant: stores.Correct, Clients: 6, Keys: 8, Seed: 1,
+		LockTTL: 250 * time.Millisecond, Retention: 10 * time.Second, Parallel: DefaultParallel,
+		ScheduledLockTTL: ScheduledServerLockTTL}
+}
+
+// ScheduledServerLockTTL is the LockTTL of scheduled scenarios on
+// server-clock stores (Options.ScheduledLockTTL, and the mutant hunts):
+// a tick waits it out, so it is short, and still far above a statement's
+// few milliseconds.
+const ScheduledServerLockTTL = 100 * time.Millisecond
+
+// DefaultParallel is how many scenarios `idemcheck check` runs at once.
+// Most of a scenario's time is waits (pauses past LockTTL, retention,
+// backoff), not CPU, so four at once fit even a 2-core machine; the
+// soak runs them so beside its CPU hogs, and finds no false alarm.
+const DefaultParallel = 4
+
+// Limits on the options, so that a typo cannot exhaust the machine: each
+// client is a goroutine, each key an order with its history, and every
+// store call is kept in memory and written to the results (about 4 KB a
+// call). MinLockTTL is the shortest LockTTL the workload can honour: its
+// longest work run is 20 ms (the mismatch scenario's owner) and a claim
+// must outlast its work plus a save's round trip, with room for a loaded
+// machine; below it the correct store would fail by design (the
+// lock-shorter-than-work mutant makes that mistake on purpose).
+const (
+	MaxClients  = 256
+	MaxKeys     = 10_000
+	MaxCount    = 1_000
+	MaxDuration = 24 * time.Hour
+	MaxParallel = 64
+	MinLockTTL  = 50 * time.Millisecond
+	MaxLockTTL  = 10 * time.Minute
+)
+
+// Validate reports options no run can use.
+func (o Options) Validate() error {
+	switch {
+	case o.Clients < 1 || o.Clients > MaxClients:
+		return fmt.Errorf("--clients must be between 1 and %d, got %d", MaxClients, o.Clients)
+	case o.Keys < 1 || o.Keys > MaxKeys:
+		return fmt.Errorf("--keys must be between 1 and %d, got %d", MaxKeys, o.Keys)
+	case o.Duration < 0 || o.Duration > MaxDuration:
+		return fmt.Errorf("--duration must be between 0 and %v, got %v", MaxDuration, o.Duration)
+	case o.Parallel < 0 || o.Parallel > MaxParallel:
+		return fmt.Errorf("--parallel must be between 1 and %d, got %d", MaxParallel, o.Parallel)
+	case o.Count < 0 || o.Count > MaxCount:
+		return fmt.Errorf("--count must be between 1 and %d, got %d", MaxCount, o.Count)
+	case o.LockTTL > 0 && o.LockTTL < MinLockTTL:
+		return fmt.Errorf("--lock-ttl %v is shorter than the workload's own work (up to 20ms, plus a save): "+
+			"the correct store would take over healthy owners by design; use at least %v", o.LockTTL, MinLockTTL)
+	case o.LockTTL > MaxLockTTL:
+		return fmt.Errorf("--lock-ttl must be at most %v, got %v", MaxLockTTL, o.LockTTL)
+	case !o.Backend.HasVariant(o.Variant) && !workload.IsClientMutant(o.Variant):
+		return fmt.Errorf("store %s has no variant %q (known: %s; client-side: %s)", o.Backend.Name, o.Variant,
+			strings.Join(o.Backend.Variants(), ", "), strings.Join(workload.ClientMutantNames(), ", "))
+	}
+	for _, s := range o.Scenarios {
+		if _, ok := scenario.Lookup(s); !ok {
+			return fmt.Errorf("unknown scenario %q (known: %s)", s, scenario.NamesString())
+		}
+	}
+	return stores.Config{LockTTL: o.LockTTL, Retention: o.Retention}.Validate()
+}
+
+// Declared is what the store declares beyond the contract: the options'
+// Semantics and Fence, or else the backend's.
+func (o Options) Declared() (stores.Semantics, stores.Fence) {
+	sem, fence := o.Semantics, o.Fence
+	if sem == (stores.Semantics{}) {
+		sem = o.Backend.Semantics
+	}
+	if fence == nil {
+		fence = o.Backend.Fence
+	}
+	return sem, fence
+}
+
+// Caps is what the run can do besides calling its store, as the
+// scenarios' Skip functions read it.
+func (o Options) Caps() scenario.Caps {
+	sem, _ := o.Declared()
+	c := scenario.Caps{Backend: o.Backend, Factory: o.OpenStore != nil, Addr: o.Addr, Semantics: sem,
+		Net: o.Net, Server: o.Server, NoServer: o.NoServer, Cluster: o.Cluster, WorkerCommand: o.WorkerCommand, OpenAt: o.OpenAt}
+	if o.OpenStore == nil && o.Backend.Open != nil {
+		c.OpenAt = o.Backend.Open
+	}
+	return c
+}
+
+// Estimate is a rough forecast of a run's wall time, from each scenario's
+// cost in LockTTLs and retention periods (scenario.Scenario.Cost) on an idle
+// machine, phase by phase as Run runs them: the shared ones Parallel at a
+// time (their sum shared out, but never less than the longest), the others
+// one after another, and the server-fault scenarios on a server of their
+// own (Options.OwnServer) beside the shared ones. Enough to warn before a
+// run that will take long.
+func (o Options) Estimate() time.Duration {
+	sum := make([]time.Duration, scenario.Alone+1)
+	longest := make([]time.Duration, scenario.Alone+1)
+	caps := o.Caps()
+	var own time.Duration // the lane of the server-fault scenarios, beside the shared phase
+	for _, name := range o.Plan() {
+		sc, ok := scenario.Lookup(name)
+		if !ok || sc.WhyNot(caps) != "" {
+			continue
+		}
+		c := o.ScenarioCost(sc)
+		ph := sc.Phase(caps)
+		if o.onOwnServer(sc, caps) {
+			own += c
+			continue
+		}
+		sum[ph] += c
+		longest[ph] = max(longest[ph], c)
+	}
+	d := sum[scenario.Scheduled] + sum[scenario.Alone]
+	d += max(sum[scenario.Shared]/time.Duration(max(o.Parallel, 1)), longest[scenario.Shared], own)
+	return d
+}
+
+// EstimateCalls is a rough upper bound on the store calls a run of o
+// records, from measured runs: an unscheduled scenario makes about two
+// calls per key and client (race on memory: 105 calls at 8 keys and 6
+// clients, 11,195 at 100 and 60), a scheduled one about ten per key, and
+// --duration repeats the rounds. Every call is kept in memory until the
+// run ends (BytesPerCall), so this bounds what a run can hold.
+func (o Options) EstimateCalls() int64 {
+	caps := o.Caps()
+	var n int64
+	for _, name := range o.Plan() {
+		sc, ok := scenario.Lookup(name)
+		if !ok || sc.WhyNot(caps) != "" {
+			continue
+		}
+		c := int64(2 * o.Keys * o.Clients)
+		if sc.Scheduled {
+			c = int64(10 * o.Keys)
+		}
+		if o.Duration > 0 {
+			round := o
+			round.Duration = 0
+			if one := round.ScenarioCost(sc); one > 0 {
+				c *= max(1, int64(o.Duration/one))
+			}
+		}
+		n += c
+	}
+	return n
+}
+
+// BytesPerCall is the memory a recorded call costs until the run ends
+// (its history, checking and report), as measured on the memory store:
+// 137,187 calls of race at 1,000 keys and 60 clients peaked at 697 MB.
+const BytesPerCall = 5 << 10
+
+// ScenarioCost is a rough forecast of one run of sc's wall time under o
+// (scenario.Scenario.Cost at the LockTTL its store gets, repeated for
+// Duration). A scheduled scenario on a caller-clock store waits for no
+// LockTTL in real time (its clock is a manual one the scheduler moves), so
+// its LockTTLs cost next to nothing.
+func (o Options) ScenarioCost(sc scenario.Scenario) time.Duration {
+	ttl := o.LockTTLFor(sc)
+	if sc.Scheduled && o.Backend.Clock != stores.ServerClock {
+		ttl = time.Millisecond
+	}
+	c := sc.Cost(ttl, o.Retention, o.Keys)
+	if o.Duration > c {
+		c = o.Duration + sc.Cost(ttl, o.Retention, 0)
+	}
+	return c
+}
+
+// OwnedServer is a server started for the server-fault scenarios alone
+// (Options.OwnServer): where it is, its faults, and how to remove it.
+type OwnedServer struct {
+	Addr   string
+	Net    nemesis.Network
+	Server nemesis.Server
+	// Close stops and removes the server; the run calls it once, when
+	// the scenarios on it are done.
+	Close func()
+}
+
+// onOwnServer says whether sc runs on a server of its own, beside the
+// shared phase: it is alone only because it faults the run's one server
+// (not a cluster), the run can start another (Options.OwnServer), and
+// scenarios may run at once (Parallel 1 runs them one after another).
+func (o Options) onOwnServer(sc scenario.Scenario, caps scenario.Caps) bool {
+	return o.OwnServer != nil && o.Parallel > 1 && caps.Server != nil && caps.Cluster == nil &&
+		sc.FaultsServer && sc.Phase(caps) == scenario.Alone && sc.WhyNot(caps) == ""
+}
+
+// Plan lists the scenario runs of o in order: the scenarios (all when
+// none are named), Count times over.
+func (o Options) Plan() []string {
+	names := o.Scenarios
+	if len(names) == 0 {
+		names = scenario.Default()
+	}
+	var out []string
+	for i := 0; i < max(o.Count, 1); i++ {
+		out = append(out, names...)
+	}
+	return out
+}

@@ -1,0 +1,124 @@
+package results
+
+import (
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/scenario"
+)
+
+// ScenarioResult is one scenario's outcome and what it measured.
+type ScenarioResult struct {
+	Name string `json:"name"`
+	// Repetition numbers the runs of the same scenario in one run (--count,
+	// or the name listed twice): 0 for the first.
+	Repetition int `json:"repetition,omitempty"`
+	// Doc says in a line what the scenario does (scenario.Scenario.Doc).
+	Doc string `json:"doc"`
+	// Retention is the scenario's store's retention (the run's, or the
+	// scenario's own).
+	Retention Duration `json:"retention,omitempty"`
+	// LockTTL is the scenario's store's LockTTL: the run's, or for the
+	// scheduled scenarios on a server-clock store the shorter one the
+	// runner chose (harness.Options.LockTTLFor).
+	LockTTL Duration `json:"lock_ttl,omitempty"`
+	// OwnServer says the scenario ran on a server started for it
+	// (Options.OwnServer), beside the shared scenarios.
+	OwnServer bool          `json:"own_server,omitempty"`
+	Verdict   check.Verdict `json:"verdict"`
+	Ops       int           `json:"ops"` // store calls
+	Rounds    int           `json:"rounds"`
+	Clients   int           `json:"clients"` // clients that took part
+	Keys      int           `json:"keys"`
+	// MaxConcurrentBegins is the most Begin calls in flight at once on one
+	// key: proof the scenario raced for real.
+	MaxConcurrentBegins int               `json:"max_concurrent_begins"`
+	WorkRuns            int               `json:"work_runs"`
+	Charges             int               `json:"charges"`
+	Faults              map[string]int    `json:"faults"`
+	Outcomes            map[string]int    `json:"outcomes"`
+	Seconds             float64           `json:"seconds"`
+	Checkers            []check.Result    `json:"checkers"`
+	Violations          []check.Violation `json:"violations"`
+	Error               string            `json:"error,omitempty"`
+
+	// Skipped says why the scenario did not run (its verdict is "skipped").
+	Skipped string `json:"skipped,omitempty"`
+	// Findings counts expected effects a scenario measures that are not
+	// violations, e.g. skew_takeovers: healthy owners taken over by a
+	// client whose clock runs ahead, which caller-clock stores allow.
+	Findings map[string]int `json:"findings,omitempty"`
+	// Schedule lists the faults the scenario planned, in order: a pure
+	// function of the seed, so a failing run can be replayed.
+	Schedule []string `json:"schedule,omitempty"`
+	// Check is what the checkers judged the history by (nil if the
+	// scenario did not run): with history.jsonl, enough to re-check it.
+	Check *check.Params `json:"check,omitempty"`
+	// Episodes records each scheduled episode's choices, so `idemcheck
+	// replay` can run it again on the same interleaving.
+	Episodes []scenario.EpisodeRecord `json:"episodes,omitempty"`
+
+	hist   *history.History
+	ledger *history.Ledger
+}
+
+// ID is the result's identity in its run: its scenario and repetition.
+func (r *ScenarioResult) ID() ID { return ID{Scenario: r.Name, Repetition: r.Repetition} }
+
+// Attach gives the result what it was judged from: its history and
+// ledger. A run attaches them as it ends; a saved run's loader
+// (harness.LoadRun) from its files.
+func (r *ScenarioResult) Attach(hist *history.History, ledger *history.Ledger) {
+	r.hist, r.ledger = hist, ledger
+}
+
+// History returns the scenario's recorded history (nil if it was skipped).
+func (r *ScenarioResult) History() *history.History { return r.hist }
+
+// Ledger returns the scenario's payment-provider ledger: every charge the
+// work made, for reports that show a key's charges.
+func (r *ScenarioResult) Ledger() *history.Ledger { return r.ledger }
+
+// Linearization returns what the linearizability checker kept for a
+// page of the history (nil if it kept nothing): report draws it.
+func (r *ScenarioResult) Linearization() *check.Linearization {
+	for _, c := range r.Checkers {
+		if c.Linearization != nil {
+			return c.Linearization
+		}
+	}
+	return nil
+}
+
+// Summary is a whole run's outcome: what `--json` prints.
+type Summary struct {
+	Verdict    check.Verdict     `json:"verdict"`
+	Store      string            `json:"store"`
+	Variant    string            `json:"variant"`
+	Seed       int64             `json:"seed"`
+	Clients    int               `json:"clients"`
+	Keys       int               `json:"keys"`
+	LockTTL    Duration          `json:"lock_ttl"`
+	Started    time.Time         `json:"started"`
+	Seconds    float64           `json:"seconds"`
+	Scenarios  []ScenarioResult  `json:"scenarios"`
+	Violations []check.Violation `json:"violations"`
+	Dir        string            `json:"results_dir,omitempty"`
+	// Ended is when the run ended; Interrupted says it was cut short
+	// (Ctrl-C, SIGTERM), and NotRun lists the scenarios it never started.
+	Ended       time.Time `json:"ended"`
+	Interrupted bool      `json:"interrupted"`
+	NotRun      []string  `json:"not_run,omitempty"`
+	// OwnServerError says why the server-fault scenarios could not have a
+	// server of their own (Options.OwnServer failed): they ran alone on
+	// the run's server instead.
+	OwnServerError string `json:"own_server_error,omitempty"`
+	// Provenance says where the run came from: the command line, the
+	// program's version and commit, the Go version (set by the caller,
+	// see harness.Build).
+	Argv      []string `json:"argv,omitempty"`
+	Version   string   `json:"version,omitempty"`
+	Commit    string   `json:"commit,omitempty"`
+	GoVersion string   `json:"go_version,omitempty"`
+}

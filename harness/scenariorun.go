@@ -1,0 +1,213 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/results"
+	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// Open opens a fresh store of the run's backend, named space within the
+// run: its own SQLite file, Postgres schema or Redis key prefix
+// (cfg.Namespace is set here). It returns the store, its configuration
+// and the address it lives at.
+func (o Options) Open(ctx context.Context, space string, runID int64, cfg stores.Config) (stores.Store, stores.Config, string, error) {
+	cfg.Namespace = Namespace(runID, space)
+	addr := o.StoreAddr(space, runID)
+	var st stores.Store
+	var err error
+	if o.OpenStore != nil {
+		st, err = o.OpenStore(ctx, space, cfg)
+	} else {
+		st, err = o.Backend.Open(ctx, addr, cfg)
+	}
+	return st, cfg, addr, err
+}
+
+// StoreAddr is where the store named space lives: its own SQLite file, or
+// the server's address. Worker processes open the same.
+func (o Options) StoreAddr(space string, runID int64) string {
+	if o.Backend.Lives == stores.File {
+		return filepath.Join(o.Addr, fmt.Sprintf("%d-%s.db", runID, space))
+	}
+	return o.Addr
+}
+
+// StoreConfig is the configuration a scenario's store opens with.
+func (o Options) StoreConfig(sc scenario.Scenario) stores.Config {
+	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: workload.StoreVariant(o.Variant), Statements: o.Statements}
+	if sc.Retention > 0 {
+		cfg.Retention = sc.Retention
+	}
+	cfg.LockTTL = o.LockTTLFor(sc)
+	return cfg
+}
+
+// NewEnv opens a fresh store for the scenario, named space within the run,
+// and makes its Env; randSeed seeds the Env's PRNG. Close the Env's store
+// when done.
+func (o Options) NewEnv(ctx context.Context, sc scenario.Scenario, space string, runID, randSeed int64) (*scenario.Env, error) {
+	if o.Server != nil {
+		// A server an earlier scenario restarted may still be coming up
+		// on a loaded machine: every scenario starts on a server that
+		// answers, with no fault left on.
+		if err := o.Server.Heal(ctx); err != nil {
+			return nil, fmt.Errorf("%s server before %s: %w", o.Server.Kind(), sc.Name, err)
+		}
+	}
+	st, cfg, addr, err := o.Open(ctx, space, runID, o.StoreConfig(sc))
+	if err != nil {
+		return nil, fmt.Errorf("open %s store: %w", o.Backend.Name, err)
+	}
+	return scenario.NewEnv(scenario.Setup{Caps: o.Caps(), Name: sc.Name, Store: st, Config: cfg, Addr: addr, Variant: o.Variant,
+		Clients: o.Clients, Keys: o.Keys, Seed: o.Seed, RandSeed: randSeed}), nil
+}
+
+// LinTimeout is porcupine's budget per scenario: past it, linearizability
+// is undecided (never a pass). It guards against a history whose search
+// blows up, not against a long one: a Redis chaos history of 5,797 calls on
+// 788 keys, each key a few calls beside 120 to 140 Prunes and six unknown
+// outcomes, took 29 CPU-seconds at about 37 ms a key, and 20 s left it
+// undecided on a loaded machine.
+const LinTimeout = 60 * time.Second
+
+// ScenarioSeed seeds the PRNG of one run of a scenario: a function of the
+// run's seed, the scenario's name and its repetition only, so a scenario
+// failing inside `--scenario all` fails the same way alone with the same
+// seed.
+func ScenarioSeed(seed int64, name string, rep int) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%d", seed, name, rep)
+	return int64(h.Sum64() >> 1)
+}
+
+// RunScenario runs one scenario (its rounds) on a fresh store, probes its
+// keys, and checks its history. index is its place in the run (it names
+// its store) and rep its repetition (it seeds its PRNG, with the seed).
+func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int64, index, rep int, report func(Progress)) (*results.ScenarioResult, error) {
+	env, err := o.NewEnv(ctx, sc, fmt.Sprintf("%s_%d", sc.Name, index), runID, ScenarioSeed(o.Seed, sc.Name, rep))
+	if err != nil {
+		return nil, err
+	}
+	defer env.Store.Close()
+	start := time.Now()
+	report(Progress{})
+	stopTicker := scenario.Every(context.Background(), o.ProgressEvery, func() {
+		report(Progress{Ops: env.Hist.OpCount(), Faults: env.Hist.FaultCount()})
+	})
+	defer stopTicker()
+	stopWatch := history.WatchStalls(env.Hist)
+	rounds := 0
+	for {
+		env.SetRound(rounds)
+		sc.Run(ctx, env)
+		rounds++
+		if o.Duration <= 0 || time.Since(start) >= o.Duration || ctx.Err() != nil {
+			break
+		}
+	}
+	res := &results.ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds}
+	j := o.Finish(ctx, env, stopWatch, true, true)
+	res.Attach(env.Hist, env.Ledger)
+	if j.Verdict == check.Skipped {
+		return skippedResult(sc, rep, j.Record.Skipped), nil
+	}
+	res.Retention, res.LockTTL = results.Duration(env.Config.Retention), results.Duration(env.Config.LockTTL)
+	res.Schedule, res.Episodes = j.Record.Schedule, j.Record.Episodes
+	res.Check = &j.Params
+	res.Checkers, res.Violations, res.Verdict = j.Checkers, j.Violations, j.Verdict
+	if ctx.Err() != nil && res.Verdict == check.Pass {
+		res.Verdict, res.Error = check.Unknown, "interrupted: "+ctx.Err().Error()
+	}
+	// Why the workload could not finish is said whatever the verdict: an
+	// undecided checker (no probe ran) must not hide the reason.
+	if inc := j.Record.Incomplete; len(inc) > 0 {
+		if res.Verdict == check.Pass {
+			res.Verdict = check.Unknown
+		}
+		msg := "workload incomplete: " + strings.Join(inc, "; ")
+		if res.Error != "" {
+			msg = res.Error + "; " + msg
+		}
+		res.Error = msg
+	}
+	res.Seconds = time.Since(start).Seconds()
+	measure(res, env, j.Record)
+	return res, nil
+}
+
+// skippedResult is the result of a scenario that did not run, and why.
+func skippedResult(sc scenario.Scenario, rep int, why string) *results.ScenarioResult {
+	return &results.ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Verdict: check.Skipped, Skipped: why,
+		Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}}
+}
+
+// measure fills in the counts the summary shows.
+func measure(res *results.ScenarioResult, env *scenario.Env, rec scenario.Record) {
+	ops := env.Hist.Ops()
+	res.Ops = len(ops)
+	res.Faults = map[string]int{}
+	for _, f := range env.Hist.Faults() {
+		res.Faults[string(f.Kind)]++
+	}
+	for k, n := range rec.Counted {
+		res.Faults[k] += n
+	}
+	res.Findings = rec.Findings
+	res.Outcomes = map[string]int{}
+	clients := map[int]bool{}
+	keys := map[stores.KeyRef]bool{}
+	type edge struct {
+		t     int64
+		delta int
+	}
+	edges := map[stores.KeyRef][]edge{}
+	for _, op := range ops {
+		clients[op.Client] = true
+		if op.Input.Kind == models.Prune {
+			res.Outcomes["prune"]++
+			continue
+		}
+		keys[op.Input.Key] = true
+		switch {
+		case op.Output.Unknown:
+			res.Outcomes["unknown"]++
+		case op.Input.Kind == models.Begin:
+			res.Outcomes[op.Output.Decision.Outcome.String()]++
+			edges[op.Input.Key] = append(edges[op.Input.Key], edge{op.Call, 1}, edge{op.Return, -1})
+		case op.Output.Fenced:
+			res.Outcomes["fenced"]++
+		default:
+			res.Outcomes[map[models.Kind]string{models.Complete: "completed", models.Release: "released"}[op.Input.Kind]]++
+		}
+	}
+	for _, es := range edges {
+		sort.Slice(es, func(i, j int) bool {
+			if es[i].t != es[j].t {
+				return es[i].t < es[j].t
+			}
+			return es[i].delta > es[j].delta
+		})
+		n := 0
+		for _, e := range es {
+			n += e.delta
+			if n > res.MaxConcurrentBegins {
+				res.MaxConcurrentBegins = n
+			}
+		}
+	}
+	res.Clients, res.Keys = len(clients), len(keys)
+	res.WorkRuns = len(env.Hist.Work())
+	res.Charges = len(env.Ledger.Charges())
+}

@@ -1,0 +1,305 @@
+package servers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+// kindFacts is what this package knows of one kind of server: its images,
+// its environment variables, its port, how to start, check and replicate
+// it. Everything that differs between the kinds is a field here, so that
+// the code that starts, checks and fails servers reads one row of [kinds]
+// instead of switching on the kind; pausing, killing and restarting are
+// Docker's and the same for every kind.
+type kindFacts struct {
+	// officialImage is the image testcontainers' module documents (a field
+	// of a variable, so that tests can stand a local image in for it
+	// without retagging images in a shared daemon).
+	officialImage string
+	// localImage is the image images/build.sh builds; envImage is the
+	// variable that overrides it.
+	localImage, envImage string
+	// envAddr is the variable that names an existing server.
+	envAddr string
+	// port is the server's TCP port inside its container.
+	port string
+
+	// checkEnv pings a server the environment names; its errors are one
+	// line that says what to fix.
+	checkEnv func(ctx context.Context, addr string) error
+	// ping checks once that the server at a store address answers.
+	ping func(ctx context.Context, addr string) error
+	// run starts a container from img with testcontainers' module, its
+	// waits bounded by timeout, and returns it (nil if none was created)
+	// with the store address of its server.
+	run func(ctx context.Context, img string, timeout time.Duration, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error)
+
+	// storeAddr is the store address of a replicated node at hostport,
+	// password being the topology's.
+	storeAddr func(hostport, password string) string
+	// primary is the environment and command of a topology's first node.
+	primary func(password string) (env map[string]string, cmd []string)
+	// standby is those of a node that replicates from the node whose alias
+	// on the replication network is from.
+	standby func(from, password string) (env map[string]string, cmd []string)
+	// allowReplication, when set, lets standbys replicate from a new
+	// primary once it answers.
+	allowReplication func(ctx context.Context, ctr testcontainers.Container, addr string) error
+	// streaming waits until the standby sb replicates from the primary p
+	// as the topology's doc says (synchronously, for Postgres).
+	streaming func(ctx context.Context, p, sb *node) error
+	// promote makes a standby the primary, in one attempt.
+	promote func(ctx context.Context, addr string) error
+}
+
+// The servers' ports inside their containers.
+const (
+	postgresPort = "5432"
+	redisPort    = "6379"
+)
+
+// kinds holds one row of facts per kind of server this package provisions.
+var kinds = map[Kind]kindFacts{
+	Postgres: {
+		officialImage:    OfficialPostgresImage,
+		localImage:       LocalPostgresImage,
+		envImage:         EnvPostgresImage,
+		envAddr:          EnvPostgresDSN,
+		port:             postgresPort,
+		checkEnv:         pingPostgres,
+		ping:             pgPing,
+		run:              runPostgres,
+		storeAddr:        postgresAddr,
+		primary:          postgresPrimary,
+		standby:          postgresStandby,
+		allowReplication: postgresAllowReplication,
+		streaming:        postgresStreaming,
+		promote: func(ctx context.Context, addr string) error {
+			return pgCheck(ctx, addr, `SELECT pg_promote(true, 60)`)
+		},
+	},
+	Redis: {
+		officialImage: OfficialRedisImage,
+		localImage:    LocalRedisImage,
+		envImage:      EnvRedisImage,
+		envAddr:       EnvRedisAddr,
+		port:          redisPort,
+		checkEnv:      pingRedis,
+		ping:          redisPing,
+		run:           runRedis,
+		storeAddr:     func(hostport, _ string) string { return hostport },
+		primary: func(string) (map[string]string, []string) {
+			return nil, redisServer()
+		},
+		standby: func(from, _ string) (map[string]string, []string) {
+			return nil, append(redisServer(), "--replicaof", from, redisPort)
+		},
+		streaming: redisStreaming,
+		promote: func(ctx context.Context, addr string) error {
+			c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
+			defer c.Close()
+			return c.Do(ctx, "REPLICAOF", "NO", "ONE").Err()
+		},
+	},
+}
+
+// Known reports whether this package provisions servers of kind k.
+func (k Kind) Known() bool {
+	_, ok := kinds[k]
+	return ok
+}
+
+// unknownKind is the error of Start and StartReplicated for a kind not in
+// [kinds].
+func unknownKind(kind Kind) error {
+	var names []string
+	for k := range kinds {
+		names = append(names, string(k))
+	}
+	slices.Sort(names)
+	return fmt.Errorf("servers: unknown kind %q (want %s)", kind, strings.Join(names, " or "))
+}
+
+// runPostgres runs a Postgres container. The module's own wait
+// (tcpostgres.BasicWaitStrategies) gives initdb 60 s, whatever the start
+// timeout: on a loaded machine (a soak beside CPU hogs) initdb took
+// longer. The same waits, bounded by the start timeout instead.
+func runPostgres(ctx context.Context, img string, timeout time.Duration, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error) {
+	pc, err := tcpostgres.Run(ctx, img, append(opts, testcontainers.WithWaitStrategyAndDeadline(timeout,
+		wait.ForLog("database system is ready to accept connections").WithOccurrence(2).WithStartupTimeout(timeout),
+		wait.ForListeningPort(postgresPort+"/tcp").WithStartupTimeout(timeout)))...)
+	if pc == nil {
+		return nil, "", err
+	}
+	if err != nil {
+		return pc, "", err
+	}
+	addr, err := pc.ConnectionString(ctx, "sslmode=disable")
+	return pc, addr, err
+}
+
+// runRedis runs a Redis container that makes every write durable before
+// it answers (appendfsync always).
+func runRedis(ctx context.Context, img string, timeout time.Duration, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error) {
+	rc, err := tcredis.Run(ctx, img, append(opts,
+		testcontainers.WithCmd(redisServer()...),
+		// The module waits 10 s for the port; the start timeout here.
+		testcontainers.WithWaitStrategyAndDeadline(timeout,
+			wait.ForListeningPort(redisPort+"/tcp").WithStartupTimeout(timeout),
+			wait.ForLog("* Ready to accept connections").WithStartupTimeout(timeout)))...)
+	if rc == nil {
+		return nil, "", err
+	}
+	if err != nil {
+		return rc, "", err
+	}
+	ep, err := rc.ConnectionString(ctx)
+	return rc, redisAddr(ep), err
+}
+
+// redisServer is the command of every Redis container: an append-only
+// file synced before each answer.
+func redisServer() []string {
+	return []string{"redis-server", "--appendonly", "yes", "--appendfsync", "always"}
+}
+
+// postgresAddr is the DSN of a replicated node's postgres database.
+func postgresAddr(hostport, password string) string {
+	u := url.URL{Scheme: "postgres", User: url.UserPassword("postgres", password), Host: hostport, Path: "/postgres", RawQuery: "sslmode=disable"}
+	return u.String()
+}
+
+// postgresPrimary is a primary that keeps WAL for its standbys and
+// commits once its synchronous standbys (none until addStandby names
+// them) have the commit.
+func postgresPrimary(password string) (map[string]string, []string) {
+	return map[string]string{"POSTGRES_PASSWORD": password},
+		[]string{"postgres", "-c", "wal_level=replica", "-c", "max_wal_senders=8", "-c", "wal_keep_size=256MB",
+			"-c", "synchronous_commit=on", "-c", "fsync=on"}
+}
+
+// postgresStandby copies the primary (pg_basebackup, retried until the
+// primary lets it) and streams from it.
+func postgresStandby(from, password string) (map[string]string, []string) {
+	as := "setpriv --reuid=postgres --regid=postgres --init-groups"
+	return map[string]string{"PGPASSWORD": password}, []string{"bash", "-c", `d=/var/lib/postgresql/data
+until ` + as + ` pg_basebackup -h ` + from + ` -U postgres -D "$d" -R -X stream -c fast -w; do
+	find "$d" -mindepth 1 -delete; sleep 0.3
+done
+exec ` + as + ` postgres -D "$d"`}
+}
+
+// postgresAllowReplication lets replication connections in from the
+// replication network, with the password.
+func postgresAllowReplication(ctx context.Context, ctr testcontainers.Container, addr string) error {
+	code, out, err := ctr.Exec(ctx, []string{"bash", "-c", `echo "host replication all all scram-sha-256" >> "$PGDATA/pg_hba.conf"`})
+	if err == nil && code != 0 {
+		b, _ := io.ReadAll(out)
+		err = fmt.Errorf("exit %d: %s", code, oneLine(string(b)))
+	}
+	if err == nil {
+		err = pgExec(ctx, addr, `SELECT pg_reload_conf()`)
+	}
+	return err
+}
+
+// postgresStreaming waits until sb streams from p, then makes it p's
+// synchronous standby and waits until it is.
+func postgresStreaming(ctx context.Context, p, sb *node) error {
+	if err := waitUntil(ctx, func(ctx context.Context) error {
+		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE state = 'streaming'`)
+	}); err != nil {
+		return fmt.Errorf("postgres standby %s does not stream from %s: %w", sb.name, p.name, err)
+	}
+	if err := pgExec(ctx, p.srv.Addr, `ALTER SYSTEM SET synchronous_standby_names = '*'`); err != nil {
+		return err
+	}
+	if err := pgExec(ctx, p.srv.Addr, `SELECT pg_reload_conf()`); err != nil {
+		return err
+	}
+	if err := waitUntil(ctx, func(ctx context.Context) error {
+		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync'`)
+	}); err != nil {
+		return fmt.Errorf("postgres standby %s is not synchronous: %w", sb.name, err)
+	}
+	return nil
+}
+
+// redisStreaming waits until the replica sb's link to its master p is up.
+func redisStreaming(ctx context.Context, p, sb *node) error {
+	if err := waitUntil(ctx, func(ctx context.Context) error {
+		info, err := redisInfo(ctx, sb.srv.Addr)
+		if err == nil && !strings.Contains(info, "master_link_status:up") {
+			err = errors.New("master link not up")
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("redis replica %s does not replicate %s: %w", sb.name, p.name, err)
+	}
+	return nil
+}
+
+// pgPing connects to dsn and pings the server once.
+func pgPing(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return conn.Ping(ctx)
+}
+
+// pgExec runs one statement on a new connection.
+func pgExec(ctx context.Context, dsn, sql string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// pgCheck runs a query returning one boolean, and fails unless it is true.
+func pgCheck(ctx context.Context, dsn, sql string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var ok bool
+	if err := conn.QueryRow(ctx, sql).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("not yet: %s", sql)
+	}
+	return nil
+}
+
+// redisPing pings the Redis server at addr once.
+func redisPing(ctx context.Context, addr string) error {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
+	defer c.Close()
+	return c.Ping(ctx).Err()
+}
+
+// redisInfo returns INFO replication.
+func redisInfo(ctx context.Context, addr string) (string, error) {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
+	defer c.Close()
+	return c.Info(ctx, "replication").Result()
+}

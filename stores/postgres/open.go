@@ -1,0 +1,221 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// DefaultSchema holds the table when Config.Namespace is empty.
+const DefaultSchema = "idemcheck"
+
+// defaultMaxConns sizes the pool when the DSN does not (pool_max_conns):
+// pgxpool's default, max(4, CPUs), would queue a harness's many clients on
+// the client side and distort their timing.
+const defaultMaxConns = 16
+
+// cancelGrace is how long a call whose context has ended waits for the
+// server to confirm the cancel before dropping the connection.
+const cancelGrace = time.Second
+
+// schemaLockKey is the advisory lock that serializes schema creation
+// across every idemcheck store on the database.
+const schemaLockKey = "idemcheck.schema"
+
+// Store is the Postgres store. It is safe for concurrent use.
+type Store struct {
+	cfg     stores.Config
+	variant string
+	stmts   statements
+	sql     sqlTexts
+	table   string // the quoted schema.table, for ShowRow
+	pool    *pgxpool.Pool
+	// lateAfter, when set, is how long a claim may take to commit and
+	// still be handed out (the replicated store: see stores.ErrLateClaim).
+	lateAfter time.Duration
+	// syncReads: a Begin that did not claim (replay, in flight, mismatch:
+	// it decided on a row someone else committed) answers only once the
+	// synchronous standby has what it read (the correct replicated store).
+	syncReads bool
+	// plainBegin: the sessions could not make Begin's function (no
+	// TEMPORARY privilege), so Begin sends replaySQL and beginSQL itself.
+	plainBegin atomic.Bool
+}
+
+// New connects to the Postgres server at dsn (a URL or key=value
+// connection string, as pgx accepts), creates the schema if missing, and
+// returns a store of cfg.Variant. The context bounds the connecting and the
+// schema creation only.
+func New(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
+	if _, ok := variants[cfg.Variant]; !ok && cfg.Variant != "" {
+		return nil, fmt.Errorf("postgres: unknown variant %q", cfg.Variant)
+	}
+	return open(ctx, dsn, cfg, nil)
+}
+
+// open is New for a variant of either backend: the statements are those
+// of cfg.Variant (the correct ones for a configuration mutant), and
+// configure, if set, adjusts the pool's settings last.
+func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pgxpool.Config)) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	v := cfg.Variant
+	if v == "" {
+		v = stores.Correct
+	}
+	stmts, ok := variants[v]
+	if v == AsyncReplication {
+		stmts, ok = variants[stores.Correct], true
+	}
+	if !ok {
+		return nil, fmt.Errorf("postgres: unknown variant %q", v)
+	}
+	schema := cfg.Namespace
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	if len(schema) > 63 { // Postgres would silently truncate the name
+		return nil, fmt.Errorf("postgres: namespace %q longer than 63 bytes", schema)
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse DSN: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		pcfg.MaxConns = defaultMaxConns
+	}
+	rp := pcfg.ConnConfig.RuntimeParams
+	// The statements rely on READ COMMITTED: ON CONFLICT DO UPDATE acts on
+	// the latest row version there, while under REPEATABLE READ or
+	// SERIALIZABLE the loser of a race gets a serialization error.
+	rp["default_transaction_isolation"] = "read committed"
+	// Plan each prepared statement once: every statement here is a lookup
+	// by primary key (or Prune's range on created_at), whose plan does not
+	// depend on the values bound. Left to choose, Postgres re-plans
+	// Begin's statement (CTEs, an INSERT … ON CONFLICT, subqueries) for
+	// every call it judges by custom plans, which made a read-only replay
+	// cost about three primary-key reads (pgbench in the container: 15k/s
+	// against 45k/s; with one generic plan 31-37k/s). Postgres 12 and
+	// later; the store needs 13 (gen_random_uuid).
+	if rp["plan_cache_mode"] == "" {
+		rp["plan_cache_mode"] = "force_generic_plan"
+	}
+	if rp["application_name"] == "" {
+		rp["application_name"] = "idemcheck"
+	}
+	// When a call's context ends, ask the server to cancel the statement
+	// (pgx's default only drops the connection, and the server then runs
+	// the statement anyway once it gets its row lock: a timed-out Begin
+	// would claim the key later, unseen, and hold it for LockTTL). The
+	// outcome is still unknown to the caller; if the cancel cannot reach
+	// the server, the connection is dropped after cancelGrace.
+	pcfg.ConnConfig.Tracer = roundTrips{}
+	pcfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
+	}
+	schemaID := pgx.Identifier{schema}.Sanitize()
+	tableID := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
+	st := &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID, cfg), table: tableID}
+	pcfg.AfterConnect = st.installBegin
+	if configure != nil {
+		configure(pcfg)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := ensureSchema(ctx, pool, schemaID, tableID); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	st.pool = pool
+	return st, nil
+}
+
+// installBegin makes Begin's function (beginFuncSQL) in a new session,
+// before the pool hands the connection out. A role without the TEMPORARY
+// privilege on the database cannot: the store then sends replaySQL and
+// beginSQL itself (plainBegin), the same decisions at a claim's cost of a
+// second round trip. Any other error fails the connection, and
+// so the call that needed it (or New, whose schema lookup is the first).
+func (s *Store) installBegin(ctx context.Context, c *pgx.Conn) error {
+	// Not a round trip of any call: the caller's context carries its
+	// failpoints (roundTrips would announce this statement as one), so the
+	// statement runs on a context of its own that ends with the caller's.
+	own, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
+	_, err := c.Exec(own, s.sql.beginFunc)
+	if sqlState(err) == "42501" { // insufficient_privilege
+		s.plainBegin.Store(true)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: make Begin's function in the session: %w", err)
+	}
+	return nil
+}
+
+// sqlState is the SQLSTATE code of a server's error ("" for any other).
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// ensureSchema creates the schema, table and index unless the table is
+// there. Concurrent CREATE … IF NOT EXISTS can fail in Postgres (both
+// sessions see no entry, one loses on the catalog's unique index with
+// 23505 or 42P07), so creators take an advisory lock first and run the DDL
+// in one transaction: all of it or none. The lock is the session's, taken
+// before that transaction begins: a session reads the catalog changes
+// others committed (their invalidation messages) when a transaction starts
+// or a table is locked, not when an advisory lock is granted, so a
+// transaction that began before its wait for the lock could still trust a
+// cached "no such schema" from before it, and create the schema again
+// beside the winner's (seen with 8 stores opening at once).
+func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID string) error {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tableID).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: look up table %s: %w", tableID, err)
+	}
+	if exists { // the common case, and needs no CREATE privilege
+		return nil
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: create schema %s: %w", schemaID, err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, schemaLockKey); err != nil {
+		return fmt.Errorf("postgres: create schema %s: lock: %w", schemaID, err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, schemaLockKey); err != nil {
+			conn.Hijack().Close(uctx) // the lock goes with the session
+		}
+	}()
+	ddl := strings.NewReplacer("{s}", schemaID, "{t}", tableID).Replace(schemaSQL)
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, ddl)
+		return err
+	}); err != nil {
+		return fmt.Errorf("postgres: create schema %s: %w", schemaID, err)
+	}
+	return nil
+}
