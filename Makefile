@@ -18,6 +18,9 @@
 #                    (examples/httpsvc, over Redis), Python (examples/pysvc) and Node/Express (examples/nodesvc),
 #                    through faults: each correct variant passes, each mutant fails with the checker and cause
 #                    that names its bug
+#   make check-exec [SEED=1]   stores in other languages through the store protocol (docs/protocol.md): the
+#                    lesson card's store in JavaScript over SQLite and a Python store over Redis; each correct
+#                    store passes, each bug variant fails with the checkers named, demo shows the race
 #   make bench [BENCHTIME=1s] [COUNT=1]   every store operation beside its raw baseline (sqlite, memory, postgres,
 #                    redis; 1 and 8 goroutines) with store/raw ratios, and the checkers on 100k and 1M recorded ops
 
@@ -41,7 +44,7 @@ RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/work
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite \
 	./harness/httpload ./harness/httpfault
 
-.PHONY: determinism soak soak-flags check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate
+.PHONY: determinism soak soak-flags check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate check-exec
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -95,6 +98,12 @@ httpsvc:
 check-http: build httpsvc
 	@$(MAKE) --no-print-directory images
 	@HTTP_DURATION=$(HTTP_DURATION) SEED=$(SEED) examples/check-http.sh ./$(BIN) ./$(HTTPSVC)
+
+# The stores in other languages (examples/exec-*), run as child processes
+# speaking the store protocol: scripts/check-exec.sh says what each must do.
+check-exec: build
+	@$(MAKE) --no-print-directory images
+	@bash scripts/check-exec.sh ./$(BIN) $(SEED)
 
 # The replicated gate, on one replicated store (STORE) or both: the correct
 # (synchronous) store must pass failover and partition (exit 0) and the

@@ -27,6 +27,7 @@ var light = []string{
 	"harness/worker", "harness/nemesis", "harness/scenario", "harness/sched", "harness",
 	"harness/hunt", "harness/results", "harness/report", "harness/report/htmlreport", "harness/idemtest",
 	"harness/httpload", "harness/httpfault", "harness/httpcheck", "harness/httpreport", "harness/mutate",
+	"stores/execstore",
 }
 
 // roles says which of the harness's packages each one may import

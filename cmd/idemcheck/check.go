@@ -41,12 +41,12 @@ Postgres and Redis come from IDEM_POSTGRES_DSN / IDEM_REDIS_ADDR when set,
 else from containers started with testcontainers (removed on exit).
 
 Exit codes: 0 pass, 1 violation found, 2 bad usage or setup error, 3 undecided.
-`
+` + execHelp
 
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	def := harness.DefaultOptions()
 	fs := newFlagSet("check", checkHelp)
-	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", "))
+	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", ")+", or exec (with --cmd)")
 	variant := fs.String("variant", stores.Correct, "store variant: correct or a mutant (idemcheck list)")
 	scenario := fs.String("scenario", "all", "scenario to run, or all")
 	clients := fs.Int("clients", def.Clients, "concurrent clients per scenario")
@@ -61,12 +61,13 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	out := fs.String("out", "results", "directory for run results")
 	keep := fs.Int("keep", 20, "keep only the newest N run directories in --out (0: keep all)")
 	junit := fs.String("junit", "", "also write a JUnit XML report (one testcase per scenario × checker) to this file")
+	sf := addStoreFlags(fs)
 	if err := parse(fs, checkHelp, args, stdout); err != nil {
 		return exitUsage, err
 	}
-	backend, err := stores.Lookup(*store)
+	backend, ex, err := sf.lookup(ctx, fs, store, variant)
 	if err != nil {
-		return exitUsage, usageError{err.Error()}
+		return exitUsage, err
 	}
 	o := def
 	o.Backend, o.Variant, o.Clients, o.Keys, o.Seed, o.Duration, o.LockTTL = backend, *variant, *clients, *keys, *seed, *duration, *lockTTL
@@ -112,9 +113,15 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		if !*asJSON && isTerminal(stderr) {
 			o.Progress, o.ProgressEvery = func(p harness.Progress) { printProgress(stderr, p) }, 200*time.Millisecond
 		}
-		sum, err = harness.Run(ctx, o)
+		rctx, workers, protocolErr := execRun(ctx, ex, o.WorkerCommand)
+		o.WorkerCommand = workers
+		sum, err = harness.Run(rctx, o)
 		if o.Progress != nil {
 			fmt.Fprint(stderr, "\r\033[K") // the live line goes; the summary stays
+		}
+		if perr := protocolErr(); perr != nil {
+			os.RemoveAll(dir.Path)
+			return exitUsage, perr
 		}
 		if err != nil {
 			os.RemoveAll(dir.Path)
@@ -141,6 +148,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 	} else {
 		printSummary(stdout, sum)
+		if ex != nil && len(ex.Hello.Points) == 0 {
+			fmt.Fprintf(stdout, "\nthe exec store %s announces no failpoints (docs/protocol.md): the sched-* scenarios could interleave its clients only between calls\n", ex.Hello.Name)
+		}
 		printReproduce(stdout, sum, o)
 	}
 	return code, nil
@@ -255,7 +265,7 @@ func printReproduce(w io.Writer, sum *results.Summary, o harness.Options) {
 		return
 	}
 	def := harness.DefaultOptions()
-	cmd := fmt.Sprintf("idemcheck check --store %s --variant %s --scenario %s --seed %d", o.Backend.Name, o.Variant, strings.Join(failed, ","), o.Seed)
+	cmd := fmt.Sprintf("idemcheck check --store %s --variant %s --scenario %s --seed %d", storeArgs(o.Backend.Name, sum.Argv), o.Variant, strings.Join(failed, ","), o.Seed)
 	if o.Clients != def.Clients {
 		cmd += fmt.Sprintf(" --clients %d", o.Clients)
 	}
@@ -306,7 +316,7 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (clean
 	if o.Backend.Replicated != "" {
 		return provisionReplicated(ctx, o, stderr)
 	}
-	own, noFaults, err := startServer(ctx, o.Backend.Name, stderr)
+	own, noFaults, err := startServer(ctx, serverKind(o.Backend.Name), stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +325,7 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (clean
 		// The server-fault scenarios get a container of their own (see
 		// harness.Options.OwnServer).
 		o.OwnServer = func(ctx context.Context) (*harness.OwnedServer, error) {
-			s, _, err := startServer(ctx, o.Backend.Name, stderr)
+			s, _, err := startServer(ctx, serverKind(o.Backend.Name), stderr)
 			if err == nil && s.Server == nil {
 				s.Close()
 				err = fmt.Errorf("the second %s server cannot be faulted", o.Backend.Name)

@@ -39,7 +39,7 @@ Mutants: %s
 
 Exit codes: 0 the demo ran; 1 no checker caught the mutant; 2 bad usage or
 setup error.
-`
+` + execHelp
 
 // allMutants lists every mutant idemcheck list shows, once each, in the
 // order of stores.Catalogue (store side, then configuration, then client
@@ -80,6 +80,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	store := fs.String("store", "", "store backend: "+strings.Join(stores.Backends(), ", ")+" (default: sqlite, or the mutant's own backend)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	htmlOut := fs.String("html", "", "also write the demo as a step-by-step page to this file (a lane per client, the key's row between, the scheduler's switches)")
+	sf := addStoreFlags(fs)
 	pos, err := parseArgs(fs, help, args, stdout, 1)
 	if err != nil {
 		return exitUsage, err
@@ -94,9 +95,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if *store == "" {
 		*store = homeStore(mutant)
 	}
-	backend, err := stores.Lookup(*store)
+	backend, ex, err := sf.lookup(ctx, fs, store, nil)
 	if err != nil {
-		return exitUsage, usageError{err.Error()}
+		return exitUsage, err
 	}
 	if known := hunt.MutantsFor(backend); !slices.Contains(known, mutant) {
 		return exitUsage, usagef("demo: store %s has no mutant %q (try --store %s); its mutants: %s", backend.Name, mutant, homeStore(mutant), strings.Join(known, ", "))
@@ -108,7 +109,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, err
 	}
 	defer cleanup()
-	info, bad, good, err := hunt.Demo(ctx, o, mutant)
+	rctx, _, protocolErr := execRun(ctx, ex, nil)
+	info, bad, good, err := hunt.Demo(rctx, o, mutant)
+	if perr := protocolErr(); perr != nil {
+		return exitUsage, perr
+	}
 	if err != nil {
 		return exitUsage, err
 	}

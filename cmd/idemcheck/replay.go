@@ -11,7 +11,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/results"
-	"github.com/idemcheck/idemcheck/stores"
 )
 
 const replayHelp = `Usage: idemcheck replay [--scenario S] <run-dir>
@@ -34,6 +33,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	dir, args := positional(args)
 	fs := newFlagSet("replay", replayHelp)
 	only := fs.String("scenario", "", "replay only this scenario")
+	line := fs.String("cmd", "", "for a run of an exec store: the command that starts the store (default: the saved run's --cmd)")
 	if err := parse(fs, replayHelp, args, stdout); err != nil {
 		return exitUsage, err
 	}
@@ -44,10 +44,16 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if err != nil {
 		return exitUsage, fmt.Errorf("replay: %v", err)
 	}
-	backend, err := stores.Lookup(saved.Store)
+	backend, ex, err := replayBackend(ctx, saved.Store, *line, saved.Argv)
 	if err != nil {
 		return exitUsage, fmt.Errorf("replay: %v", err)
 	}
+	ctx, _, protocolErr := execRun(ctx, ex, nil)
+	defer func() {
+		if perr := protocolErr(); perr != nil {
+			fmt.Fprintf(stderr, "idemcheck: replay: %v\n", perr)
+		}
+	}()
 	type job struct {
 		res  results.ScenarioResult
 		keys []string

@@ -23,7 +23,13 @@ meant to be run by hand.
 // cmdWorker runs a worker process; it returns the process's exit code.
 func cmdWorker(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("worker", workerHelp)
+	store := fs.String("store", "", "with --cmd: the exec store's backend name")
+	line := fs.String("cmd", "", "the exec store's command (docs/protocol.md)")
+	hello := fs.String("hello", "", "the exec store's hello, as JSON")
 	if err := parse(fs, workerHelp, args, stdout); err != nil {
+		return exitUsage, err
+	}
+	if err := registerWorkerStore(*store, *line, *hello); err != nil {
 		return exitUsage, err
 	}
 	return worker.Main(ctx, stdin, stdout, stderr), nil

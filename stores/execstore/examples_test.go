@@ -1,0 +1,106 @@
+package execstore_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/idemtest"
+	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// needRuntime skips t without the example's runtime, or fails it under
+// IDEM_REQUIRE_SERVERS=1 (CI installs them: .ci/run).
+func needRuntime(t *testing.T, env []string, name string, arg ...string) {
+	t.Helper()
+	cmd := exec.Command(name, arg...)
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		msg := name + " cannot run the example: " + err.Error() + ": " + string(out)
+		if servers.Required() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg + " (set IDEM_REQUIRE_SERVERS=1 to fail instead of skipping)")
+	}
+}
+
+// exampleVerdicts runs the correct store on race and sched-race (both must
+// pass) and its select-then-insert variant on sched-race (it must fail,
+// through its failpoint begin.after-select).
+func exampleVerdicts(t *testing.T, f idemtest.Factory) {
+	t.Helper()
+	run := func(variant, scenario string, want check.Verdict) {
+		g := f
+		g.Open = func(cfg stores.Config) (stores.Store, error) {
+			cfg.Variant = variant
+			return f.Open(cfg)
+		}
+		if f.OpenAt != nil { // the scheduled episodes open their own
+			g.OpenAt = func(addr string, cfg stores.Config) (stores.Store, error) {
+				cfg.Variant = variant
+				return f.OpenAt(addr, cfg)
+			}
+		}
+		sum, dir, err := idemtest.CheckScenario(context.Background(), g, scenario)
+		if err != nil {
+			t.Fatalf("%s on %s: %v", scenario, variant, err)
+		}
+		s := sum.Scenarios[0]
+		if s.Verdict != want {
+			t.Errorf("%s on %s %s: %s, want %s (report: %s)", scenario, f.Name, variant, s.Verdict, want, dir)
+			for _, v := range s.Violations {
+				t.Logf("%s on %s: %s", v.Checker, v.Key, v.Detail)
+			}
+			return
+		}
+		os.RemoveAll(dir)
+	}
+	run(stores.Correct, "race", check.Pass)
+	run(stores.Correct, "sched-race", check.Pass)
+	run("select-then-insert", "sched-race", check.Fail)
+}
+
+// nodePath is where scripts/node-sqlite3.sh puts Debian's node-sqlite3
+// when node does not find it by itself.
+func nodePath() string {
+	if p := os.Getenv("NODE_PATH"); p != "" {
+		return p
+	}
+	return "/usr/local/lib/idemcheck/node"
+}
+
+// TestExampleJSSQLite: the lesson card's store in JavaScript over SQLite,
+// through the protocol in a real node process.
+func TestExampleJSSQLite(t *testing.T) {
+	env := []string{"NODE_PATH=" + nodePath()}
+	needRuntime(t, env, "node", "-e", `require("sqlite3")`)
+	script, err := filepath.Abs("../../examples/exec-js-sqlite/store.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := idemtest.Exec(context.Background(), "node "+script, env, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exampleVerdicts(t, f)
+}
+
+// TestExamplePythonRedis: the Python store over Redis, through the
+// protocol in a real python3 process, on a Redis server of the test's.
+func TestExamplePythonRedis(t *testing.T) {
+	needRuntime(t, nil, "/usr/bin/python3", "-c", "import redis")
+	addr := servers.ForTest(t, servers.Redis).Addr
+	script, err := filepath.Abs("../../examples/exec-py-redis/store.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := idemtest.Exec(context.Background(), "/usr/bin/python3 "+script, nil, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exampleVerdicts(t, f)
+}
