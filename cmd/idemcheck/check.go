@@ -148,9 +148,6 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 	} else {
 		printSummary(stdout, sum)
-		if ex != nil && len(ex.Hello.Points) == 0 {
-			fmt.Fprintf(stdout, "\nthe exec store %s announces no failpoints (docs/protocol.md): the sched-* scenarios could interleave its clients only between calls\n", ex.Hello.Name)
-		}
 		printReproduce(stdout, sum, o)
 	}
 	return code, nil
