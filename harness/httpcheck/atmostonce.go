@@ -1,0 +1,223 @@
+package httpcheck
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+// checkAtMostOnce judges the ledger: one effect per order.
+func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []history.Fault) Result {
+	byOrder := map[string][]history.Charge{}
+	for _, c := range charges {
+		if c.Effective {
+			byOrder[c.Order] = append(byOrder[c.Order], c)
+		}
+	}
+	xByOrder := map[string][]history.Exchange{}
+	for _, x := range xs {
+		xByOrder[x.Order] = append(xByOrder[x.Order], x)
+	}
+	r := Result{Checker: AtMostOnce, Applied: len(charges) > 0,
+		Detail: fmt.Sprintf("%d orders charged, none twice", len(byOrder))}
+	if !r.Applied {
+		r.Detail = "the provider saw no charge: the service never called it (is its URL passed? does it send the order?)"
+	}
+	orders := make([]string, 0, len(byOrder))
+	for o := range byOrder {
+		orders = append(orders, o)
+	}
+	sort.Strings(orders)
+	var vs []Violation
+	for _, order := range orders {
+		cs := byOrder[order]
+		if len(cs) < 2 {
+			continue
+		}
+		sort.Slice(cs, func(i, j int) bool { return cs[i].At < cs[j].At })
+		oxs := xByOrder[order]
+		for i := 1; i < len(cs); i++ {
+			first, second := cs[i-1], cs[i]
+			if killedBetween(fs, first.Via, first.At, second.At) && !succeeded(oxs, first.At, second.At) {
+				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) after idemcheck killed %s between the two, and no client got a success for the order in between: at-least-once after a crash, excused",
+					order, second.ID, first.ID, via(first)))
+				continue
+			}
+			cause, why := Classify(oxs, fs, first, second)
+			if d := stalled(fs, first.At, second.At); d > 0 {
+				why += fmt.Sprintf(" (idemcheck itself stood still for %v between them: a charge held that long may outlive a lock TTL that is too short)", d)
+			}
+			key := order
+			for _, x := range oxs {
+				if x.HasKey {
+					key = x.Key
+					break
+				}
+			}
+			vs = append(vs, Violation{Checker: AtMostOnce, Key: key, Cause: cause, At: second.At, Detail: fmt.Sprintf(
+				"order %s (key %s) charged twice: %s by %s at %s, %s by %s at %s: %s",
+				order, key, first.ID, via(first), ms(first.At), second.ID, via(second), ms(second.At), why)})
+			break
+		}
+	}
+	return finish(r, vs)
+}
+
+func via(c history.Charge) string {
+	if c.Via == "" {
+		return "an instance"
+	}
+	return c.Via
+}
+
+// stalled is how long idemcheck's own process stood still between from
+// and to.
+func stalled(fs []history.Fault, from, to int64) time.Duration {
+	var d time.Duration
+	for _, f := range fs {
+		if f.Kind == history.FaultStall && f.End >= from && f.Start <= to {
+			d += time.Duration(f.End - f.Start)
+		}
+	}
+	return d.Round(time.Millisecond)
+}
+
+// killedBetween reports whether idemcheck killed the instance (any, when
+// the provider could not tell which) at some time between from and to: a
+// kill's window runs from the signal to the restart, and a charge the
+// provider counts just after the signal was sent came just before the
+// process died. An exit by itself ([history.FaultInstanceExit]) is not
+// a kill.
+func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
+	for _, f := range fs {
+		if f.Kind == history.FaultInstanceKill && (inst == "" || f.Failpoint == inst) && f.End >= from && f.Start <= to {
+			return true
+		}
+	}
+	return false
+}
+
+// succeeded reports whether some client got a success for the order
+// between from and to: the service had the first charge's outcome and
+// answered it, so it cannot have died before saving it.
+func succeeded(xs []history.Exchange, from, to int64) bool {
+	for _, x := range xs {
+		if x.HasKey && x.Purpose != history.PurposeReuse && success(x.Status) && x.Return > from && x.Return < to {
+			return true
+		}
+	}
+	return false
+}
+
+// diedDuring returns when the instance's process died (a kill or an exit)
+// after the request was sent and before (or just after) its error came,
+// or 0: a request it was running then is over, whatever the client saw
+// (a reset, a timeout).
+func diedDuring(fs []history.Fault, inst string, call, errAt int64) int64 {
+	const slack = int64(100 * time.Millisecond)
+	for _, f := range fs {
+		if (f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit) && f.Failpoint == inst && f.Start >= call && f.Start <= errAt+slack {
+			return f.Start
+		}
+	}
+	return 0
+}
+
+// closedAt is when an exchange was over for the service, as far as the
+// exchanges and faults tell: its answer; for a refused connection, the
+// refusal (it never reached the service); for a request whose instance
+// died while it waited, the death; else never (a request with no answer
+// may still be running).
+func closedAt(x history.Exchange, fs []history.Fault) int64 {
+	switch {
+	case x.Answered():
+		return x.Return
+	case x.Err == "connection refused":
+		return max(x.ErrAt, x.Call)
+	}
+	if d := diedDuring(fs, x.Instance, x.Call, max(x.ErrAt, x.Call)); d > 0 {
+		return d
+	}
+	return history.Never
+}
+
+// Classify says what happened between two charges of one order, from the
+// ledger and the order's exchanges, in this order: the provider was still
+// making the first when the second came (concurrent); the provider failed
+// the first, or the service stopped waiting for it, before the second
+// (after-error: the claim was released although the charge went through,
+// whether or not a client saw the 5xx); a request that could have made
+// the first (sent before it, to the instance that made it) was still open
+// when the second came (concurrent); a client got a 5xx in between
+// (after-error); or else every request that could have made the first had
+// been answered or had died with its instance (after-done: the record was
+// lost or not shared).
+func Classify(xs []history.Exchange, fs []history.Fault, first, second history.Charge) (string, string) {
+	if first.End > 0 && second.At < first.End {
+		return CauseConcurrent, fmt.Sprintf(
+			"the provider was still making %s (until %s) when %s came: two executions held the key at once (a lock that is not shared, or none)",
+			first.ID, ms(first.End), second.ID)
+	}
+	other := ""
+	if first.Via != "" && second.Via != "" && first.Via != second.Via {
+		other = fmt.Sprintf(" (%s charged again, not %s: or the record of the error was kept by %s alone)", second.Via, first.Via, first.Via)
+	}
+	switch first.Outcome {
+	case history.OutcomeFailed:
+		return CauseAfterError, fmt.Sprintf(
+			"the provider made %s and answered it 503 at %s (its failure, in its ledger): the claim was released after an error although the charge went through (release on error)%s",
+			first.ID, ms(first.End), other)
+	case history.OutcomeHungUp:
+		return CauseAfterError, fmt.Sprintf(
+			"the service stopped waiting for %s at %s (its own deadline) although the charge went through, and charged again: the claim was released after an error%s",
+			first.ID, ms(first.End), other)
+	}
+	for _, x := range xs {
+		if x.Purpose == history.PurposeReuse || x.Call >= first.At || first.Via != "" && x.Instance != first.Via {
+			continue
+		}
+		if x.Err == "connection refused" {
+			continue
+		}
+		if c := closedAt(x, fs); c > second.At {
+			open := "no answer yet"
+			if x.Answered() {
+				open = fmt.Sprintf("answered %d at %s", x.Status, ms(x.Return))
+			} else if x.Err != "" {
+				open = "no answer (" + x.Err + "), and its instance did not die"
+			}
+			return CauseConcurrent, fmt.Sprintf(
+				"the request that could have made %s (client %d on %s, sent at %s, %s) was still open when %s came: two executions held the key at once (a lock that is not shared, or none)",
+				first.ID, x.Client, x.Instance, ms(x.Call), open, second.ID)
+		}
+	}
+	for _, x := range xs {
+		if x.Answered() && x.Status >= 500 && x.Return > first.At && x.Return < second.At {
+			return CauseAfterError, fmt.Sprintf(
+				"client %d got %d from %s at %s between the two: the claim was released after an error although the charge went through (release on error)",
+				x.Client, x.Status, x.Instance, ms(x.Return))
+		}
+	}
+	return CauseAfterDone, "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key (a record lost on restart, or kept per instance)"
+}
+
+var chargeID = regexp.MustCompile(`\bch_[0-9]+\b`)
+
+// Weakened says which verdicts are weaker because the service's answers
+// never carry the provider's charge id ("" when some answer does, or
+// nothing was charged): replay-fidelity then compares answers as text
+// only. The other verdicts never read the answers' text.
+func Weakened(xs []history.Exchange, charges []history.Charge) string {
+	if len(charges) == 0 {
+		return ""
+	}
+	for _, x := range xs {
+		if success(x.Status) && chargeID.MatchString(x.Reply) {
+			return ""
+		}
+	}
+	return "no answer carries the provider's charge id: replay-fidelity compares answers as text, so a replay of another execution's answer with the same text passes it (at-most-once, its causes and the 422 causes come from the ledger and do not depend on it)"
+}
