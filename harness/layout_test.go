@@ -3,7 +3,10 @@ package harness_test
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -126,5 +129,37 @@ func TestLayout(t *testing.T) {
 				t.Errorf("%s imports %s: it may import only %v of the harness", p, rel, allowed)
 			}
 		}
+	}
+}
+
+// maxFileLines is the longest a Go file may grow: past it, a file holds
+// several concerns and is split along its seams (docs/DESIGN.md §6).
+const maxFileLines = 600
+
+// TestFilesAlongTheirSeams keeps every Go file of the module, tests
+// included, at most maxFileLines long.
+func TestFilesAlongTheirSeams(t *testing.T) {
+	root := filepath.Join("..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "results" || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if n := bytes.Count(b, []byte("\n")); n > maxFileLines {
+			t.Errorf("%s has %d lines, more than %d: split it along its seams", path, n, maxFileLines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
