@@ -285,6 +285,13 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	sup := httpfault.NewSupervisor(ctx, h, ready)
 	if *command != "" {
+		// Instances a killed run left behind go first (their ports and
+		// their shared store would meet this run's).
+		if n, err := httpfault.Reap(); err != nil {
+			fmt.Fprintf(stderr, "idemcheck http: removing instances of killed runs: %v\n", err)
+		} else if n > 0 {
+			fmt.Fprintf(stderr, "idemcheck http: stopped %d service instance(s) left running by a killed idemcheck run\n", n)
+		}
 		env := []string{"IDEM_NAMESPACE=" + runID}
 		if *server != "" {
 			stop := servers.CloseAllOnSignal()

@@ -119,6 +119,7 @@ func (in *Instance) Start() error {
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("instance %s: %v", in.Name, err)
 	}
+	register(c.Process.Pid) // the group's id is its leader's (Setpgid)
 	in.proc, in.done, in.err, in.killing = c, make(chan struct{}), nil, false
 	in.tail.mu.Lock()
 	in.tail.buf = in.tail.buf[:0] // the tail is this process's
@@ -126,6 +127,7 @@ func (in *Instance) Start() error {
 	done := in.done
 	go func() {
 		err := c.Wait()
+		unregister(c.Process.Pid)
 		in.mu.Lock()
 		in.err = err
 		expected, onExit := in.killing, in.onExit
