@@ -58,7 +58,7 @@ func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
 			}
 			if done != nil && op.IsClaim() && op.Call > done.Return &&
 				time.Duration(op.Return-created.Call) < e.Model.Retention-e.Model.Slack-time.Duration(done.Return-done.Call) &&
-				!mayBeExpired(e.Model, created, op) {
+				!mayBeExpired(e.Model, created, op, g.prunes) {
 				vs = append(vs, Violation{AtMostOnce, k.String(), fmt.Sprintf(
 					"%s was claimed again by client %d at %s (token %s), after client %d saved it done at %s and inside the retention window: the work runs twice",
 					k, op.Client, ms(op.Return), tok(op.Output.Decision.Token), done.Client, ms(done.Return))})

@@ -50,6 +50,32 @@ func TestAtMostOnce(t *testing.T) {
 			models.Output{Decision: stores.Decision{Outcome: d.Outcome, Token: d.Token, DecidedAt: t0.Add(5 * time.Second)}}, 150, 151)
 		want(t, r, check.AtMostOnce, check.Fail, "claimed again")
 	})
+	t.Run("a record a prune removed by its own time, stamped long before it was sent, passes", func(t *testing.T) {
+		// Found by soak --random-flags (memory, takeover, 6,240 keys, 3
+		// clients, a CPU hog): a client stamped its claim at 3.5 s and
+		// sent it at 7.6 s; a prune at 13.5 s rightly removed a record
+		// that old; a retry stamped at 13 s (before the prune, sent after it)
+		// claimed the key afresh.
+		stale := func(prune bool) *rec {
+			r := newRec()
+			at := func(ms int64) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+			d := claimedD("a", false)
+			d.DecidedAt = at(3500)
+			r.op(1, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: at(3500)}, models.Output{Decision: d}, 7621, 7626)
+			r.work(1, "a", 9442, 14496)
+			r.complete(1, "a", resp, 14496, 14497, false, false)
+			if prune {
+				r.op(0, models.Input{Kind: models.Prune, Key: stores.KeyRef{}, Now: at(13500)}, models.Output{}, 14544, 14545)
+			}
+			d2 := claimedD("c", false)
+			d2.DecidedAt = at(13000)
+			r.op(3, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: at(13000)}, models.Output{Decision: d2}, 15324, 15325)
+			return r
+		}
+		want(t, stale(true), check.AtMostOnce, check.Pass, "")
+		// Without a prune between, nothing removed it: the work ran twice.
+		want(t, stale(false), check.AtMostOnce, check.Fail, "claimed again")
+	})
 	t.Run("a claim answered inside the retention window fails", func(t *testing.T) {
 		r := happy()
 		r.begin(3, "fp", 9000, 9500, claimedD("c", false))

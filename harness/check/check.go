@@ -1,7 +1,9 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -167,11 +169,21 @@ var ms = history.Millis
 type grouped struct {
 	keyed map[stores.KeyRef][]history.Op
 	order []stores.KeyRef
+	// prunes are the history's Prune calls, in call order: a Prune acts
+	// on every key (mayBeExpired).
+	prunes []history.Op
 }
 
 func groupByKey(ops []history.Op) grouped {
 	keyed, order := history.ByKey(ops)
-	return grouped{keyed, order}
+	g := grouped{keyed: keyed, order: order}
+	for _, op := range ops {
+		if op.Input.Kind == models.Prune {
+			g.prunes = append(g.prunes, op)
+		}
+	}
+	slices.SortStableFunc(g.prunes, func(a, b history.Op) int { return cmp.Compare(a.Call, b.Call) })
+	return g
 }
 
 // tok shortens a token for a message.
@@ -207,12 +219,43 @@ func firstPossibleClaim(ops []history.Op) (history.Op, bool) {
 // manual clock moves a LockTTL a tick while the history's barely moves,
 // and a caller-clock store rightly lets a key go by the clock it is
 // given).
-func mayBeExpired(m models.Config, born, op history.Op) bool {
+//
+// A Prune that may have run between the two may have removed the record
+// by its own time (prunedBy): a client that stamped its claim long before
+// sending it, on a loaded machine, made a record already old by the
+// clock a caller-clock store keeps, and a Prune in between rightly
+// removed it, though the later claim's own time was inside the window.
+func mayBeExpired(m models.Config, born, op history.Op, prunes []history.Op) bool {
 	if time.Duration(op.Return-born.Call) >= m.Retention-m.Slack {
 		return true
 	}
-	d, ok := storeElapsed(born, op)
-	return ok && d >= m.Retention-m.Slack
+	if d, ok := storeElapsed(born, op); ok && d >= m.Retention-m.Slack {
+		return true
+	}
+	return prunedBy(m, born, op, prunes)
+}
+
+// prunedBy reports whether one of the prunes may have removed the record
+// born created before op was decided: it may have run after the record
+// was made and before op returned, and by its own time the record was
+// past its retention.
+func prunedBy(m models.Config, born, op history.Op, prunes []history.Op) bool {
+	created := born.Input.Now
+	if born.IsClaim() {
+		created = born.Output.Decision.DecidedAt
+	}
+	if created.IsZero() {
+		return false
+	}
+	for _, p := range prunes {
+		if p.Call > op.Return {
+			break // in call order: none later can have acted before op
+		}
+		if p.Return >= born.Call && !p.Input.Now.IsZero() && p.Input.Now.Sub(created) >= m.Retention-m.Slack {
+			return true
+		}
+	}
+	return false
 }
 
 // storeElapsed is the most time that can have passed on the store's clock

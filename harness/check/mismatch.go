@@ -40,7 +40,7 @@ func checkMismatch(e Evidence, ops []history.Op, g grouped) Result {
 			// retention is judged (mayBeExpired): a Redis key-space soak
 			// had a Begin wait 9 s on a loaded machine and be decided 11 s
 			// after the claim, past a 10 s retention.
-			if mayBeExpired(e.Model, born, op) {
+			if mayBeExpired(e.Model, born, op, g.prunes) {
 				continue
 			}
 			checked++

@@ -77,7 +77,7 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 			if !op.IsClaim() || op.Return <= doneCall {
 				continue
 			}
-			if op.Call > doneAt || resetBefore(ops, kops, op.Return) || mayBeExpired(e.Model, born, op) {
+			if op.Call > doneAt || resetBefore(ops, kops, op.Return) || mayBeExpired(e.Model, born, op, g.prunes) {
 				reclaimed[k] = op.Call
 				break
 			}
