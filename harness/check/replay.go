@@ -1,7 +1,9 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
@@ -84,7 +86,12 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 		}
 	}
 	first := map[string]history.Answer{}
-	for _, a := range e.Hist.Answers() {
+	// In the order they were given (At), not recorded: a client whose
+	// answer is recorded late (not scheduled on a loaded machine) must
+	// not make a later life's answer look like the first.
+	answers := e.Hist.Answers()
+	slices.SortStableFunc(answers, func(a, b history.Answer) int { return cmp.Compare(a.At, b.At) })
+	for _, a := range answers {
 		if a.Err != "" || a.Client == e.ProbeClient {
 			continue
 		}

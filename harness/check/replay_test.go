@@ -10,6 +10,24 @@ import (
 )
 
 func TestReplay(t *testing.T) {
+	t.Run("answers of two lives recorded out of order pass", func(t *testing.T) {
+		// Found by soak --random-flags (memory, takeover, 6,240 keys, 3
+		// clients): the first life's answer was recorded after the second
+		// life's, whose claim came after a prune emptied the key.
+		resp2 := stores.Response{Status: 201, Body: "charged ch_2"}
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.complete(1, "a", resp, 5, 6, false, false)
+		r.op(0, models.Input{Kind: models.Prune, Key: stores.KeyRef{}, Now: t0.Add(30 * time.Millisecond)}, models.Output{}, 30, 31)
+		r.begin(3, "fp", 40, 41, claimedD("c", false))
+		r.complete(3, "c", resp2, 45, 46, false, false)
+		r.answer(3, "fp", resp2, 46)
+		r.answer(1, "fp", resp, 6) // recorded last, given first
+		got := r.judge(t, check.Replay)
+		if got.Verdict != check.Pass {
+			t.Fatalf("%s: %s", got.Verdict, got.Detail)
+		}
+	})
 	t.Run("a replay of nothing saved fails", func(t *testing.T) {
 		r := happy()
 		r.begin(3, "fp", 30, 31, replayD(stores.Response{Status: 201, Body: "charged ch_9"}))
