@@ -464,7 +464,7 @@ func TestPrune(t *testing.T) {
 	}
 }
 
-// TestSchemaCreationRace: eight stores opening one new namespace at once
+// TestSchemaCreationRace: many stores opening one new namespace at once
 // all succeed (the advisory lock), and share the table.
 func TestSchemaCreationRace(t *testing.T) {
 	dsn := testDSN(t)
