@@ -56,7 +56,8 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 	sc, _ := scenario.Lookup(name)
 	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Side: side, Scenario: name, Found: true,
 		Story: story(mutant), LockTTL: o.LockTTLFor(sc).String()}
-	k, err := Hunt(ctx, o, mutant, Options{Budget: foundBudget, Keys: foundKeys, Shrink: foundShrink})
+	m, _ := stores.LookupMutant(mutant)
+	k, err := Hunt(ctx, o, mutant, Options{Budget: foundBudget, Keys: foundKeys, Shrink: foundShrink, Want: m.Checker})
 	if err != nil {
 		return info, nil, nil, err
 	}
