@@ -144,6 +144,13 @@ const (
 	MaxParallel = 64
 	MinLockTTL  = 50 * time.Millisecond
 	MaxLockTTL  = 10 * time.Minute
+	// MinRetention and MaxRetention bound --retention. The retention
+	// scenario keeps its own short retention; below a second the other
+	// scenarios' pruners and the checkers' Slack would judge little
+	// inside it. Above a day a run's records stop being pruned within
+	// anything a run does.
+	MinRetention = time.Second
+	MaxRetention = 24 * time.Hour
 )
 
 // Validate reports options no run can use.
@@ -164,6 +171,8 @@ func (o Options) Validate() error {
 			"the correct store would take over healthy owners by design; use at least %v", o.LockTTL, MinLockTTL)
 	case o.LockTTL > MaxLockTTL:
 		return fmt.Errorf("--lock-ttl must be at most %v, got %v", MaxLockTTL, o.LockTTL)
+	case o.Retention != 0 && (o.Retention < MinRetention || o.Retention > MaxRetention):
+		return fmt.Errorf("--retention must be between %v and %v, got %v", MinRetention, MaxRetention, o.Retention)
 	case !o.Backend.HasVariant(o.Variant) && !workload.IsClientMutant(o.Variant):
 		return fmt.Errorf("store %s has no variant %q (known: %s; client-side: %s)", o.Backend.Name, o.Variant,
 			strings.Join(o.Backend.Variants(), ", "), strings.Join(workload.ClientMutantNames(), ", "))

@@ -54,6 +54,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	seed := fs.Int64("seed", def.Seed, "seed for the workload's random choices")
 	duration := fs.Duration("duration", 0, "repeat each scenario's rounds until this long has passed (0: one round)")
 	lockTTL := fs.Duration("lock-ttl", def.LockTTL, "the stores' LockTTL")
+	retention := fs.Duration("retention", def.Retention, "how long the stores keep a key (the retention and store-faults scenarios and a replicated topology keep their own)")
 	count := fs.Int("count", 1, "run the scenarios this many times, each run on its own store")
 	parallel := fs.Int("parallel", def.Parallel, "scenarios run at once, each on its own store (1: one after another); the scheduled ones and those that pause the server always run alone")
 	strict := fs.Bool("strict-retention", false, "a key kept past its retention fails the run (by default it is a finding)")
@@ -71,7 +72,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	o := def
 	o.Backend, o.Variant, o.Clients, o.Keys, o.Seed, o.Duration, o.LockTTL = backend, *variant, *clients, *keys, *seed, *duration, *lockTTL
-	o.Count, o.StrictRetention, o.Parallel = *count, *strict, *parallel
+	o.Count, o.StrictRetention, o.Parallel, o.Retention = *count, *strict, *parallel, *retention
 	if *scenario != "all" {
 		o.Scenarios = strings.Split(*scenario, ",")
 	}
@@ -271,6 +272,9 @@ func printReproduce(w io.Writer, sum *results.Summary, o harness.Options) {
 	}
 	if o.LockTTL != def.LockTTL {
 		cmd += fmt.Sprintf(" --lock-ttl %v", o.LockTTL)
+	}
+	if o.Retention != def.Retention {
+		cmd += fmt.Sprintf(" --retention %v", o.Retention)
 	}
 	if o.Duration > 0 {
 		cmd += fmt.Sprintf(" --duration %v", o.Duration)

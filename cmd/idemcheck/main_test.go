@@ -48,6 +48,8 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 		{"bad number", []string{"check", "--clients", "many", "--out", out}, "invalid value"},
 		{"zero count", []string{"check", "--store", "memory", "--count", "0", "--out", out}, "--count"},
 		{"zero parallel", []string{"check", "--store", "memory", "--parallel", "0", "--out", out}, "--parallel"},
+		{"short retention", []string{"check", "--store", "memory", "--retention", "500ms", "--out", out}, "--retention"},
+		{"long retention", []string{"check", "--store", "memory", "--retention", "25h", "--out", out}, "--retention"},
 		{"unwritable junit", []string{"check", "--store", "memory", "--junit", filepath.Join(file, "x.xml"), "--out", out}, "--junit"},
 		{"junit in a missing directory", []string{"check", "--store", "memory", "--junit", "/nonexistent/x.xml", "--out", out}, "--junit"},
 		{"unwritable out", []string{"check", "--store", "memory", "--out", filepath.Join(file, "sub")}, "cannot write results"},

@@ -36,7 +36,7 @@ func logUniform(r *rand.Rand, lo, hi float64) float64 {
 }
 
 // drawOptions draws the flags of one run on base's store from r: the seed,
-// --lock-ttl, --keys, --clients, --count, --parallel, --duration and a
+// --lock-ttl, --retention, --keys, --clients, --count, --parallel, --duration and a
 // subset of the scenarios, each over its allowed range, then drops
 // scenarios until the run fits the budget. It returns the options and
 // the command line that runs the same (nil options when no scenario of
@@ -53,6 +53,7 @@ func drawOptions(r *rand.Rand, base harness.Options, budget drawBudget) (*harnes
 	if r.Intn(4) == 0 {
 		o.Duration = time.Duration(1+r.Intn(5)) * time.Second
 	}
+	o.Retention = time.Duration(logUniform(r, float64(harness.MinRetention), float64(harness.MaxRetention))).Round(time.Millisecond)
 	all := scenario.Default()
 	var names []string
 	for _, n := range all {
@@ -90,8 +91,8 @@ func drawOptions(r *rand.Rand, base harness.Options, budget drawBudget) (*harnes
 		return nil, ""
 	}
 	o.Scenarios = names
-	cmd := fmt.Sprintf("idemcheck check --store %s --scenario %s --seed %d --lock-ttl %v --keys %d --clients %d --count %d --parallel %d",
-		o.Backend.Name, strings.Join(names, ","), o.Seed, o.LockTTL, o.Keys, o.Clients, o.Count, o.Parallel)
+	cmd := fmt.Sprintf("idemcheck check --store %s --scenario %s --seed %d --lock-ttl %v --retention %v --keys %d --clients %d --count %d --parallel %d",
+		o.Backend.Name, strings.Join(names, ","), o.Seed, o.LockTTL, o.Retention, o.Keys, o.Clients, o.Count, o.Parallel)
 	if o.Duration > 0 {
 		cmd += fmt.Sprintf(" --duration %v", o.Duration)
 	}

@@ -36,9 +36,9 @@ skipped, and the wall time. Exit codes: 0 every run passed, 1 a run
 failed, 2 bad usage or setup error, 3 a run was undecided or interrupted.
 
 With --random-flags each seed is instead one draw of every flag a user may
-set, each from its allowed range (--lock-ttl 50ms to 10m, --keys, --clients,
---count, --parallel, --duration, a subset of the scenarios, the seed), the
-draws numbered from --draw-seed: a property test of the harness itself, in
+set, each from its allowed range (--lock-ttl 50ms to 10m, --retention 1s to
+24h, --keys, --clients, --count, --parallel, --duration, a subset of the
+scenarios, the seed), the draws numbered from --draw-seed: a property test of the harness itself, in
 which a correct store must pass every draw. A draw keeps the scenarios
 that fit --budget (a forecast of wall time, and of the calls it records);
 one that does not pass prints the check command that runs it again.
