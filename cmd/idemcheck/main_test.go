@@ -300,17 +300,37 @@ func TestInterruptKeepsTheRun(t *testing.T) {
 // drawn runs (every flag from its allowed range, a fixed draw seed) on the
 // correct memory and SQLite stores, each within a small budget. A correct
 // store must pass every draw; a draw that does not pass prints the check
-// command that runs it again.
+// command that runs it again. Each draw is in the soak's journal, one line
+// each, with the drawn command (--retention drawn too).
 func TestRandomFlagsSoak(t *testing.T) {
 	for _, store := range []string{"memory", "sqlite"} {
 		t.Run(store, func(t *testing.T) {
+			out := t.TempDir()
 			code, stdout, stderr := runCLI(t, "soak", "--store", store, "--random-flags", "--draw-seed", "7", "--seeds", "1-3",
-				"--budget", "3s", "--hogs", "0", "--out", t.TempDir())
+				"--budget", "3s", "--hogs", "0", "--out", out)
 			if code != exitPass && code != exitUnknown {
 				t.Fatalf("exit %d: a correct store failed a drawn run:\n%s\n%s", code, stdout, stderr)
 			}
 			if !strings.Contains(stdout, "3 drawn runs") {
 				t.Errorf("the soak did not say it drew 3 runs:\n%s", stdout)
+			}
+			journals, _ := filepath.Glob(filepath.Join(out, "soak-"+store+"-*.jsonl"))
+			if len(journals) != 1 || !strings.Contains(stdout, "journal: "+journals[0]) {
+				t.Fatalf("journals %v, the report does not name it:\n%s", journals, stdout)
+			}
+			b, err := os.ReadFile(journals[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) != 3 {
+				t.Fatalf("the journal has %d lines, want one per draw:\n%s", len(lines), b)
+			}
+			for _, l := range lines {
+				var e soakEntry
+				if err := json.Unmarshal([]byte(l), &e); err != nil || e.Verdict == "" || len(e.Scenarios) == 0 || !strings.Contains(e.Draw, "--retention ") {
+					t.Errorf("journal line %s: %+v, %v", l, e, err)
+				}
 			}
 		})
 	}

@@ -81,6 +81,13 @@ type soakReport struct {
 	// order; BadDraws those that did not pass.
 	Draws    []string `json:"draws,omitempty"`
 	BadDraws []string `json:"not_passed_draws,omitempty"`
+	// Journal is the file each finished run was appended to (soakEntry
+	// lines): what survives a soak that is killed.
+	Journal string `json:"journal,omitempty"`
+	// Interrupted says the soak was cut short (Ctrl-C, SIGTERM); Ran
+	// counts the seeds (draws) whose run ended, the cut one included.
+	Interrupted bool `json:"interrupted,omitempty"`
+	Ran         int  `json:"ran"`
 	// Plan is the scenarios in order; Shard, with --shard, what the merge needs.
 	Plan  []string   `json:"plan,omitempty"`
 	Shard *shardInfo `json:"shard,omitempty"`
@@ -142,7 +149,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	rows := map[string]*soakRow{}
 	var order []string
 	progress := isTerminal(stderr) && !*asJSON
-	interrupted := false
+	interrupted, ran := false, 0
 	plan := o.Scenarios
 	if len(plan) == 0 {
 		plan = scenario.Default()
@@ -153,6 +160,15 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}
 		rep.Plan = plan
 	}
+	journal, err := openJournal(*out, backend.Name, start)
+	if err != nil {
+		return exitUsage, fmt.Errorf("the soak's journal: %v", err)
+	}
+	defer journal.Close()
+	if !*asJSON {
+		fmt.Fprintf(stderr, "idemcheck soak: each run is recorded as it ends in %s\n", journal.path)
+	}
+	rep.Journal = journal.path
 	for i := 0; i < nSeeds; i++ {
 		if ctx.Err() != nil {
 			interrupted = true
@@ -181,6 +197,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if progress {
 			fmt.Fprintf(stderr, "\r\033[K[%d/%d] seed %d, %d run(s) not passed so far, %s elapsed", i+1, nSeeds, oo.Seed, len(rep.Bad), time.Since(start).Round(time.Second))
 		}
+		began := time.Now()
 		sum, err := harness.Run(ctx, oo)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -188,8 +205,13 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 				break
 			}
 			rep.Errors = append(rep.Errors, fmt.Sprintf("seed %d: %v", oo.Seed, err))
+			if jerr := journal.add(soakEntry{Seed: oo.Seed, Draw: drawn, Verdict: "error", Error: err.Error(), At: time.Now().UTC().Format(time.RFC3339), Secs: time.Since(began).Seconds()}); jerr != nil {
+				fmt.Fprintf(stderr, "idemcheck soak: the journal: %v\n", jerr)
+			}
 			continue
 		}
+		ran++
+		entry := entryOf(oo.Seed, drawn, sum, time.Since(began))
 		if sum.Interrupted {
 			interrupted = true
 		}
@@ -225,9 +247,16 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 				return exitUsage, fmt.Errorf("writing results: %v", err)
 			}
 			rep.Bad = append(rep.Bad, dir.Path)
+			entry.Dir = dir.Path
 			if drawn != "" {
 				rep.BadDraws = append(rep.BadDraws, drawn)
 			}
+		}
+		if err := journal.add(entry); err != nil {
+			fmt.Fprintf(stderr, "idemcheck soak: the journal: %v\n", err)
+		}
+		if !progress && !*asJSON {
+			fmt.Fprintf(stderr, "[%d/%d] seed %d: %s, %d scenario run(s), %.1fs\n", i+1, nSeeds, oo.Seed, sum.Verdict, len(sum.Scenarios), entry.Secs)
 		}
 	}
 	if progress {
@@ -243,6 +272,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		unknowns += r.Unknown
 	}
 	rep.Shard = shard.info("soak", args, interrupted)
+	rep.Interrupted, rep.Ran = interrupted, ran
 	if *asJSON {
 		if err := printJSON(stdout, rep); err != nil {
 			return exitUsage, err
@@ -286,9 +316,13 @@ func printSoak(w io.Writer, rep soakReport) {
 	if len(rep.Draws) > 0 {
 		fmt.Fprintf(w, "\n%d drawn runs (--random-flags)", len(rep.Draws))
 	}
-	if len(rep.Bad) > 0 || len(rep.Errors) > 0 {
-		fmt.Fprintln(w)
+	if rep.Journal != "" {
+		fmt.Fprintf(w, "\njournal: %s", rep.Journal)
 	}
+	if rep.Interrupted {
+		fmt.Fprintf(w, "\ninterrupted: %d of %d seeds ran", rep.Ran, rep.Seeds)
+	}
+	fmt.Fprintln(w)
 	verdict := "PASS"
 	switch {
 	case total.Fail > 0:
