@@ -187,7 +187,14 @@ func Decide(cfg Config, s State, fingerprint string, now time.Time) Expected {
 
 // mayBeExpired reports whether retention allows the record to be gone at now.
 func (cfg Config) mayBeExpired(s State, now time.Time) bool {
-	return s.Exists && now.Sub(s.CreatedAt) >= cfg.Retention-cfg.Slack
+	return s.Exists && cfg.PastRetention(s.CreatedAt, now)
+}
+
+// PastRetention reports whether retention allows a record created at
+// created to be gone at now (a Prune, or the store's own expiry, may have
+// removed it): the model's one retention boundary, Slack included.
+func (cfg Config) PastRetention(created, now time.Time) bool {
+	return now.Sub(created) >= cfg.Retention-cfg.Slack
 }
 
 // beforeOp lists the states a key may be in when an operation at time now
@@ -205,13 +212,15 @@ func (cfg Config) beforeOp(s State, now time.Time) []State {
 // it returned; none means the output is impossible: a violation.
 func Step(cfg Config, s State, in Input, out Output) []State {
 	var next []State
-	for _, pre := range cfg.beforeOp(s, opTime(in, out)) {
+	for _, pre := range cfg.beforeOp(s, OpTime(in, out)) {
 		next = append(next, step(cfg, pre, in, out)...)
 	}
 	return next
 }
 
-func opTime(in Input, out Output) time.Time {
+// OpTime is the time the model judges an operation at: a Begin's
+// DecidedAt when it answered with one, else the input's Now.
+func OpTime(in Input, out Output) time.Time {
 	if in.Kind == Begin && !out.Unknown && !out.Decision.DecidedAt.IsZero() {
 		return out.Decision.DecidedAt
 	}

@@ -207,12 +207,27 @@ type Request struct {
 // Decision is Begin's answer. DecidedAt is the clock reading the store decided
 // with (the caller's Now, or the server's clock), so a checker can verify the
 // staleness decision against the model.
+//
+// A claim may also carry, beside its opaque Token, what the store says of
+// it as fields: its fencing number and the end of its lease. A store whose
+// token is made of several parts (an owner id, a fence, a lease) then
+// need not pack them into one string for the harness to read them back.
+// Both are optional; the zero value says nothing.
 type Decision struct {
 	Outcome   Outcome   `json:"outcome"`
 	Token     Token     `json:"token,omitempty"`    // set when Claimed
 	Takeover  bool      `json:"takeover,omitempty"` // Claimed over a stale claim
 	Response  Response  `json:"response"`           // set when Replay
 	DecidedAt time.Time `json:"decided_at"`
+	// Fence is a claim's fencing number, for a store that gives it as a
+	// field (0: none given; numbers given so start at 1). The harness
+	// holds it to the store's fence as it would a Fence func's number
+	// (see FenceOf): a store that gives it needs no Fence.
+	Fence uint64 `json:"fence,omitempty"`
+	// LeaseUntil is when the claim's lease runs out by the store's clock,
+	// for a store that says (zero: not said). The model test prints it
+	// beside the lease the model gives the claim.
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
 }
 
 // Store is the contract of docs/DESIGN.md §1. Each method is one round trip to the

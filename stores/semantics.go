@@ -39,6 +39,16 @@ type Semantics struct {
 	// it was fenced, or its caller answers with a response nobody saved.
 	// The risk: a caller cannot tell whether its release did anything.
 	QuietRelease bool `json:"quiet_release,omitempty"`
+	// FenceRestartsPerLife: the store's fencing numbers (Fence, or
+	// Decision.Fence) strictly increase within each life of a key's
+	// record, not across them. A life runs from the claim that creates the
+	// record until retention removes it (a Prune, or the store's own
+	// expiry); a Release does not end it. After the record may have been
+	// removed, the next claim may carry a lower number (a counter kept in
+	// the record starts again at 1). The risk: a system downstream that
+	// fences by the number alone must forget the key's last number when
+	// the key's retention ends, or it refuses the new life's writes.
+	FenceRestartsPerLife bool `json:"fence_restarts_per_life,omitempty"`
 }
 
 // Extender is implemented by stores whose claims can be renewed while the
@@ -51,9 +61,24 @@ type Extender interface {
 }
 
 // Fence maps a store's token to a fencing number that strictly increases
-// with every claim of a key (across takeovers, releases and prunes), so
-// that systems downstream can reject a write from an older owner
+// with every claim of a key (across takeovers, releases and prunes, or,
+// with Semantics.FenceRestartsPerLife, within each life of its record),
+// so that systems downstream can reject a write from an older owner
 // (Kleppmann's fencing token). ok is false for a token that carries no
 // number. A store that declares one is checked for it: two claims of a key
-// must never carry the same or a decreasing number.
+// must never carry the same or a decreasing number. A store may give the
+// number as a field of its Decision instead (Decision.Fence).
 type Fence func(t Token) (n uint64, ok bool)
+
+// FenceOf is a claim's fencing number: the Decision's Fence field when the
+// store gave one, else fence's number for its token (fence may be nil).
+// ok is false when neither gives a number.
+func FenceOf(fence Fence, d Decision) (n uint64, ok bool) {
+	if d.Fence != 0 {
+		return d.Fence, true
+	}
+	if fence == nil {
+		return 0, false
+	}
+	return fence(d.Token)
+}

@@ -10,7 +10,8 @@
 //                                       variant, namespace, addr
 //   begin(call, key, fingerprint, nowMs, leaseMs) -> decision
 //       {outcome: 'claimed', token} (takeover: true over a stale claim;
-//       fence: n if the hello declares fence), {outcome: 'replay',
+//       fence: n, from 1, if the hello declares fence, and optionally
+//       otherwise; lease_until_ms optionally), {outcome: 'replay',
 //       response}, {outcome: 'in-flight'}, {outcome: 'mismatch'};
 //       decided_at_ms for a server clock
 //   complete(call, key, token, response)  throw Fenced when not the owner

@@ -10,7 +10,8 @@ order):
                                           variant, namespace, addr
     begin(call, key, fingerprint, now_ms, lease_ms) -> dict
         {"outcome": "claimed", "token": t} (and "takeover": True over a
-        stale claim; "fence": n if the hello declares fence), or
+        stale claim; "fence": n, from 1, if the hello declares fence, and
+        optionally otherwise; "lease_until_ms" optionally), or
         {"outcome": "replay", "response": resp}, {"outcome": "in-flight"},
         {"outcome": "mismatch"}; "decided_at_ms" for a server clock
     complete(call, key, token, response)  raise Fenced when not the owner

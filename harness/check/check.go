@@ -90,7 +90,9 @@ type Evidence struct {
 	LinTimeout  time.Duration // porcupine's budget
 	// Fence, if set, is the store's declared fencing number of a token
 	// (stores.Fence): the fencing checker then also proves that the numbers
-	// strictly increase with every claim of a key.
+	// strictly increase with every claim of a key (within each life of its
+	// record, for a store that declares FenceRestartsPerLife). Numbers a
+	// store gives as stores.Decision.Fence are checked so without it.
 	Fence stores.Fence
 	// LeakProbe, if set, is the client id of the probes sent once every
 	// key was past its retention and pruned, with a fingerprint no order

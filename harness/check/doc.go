@@ -19,8 +19,9 @@
 //   - exclusive.go: [Exclusive], a key's work never overlaps the work of a
 //     healthy owner.
 //   - fencing.go: [Fencing], no write accepted from a superseded token, no
-//     token repeated, and the declared fencing numbers ([stores.Fence])
-//     increasing.
+//     token repeated, and the store's fencing numbers ([stores.Fence] or
+//     [stores.Decision.Fence]) increasing, within each life of a record
+//     for a store that declares [stores.Semantics.FenceRestartsPerLife].
 //   - replay.go: [Replay], every replay is a saved response and every
 //     client got the same answer.
 //   - mismatch.go: [Mismatch], other parameters never run and always get

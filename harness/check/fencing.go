@@ -10,12 +10,14 @@ import (
 
 // checkFencing proves [Fencing]: no token is handed out twice for a key,
 // no save or release is accepted from a token another claim had
-// superseded, and (with a declared [stores.Fence]) the fencing numbers of
-// a key's claims increase.
+// superseded, and (with a declared [stores.Fence], or numbers the store
+// gives as [stores.Decision.Fence]) the fencing numbers of a key's claims
+// increase.
 func checkFencing(e Evidence, ops []history.Op, g grouped) Result {
 	var vs []Violation
 	keyed, order := g.keyed, g.order
 	writes, fenced := 0, 0
+	fenceOn := e.Fence != nil || fencesGiven(ops)
 	for _, k := range order {
 		kops := keyed[k]
 		var claims []history.Op
@@ -33,9 +35,9 @@ func checkFencing(e Evidence, ops []history.Op, g grouped) Result {
 			seen[tok] = op
 			claims = append(claims, op)
 		}
-		if e.Fence != nil {
+		if fenceOn {
 			fenced += len(claims)
-			vs = append(vs, monotonicFences(e.Fence, k, claims)...)
+			vs = append(vs, monotonicFences(e, k, kops, claims, g.prunes)...)
 		}
 		for _, w := range kops {
 			if !w.Accepted(models.Complete) && !w.Accepted(models.Release) {
@@ -70,21 +72,41 @@ func checkFencing(e Evidence, ops []history.Op, g grouped) Result {
 	}
 	sortViolations(vs)
 	detail := fmt.Sprintf("%d accepted writes, all from the current token; no token repeated", writes)
-	if e.Fence != nil {
+	if fenceOn {
 		detail += fmt.Sprintf("; the fencing numbers of %d claims increase", fenced)
+		if e.Model.Semantics.FenceRestartsPerLife {
+			detail += " within each life of their record"
+		}
 	}
 	return judged(result(Fencing, vs, detail), writes)
 }
 
-// monotonicFences checks a key's claims against the store's declared fence:
-// every token carries a number, and a claim that began after another had
-// answered carries a greater one (claims whose calls overlap may have
-// been decided in either order, so they are not compared).
-func monotonicFences(fence stores.Fence, k stores.KeyRef, claims []history.Op) []Violation {
+// fencesGiven reports whether the store gave a fencing number as a field
+// of any claim (stores.Decision.Fence): a store that gives them is held to
+// them on every claim, as one that declares a stores.Fence is.
+func fencesGiven(ops []history.Op) bool {
+	for _, op := range ops {
+		if op.IsClaim() && op.Output.Decision.Fence != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// monotonicFences checks a key's claims against the store's fence (its
+// declared stores.Fence, or the numbers its decisions carry: see
+// stores.FenceOf): every claim carries a number, and a claim that began
+// after another had answered carries a greater one (claims whose calls
+// overlap may have been decided in either order, so they are not
+// compared). A store that declares FenceRestartsPerLife may start lower
+// once retention may have removed the key's record between the two
+// claims (newLifeBetween); without the declaration, a violation that it
+// would allow says so.
+func monotonicFences(e Evidence, k stores.KeyRef, kops, claims []history.Op, prunes []history.Op) []Violation {
 	var vs []Violation
 	nums := make([]uint64, len(claims))
 	for i, c := range claims {
-		n, ok := fence(c.Output.Decision.Token)
+		n, ok := stores.FenceOf(e.Fence, c.Output.Decision)
 		if !ok {
 			vs = append(vs, Violation{Fencing, k.String(), fmt.Sprintf(
 				"client %d's token %s for %s carries no fencing number", c.Client, tok(c.Output.Decision.Token), k)})
@@ -92,15 +114,47 @@ func monotonicFences(fence stores.Fence, k stores.KeyRef, claims []history.Op) [
 		}
 		nums[i] = n
 	}
+	born, _ := firstPossibleClaim(kops)
+	perLife := e.Model.Semantics.FenceRestartsPerLife
 	for i, a := range claims {
 		for j, b := range claims {
-			if a.Return < b.Call && nums[j] <= nums[i] {
-				vs = append(vs, Violation{Fencing, k.String(), fmt.Sprintf(
-					"fencing numbers of %s do not increase: client %d claimed with %d (token %s) at %s, then client %d with %d (token %s) at %s",
-					k, a.Client, nums[i], tok(a.Output.Decision.Token), ms(a.Return), b.Client, nums[j], tok(b.Output.Decision.Token), ms(b.Return))})
-				return vs
+			if a.Return >= b.Call || nums[j] > nums[i] {
+				continue
 			}
+			newLife := newLifeBetween(e.Model, born, a, b, prunes)
+			if perLife && newLife {
+				continue // b began a new life of the record
+			}
+			why := ""
+			switch {
+			case perLife:
+				why = fmt.Sprintf(", and retention (%v) cannot have removed its record in between: it was younger than that when the second claim was decided, and no prune after the first claim found it older", e.Model.Retention)
+			case newLife:
+				why = "; retention may have removed the record in between: if the store's fence restarts with each life of a record, declare stores.Semantics{FenceRestartsPerLife: true}"
+			}
+			vs = append(vs, Violation{Fencing, k.String(), fmt.Sprintf(
+				"fencing numbers of %s do not increase: client %d claimed with %d (token %s) at %s, then client %d with %d (token %s) at %s%s",
+				k, a.Client, nums[i], tok(a.Output.Decision.Token), ms(a.Return), b.Client, nums[j], tok(b.Output.Decision.Token), ms(b.Return), why)})
+			return vs
 		}
 	}
 	return vs
+}
+
+// newLifeBetween reports whether retention may have removed a key's
+// record after claim a and before claim b was decided, so that b may have
+// begun a new life of it. It is mayBeExpired, the one retention judgement
+// the checkers share, from born (the key's first possible claim: the
+// earliest its record can have been made, since a life spans releases and
+// re-claims), with only the prunes that may have acted after a's decision
+// (its record existed from then on; a prune before it removed an older
+// one).
+func newLifeBetween(m models.Config, born, a, b history.Op, prunes []history.Op) bool {
+	var after []history.Op
+	for _, p := range prunes {
+		if p.Return >= a.Call {
+			after = append(after, p)
+		}
+	}
+	return mayBeExpired(m, born, b, after)
 }

@@ -39,7 +39,9 @@ type Params struct {
 	LeakProbe       *int `json:"leak_probe,omitempty"`
 	StrictRetention bool `json:"strict_retention,omitempty"`
 	// Semantics are the store's declared choices (stores.Semantics). A
-	// declared Fence is code, not data: a re-check goes without it.
+	// declared Fence is code, not data: a re-check goes without it (fences
+	// a store gives as stores.Decision.Fence are in the history, and a
+	// re-check judges them).
 	Semantics stores.Semantics `json:"semantics,omitempty"`
 }
 

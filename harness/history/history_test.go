@@ -130,7 +130,8 @@ func TestWriteLoadRoundTrip(t *testing.T) {
 	mk := func(client int) (*history.History, *history.Ledger) {
 		h, l := history.New(), history.NewLedger()
 		h.AddOp(history.Op{Client: client, Input: models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp", ID: 1},
-			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "a"}}, Call: 1, Return: 2})
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "a", Fence: 3, // fields a store may give
+				DecidedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), LeaseUntil: time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)}}, Call: 1, Return: 2})
 		h.AddOp(history.Op{Client: client, Input: models.Input{Kind: models.Complete, Key: key, Token: "a", ID: 2},
 			Output: models.Output{Unknown: true}, Call: 3, Return: history.Never, Err: "timeout"})
 		i := h.AddWork(history.WorkRun{Client: client, Key: key, Order: "o1", Token: "a", Start: 2, End: history.Never})

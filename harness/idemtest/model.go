@@ -50,7 +50,10 @@ type Factory struct {
 	Semantics stores.Semantics
 	// Fence, if set, maps a token to its fencing number: the suite then
 	// also proves that the numbers strictly increase with every claim of a
-	// key (across takeovers, releases and prunes).
+	// key (across takeovers, releases and prunes; within each life of its
+	// record with Semantics.FenceRestartsPerLife). A store that gives the
+	// number as a field of its decisions (stores.Decision.Fence) needs no
+	// Fence: the suite holds it to those.
 	Fence stores.Fence
 	// WaitsAnnounced declares that a call never waits for another client
 	// of the same store without first calling faults.Wait (or holding no
@@ -165,7 +168,7 @@ func ModelProperty(f Factory, variant string) func(*rapid.T) {
 		}
 		defer s.Close()
 		d := newDriver(f.Clock, mt, s)
-		d.fence, d.perRequestLease = f.Fence, f.Semantics.PerRequestLease
+		d.fence = f.Fence
 		actions := map[string]func(*rapid.T){
 			"begin":    d.begin,
 			"complete": d.complete,
@@ -202,11 +205,11 @@ type driver struct {
 	lastClient int
 	lastKey    stores.KeyRef
 	ctx        context.Context
-	// what the store declares: its fence (each key's last number seen),
-	// and whether requests choose their lease
-	fence           stores.Fence
-	fences          map[stores.KeyRef]uint64
-	perRequestLease bool
+	// the store's fence, if it declares one, whether it gave a number as
+	// a field of a claim, and each key's last claim and life (checkFence)
+	fence       stores.Fence
+	fencesGiven bool
+	fences      map[stores.KeyRef]*fenceLife
 }
 
 var (
@@ -223,7 +226,7 @@ func newDriver(c stores.ClockSource, mt modelTimes, s stores.Store) *driver {
 		skews:    []time.Duration{0, ttl / 2, -ttl / 2}, // three clients, two skewed
 		possible: map[stores.KeyRef][]models.State{},
 		history:  map[stores.KeyRef][]string{},
-		fences:   map[stores.KeyRef]uint64{},
+		fences:   map[stores.KeyRef]*fenceLife{},
 		ctx:      context.Background(),
 	}
 }
@@ -250,6 +253,12 @@ func (d *driver) states(k stores.KeyRef) []models.State {
 func (d *driver) check(rt *rapid.T, in models.Input, out models.Output, err error) {
 	k := in.Key
 	line := fmt.Sprintf("%s  %s", d.stamp(in.Now), models.DescribeOperation(in, out))
+	if in.Kind == models.Begin {
+		line = fmt.Sprintf("%s  client %d: %s", d.stamp(in.Now), d.lastClient, models.DescribeOperation(in, out))
+		if out.Decision.Outcome == stores.Claimed {
+			line += d.claimNote(in, out.Decision)
+		}
+	}
 	if err != nil {
 		line += fmt.Sprintf("  (the store said: %v)", err)
 	}
@@ -275,6 +284,9 @@ func (d *driver) check(rt *rapid.T, in models.Input, out models.Output, err erro
 			"linearizability", k, strings.Join(was, " | "), strings.Join(d.history[k], "\n    "), hint)
 	}
 	d.possible[k] = next
+	if l := d.fences[k]; l != nil && d.times.cfg.PastRetention(l.born, models.OpTime(in, out)) {
+		l.mayEnd = true // retention may remove the record from here on
+	}
 }
 
 func (d *driver) begin(rt *rapid.T) {
@@ -288,7 +300,7 @@ func (d *driver) begin(rt *rapid.T) {
 	d.lastClient, d.lastKey = client, k
 	fp := rapid.SampledFrom(fingerprints).Draw(rt, "fingerprint")
 	var lease time.Duration
-	if d.perRequestLease {
+	if d.times.cfg.Semantics.PerRequestLease {
 		lease = rapid.SampledFrom([]time.Duration{0, d.times.cfg.LockTTL / 2, 2 * d.times.cfg.LockTTL}).Draw(rt, "lease")
 	}
 	d.nextID++
@@ -300,29 +312,97 @@ func (d *driver) begin(rt *rapid.T) {
 	if d.clockSrc == stores.CallerClock && !dec.DecidedAt.Equal(in.Now) {
 		rt.Fatalf("Begin(%s): a caller-clock store must decide at the request's Now %v, said %v", k, in.Now, dec.DecidedAt)
 	}
+	out := models.Output{Decision: dec}
+	d.check(rt, in, out, nil)
 	if dec.Outcome == stores.Claimed {
 		d.claims = append(d.claims, claim{k, dec.Token})
-		d.checkFence(rt, k, dec.Token)
+		d.checkFence(rt, client, in, out)
 	}
-	d.check(rt, in, models.Output{Decision: dec}, nil)
 }
 
-// checkFence holds a store that declares a fence to it: each claim of a
-// key carries a greater number than the last (the calls here are one at a
-// time, so every claim follows the last).
-func (d *driver) checkFence(rt *rapid.T, k stores.KeyRef, tok stores.Token) {
-	if d.fence == nil {
-		return
+// fenceLife is what checkFence keeps of a key: its last claim, and the
+// life of the key's record that claim belongs to.
+type fenceLife struct {
+	client int
+	token  stores.Token
+	n      uint64
+	at     time.Time
+	// born is when the life's first claim was decided, the earliest its
+	// record (or its counter) can have been made: a life spans releases
+	// and re-claims.
+	born time.Time
+	// mayEnd: retention may have removed the record since the last claim
+	// (an operation on the key came at least the retention after born).
+	mayEnd bool
+}
+
+// checkFence holds a store that declares a fence, or gives its numbers as
+// fields of its claims, to it: each claim of a key carries a greater
+// number than the last (the calls here are one at a time, so every claim
+// follows the last). With FenceRestartsPerLife, a claim may start lower
+// once retention may have removed the record, by the model's retention
+// boundary (models.Config.PastRetention) at some operation since the
+// last claim or at this one; that claim begins a new life.
+func (d *driver) checkFence(rt *rapid.T, client int, in models.Input, out models.Output) {
+	k, dec := in.Key, out.Decision
+	if dec.Fence != 0 {
+		d.fencesGiven = true
 	}
-	n, ok := d.fence(tok)
+	n, ok := stores.FenceOf(d.fence, dec)
 	if !ok {
-		rt.Fatalf("fencing: the token %q of a claim of %s carries no fencing number", tok, k)
+		if d.fence == nil && !d.fencesGiven {
+			return // the store gives no fence
+		}
+		rt.Fatalf("fencing: client %d's claim of %s (token %q) carries no fencing number\n  history of the key:\n    %s",
+			client, k, dec.Token, strings.Join(d.history[k], "\n    "))
 	}
-	if last, seen := d.fences[k]; seen && n <= last {
-		rt.Fatalf("fencing: a claim of %s carries fencing number %d, not above the last claim's %d\n  history of the key:\n    %s",
-			k, n, last, strings.Join(d.history[k], "\n    "))
+	at := models.OpTime(in, out)
+	l := d.fences[k]
+	switch {
+	case l == nil:
+		l = &fenceLife{born: at}
+		d.fences[k] = l
+	case n <= l.n:
+		ended := l.mayEnd || d.times.cfg.PastRetention(l.born, at)
+		perLife := d.times.cfg.Semantics.FenceRestartsPerLife
+		if !perLife || !ended {
+			why := ""
+			switch {
+			case perLife:
+				why = fmt.Sprintf("\n  its record's life began at %s, less than the retention (%v) before, so neither a prune nor the store's expiry can have ended it",
+					d.stamp(l.born), d.times.cfg.Retention)
+			case ended:
+				why = "\n  retention may have removed the record in between: if your store's fence restarts with each life of a record, " +
+					"declare stores.Semantics{FenceRestartsPerLife: true}"
+			}
+			rt.Fatalf("fencing: client %d's claim of %s at %s (token %s) carries fencing number %d, not above %d, the number of the claim before it: client %d's at %s (token %s)%s\n  history of the key:\n    %s",
+				client, k, d.stamp(at), faults.ShortToken(string(dec.Token)), n, l.n, l.client, d.stamp(l.at), faults.ShortToken(string(l.token)), why,
+				strings.Join(d.history[k], "\n    "))
+		}
+		l.born = at // a new life
 	}
-	d.fences[k] = n
+	l.client, l.token, l.n, l.at, l.mayEnd = client, dec.Token, n, at, false
+}
+
+// claimNote is what a claim's history line adds: its fencing number, if it
+// has one, and its lease: until when the model holds it (its decision
+// time plus its lease), and, when the store says another end
+// (stores.Decision.LeaseUntil), the store's.
+func (d *driver) claimNote(in models.Input, dec stores.Decision) string {
+	var parts []string
+	if n, ok := stores.FenceOf(d.fence, dec); ok {
+		parts = append(parts, fmt.Sprintf("fence %d", n))
+	}
+	lease := d.times.cfg.LockTTL
+	if in.Lease > 0 && d.times.cfg.Semantics.PerRequestLease {
+		lease = in.Lease
+	}
+	until := dec.DecidedAt.Add(lease)
+	note := fmt.Sprintf("lease until %s (%v)", d.stamp(until), lease)
+	if !dec.LeaseUntil.IsZero() && !dec.LeaseUntil.Equal(until) {
+		note += fmt.Sprintf(", the store says until %s", d.stamp(dec.LeaseUntil))
+	}
+	return "  [" + strings.Join(append(parts, note), ", ") + "]"
 }
 
 // stamp prints a time of the test's clock for the key's history.

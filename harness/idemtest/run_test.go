@@ -25,6 +25,10 @@ type tinyStore struct {
 	unfenced bool
 	mu       sync.Mutex
 	rows     map[stores.KeyRef]*tinyRow
+	// lives, when set, gives each claim a fencing number and its lease end
+	// as fields of its decision: a counter per key that lives until a
+	// prune finds it past the retention (see lifefence_test.go).
+	lives *fenceLives
 }
 
 type tinyRow struct {
@@ -53,6 +57,7 @@ func (s *tinyStore) Begin(_ context.Context, r stores.Request) (stores.Decision,
 		row = &tinyRow{fp: r.Fingerprint, token: newToken(), locked: r.Now, creation: r.Now}
 		s.rows[r.KeyRef] = row
 		d.Outcome, d.Token = stores.Claimed, stores.Token(row.token)
+		s.lives.claim(&d, r.KeyRef, r.Now, s.cfg.LockTTL)
 	case row.fp != r.Fingerprint:
 		d.Outcome = stores.Mismatch
 	case row.done:
@@ -62,6 +67,7 @@ func (s *tinyStore) Begin(_ context.Context, r stores.Request) (stores.Decision,
 	default:
 		row.token, row.locked = newToken(), r.Now
 		d.Outcome, d.Token, d.Takeover = stores.Claimed, stores.Token(row.token), true
+		s.lives.claim(&d, r.KeyRef, r.Now, s.cfg.LockTTL)
 	}
 	return d, nil
 }
@@ -95,6 +101,7 @@ func (s *tinyStore) Release(_ context.Context, k stores.KeyRef, tok stores.Token
 		return stores.ErrFenced
 	}
 	delete(s.rows, k)
+	s.lives.released(k)
 	return nil
 }
 
@@ -108,6 +115,7 @@ func (s *tinyStore) Prune(_ context.Context, now time.Time) (int, error) {
 			n++
 		}
 	}
+	s.lives.prune(s.rows, now, s.cfg.Retention)
 	return n, nil
 }
 

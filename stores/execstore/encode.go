@@ -91,5 +91,9 @@ func appendDecision(b []byte, id int64, d *wireDecision) (_ []byte, ok bool) {
 		b = append(b, `,"decided_at_ms":`...)
 		b = strconv.AppendFloat(b, *d.DecidedAtMs, 'f', -1, 64)
 	}
+	if d.LeaseUntilMs != nil {
+		b = append(b, `,"lease_until_ms":`...)
+		b = strconv.AppendFloat(b, *d.LeaseUntilMs, 'f', -1, 64)
+	}
 	return append(b, "}}"...), true
 }

@@ -49,6 +49,7 @@ func TestAppendDecision(t *testing.T) {
 	for _, d := range []wireDecision{
 		{Outcome: "claimed", Token: "9f2c", DecidedAtMs: &at},
 		{Outcome: "claimed", Token: `a"b\c`, Takeover: true, Fence: &fence},
+		{Outcome: "claimed", Token: "9f2c", Fence: &fence, DecidedAtMs: &at, LeaseUntilMs: &at},
 		{Outcome: "in-flight"},
 		{Outcome: "mismatch", DecidedAtMs: &at},
 	} {

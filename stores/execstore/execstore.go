@@ -134,9 +134,6 @@ func (c *Command) Backend() stores.Backend {
 			b.Mutants = append(b.Mutants, v)
 		}
 	}
-	if h.Fence {
-		b.Fence = Fence
-	}
 	return b
 }
 
@@ -166,7 +163,7 @@ type extending struct{ *Store }
 // Extend sends an extend request.
 func (s extending) Extend(ctx context.Context, key stores.KeyRef, token stores.Token, now time.Time) error {
 	n := ms(now)
-	_, err := s.call(ctx, toStore{Type: "extend", Key: &key, Token: storeToken(s.c.Hello, token), NowMs: &n})
+	_, err := s.call(ctx, toStore{Type: "extend", Key: &key, Token: string(token), NowMs: &n})
 	return err
 }
 
@@ -236,13 +233,13 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 
 // Complete sends a complete request.
 func (s *Store) Complete(ctx context.Context, key stores.KeyRef, token stores.Token, resp stores.Response) error {
-	_, err := s.call(ctx, toStore{Type: "complete", Key: &key, Token: storeToken(s.c.Hello, token), Response: &resp})
+	_, err := s.call(ctx, toStore{Type: "complete", Key: &key, Token: string(token), Response: &resp})
 	return err
 }
 
 // Release sends a release request.
 func (s *Store) Release(ctx context.Context, key stores.KeyRef, token stores.Token) error {
-	_, err := s.call(ctx, toStore{Type: "release", Key: &key, Token: storeToken(s.c.Hello, token)})
+	_, err := s.call(ctx, toStore{Type: "release", Key: &key, Token: string(token)})
 	return err
 }
 

@@ -82,6 +82,10 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "lease-fields":
+		serveLeaseFields()
+	case "fence-zero":
+		fenceZero()
 	case "bad-hello":
 		fmt.Println(`{"type":"hello","protocol":1,"name":"bad","clock":"caller","colour":"blue"}`)
 	case "bad-reply":
@@ -150,14 +154,18 @@ var leaseHello = execstore.Hello{Name: "go-lease", Clock: "server", Lives: "proc
 // TestConformanceLease: the lease store through the protocol passes the
 // whole suite with its declarations (semantics, fencing numbers, Extend,
 // a server clock with decided_at_ms), and its mutant that does not
-// increment the fencing number is caught: the numbers cross the protocol.
+// increment the fencing number is caught: the numbers cross the protocol
+// (as stores.Decision.Fence: the factory has no Fence func).
 func TestConformanceLease(t *testing.T) {
 	f, err := idemtest.Exec(context.Background(), line("lease"), nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Fence == nil || f.Semantics != lease.Semantics || f.Clock != stores.ServerClock {
+	if f.Semantics != lease.Semantics || f.Clock != stores.ServerClock {
 		t.Fatalf("the hello's declarations did not reach the factory: %+v", f)
+	}
+	if f.Fence != nil {
+		t.Fatal("an exec store's fences come as decision fields, not a Fence func")
 	}
 	idemtest.Run(t, f)
 	t.Run("fence-not-incremented", func(t *testing.T) {

@@ -20,12 +20,12 @@ import (
 // in a goroutine of its own (so answers go out in any order). The store's
 // failpoints (faults.Hit) become hit messages, answered by go, and its
 // faults.Trace calls trace messages when the request asks for them. It
-// returns after a close request, or when in ends. fence, for a hello
-// that declares fence, gives each claim's fencing number from its token.
+// returns after a close request, or when in ends. A claim's fencing
+// number is its Decision.Fence, or else fence's number for its token
+// (fence may be nil; see stores.FenceOf); with a hello that declares
+// fence, a claim without one is answered with an error. A claim's
+// Decision.LeaseUntil goes out as its lease_until_ms.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, h Hello, fence stores.Fence, open func(ctx context.Context, cfg stores.Config, addr string) (stores.Store, error)) error {
-	if h.Fence && fence == nil {
-		return errors.New("serve: the hello declares fence, and no Fence gives the numbers")
-	}
 	h.Type, h.Protocol = "hello", Version
 	s := &server{out: &batchWriter{w: out}, gos: map[int64]chan struct{}{}}
 	if err := s.send(h); err != nil {
@@ -189,13 +189,19 @@ func (s *server) handle(ctx context.Context, st stores.Store, h Hello, fence sto
 		if d.Outcome == stores.Replay {
 			wd.Response = &d.Response
 		}
-		if d.Outcome == stores.Claimed && h.Fence {
-			n, ok := fence(d.Token)
-			if !ok {
-				s.reply(m.ID, nil, fmt.Errorf("begin: token %q carries no fencing number", d.Token))
+		if d.Outcome == stores.Claimed {
+			n, ok := stores.FenceOf(fence, d)
+			if !ok && h.Fence {
+				s.reply(m.ID, nil, fmt.Errorf("begin: the claim with token %q carries no fencing number", d.Token))
 				return
 			}
-			wd.Fence = &n
+			if ok {
+				wd.Fence = &n
+			}
+			if !d.LeaseUntil.IsZero() {
+				v := ms(d.LeaseUntil)
+				wd.LeaseUntilMs = &v
+			}
 		}
 		if b, ok := appendDecision(make([]byte, 0, 160), m.ID, &wd); ok {
 			_ = s.out.write(append(b, '\n'))

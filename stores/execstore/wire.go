@@ -49,7 +49,10 @@ type Hello struct {
 	// stores.Semantics declares them.
 	Semantics stores.Semantics `json:"semantics"`
 	// Fence: every claim's reply carries a fencing number that strictly
-	// increases with every claim of a key.
+	// increases with every claim of a key (within each life of its record
+	// when the semantics declare fence_restarts_per_life). A reply may
+	// carry one without it; with it, a claim without one is a protocol
+	// error.
 	Fence bool `json:"fence,omitempty"`
 	// Extend: the store answers extend requests (a heartbeat).
 	Extend bool `json:"extend,omitempty"`
@@ -169,6 +172,9 @@ type wireDecision struct {
 	Takeover    bool             `json:"takeover,omitempty"`
 	Response    *stores.Response `json:"response,omitempty"`
 	DecidedAtMs *float64         `json:"decided_at_ms,omitempty"`
+	// LeaseUntilMs is when a claim's lease runs out, if the store says
+	// (stores.Decision.LeaseUntil).
+	LeaseUntilMs *float64 `json:"lease_until_ms,omitempty"`
 }
 
 // Error codes of an error reply.
@@ -242,11 +248,16 @@ func (d *wireDecision) decision(h Hello, now time.Time) (stores.Decision, error)
 			return stores.Decision{}, fmt.Errorf("claimed without a token")
 		}
 		out.Token = stores.Token(d.Token)
-		if h.Fence {
-			if d.Fence == nil {
-				return stores.Decision{}, fmt.Errorf("claimed without a fence, which the hello declared")
-			}
-			out.Token = fencedToken(*d.Fence, d.Token)
+		switch {
+		case d.Fence == nil && h.Fence:
+			return stores.Decision{}, fmt.Errorf("claimed without a fence, which the hello declared")
+		case d.Fence != nil && *d.Fence == 0:
+			return stores.Decision{}, fmt.Errorf("fence 0: fencing numbers start at 1")
+		case d.Fence != nil:
+			out.Fence = *d.Fence
+		}
+		if d.LeaseUntilMs != nil {
+			out.LeaseUntil = fromMs(*d.LeaseUntilMs)
 		}
 	case stores.Replay:
 		if d.Response == nil {
@@ -255,35 +266,6 @@ func (d *wireDecision) decision(h Hello, now time.Time) (stores.Decision, error)
 		out.Response = *d.Response
 	}
 	return out, nil
-}
-
-// A fencing store's token, as the harness holds it: its fencing number,
-// a '~', and the store's token. storeToken gives the store's back.
-func fencedToken(n uint64, tok string) stores.Token {
-	return stores.Token(fmt.Sprintf("%d~%s", n, tok))
-}
-
-// Fence reads a fencing number from a token of a store whose hello
-// declares fence (stores.Fence).
-func Fence(t stores.Token) (uint64, bool) {
-	n, _, ok := strings.Cut(string(t), "~")
-	if !ok {
-		return 0, false
-	}
-	var v uint64
-	if _, err := fmt.Sscan(n, &v); err != nil {
-		return 0, false
-	}
-	return v, true
-}
-
-func storeToken(h Hello, t stores.Token) string {
-	if h.Fence {
-		if _, tok, ok := strings.Cut(string(t), "~"); ok {
-			return tok
-		}
-	}
-	return string(t)
 }
 
 // ms is a time as the wire carries it: milliseconds since the Unix epoch,
