@@ -1,6 +1,8 @@
 package check
 
 import (
+	"fmt"
+	"math/rand"
 	"testing"
 	"time"
 
@@ -145,4 +147,105 @@ func TestUnansweredKeyIsLinearizableByItself(t *testing.T) {
 	if part := keyPorcupineOps(m, kops, nil); len(part) != len(kops) {
 		t.Fatalf("%d of %d operations of an answered key went to porcupine", len(part), len(kops))
 	}
+}
+
+// TestPrunesOfOneGapAreOne: the prunes that fall in one gap between a
+// key's operations are one, the latest by its clock; a prune overlapping
+// an operation stays. And the reduction is exact: on random one-key
+// histories with prunes, some overlapping, some in gaps, some with clocks
+// out of order, porcupine decides the reduced partition as it decides the
+// partition with every prunable Prune copied in, both ways (a history the
+// store broke included: a replay after the key may have been pruned, a
+// claim where only an early prune could have emptied the key).
+func TestPrunesOfOneGapAreOne(t *testing.T) {
+	m := models.Config{LockTTL: time.Second, Retention: 10 * time.Second, Slack: 0}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k := stores.KeyRef{Tenant: "t", Key: "k"}
+	prune := func(call, ret int64, at time.Time) history.Op {
+		return history.Op{Client: 9, Input: models.Input{Kind: models.Prune, Now: at}, Call: call, Return: ret}
+	}
+	kops := []history.Op{
+		{Client: 1, Input: models.Input{Kind: models.Begin, Key: k, Fingerprint: "fp", Now: t0},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "a", DecidedAt: t0}}, Call: 0, Return: 10},
+		{Client: 2, Input: models.Input{Kind: models.Begin, Key: k, Fingerprint: "fp", Now: t0.Add(time.Minute)},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "b", DecidedAt: t0.Add(time.Minute)}}, Call: 100, Return: 110},
+	}
+	prunes := []history.Op{
+		prune(20, 30, t0.Add(20*time.Second)), prune(40, 50, t0.Add(50*time.Second)), prune(60, 70, t0.Add(30*time.Second)), // one gap
+		prune(105, 106, t0.Add(70*time.Second)), // overlaps the second claim
+	}
+	sp := keySpan{first: 0, last: 110}
+	for _, op := range kops {
+		sp.add(op)
+	}
+	got := prunesInPartition(m, sp, kops, prunes)
+	if len(got) != 2 || !got[0].Input.Now.Equal(t0.Add(50*time.Second)) || got[1].Call != 105 {
+		t.Fatalf("prunes kept: %+v, want the gap's latest (at +50s) and the overlapping one", got)
+	}
+
+	model := models.Porcupine(m)
+	r := rand.New(rand.NewSource(1))
+	decided := map[porcupine.CheckResult]int{}
+	collapsed := 0
+	for trial := range 3000 {
+		var ops, all []history.Op
+		at, clock := int64(0), t0
+		tokens := 0
+		for range 3 + r.Intn(6) {
+			at += int64(1 + r.Intn(20))
+			clock = clock.Add(time.Duration(r.Intn(8)) * time.Second)
+			call, ret := at, at+int64(1+r.Intn(15))
+			switch r.Intn(5) {
+			case 0, 1:
+				out := models.Output{Decision: stores.Decision{DecidedAt: clock}}
+				switch r.Intn(3) {
+				case 0:
+					tokens++
+					out.Decision.Outcome, out.Decision.Token = stores.Claimed, stores.Token(fmt.Sprint(tokens))
+				case 1:
+					out.Decision.Outcome = stores.InFlight
+				default:
+					out.Decision.Outcome, out.Decision.Response = stores.Replay, stores.Response{Status: 201, Body: "x"}
+				}
+				ops = append(ops, history.Op{Client: r.Intn(3), Input: models.Input{Kind: models.Begin, Key: k, Fingerprint: "fp", Now: clock}, Output: out, Call: call, Return: ret})
+			case 2:
+				ops = append(ops, history.Op{Client: r.Intn(3), Input: models.Input{Kind: models.Complete, Key: k, Token: stores.Token(fmt.Sprint(1 + r.Intn(tokens+1))), Now: clock,
+					Response: stores.Response{Status: 201, Body: "x"}}, Output: models.Output{Fenced: r.Intn(2) == 0}, Call: call, Return: ret})
+			default: // a run of prunes, their clocks in any order
+				for range 1 + r.Intn(3) {
+					all = append(all, prune(at, at+int64(r.Intn(3)), clock.Add(time.Duration(r.Intn(20))*time.Second)))
+					at += int64(1 + r.Intn(4))
+				}
+			}
+		}
+		if len(ops) == 0 {
+			continue
+		}
+		sp := keySpan{first: ops[0].Call, last: ops[0].Return}
+		for _, op := range ops {
+			sp.add(op)
+		}
+		full := make([]porcupine.Operation, 0, len(ops)+len(all))
+		for _, op := range ops {
+			full = append(full, porcupineOp(op))
+		}
+		for _, p := range all {
+			if sp.prunable(m, p) {
+				full = append(full, prunePorcupineOp(p, k))
+			}
+		}
+		want := porcupine.CheckOperations(model, full)
+		reduced := keyPorcupineOps(m, ops, all)
+		if len(reduced) < len(full) {
+			collapsed++
+		}
+		if got := porcupine.CheckOperations(model, reduced); got != want {
+			t.Fatalf("trial %d: the reduced partition is linearizable=%v, the full one %v:\nops %+v\nprunes %+v", trial, got, want, ops, all)
+		}
+		decided[map[bool]porcupine.CheckResult{true: porcupine.Ok, false: porcupine.Illegal}[want]]++
+	}
+	if decided[porcupine.Ok] == 0 || decided[porcupine.Illegal] == 0 || collapsed < 100 {
+		t.Fatalf("the random histories were all alike (%v), or few had prunes to make one (%d): the test shows nothing", decided, collapsed)
+	}
+	t.Logf("%v; %d histories had prunes of one gap made one", decided, collapsed)
 }
