@@ -78,11 +78,20 @@ type Input struct {
 
 // Output is what the call returned. Unknown means no answer came back
 // (timeout, lost reply, crash): the call may or may not have taken effect.
+// NotApplied means the store answered with an error it declares a
+// definite no-op (stores.ErrNotApplied): the call certainly changed
+// nothing, and carries no decision.
 type Output struct {
-	Unknown  bool            `json:"unknown,omitempty"`
-	Decision stores.Decision `json:"decision"` // Begin
-	Fenced   bool            `json:"fenced,omitempty"`
+	Unknown    bool            `json:"unknown,omitempty"`
+	Decision   stores.Decision `json:"decision"` // Begin
+	Fenced     bool            `json:"fenced,omitempty"`
+	NotApplied bool            `json:"not_applied,omitempty"`
 }
+
+// Decided reports whether the store answered the call with its decision:
+// neither unknown nor declared not applied. Only a decided call's
+// Decision and Fenced say anything.
+func (o Output) Decided() bool { return !o.Unknown && !o.NotApplied }
 
 // Config holds the contract's parameters the model judges by.
 type Config struct {
@@ -202,8 +211,13 @@ func (cfg Config) beforeOp(s State, now time.Time) []State {
 }
 
 // Step returns every state the key may be in after the operation, given what
-// it returned; none means the output is impossible: a violation.
+// it returned; none means the output is impossible: a violation. A call
+// the store declared not applied is the identity: it is as if it had
+// never been made (retention may still act at the next call's time).
 func Step(cfg Config, s State, in Input, out Output) []State {
+	if out.NotApplied {
+		return []State{s}
+	}
 	var next []State
 	for _, pre := range cfg.beforeOp(s, opTime(in, out)) {
 		next = append(next, step(cfg, pre, in, out)...)
@@ -393,6 +407,8 @@ func DescribeOperation(in Input, out Output) string {
 	switch {
 	case out.Unknown:
 		return call + " → ?"
+	case out.NotApplied:
+		return call + " → not applied"
 	case in.Kind != Begin && out.Fenced:
 		return call + " → fenced"
 	case in.Kind != Begin:

@@ -178,7 +178,7 @@ func groupByKey(ops []history.Op) grouped {
 	keyed, order := history.ByKey(ops)
 	g := grouped{keyed: keyed, order: order}
 	for _, op := range ops {
-		if op.Input.Kind == models.Prune {
+		if op.Input.Kind == models.Prune && !op.Output.NotApplied { // one declared not applied removed nothing
 			g.prunes = append(g.prunes, op)
 		}
 	}
@@ -271,7 +271,7 @@ func storeElapsed(born, op history.Op) (time.Duration, bool) {
 		created = born.Output.Decision.DecidedAt
 	}
 	decided := op.Input.Now
-	if op.Input.Kind == models.Begin && !op.Output.Unknown {
+	if op.Input.Kind == models.Begin && op.Output.Decided() {
 		decided = op.Output.Decision.DecidedAt
 	}
 	if created.IsZero() || decided.IsZero() {
@@ -285,15 +285,16 @@ func sortViolations(vs []Violation) {
 }
 
 // resetBefore reports whether the key may have been released or pruned
-// before t: a release (not fenced) or prune called before t.
+// before t: a release (not fenced, not declared not applied) or prune
+// called before t.
 func resetBefore(all, kops []history.Op, t int64) bool {
 	for _, op := range kops {
-		if op.Input.Kind == models.Release && !op.Output.Fenced && op.Call < t {
+		if op.Input.Kind == models.Release && !op.Output.Fenced && !op.Output.NotApplied && op.Call < t {
 			return true
 		}
 	}
 	for _, op := range all {
-		if op.Input.Kind == models.Prune && op.Call < t {
+		if op.Input.Kind == models.Prune && !op.Output.NotApplied && op.Call < t {
 			return true
 		}
 	}

@@ -30,6 +30,9 @@ import (
 //     minus Slack of the earliest of them, no state of the key may expire
 //     then, and the Prune is the identity.
 //
+// A call the store declared not applied (models.Output.NotApplied) is the
+// identity in the model (models.Step), so it is left out too, exactly.
+//
 // Copying every Prune into every key made a history of P prunes and K keys
 // P×K operations larger. A key none of whose calls got an answer is left
 // out whole (keySpan.answered). It also returns how many keys the history
@@ -38,7 +41,7 @@ func porcupineOps(m models.Config, ops []history.Op) ([]porcupine.Operation, int
 	spans := map[stores.KeyRef]*keySpan{}
 	var keys []stores.KeyRef
 	for _, op := range ops {
-		if op.Input.Kind == models.Prune {
+		if op.Input.Kind == models.Prune || op.Output.NotApplied {
 			continue
 		}
 		sp, ok := spans[op.Input.Key]
@@ -51,6 +54,9 @@ func porcupineOps(m models.Config, ops []history.Op) ([]porcupine.Operation, int
 	}
 	out := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
+		if op.Output.NotApplied {
+			continue
+		}
 		if op.Input.Kind == models.Prune {
 			for _, k := range keys {
 				if spans[k].answered && spans[k].prunable(m, op) {
@@ -74,14 +80,18 @@ func keyPorcupineOps(m models.Config, kops, prunes []history.Op) []porcupine.Ope
 	}
 	sp := keySpan{first: kops[0].Call, last: kops[0].Return}
 	for _, op := range kops {
-		sp.add(op)
+		if !op.Output.NotApplied {
+			sp.add(op)
+		}
 	}
 	if !sp.answered {
 		return nil
 	}
 	out := make([]porcupine.Operation, 0, len(kops))
 	for _, op := range kops {
-		out = append(out, porcupineOp(op))
+		if !op.Output.NotApplied {
+			out = append(out, porcupineOp(op))
+		}
 	}
 	for _, p := range prunes {
 		if sp.prunable(m, p) {
@@ -122,7 +132,7 @@ type keySpan struct {
 // add widens the span with one of the key's operations (not a Prune).
 func (sp *keySpan) add(op history.Op) {
 	sp.first, sp.last = min(sp.first, op.Call), max(sp.last, op.Return)
-	sp.answered = sp.answered || !op.Output.Unknown
+	sp.answered = sp.answered || op.Output.Decided()
 	if op.Input.Kind != models.Begin {
 		return
 	}
@@ -202,7 +212,7 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op, g grouped) Result {
 	var prunes []history.Op
 	for _, op := range ops {
-		if op.Input.Kind == models.Prune {
+		if op.Input.Kind == models.Prune && !op.Output.NotApplied {
 			prunes = append(prunes, op)
 		}
 	}

@@ -42,13 +42,13 @@ type Op struct {
 
 // IsClaim reports whether the op is a Begin that answered Claimed.
 func (op Op) IsClaim() bool {
-	return op.Input.Kind == models.Begin && !op.Output.Unknown && op.Output.Decision.Outcome == stores.Claimed
+	return op.Input.Kind == models.Begin && op.Output.Decided() && op.Output.Decision.Outcome == stores.Claimed
 }
 
 // Accepted reports whether the op is a call of kind that the store
-// definitely accepted (not fenced, not unknown).
+// definitely accepted (not fenced, not unknown, not declared not applied).
 func (op Op) Accepted(kind models.Kind) bool {
-	return op.Input.Kind == kind && !op.Output.Unknown && !op.Output.Fenced
+	return op.Input.Kind == kind && op.Output.Decided() && !op.Output.Fenced
 }
 
 // WorkRun is one execution of an order's work by an owner.
