@@ -58,8 +58,7 @@ type Input struct {
 	// Now is the caller's clock at the call: the Request's Now for Begin,
 	// and the best estimate of the store's time for Complete and Release.
 	Now time.Time `json:"now"`
-	// ID names the call uniquely in its history; an unknown Begin that may
-	// have claimed gets the placeholder token "?<ID>".
+	// ID names the call uniquely in its history.
 	ID int `json:"id"`
 	// Lease is a Begin's own lease (stores.Request.Lease; 0: the store's
 	// LockTTL).
@@ -106,9 +105,13 @@ type Config struct {
 }
 
 // lease is the lease of the state's claim: its own, or the LockTTL.
-func (cfg Config) lease(s State) time.Duration {
-	if s.Lease > 0 {
-		return s.Lease
+func (cfg Config) lease(s State) time.Duration { return cfg.LeaseOf(s.Lease) }
+
+// LeaseOf is the lease of a claim whose request asked for requested: that,
+// or the LockTTL when it asked for none.
+func (cfg Config) LeaseOf(requested time.Duration) time.Duration {
+	if requested > 0 {
+		return requested
 	}
 	return cfg.LockTTL
 }
@@ -219,13 +222,15 @@ func Step(cfg Config, s State, in Input, out Output) []State {
 		return []State{s}
 	}
 	var next []State
-	for _, pre := range cfg.beforeOp(s, opTime(in, out)) {
+	for _, pre := range cfg.beforeOp(s, OpTime(in, out)) {
 		next = append(next, step(cfg, pre, in, out)...)
 	}
 	return next
 }
 
-func opTime(in Input, out Output) time.Time {
+// OpTime is the time an operation is judged at: a decided Begin's
+// DecidedAt, else the call's Now.
+func OpTime(in Input, out Output) time.Time {
 	if in.Kind == Begin && !out.Unknown && !out.Decision.DecidedAt.IsZero() {
 		return out.Decision.DecidedAt
 	}
@@ -311,16 +316,25 @@ func stepBegin(cfg Config, s State, in Input, out Output) []State {
 	return nil
 }
 
+// Placeholder is the token of a claim an unanswered Begin may have made:
+// nobody saw its token, so no save, release or extension can carry it,
+// and every such claim's token is the same placeholder, not recorded
+// among the key's used tokens. Two unanswered Begins that claimed then
+// leave the same state when nothing else tells them apart (their
+// fingerprint, lease and lock time), which lets porcupine's cache merge
+// them, and the checker merge the calls (docs/DESIGN.md §8). This is
+// exact while no store hands out "?" as a token: no call can hold it.
+const Placeholder stores.Token = "?"
+
 // unknownBegin: the call may have done nothing, or claimed (afresh or by
-// takeover) with a token nobody saw, named "?<ID>".
+// takeover) with a token nobody saw (Placeholder).
 func unknownBegin(cfg Config, s State, in Input) []State {
 	out := []State{s}
 	if s.Exists && (s.Done || s.Fingerprint != in.Fingerprint) {
 		return out
 	}
-	tok := stores.Token(fmt.Sprintf("?%d", in.ID))
 	n := State{Exists: true, Fingerprint: in.Fingerprint, LockedAt: in.Now, CreatedAt: in.Now,
-		Token: tok, Used: s.withToken(tok), LockUncertain: true, Lease: in.Lease}
+		Token: Placeholder, Used: s.Used, LockUncertain: true, Lease: in.Lease}
 	if s.Exists {
 		n.CreatedAt = s.CreatedAt
 	}

@@ -151,8 +151,8 @@ func TestStepUnknownAndRetention(t *testing.T) {
 	in := begin("fp", t0)
 	in.ID = 7
 	next := Step(cfg, State{}, in, Output{Unknown: true})
-	if len(next) != 2 || next[0].Exists || !next[1].Exists || next[1].Token != "?7" || !next[1].LockUncertain {
-		t.Errorf("unknown Begin on no row: %+v, want no row or an uncertain claim by ?7", next)
+	if len(next) != 2 || next[0].Exists || !next[1].Exists || next[1].Token != Placeholder || !next[1].LockUncertain || next[1].Used != "" {
+		t.Errorf("unknown Begin on no row: %+v, want no row or an uncertain claim by the placeholder, not recorded as used", next)
 	}
 	done := inFlight(t0, "t1")
 	done.Done, done.Response = true, resp

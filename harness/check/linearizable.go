@@ -166,6 +166,7 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 		return checkLinearizableByKey(e, model, ops, g)
 	}
 	pops, keys := porcupineOps(e.Model, ops)
+	pops, merged := mergeAllUnknowns(e.Model, pops)
 	var (
 		res  porcupine.CheckResult
 		info porcupine.LinearizationInfo
@@ -194,11 +195,40 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 	}
 	switch res {
 	case porcupine.Ok:
-		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), keys), Linearization: lin, Judged: len(ops)}
+		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable%s", len(ops), keys, mergedNote(merged)), Linearization: lin, Judged: len(ops)}
 	case porcupine.Unknown:
-		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout), Linearization: lin}
+		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v%s", e.LinTimeout, mergedNote(merged)), Linearization: lin}
 	}
 	return linViolations(e, model, models.PartitionByKey(pops), len(pops))
+}
+
+// mergeAllUnknowns is mergeUnknowns on every key of pops.
+func mergeAllUnknowns(m models.Config, pops []porcupine.Operation) ([]porcupine.Operation, int) {
+	n := 0
+	for _, op := range pops {
+		if op.Output.(models.Output).Unknown {
+			n++
+		}
+	}
+	if n < 2 {
+		return pops, 0
+	}
+	out := make([]porcupine.Operation, 0, len(pops))
+	merged := 0
+	for _, part := range models.PartitionByKey(pops) {
+		part, k := mergeUnknowns(m, part)
+		out = append(out, part...)
+		merged += k
+	}
+	return out, merged
+}
+
+// mergedNote says how many unanswered Begins mergeUnknowns left out.
+func mergedNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d unanswered Begins that nothing tells apart merged)", n)
 }
 
 // checkLinearizableByKey checks a history too large to draw one key at a
@@ -219,7 +249,7 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 	deadline := time.Now().Add(e.LinTimeout)
 	failing := make([][]porcupine.Operation, len(g.order))
 	var timedOut, interrupted atomic.Bool
-	var next atomic.Int64
+	var next, merged atomic.Int64
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -235,7 +265,8 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 					timedOut.Store(true)
 					return
 				}
-				part := keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes)
+				part, k := mergeUnknowns(e.Model, keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes))
+				merged.Add(int64(k))
 				res, done := search(e, func() porcupine.CheckResult { return porcupine.CheckOperationsTimeout(model, part, left) })
 				if !done {
 					interrupted.Store(true)
@@ -265,9 +296,9 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 	case interrupted.Load():
 		return interruptedLin
 	case timedOut.Load():
-		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout)}
+		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v%s", e.LinTimeout, mergedNote(int(merged.Load())))}
 	}
-	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), len(g.order)), Judged: len(ops)}
+	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable%s", len(ops), len(g.order), mergedNote(int(merged.Load()))), Judged: len(ops)}
 	if e.Keep {
 		r.Linearization = tooLargeToDraw(len(ops))
 	}
