@@ -61,12 +61,13 @@ const (
 	Linearizable = "linearizability"
 	Liveness     = "liveness"
 	Retention    = "retention"
+	Availability = "availability"
 )
 
 // Preference orders the checkers by how directly they name a bug:
 // linearizability catches nearly every mutant but says least. A hunt and a
 // demo name a mutant's killer by it.
-var Preference = []string{AtMostOnce, Exclusive, Fencing, Mismatch, Liveness, Retention, Replay, Linearizable}
+var Preference = []string{AtMostOnce, Exclusive, Fencing, Mismatch, Liveness, Retention, Replay, Availability, Linearizable}
 
 // Docs says what each checker proves, in the order Check runs them, for
 // `idemcheck list` and reports.
@@ -79,6 +80,7 @@ var Docs = []struct{ Name, Doc string }{
 	{Linearizable, "the history of each key is linearizable against the decision-table model (porcupine)"},
 	{Liveness, "no key stays in flight once its owner is gone and LockTTL has passed"},
 	{Retention, "no key outlives its retention once pruned (a leak is a finding, a failure in strict mode)"},
+	{Availability, "a Begin while its key is certainly in flight, with no fault near, is answered 409, not an error (past a tolerance, a finding)"},
 }
 
 // Evidence is everything a scenario recorded, for the checkers.
@@ -122,6 +124,7 @@ func Run(e Evidence) []Result {
 		checkLinearizable(e, ops, g),
 		checkLiveness(e, ops),
 		checkRetention(e, ops),
+		checkAvailability(e, ops, g),
 	}
 }
 

@@ -38,6 +38,12 @@ type Op struct {
 	Call   int64         `json:"call"`
 	Return int64         `json:"return"` // Never when the outcome is unknown
 	Err    string        `json:"err,omitempty"`
+	// ErrAt is when the error of a call whose outcome is unknown came
+	// back to the client (0: not recorded, as for a call cut short by a
+	// killed process). The call may still take effect later (Return is
+	// Never); the availability checker asks whether the store should
+	// have answered by then.
+	ErrAt int64 `json:"err_at,omitempty"`
 }
 
 // IsClaim reports whether the op is a Begin that answered Claimed.

@@ -94,7 +94,7 @@ func (r *Recorder) ret(seq int64, in models.Input, call int64, out models.Output
 		op.Err = err.Error()
 	}
 	if out.Unknown {
-		op.Return = Never
+		op.ErrAt, op.Return = op.Return, Never
 	}
 	r.Hist.ret(seq, op, drop)
 }
