@@ -19,11 +19,11 @@ import (
 // docs/DESIGN.md §3, "Availability under contention".
 const AvailabilityTolerance = 0.01
 
-// checkAvailability judges [Availability]: every Begin whose whole call
-// the key was certainly in flight under a live claim of the same
-// parameters (so the decision table says 409) should be answered 409,
-// not with an error, when no fault was injected during it. An error
-// there, declared not applied (stores.ErrNotApplied) or not, is counted;
+// checkAvailability judges [Availability]: a Begin that met a live claim
+// of the same parameters (see metLiveClaim: the decision table says 409,
+// or, had it come before the claim, that it claims) is owed an answer,
+// not an error, when no fault was injected during it. An error there,
+// declared not applied (stores.ErrNotApplied) or not, is counted;
 // past [AvailabilityTolerance] of such Begins it is a finding. It never
 // fails a run: the store kept every promise of safety (the other
 // checkers judge those), and a correct store on a loaded machine may
@@ -45,7 +45,7 @@ func checkAvailability(e Evidence, ops []history.Op, g grouped) Result {
 			case b.Output.Unknown: // no error came back (a killed process): not judged
 				continue
 			}
-			if !inFlightThroughout(e.Model, kops, b, end) || faultDuring(faults, b.Call, end) {
+			if !metLiveClaim(e.Model, kops, b, end) || faultDuring(faults, b.Call, end) {
 				continue
 			}
 			due++
@@ -62,31 +62,34 @@ func checkAvailability(e Evidence, ops []history.Op, g grouped) Result {
 		}
 	}
 	if due == 0 {
-		return Result{Checker: Availability, Verdict: Pass, Detail: "no Begin came while its key was certainly in flight"}
+		return Result{Checker: Availability, Verdict: Pass, Detail: "no Begin met a live claim of its parameters"}
 	}
 	rate := float64(erred) / float64(due)
-	detail := fmt.Sprintf("%d Begins came while their key was certainly in flight (409 due), %d got an error (%.1f%%, within the %.0f%% tolerance)",
+	detail := fmt.Sprintf("%d Begins met a live claim of their parameters (409 due), %d got an error (%.1f%%, within the %.0f%% tolerance)",
 		due, erred, 100*rate, 100*AvailabilityTolerance)
 	if rate > AvailabilityTolerance {
-		detail = fmt.Sprintf("finding: %d of %d Begins that came while their key was certainly in flight got an error instead of 409 (%.1f%%, past the %.0f%% tolerance; %d declared not applied, %d of unknown outcome): the store is unavailable under contention; first: %s",
+		detail = fmt.Sprintf("finding: %d of %d Begins that met a live claim of their parameters got an error instead of 409 (%.1f%%, past the %.0f%% tolerance; %d declared not applied, %d of unknown outcome): the store is unavailable under contention; first: %s",
 			erred, due, 100*rate, 100*AvailabilityTolerance, declared, erred-declared, first)
 	}
 	return Result{Checker: Availability, Verdict: Pass, Detail: detail, Judged: due}
 }
 
-// inFlightThroughout reports whether the key of kops was certainly in
-// flight under a live claim with b's parameters from b's call to end, so
-// that the decision table says 409 whenever the store decided b: an
-// answered claim returned before b was called, whose lease lasts past
-// end by the history's clock (it began no earlier than the claim's call)
-// and past b's request time by the claim's own decision time, and that
-// no save or release of its token may have ended before end.
-func inFlightThroughout(m models.Config, kops []history.Op, b history.Op, end int64) bool {
+// metLiveClaim reports whether b, a Begin of kops's key whose answer or
+// error came back at end, met a live claim with its parameters: another
+// Begin's answered claim, called before end, whose lease lasts past end
+// by the history's clock (it began no earlier than the claim's call) and
+// past b's request time by the claim's own decision time, and that no
+// save or release of its token may have ended before end. The decision
+// table then says 409 to b: had b been decided before that claim, b
+// would have claimed and the claim, a fresh one, would have been a 409
+// (a takeover, of a claim b would have taken over first); either way b
+// was owed an answer, not an error.
+func metLiveClaim(m models.Config, kops []history.Op, b history.Op, end int64) bool {
 	for _, c := range kops {
-		if c.Call > b.Call {
+		if c.Call >= end {
 			break // in call order
 		}
-		if !c.IsClaim() || c.Return > b.Call || c.Input.Fingerprint != b.Input.Fingerprint {
+		if !c.IsClaim() || c.Input.ID == b.Input.ID || c.Input.Fingerprint != b.Input.Fingerprint {
 			continue
 		}
 		live := m.LeaseOf(c.Input.Lease) - m.Slack

@@ -51,6 +51,16 @@ func TestAvailability(t *testing.T) {
 			t.Fatalf("%s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
 		}
 	})
+	t.Run("a loser racing the claim counts; an error before the claim was sent does not", func(t *testing.T) {
+		r := newRec()
+		r.beginErr(2, "fp", 0, 1) // nothing to meet yet: a claim was due
+		r.begin(1, "fp", 2, 9, claimedD("a", false))
+		r.beginNotApplied(3, "fp", 3, 5) // raced the claim and lost
+		got := judge(r)
+		if got.Judged != 1 || !strings.Contains(got.Detail, "finding: 1 of 1") || !strings.Contains(got.Detail, "1 declared not applied") {
+			t.Fatalf("%s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+		}
+	})
 	t.Run("one error in many 409s is within the tolerance", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
