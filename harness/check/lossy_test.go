@@ -153,3 +153,15 @@ func BenchmarkLossyRace(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFullOfErrors checks one history full of errors: 40 keys of 16
+// clients each through a link that loses one call in two (lossyRace).
+func BenchmarkFullOfErrors(b *testing.B) {
+	r := lossyRace(7, 40, 16, 2)
+	for b.Loop() {
+		if v := linVerdict(r); v.Verdict != check.Pass {
+			b.Fatalf("%s: %s", v.Verdict, v.Detail)
+		}
+	}
+	b.ReportMetric(float64(len(r.h.Ops())), "calls")
+}
