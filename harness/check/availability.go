@@ -15,7 +15,7 @@ import (
 // deadline on a loaded machine) are the machine's, and a retry after an
 // error costs the client what a retry after a 409 does; a store that
 // answers contention with errors by design (a REPEATABLE READ Postgres
-// whose race losers get 40001) errs on nearly every such Begin. See
+// whose race losers get 40001) errs on most such Begins. See
 // docs/DESIGN.md §3, "Availability under contention".
 const AvailabilityTolerance = 0.01
 
