@@ -187,6 +187,8 @@ func measure(res *results.ScenarioResult, env *scenario.Env, rec scenario.Record
 		switch {
 		case op.Output.Unknown:
 			res.Outcomes["unknown"]++
+		case op.Output.NotApplied:
+			res.Outcomes["not-applied"]++
 		case op.Input.Kind == models.Begin:
 			res.Outcomes[op.Output.Decision.Outcome.String()]++
 			edges[op.Input.Key] = append(edges[op.Input.Key], edge{op.Call, 1}, edge{op.Return, -1})

@@ -58,8 +58,7 @@ type Input struct {
 	// Now is the caller's clock at the call: the Request's Now for Begin,
 	// and the best estimate of the store's time for Complete and Release.
 	Now time.Time `json:"now"`
-	// ID names the call uniquely in its history; an unknown Begin that may
-	// have claimed gets the placeholder token "?<ID>".
+	// ID names the call uniquely in its history.
 	ID int `json:"id"`
 	// Lease is a Begin's own lease (stores.Request.Lease; 0: the store's
 	// LockTTL).
@@ -78,11 +77,20 @@ type Input struct {
 
 // Output is what the call returned. Unknown means no answer came back
 // (timeout, lost reply, crash): the call may or may not have taken effect.
+// NotApplied means the store answered with an error it declares a
+// definite no-op (stores.ErrNotApplied): the call certainly changed
+// nothing, and carries no decision.
 type Output struct {
-	Unknown  bool            `json:"unknown,omitempty"`
-	Decision stores.Decision `json:"decision"` // Begin
-	Fenced   bool            `json:"fenced,omitempty"`
+	Unknown    bool            `json:"unknown,omitempty"`
+	Decision   stores.Decision `json:"decision"` // Begin
+	Fenced     bool            `json:"fenced,omitempty"`
+	NotApplied bool            `json:"not_applied,omitempty"`
 }
+
+// Decided reports whether the store answered the call with its decision:
+// neither unknown nor declared not applied. Only a decided call's
+// Decision and Fenced say anything.
+func (o Output) Decided() bool { return !o.Unknown && !o.NotApplied }
 
 // Config holds the contract's parameters the model judges by.
 type Config struct {
@@ -97,9 +105,13 @@ type Config struct {
 }
 
 // lease is the lease of the state's claim: its own, or the LockTTL.
-func (cfg Config) lease(s State) time.Duration {
-	if s.Lease > 0 {
-		return s.Lease
+func (cfg Config) lease(s State) time.Duration { return cfg.LeaseOf(s.Lease) }
+
+// LeaseOf is the lease of a claim whose request asked for requested: that,
+// or the LockTTL when it asked for none.
+func (cfg Config) LeaseOf(requested time.Duration) time.Duration {
+	if requested > 0 {
+		return requested
 	}
 	return cfg.LockTTL
 }
@@ -209,8 +221,13 @@ func (cfg Config) beforeOp(s State, now time.Time) []State {
 }
 
 // Step returns every state the key may be in after the operation, given what
-// it returned; none means the output is impossible: a violation.
+// it returned; none means the output is impossible: a violation. A call
+// the store declared not applied is the identity: it is as if it had
+// never been made (retention may still act at the next call's time).
 func Step(cfg Config, s State, in Input, out Output) []State {
+	if out.NotApplied {
+		return []State{s}
+	}
 	var next []State
 	for _, pre := range cfg.beforeOp(s, OpTime(in, out)) {
 		next = append(next, step(cfg, pre, in, out)...)
@@ -306,16 +323,25 @@ func stepBegin(cfg Config, s State, in Input, out Output) []State {
 	return nil
 }
 
+// Placeholder is the token of a claim an unanswered Begin may have made:
+// nobody saw its token, so no save, release or extension can carry it,
+// and every such claim's token is the same placeholder, not recorded
+// among the key's used tokens. Two unanswered Begins that claimed then
+// leave the same state when nothing else tells them apart (their
+// fingerprint, lease and lock time), which lets porcupine's cache merge
+// them, and the checker merge the calls (docs/DESIGN.md §8). This is
+// exact while no store hands out "?" as a token: no call can hold it.
+const Placeholder stores.Token = "?"
+
 // unknownBegin: the call may have done nothing, or claimed (afresh or by
-// takeover) with a token nobody saw, named "?<ID>".
+// takeover) with a token nobody saw (Placeholder).
 func unknownBegin(cfg Config, s State, in Input) []State {
 	out := []State{s}
 	if s.Exists && (s.Done || s.Fingerprint != in.Fingerprint) {
 		return out
 	}
-	tok := stores.Token(fmt.Sprintf("?%d", in.ID))
 	n := State{Exists: true, Fingerprint: in.Fingerprint, LockedAt: in.Now, CreatedAt: in.Now,
-		Token: tok, Used: s.withToken(tok), LockUncertain: true, Lease: in.Lease}
+		Token: Placeholder, Used: s.Used, LockUncertain: true, Lease: in.Lease}
 	if s.Exists {
 		n.CreatedAt = s.CreatedAt
 	}
@@ -402,6 +428,8 @@ func DescribeOperation(in Input, out Output) string {
 	switch {
 	case out.Unknown:
 		return call + " → ?"
+	case out.NotApplied:
+		return call + " → not applied"
 	case in.Kind != Begin && out.Fenced:
 		return call + " → fenced"
 	case in.Kind != Begin:

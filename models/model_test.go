@@ -120,6 +120,30 @@ func TestStep(t *testing.T) {
 	}
 }
 
+// TestStepNotApplied: a call the store declared not applied
+// (stores.ErrNotApplied) changes nothing, whatever its kind and the
+// state: exactly one next state, the same.
+func TestStepNotApplied(t *testing.T) {
+	claim := inFlight(t0, "t1")
+	for _, tc := range []struct {
+		name  string
+		state State
+		in    Input
+	}{
+		{"a Begin on no row did not claim", State{}, begin("fp", t0)},
+		{"a Begin on a stale claim did not take it over", claim, begin("fp", t0.Add(time.Second))},
+		{"the owner's save did not land", claim, Input{Kind: Complete, Key: key, Token: "t1", Response: resp, Now: t0}},
+		{"the owner's release did not land", claim, Input{Kind: Release, Key: key, Token: "t1", Now: t0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := Step(cfg, tc.state, tc.in, Output{NotApplied: true})
+			if len(next) != 1 || !Equal(next[0], tc.state) {
+				t.Errorf("Step gave %+v, want only %+v", next, tc.state)
+			}
+		})
+	}
+}
+
 // TestStepUnknownAndRetention: an unanswered Begin may have claimed (with
 // a token nobody saw) or not; a key past its retention may be gone at any
 // moment, and one inside it may not.
@@ -127,8 +151,8 @@ func TestStepUnknownAndRetention(t *testing.T) {
 	in := begin("fp", t0)
 	in.ID = 7
 	next := Step(cfg, State{}, in, Output{Unknown: true})
-	if len(next) != 2 || next[0].Exists || !next[1].Exists || next[1].Token != "?7" || !next[1].LockUncertain {
-		t.Errorf("unknown Begin on no row: %+v, want no row or an uncertain claim by ?7", next)
+	if len(next) != 2 || next[0].Exists || !next[1].Exists || next[1].Token != Placeholder || !next[1].LockUncertain || next[1].Used != "" {
+		t.Errorf("unknown Begin on no row: %+v, want no row or an uncertain claim by the placeholder, not recorded as used", next)
 	}
 	done := inFlight(t0, "t1")
 	done.Done, done.Response = true, resp

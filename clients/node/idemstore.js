@@ -25,7 +25,8 @@
 // (the exact bytes: a key need not be UTF-8, so compare and store those).
 // response is an object as the wire carries it: save it whole (as JSON
 // text) and give it back as it was. Throw Fenced or InvalidKey for those
-// answers; any other error is an unknown outcome. call.hit(point) waits at
+// answers, and NotApplied for a call your database refused as a whole (it
+// certainly changed nothing); any other error is an unknown outcome. call.hit(point) waits at
 // a failpoint until idemcheck says go (or kills the process there);
 // call.trace(step, result) reports a statement when idemcheck asks.
 //
@@ -42,6 +43,12 @@ Fenced.prototype.code = 'fenced';
 // InvalidKey: the key is empty or longer than 255 bytes.
 class InvalidKey extends Error {}
 InvalidKey.prototype.code = 'invalid-key';
+
+// NotApplied: the store knows the call changed nothing (its database
+// refused it as a whole: a serialization failure or deadlock that rolled
+// the transaction back). A definite no-op, not an unknown outcome.
+class NotApplied extends Error {}
+NotApplied.prototype.code = 'not-applied';
 
 function raw(obj, name) {
   if (obj[name + '_b64'] !== undefined) return Buffer.from(obj[name + '_b64'], 'base64');
@@ -87,7 +94,7 @@ async function reply(id, fn) {
   try {
     msg = Object.assign({type: 'ok', id}, (await fn()) || {});
   } catch (e) {
-    const code = e instanceof Fenced || e instanceof InvalidKey ? e.code : 'other';
+    const code = e instanceof Fenced || e instanceof InvalidKey || e instanceof NotApplied ? e.code : 'other';
     if (code === 'other') process.stderr.write((e && e.stack) + '\n');
     msg = {type: 'error', id, code, message: String((e && e.message) || e || code)};
   }
@@ -152,4 +159,4 @@ function serve(store, hello) {
   rl.on('close', () => closing || process.exit(1));
 }
 
-module.exports = {serve, Fenced, InvalidKey, PROTOCOL};
+module.exports = {serve, Fenced, InvalidKey, NotApplied, PROTOCOL};

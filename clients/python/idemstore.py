@@ -25,8 +25,9 @@ key is a Key: .tenant and .key as str (bytes that are not UTF-8 are kept
 as surrogates, so every key is distinct), and .raw_tenant and .raw_key as
 bytes. response is a dict as the wire carries it: save it whole (for
 example as JSON text) and give it back as it was. Raise Fenced or
-InvalidKey for those answers; any other exception is an error whose
-outcome is unknown. call.hit(point) stops at a failpoint until idemcheck
+InvalidKey for those answers, and NotApplied for a call your database
+refused as a whole (it certainly changed nothing); any other exception
+is an error whose outcome is unknown. call.hit(point) stops at a failpoint until idemcheck
 says go (or kills the process there); call.trace(step, result) reports a
 statement when idemcheck asks for a trace.
 
@@ -52,6 +53,14 @@ class InvalidKey(Exception):
     """The key is empty or longer than 255 bytes."""
 
     code = "invalid-key"
+
+
+class NotApplied(Exception):
+    """The store knows the call changed nothing: its database refused it
+    as a whole (a serialization failure or deadlock that rolled the
+    transaction back). A definite no-op, not an unknown outcome."""
+
+    code = "not-applied"
 
 
 class Key:
@@ -113,7 +122,7 @@ class _Server:
             fields = fn() or {}
             msg = {"type": "ok", "id": rid}
             msg.update(fields)
-        except (Fenced, InvalidKey) as e:
+        except (Fenced, InvalidKey, NotApplied) as e:
             msg = {"type": "error", "id": rid, "code": e.code, "message": str(e) or e.code}
         except Exception as e:  # an unknown outcome
             traceback.print_exc(file=sys.stderr)

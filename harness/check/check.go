@@ -61,12 +61,13 @@ const (
 	Linearizable = "linearizability"
 	Liveness     = "liveness"
 	Retention    = "retention"
+	Availability = "availability"
 )
 
 // Preference orders the checkers by how directly they name a bug:
 // linearizability catches nearly every mutant but says least. A hunt and a
 // demo name a mutant's killer by it.
-var Preference = []string{AtMostOnce, Exclusive, Fencing, Mismatch, Liveness, Retention, Replay, Linearizable}
+var Preference = []string{AtMostOnce, Exclusive, Fencing, Mismatch, Liveness, Retention, Replay, Availability, Linearizable}
 
 // Docs says what each checker proves, in the order Check runs them, for
 // `idemcheck list` and reports.
@@ -79,6 +80,7 @@ var Docs = []struct{ Name, Doc string }{
 	{Linearizable, "the history of each key is linearizable against the decision-table model (porcupine)"},
 	{Liveness, "no key stays in flight once its owner is gone and LockTTL has passed"},
 	{Retention, "no key outlives its retention once pruned (a leak is a finding, a failure in strict mode)"},
+	{Availability, "a Begin while its key is certainly in flight, with no fault near, is answered 409, not an error (past a tolerance, a finding)"},
 }
 
 // Evidence is everything a scenario recorded, for the checkers.
@@ -124,6 +126,7 @@ func Run(e Evidence) []Result {
 		checkLinearizable(e, ops, g),
 		checkLiveness(e, ops),
 		checkRetention(e, ops),
+		checkAvailability(e, ops, g),
 	}
 }
 
@@ -180,7 +183,7 @@ func groupByKey(ops []history.Op) grouped {
 	keyed, order := history.ByKey(ops)
 	g := grouped{keyed: keyed, order: order}
 	for _, op := range ops {
-		if op.Input.Kind == models.Prune {
+		if op.Input.Kind == models.Prune && !op.Output.NotApplied { // one declared not applied removed nothing
 			g.prunes = append(g.prunes, op)
 		}
 	}
@@ -273,7 +276,7 @@ func storeElapsed(born, op history.Op) (time.Duration, bool) {
 		created = born.Output.Decision.DecidedAt
 	}
 	decided := op.Input.Now
-	if op.Input.Kind == models.Begin && !op.Output.Unknown {
+	if op.Input.Kind == models.Begin && op.Output.Decided() {
 		decided = op.Output.Decision.DecidedAt
 	}
 	if created.IsZero() || decided.IsZero() {
@@ -287,15 +290,16 @@ func sortViolations(vs []Violation) {
 }
 
 // resetBefore reports whether the key may have been released or pruned
-// before t: a release (not fenced) or prune called before t.
+// before t: a release (not fenced, not declared not applied) or prune
+// called before t.
 func resetBefore(all, kops []history.Op, t int64) bool {
 	for _, op := range kops {
-		if op.Input.Kind == models.Release && !op.Output.Fenced && op.Call < t {
+		if op.Input.Kind == models.Release && !op.Output.Fenced && !op.Output.NotApplied && op.Call < t {
 			return true
 		}
 	}
 	for _, op := range all {
-		if op.Input.Kind == models.Prune && op.Call < t {
+		if op.Input.Kind == models.Prune && !op.Output.NotApplied && op.Call < t {
 			return true
 		}
 	}

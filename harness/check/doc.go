@@ -30,9 +30,14 @@
 //     against the decision-table model (porcupine), the whole history at
 //     once or, past [VisualizeCap] operations, one key at a time; and what
 //     it keeps for a page ([Linearization]).
+//   - unknowns.go: the merge of unanswered Begins that nothing tells
+//     apart, before porcupine searches.
 //   - liveness.go: [Liveness], no key stays in flight once its owner is
 //     gone and LockTTL has passed.
 //   - retention.go: [Retention], no key outlives its retention once pruned.
+//   - availability.go: [Availability], a Begin while its key is certainly
+//     in flight is answered 409, not an error (a finding, never a
+//     failure).
 //   - explain.go: why a key's history is not linearizable, in words, and
 //     the labels of its keys in porcupine's picture.
 //   - check.go: the verdicts, results and checker names, [Preference],

@@ -31,6 +31,9 @@ import (
 //     minus Slack of the earliest of them, no state of the key may expire
 //     then, and the Prune is the identity.
 //
+// A call the store declared not applied (models.Output.NotApplied) is the
+// identity in the model (models.Step), so it is left out too, exactly.
+//
 // Copying every Prune into every key made a history of P prunes and K keys
 // P×K operations larger. A key none of whose calls got an answer is left
 // out whole (keySpan.answered). It also returns how many keys the history
@@ -48,6 +51,9 @@ func porcupineOps(m models.Config, ops []history.Op) ([]porcupine.Operation, int
 // none a Prune) and a copy of each of prunes that can act on it
 // (prunesInPartition).
 func keyPorcupineOps(m models.Config, kops, prunes []history.Op) []porcupine.Operation {
+	// A call the store declared not applied changed nothing: it is left
+	// out (stores.ErrNotApplied).
+	kops = slices.DeleteFunc(slices.Clone(kops), func(op history.Op) bool { return op.Output.NotApplied })
 	if len(kops) == 0 {
 		return nil
 	}
@@ -101,11 +107,11 @@ func prunesInPartition(m models.Config, sp keySpan, kops, prunes []history.Op) [
 	var out []history.Op
 	gaps := map[int]int{} // operations before the gap → its prune's index in out
 	for _, p := range prunes {
-		if !sp.prunable(m, p) {
+		if p.Output.NotApplied || !sp.prunable(m, p) {
 			continue
 		}
 		before, _ := slices.BinarySearch(returns, p.Call) // operations that returned before p was called
-		after := len(calls) - upperBound(calls, p.Return)  // operations called after p returned
+		after := len(calls) - upperBound(calls, p.Return) // operations called after p returned
 		if before+after != len(kops) {
 			out = append(out, p) // overlaps an operation of the key
 			continue
@@ -162,7 +168,7 @@ type keySpan struct {
 // add widens the span with one of the key's operations (not a Prune).
 func (sp *keySpan) add(op history.Op) {
 	sp.first, sp.last = min(sp.first, op.Call), max(sp.last, op.Return)
-	sp.answered = sp.answered || !op.Output.Unknown
+	sp.answered = sp.answered || op.Output.Decided()
 	if op.Input.Kind != models.Begin {
 		return
 	}
@@ -196,6 +202,7 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 		return checkLinearizableByKey(e, model, ops, g)
 	}
 	pops, keys := porcupineOps(e.Model, ops)
+	pops, merged := mergeAllUnknowns(e.Model, pops)
 	var (
 		res  porcupine.CheckResult
 		info porcupine.LinearizationInfo
@@ -224,11 +231,40 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 	}
 	switch res {
 	case porcupine.Ok:
-		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), keys), Linearization: lin, Judged: len(ops)}
+		return Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable%s", len(ops), keys, mergedNote(merged)), Linearization: lin, Judged: len(ops)}
 	case porcupine.Unknown:
-		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout), Linearization: lin}
+		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v%s", e.LinTimeout, mergedNote(merged)), Linearization: lin}
 	}
 	return linViolations(e, model, models.PartitionByKey(pops), len(pops))
+}
+
+// mergeAllUnknowns is mergeUnknowns on every key of pops.
+func mergeAllUnknowns(m models.Config, pops []porcupine.Operation) ([]porcupine.Operation, int) {
+	n := 0
+	for _, op := range pops {
+		if op.Output.(models.Output).Unknown {
+			n++
+		}
+	}
+	if n < 2 {
+		return pops, 0
+	}
+	out := make([]porcupine.Operation, 0, len(pops))
+	merged := 0
+	for _, part := range models.PartitionByKey(pops) {
+		part, k := mergeUnknowns(m, part)
+		out = append(out, part...)
+		merged += k
+	}
+	return out, merged
+}
+
+// mergedNote says how many unanswered Begins mergeUnknowns left out.
+func mergedNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d unanswered Begins that nothing tells apart merged)", n)
 }
 
 // checkLinearizableByKey checks a history too large to draw one key at a
@@ -242,14 +278,14 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op, g grouped) Result {
 	var prunes []history.Op
 	for _, op := range ops {
-		if op.Input.Kind == models.Prune {
+		if op.Input.Kind == models.Prune && !op.Output.NotApplied {
 			prunes = append(prunes, op)
 		}
 	}
 	deadline := time.Now().Add(e.LinTimeout)
 	failing := make([][]porcupine.Operation, len(g.order))
 	var timedOut, interrupted atomic.Bool
-	var next atomic.Int64
+	var next, merged atomic.Int64
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -265,7 +301,8 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 					timedOut.Store(true)
 					return
 				}
-				part := keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes)
+				part, k := mergeUnknowns(e.Model, keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes))
+				merged.Add(int64(k))
 				res, done := search(e, func() porcupine.CheckResult { return porcupine.CheckOperationsTimeout(model, part, left) })
 				if !done {
 					interrupted.Store(true)
@@ -295,9 +332,9 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 	case interrupted.Load():
 		return interruptedLin
 	case timedOut.Load():
-		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v", e.LinTimeout)}
+		return Result{Checker: Linearizable, Verdict: Unknown, Detail: fmt.Sprintf("porcupine timed out after %v%s", e.LinTimeout, mergedNote(int(merged.Load())))}
 	}
-	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable", len(ops), len(g.order)), Judged: len(ops)}
+	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable%s", len(ops), len(g.order), mergedNote(int(merged.Load()))), Judged: len(ops)}
 	if e.Keep {
 		r.Linearization = tooLargeToDraw(len(ops))
 	}

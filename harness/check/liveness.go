@@ -31,7 +31,7 @@ func checkLiveness(e Evidence, ops []history.Op) Result {
 	for _, k := range keys {
 		op := last[k]
 		switch {
-		case op.Output.Unknown:
+		case !op.Output.Decided():
 			vs = append(vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
 				"the final probe of %s got no answer in %d tries (last: %s)", op.Input.Key, tries[k], op.Err)})
 		case op.Output.Decision.Outcome == stores.InFlight:

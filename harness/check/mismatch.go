@@ -25,7 +25,7 @@ func checkMismatch(e Evidence, ops []history.Op, g grouped) Result {
 		fp := created.Input.Fingerprint
 		born, _ := firstPossibleClaim(kops)
 		for _, op := range kops {
-			if op.Input.Kind != models.Begin || op.Input.Fingerprint == fp || op.Output.Unknown || op.Call < created.Return {
+			if op.Input.Kind != models.Begin || op.Input.Fingerprint == fp || !op.Output.Decided() || op.Call < created.Return {
 				continue
 			}
 			// A release or prune that began before this Begin returned may
@@ -89,7 +89,7 @@ func checkMismatch(e Evidence, ops []history.Op, g grouped) Result {
 	for _, k := range order {
 		kops := keyed[k]
 		for _, op := range kops {
-			if op.Input.Kind != models.Begin || op.Output.Unknown || op.Output.Decision.Outcome != stores.Mismatch {
+			if op.Input.Kind != models.Begin || !op.Output.Decided() || op.Output.Decision.Outcome != stores.Mismatch {
 				continue
 			}
 			other := false

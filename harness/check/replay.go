@@ -20,13 +20,13 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 	for _, k := range order {
 		kops := keyed[k]
 		for _, r := range kops {
-			if r.Input.Kind != models.Begin || r.Output.Unknown || r.Output.Decision.Outcome != stores.Replay {
+			if r.Input.Kind != models.Begin || !r.Output.Decided() || r.Output.Decision.Outcome != stores.Replay {
 				continue
 			}
 			replays++
 			found := false
 			for _, c := range kops {
-				if c.Input.Kind == models.Complete && !c.Output.Fenced && c.Call < r.Return && c.Input.Response == r.Output.Decision.Response {
+				if c.Input.Kind == models.Complete && !c.Output.Fenced && !c.Output.NotApplied && c.Call < r.Return && c.Input.Response == r.Output.Decision.Response {
 					found = true
 					break
 				}
@@ -60,7 +60,7 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) Result {
 		kops := keyed[k]
 		doneCall, doneAt := int64(-1), int64(-1)
 		for _, op := range kops {
-			replayed := op.Input.Kind == models.Begin && !op.Output.Unknown && op.Output.Decision.Outcome == stores.Replay
+			replayed := op.Input.Kind == models.Begin && op.Output.Decided() && op.Output.Decision.Outcome == stores.Replay
 			if !op.Accepted(models.Complete) && !replayed {
 				continue
 			}

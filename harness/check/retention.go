@@ -23,7 +23,7 @@ func checkRetention(e Evidence, ops []history.Op) Result {
 	var vs []Violation
 	probes := 0
 	for _, op := range ops {
-		if op.Client != *e.LeakProbe || op.Input.Kind != models.Begin || op.Output.Unknown {
+		if op.Client != *e.LeakProbe || op.Input.Kind != models.Begin || !op.Output.Decided() {
 			continue
 		}
 		probes++

@@ -38,17 +38,23 @@ type Op struct {
 	Call   int64         `json:"call"`
 	Return int64         `json:"return"` // Never when the outcome is unknown
 	Err    string        `json:"err,omitempty"`
+	// ErrAt is when the error of a call whose outcome is unknown came
+	// back to the client (0: not recorded, as for a call cut short by a
+	// killed process). The call may still take effect later (Return is
+	// Never); the availability checker asks whether the store should
+	// have answered by then.
+	ErrAt int64 `json:"err_at,omitempty"`
 }
 
 // IsClaim reports whether the op is a Begin that answered Claimed.
 func (op Op) IsClaim() bool {
-	return op.Input.Kind == models.Begin && !op.Output.Unknown && op.Output.Decision.Outcome == stores.Claimed
+	return op.Input.Kind == models.Begin && op.Output.Decided() && op.Output.Decision.Outcome == stores.Claimed
 }
 
 // Accepted reports whether the op is a call of kind that the store
-// definitely accepted (not fenced, not unknown).
+// definitely accepted (not fenced, not unknown, not declared not applied).
 func (op Op) Accepted(kind models.Kind) bool {
-	return op.Input.Kind == kind && !op.Output.Unknown && !op.Output.Fenced
+	return op.Input.Kind == kind && op.Output.Decided() && !op.Output.Fenced
 }
 
 // WorkRun is one execution of an order's work by an owner.

@@ -53,15 +53,24 @@ func TestRecorder(t *testing.T) {
 	_ = r.Release(ctx, key, "a")
 	f.err = stores.ErrInvalidKey
 	_, _ = r.Begin(ctx, req)
+	f.err = stores.NotApplied(errors.New("ERROR: could not serialize access (SQLSTATE 40001)"))
+	_, _ = r.Begin(ctx, req)
+	_ = r.Complete(ctx, key, "a", stores.Response{Status: 201})
 
 	ops := h.Ops()
-	if len(ops) != 3 {
-		t.Fatalf("%d ops recorded, want 3 (the dial failure and the invalid key left out): %+v", len(ops), ops)
+	if len(ops) != 5 {
+		t.Fatalf("%d ops recorded, want 5 (the dial failure and the invalid key left out): %+v", len(ops), ops)
+	}
+	for _, op := range ops[3:] {
+		if !op.Output.NotApplied || op.Output.Unknown || op.Output.Decided() || op.Return == history.Never ||
+			op.IsClaim() || op.Accepted(models.Complete) || !strings.Contains(op.Err, "40001") {
+			t.Errorf("%s declared not applied: %+v, want a definite no-op that returned, its message kept", op.Input.Kind, op)
+		}
 	}
 	if !ops[0].IsClaim() || ops[0].Client != 3 || ops[0].Return < ops[0].Call {
 		t.Errorf("first op %+v, want client 3's claim", ops[0])
 	}
-	if !ops[1].Output.Unknown || ops[1].Return != history.Never || !strings.Contains(ops[1].Err, "deadline") {
+	if !ops[1].Output.Unknown || ops[1].Return != history.Never || !strings.Contains(ops[1].Err, "deadline") || ops[1].ErrAt < ops[1].Call {
 		t.Errorf("timed-out Begin %+v, want an unknown outcome that never returned", ops[1])
 	}
 	if !ops[2].Output.Fenced || ops[2].Output.Unknown || ops[2].Accepted(models.Complete) {

@@ -13,9 +13,11 @@ import (
 )
 
 // Recorder wraps a store for one client and records every call in the
-// history. An error other than ErrFenced (a timeout, a dropped connection,
-// a crash inside the call) makes the outcome unknown: recorded as such,
-// never guessed. A call that certainly never reached the store (an invalid
+// history. An error other than ErrFenced or ErrNotApplied (a timeout, a
+// dropped connection, a crash inside the call) makes the outcome unknown:
+// recorded as such, never guessed. An error the store declares not
+// applied (stores.ErrNotApplied) is a definite no-op, recorded with its
+// return time (models.Output.NotApplied). A call that certainly never reached the store (an invalid
 // key, a failed dial: see NoEffect) is left out. In a worker process the
 // history streams each call to the harness before it is made (see Sink),
 // so a call cut short by SIGKILL is still recorded, as unknown.
@@ -30,10 +32,18 @@ type Recorder struct {
 
 var _ stores.Store = (*Recorder)(nil)
 
-// Definite reports whether an error from Complete or Release is a definite
-// answer (nothing changed, or it did): nil, ErrFenced, or an invalid key.
+// Definite reports whether an error from a call is a definite answer
+// (nothing changed, or it did): nil, ErrFenced, an invalid key, or an
+// error the store declares not applied.
 func Definite(err error) bool {
-	return err == nil || errors.Is(err, stores.ErrFenced) || errors.Is(err, stores.ErrInvalidKey)
+	return err == nil || errors.Is(err, stores.ErrFenced) || errors.Is(err, stores.ErrInvalidKey) || errors.Is(err, stores.ErrNotApplied)
+}
+
+// writeOutput is the output of a Complete, Release or Extend that
+// returned err: fenced, declared not applied, unknown, or accepted.
+func writeOutput(err error) models.Output {
+	fenced := errors.Is(err, stores.ErrFenced)
+	return models.Output{Fenced: fenced, NotApplied: !fenced && errors.Is(err, stores.ErrNotApplied), Unknown: !Definite(err)}
 }
 
 // NoEffect reports whether a failed call certainly never reached the
@@ -84,7 +94,7 @@ func (r *Recorder) ret(seq int64, in models.Input, call int64, out models.Output
 		op.Err = err.Error()
 	}
 	if out.Unknown {
-		op.Return = Never
+		op.ErrAt, op.Return = op.Return, Never
 	}
 	r.Hist.ret(seq, op, drop)
 }
@@ -98,7 +108,12 @@ func (r *Recorder) Begin(ctx context.Context, req stores.Request) (stores.Decisi
 	seq, call := r.call(in)
 	d, err := r.Store.Begin(ctx, req)
 	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
-	r.ret(seq, in, call, models.Output{Decision: d, Unknown: err != nil}, err, drop)
+	out := models.Output{Decision: d}
+	if err != nil {
+		na := errors.Is(err, stores.ErrNotApplied)
+		out = models.Output{Unknown: !na, NotApplied: na}
+	}
+	r.ret(seq, in, call, out, err, drop)
 	return d, err
 }
 
@@ -109,7 +124,7 @@ func (r *Recorder) Complete(ctx context.Context, key stores.KeyRef, tok stores.T
 	err := r.Store.Complete(ctx, key, tok, resp)
 	in.Now = r.Clock.Now() // the store decided no later than this
 	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
-	r.ret(seq, in, call, models.Output{Fenced: errors.Is(err, stores.ErrFenced), Unknown: !Definite(err)}, err, drop)
+	r.ret(seq, in, call, writeOutput(err), err, drop)
 	return err
 }
 
@@ -120,7 +135,7 @@ func (r *Recorder) Release(ctx context.Context, key stores.KeyRef, tok stores.To
 	err := r.Store.Release(ctx, key, tok)
 	in.Now = r.Clock.Now()
 	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
-	r.ret(seq, in, call, models.Output{Fenced: errors.Is(err, stores.ErrFenced), Unknown: !Definite(err)}, err, drop)
+	r.ret(seq, in, call, writeOutput(err), err, drop)
 	return err
 }
 
@@ -132,7 +147,8 @@ func (r *Recorder) Prune(ctx context.Context, now time.Time) (int, error) {
 	if after := r.Clock.Now(); after.After(in.Now) {
 		in.Now = after // a server-clock store pruned by its own clock, no later than this
 	}
-	r.ret(seq, in, call, models.Output{Unknown: err != nil}, err, NoEffect(err))
+	na := errors.Is(err, stores.ErrNotApplied)
+	r.ret(seq, in, call, models.Output{Unknown: err != nil && !na, NotApplied: na}, err, NoEffect(err))
 	return n, err
 }
 
@@ -152,7 +168,7 @@ func (r *Recorder) Extend(ctx context.Context, key stores.KeyRef, tok stores.Tok
 	err := ext.Extend(ctx, key, tok, now)
 	in.Now = r.Clock.Now()
 	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
-	r.ret(seq, in, call, models.Output{Fenced: errors.Is(err, stores.ErrFenced), Unknown: !Definite(err)}, err, drop)
+	r.ret(seq, in, call, writeOutput(err), err, drop)
 	return err
 }
 

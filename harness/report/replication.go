@@ -113,7 +113,7 @@ func released(ops []history.Op, ack *history.Op, before int64) bool {
 		return false
 	}
 	for _, op := range ops {
-		if op.Input.Kind == models.Release && op.Input.Token == ack.Output.Decision.Token && op.Call < before && !op.Output.Fenced {
+		if op.Input.Kind == models.Release && op.Input.Token == ack.Output.Decision.Token && op.Call < before && !op.Output.Fenced && !op.Output.NotApplied {
 			return true
 		}
 	}

@@ -56,11 +56,12 @@ func (s deadlineStore) Close() error { return nil }
 // connection): a real client reconciles such an order later rather than
 // hammering an unreachable server, and each unknown outcome multiplies the
 // orders porcupine must consider on its key. 409s do not count, nor calls
-// that never reached the server.
+// that never reached the server, nor those the store declared not applied
+// (a definite answer: nothing happened).
 func UnknownBudget(n int) func(error) bool {
 	count := 0
 	return func(err error) bool {
-		if errors.Is(err, stores.ErrInFlight) || errors.Is(err, stores.ErrFenced) || history.NoEffect(err) {
+		if errors.Is(err, stores.ErrInFlight) || errors.Is(err, stores.ErrFenced) || errors.Is(err, stores.ErrNotApplied) || history.NoEffect(err) {
 			return false
 		}
 		count++

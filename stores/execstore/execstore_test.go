@@ -86,6 +86,19 @@ func TestMain(m *testing.M) {
 		serveLeaseFields()
 	case "fence-zero":
 		fenceZero()
+	case "refusing": // a memory store whose saves its database refused (see TestNotAppliedCode)
+		err := execstore.Serve(context.Background(), os.Stdin, os.Stdout, memoryHello, nil, func(_ context.Context, cfg stores.Config, _ string) (stores.Store, error) {
+			s, err := memory.New(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return refusingSaves{s}, nil
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "bad-hello":
 		fmt.Println(`{"type":"hello","protocol":1,"name":"bad","clock":"caller","colour":"blue"}`)
 	case "bad-reply":

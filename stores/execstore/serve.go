@@ -114,6 +114,8 @@ func (s *server) reply(id int64, ok *fromStore, err error) {
 			code = CodeFenced
 		case errors.Is(err, stores.ErrInvalidKey):
 			code = CodeInvalidKey
+		case errors.Is(err, stores.ErrNotApplied):
+			code = CodeNotApplied
 		}
 		m = fromStore{Type: "error", Code: code, Message: err.Error()}
 	}

@@ -181,6 +181,9 @@ type wireDecision struct {
 const (
 	CodeFenced     = "fenced"
 	CodeInvalidKey = "invalid-key"
+	// CodeNotApplied: the store knows the call changed nothing (its
+	// database rolled it back: stores.ErrNotApplied).
+	CodeNotApplied = "not-applied"
 	CodeOther      = "other"
 )
 
@@ -210,8 +213,8 @@ func (m *fromStore) check(h Hello) error {
 	switch m.Type {
 	case "ok":
 	case "error":
-		if m.Code != CodeFenced && m.Code != CodeInvalidKey && m.Code != CodeOther {
-			return fmt.Errorf("error code %q: want fenced, invalid-key or other", m.Code)
+		if m.Code != CodeFenced && m.Code != CodeInvalidKey && m.Code != CodeNotApplied && m.Code != CodeOther {
+			return fmt.Errorf("error code %q: want fenced, invalid-key, not-applied or other", m.Code)
 		}
 	case "hit":
 		if !slices.Contains(h.Points, m.Point) {

@@ -188,12 +188,33 @@ func raw(s string) []byte {
 // callErr wraps a failed call's error. When the call's context had ended,
 // the error wraps ctx.Err() too: the server's answer to the cancel request
 // (57014) does not, and callers test for context.DeadlineExceeded.
-// Either way the outcome is unknown: the statement may have taken effect.
+// Either way the outcome is unknown: the statement may have taken effect,
+// unless the server said it rolled back (notApplied).
 func callErr(ctx context.Context, call string, err error) error {
+	if notApplied(err) {
+		err = stores.NotApplied(err)
+	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("postgres: %s: %w: %w", call, cerr, err)
 	}
 	return fmt.Errorf("postgres: %s: %w", call, err)
+}
+
+// notApplied reports whether the server answered err because it rolled
+// the call's transaction back as a whole: a serialization failure
+// (40001, which a session under REPEATABLE READ or SERIALIZABLE gets when
+// it loses a race) or a deadlock (40P01, the victim's transaction is
+// aborted). Every call here is one transaction (an autocommit statement,
+// or Begin's function call), so nothing of it took effect, and the
+// caller gets a definite no-op (stores.ErrNotApplied) instead of an
+// unknown outcome. A failure with no server answer (a dropped connection,
+// a timeout) says nothing of the kind and stays unknown.
+func notApplied(err error) bool {
+	switch sqlState(err) {
+	case "40001", "40P01": // serialization_failure, deadlock_detected
+		return true
+	}
+	return false
 }
 
 // quote prints tenant/key for an error message, escaping binary bytes.

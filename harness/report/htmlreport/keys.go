@@ -180,7 +180,7 @@ func owners(ops []history.Op, work []history.WorkRun, faults []history.Fault) ([
 		}
 	}
 	for _, op := range ops {
-		if op.Input.Kind == models.Complete && !op.Output.Unknown && !op.Output.Fenced {
+		if op.Accepted(models.Complete) {
 			sv = append(sv, saved{Client: op.Client, Token: string(op.Input.Token), Status: op.Input.Response.Status,
 				Body: op.Input.Response.Body, At: ms(op.Return)})
 		}
@@ -247,6 +247,8 @@ func fate(claim history.Op, tok stores.Token, ops []history.Op, work []history.W
 		switch {
 		case op.Output.Unknown:
 			evs = append(evs, ev{op.Call, fmt.Sprintf("%s at %s: no answer (%s)", verb, ms(op.Call), op.Err)})
+		case op.Output.NotApplied:
+			evs = append(evs, ev{op.Call, fmt.Sprintf("%s at %s: not applied (%s)", verb, ms(op.Return), op.Err)})
 		case op.Output.Fenced:
 			text := fmt.Sprintf("%s FENCED at %s", verb, ms(op.Return))
 			if op.Err != "" {

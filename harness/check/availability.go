@@ -1,0 +1,128 @@
+package check
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// AvailabilityTolerance is the share of the Begins where the decision
+// table says 409 that may get an error instead before [Availability]
+// calls it a finding: errors now and then (a call that outlived its
+// deadline on a loaded machine) are the machine's, and a retry after an
+// error costs the client what a retry after a 409 does; a store that
+// answers contention with errors by design (a REPEATABLE READ Postgres
+// whose race losers get 40001) errs on most such Begins. See
+// docs/DESIGN.md §3, "Availability under contention".
+const AvailabilityTolerance = 0.01
+
+// checkAvailability judges [Availability]: a Begin that met a live claim
+// of the same parameters (see metLiveClaim: the decision table says 409,
+// or, had it come before the claim, that it claims) is owed an answer,
+// not an error, when no fault was injected during it. An error there,
+// declared not applied (stores.ErrNotApplied) or not, is counted;
+// past [AvailabilityTolerance] of such Begins it is a finding. It never
+// fails a run: the store kept every promise of safety (the other
+// checkers judge those), and a correct store on a loaded machine may
+// time out; what it reports is a cost, to be seen.
+func checkAvailability(e Evidence, ops []history.Op, g grouped) Result {
+	faults := e.Hist.Faults()
+	due, erred, declared := 0, 0, 0
+	var first string
+	for _, k := range g.order {
+		kops := g.keyed[k]
+		for _, b := range kops {
+			if b.Input.Kind != models.Begin {
+				continue
+			}
+			end := b.Return
+			switch {
+			case b.Output.Unknown && b.ErrAt > 0:
+				end = b.ErrAt
+			case b.Output.Unknown: // no error came back (a killed process): not judged
+				continue
+			}
+			if !metLiveClaim(e.Model, kops, b, end) || faultDuring(faults, b.Call, end) {
+				continue
+			}
+			due++
+			if b.Output.Decided() {
+				continue
+			}
+			erred++
+			if b.Output.NotApplied {
+				declared++
+			}
+			if first == "" {
+				first = fmt.Sprintf("client %d's Begin of %s at %s: %s", b.Client, k, ms(b.Call), b.Err)
+			}
+		}
+	}
+	if due == 0 {
+		return Result{Checker: Availability, Verdict: Pass, Detail: "no Begin met a live claim of its parameters"}
+	}
+	rate := float64(erred) / float64(due)
+	detail := fmt.Sprintf("%d Begins met a live claim of their parameters (409 due), %d got an error (%.1f%%, within the %.0f%% tolerance)",
+		due, erred, 100*rate, 100*AvailabilityTolerance)
+	if rate > AvailabilityTolerance {
+		detail = fmt.Sprintf("finding: %d of %d Begins that met a live claim of their parameters got an error instead of 409 (%.1f%%, past the %.0f%% tolerance; %d declared not applied, %d of unknown outcome): the store is unavailable under contention; first: %s",
+			erred, due, 100*rate, 100*AvailabilityTolerance, declared, erred-declared, first)
+	}
+	return Result{Checker: Availability, Verdict: Pass, Detail: detail, Judged: due}
+}
+
+// metLiveClaim reports whether b, a Begin of kops's key whose answer or
+// error came back at end, met a live claim with its parameters: another
+// Begin's answered claim, called before end, whose lease lasts past end
+// by the history's clock (it began no earlier than the claim's call) and
+// past b's request time by the claim's own decision time, and that no
+// save or release of its token may have ended before end. The decision
+// table then says 409 to b: had b been decided before that claim, b
+// would have claimed and the claim, a fresh one, would have been a 409
+// (a takeover, of a claim b would have taken over first); either way b
+// was owed an answer, not an error.
+func metLiveClaim(m models.Config, kops []history.Op, b history.Op, end int64) bool {
+	for _, c := range kops {
+		if c.Call >= end {
+			break // in call order
+		}
+		if !c.IsClaim() || c.Input.ID == b.Input.ID || c.Input.Fingerprint != b.Input.Fingerprint {
+			continue
+		}
+		live := m.LeaseOf(c.Input.Lease) - m.Slack
+		if time.Duration(end-c.Call) >= live || b.Input.Now.Sub(c.Output.Decision.DecidedAt) >= live {
+			continue
+		}
+		if !endedBy(kops, c.Output.Decision.Token, end) {
+			return true
+		}
+	}
+	return false
+}
+
+// endedBy reports whether a save or release with tok may have taken
+// effect before end: one called by then that was not fenced nor declared
+// not applied.
+func endedBy(kops []history.Op, tok stores.Token, end int64) bool {
+	for _, w := range kops {
+		if (w.Input.Kind == models.Complete || w.Input.Kind == models.Release) && w.Input.Token == tok &&
+			w.Call < end && !w.Output.Fenced && !w.Output.NotApplied {
+			return true
+		}
+	}
+	return false
+}
+
+// faultDuring reports whether an injected fault (any, anywhere: a paused
+// server or a cut network hits every client) overlapped [call, end].
+func faultDuring(faults []history.Fault, call, end int64) bool {
+	for _, f := range faults {
+		if f.Start <= end && max(f.End, f.Start) >= call {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,77 @@
+package check_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+)
+
+// beginErr records a Begin by client, called at call, whose error came
+// back at errAt with its outcome unknown (a timeout).
+func (r *rec) beginErr(client int, fp string, call, errAt int64) {
+	r.id++
+	in := models.Input{Kind: models.Begin, Key: key, Fingerprint: fp, ID: r.id, Now: t0.Add(time.Duration(call * ms))}
+	r.h.AddOp(history.Op{Client: client, Input: in, Output: models.Output{Unknown: true}, Call: call * ms, Return: never, ErrAt: errAt * ms, Err: "timeout"})
+}
+
+// TestAvailability: an error where the decision table says 409 (the key
+// certainly in flight under a live claim of the same parameters, no fault
+// near) is counted; past the tolerance it is a finding, never a failure;
+// errors where 409 was not certain, or near a fault, are not counted.
+func TestAvailability(t *testing.T) {
+	judge := func(r *rec) check.Result { return r.judge(t, check.Availability) }
+	t.Run("race losers answered with declared no-ops: a finding", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		for i := range 10 {
+			r.beginNotApplied(10+i, "fp", int64(2+i), int64(3+i))
+		}
+		r.begin(2, "fp", 20, 21, inFlightD)
+		got := judge(r)
+		if got.Verdict != check.Pass || got.Judged != 11 || !strings.Contains(got.Detail, "finding: 10 of 11") || !strings.Contains(got.Detail, "10 declared not applied") {
+			t.Fatalf("%s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+		}
+	})
+	t.Run("a timeout inside the lease counts; one after the save was sent, after the lease, or during a fault does not", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.beginErr(2, "fp", 10, 30)  // counted
+		r.beginErr(3, "fp", 40, 120) // past the lease (LockTTL 100 ms)
+		r.h.AddFault(history.Fault{Client: -1, Kind: history.FaultServerPause, Start: 45 * ms, End: 50 * ms})
+		r.beginErr(4, "fp", 44, 46)    // during a server pause
+		r.beginErr(5, "other", 50, 52) // other parameters: 422 due, not 409
+		r.complete(1, "a", resp, 60, 61, false, false)
+		r.beginErr(6, "fp", 55, 62) // the save may have landed first
+		got := judge(r)
+		if got.Judged != 1 || !strings.Contains(got.Detail, "finding: 1 of 1") || !strings.Contains(got.Detail, "0 declared not applied, 1 of unknown outcome") {
+			t.Fatalf("%s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+		}
+	})
+	t.Run("a loser racing the claim counts; an error before the claim was sent does not", func(t *testing.T) {
+		r := newRec()
+		r.beginErr(2, "fp", 0, 1) // nothing to meet yet: a claim was due
+		r.begin(1, "fp", 2, 9, claimedD("a", false))
+		r.beginNotApplied(3, "fp", 3, 5) // raced the claim and lost
+		got := judge(r)
+		if got.Judged != 1 || !strings.Contains(got.Detail, "finding: 1 of 1") || !strings.Contains(got.Detail, "1 declared not applied") {
+			t.Fatalf("%s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+		}
+	})
+	t.Run("one error in many 409s is within the tolerance", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		for i := range 90 {
+			r.begin(2, "fp", int64(2+i), int64(2+i), inFlightD)
+			r.begin(3, "fp", int64(2+i), int64(2+i), inFlightD)
+		}
+		r.beginErr(4, "fp", 5, 6)
+		got := judge(r)
+		if got.Verdict != check.Pass || got.Judged != 181 || strings.Contains(got.Detail, "finding") {
+			t.Fatalf("%s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+		}
+	})
+}
