@@ -102,6 +102,12 @@ func (r *rec) work(client int, tok string, start, end int64) {
 	r.h.AddWork(history.WorkRun{Client: client, Key: key, Order: "o000", Token: stores.Token(tok), Start: start * ms, End: e})
 }
 
+// plannedWork is work that meant to take planned ms (WorkRun.Planned).
+func (r *rec) plannedWork(client int, tok string, start, end, planned int64) {
+	r.h.AddWork(history.WorkRun{Client: client, Key: key, Order: "o000", Token: stores.Token(tok), Start: start * ms, End: end * ms,
+		Planned: time.Duration(planned) * time.Millisecond})
+}
+
 func (r *rec) answer(client int, fp string, res stores.Response, at int64) {
 	r.h.AddAnswer(history.Answer{Client: client, Key: key, Order: "o000", Fingerprint: fp, Response: res, Status: res.Status, At: at * ms})
 }

@@ -67,6 +67,12 @@ type WorkRun struct {
 	End      int64         `json:"end"` // Never if the owner stopped inside the work
 	Failed   bool          `json:"failed,omitempty"`
 	ChargeID string        `json:"charge_id,omitempty"`
+	// Planned is how long the client meant its work to take (0: not
+	// said). A run that goes on past it was held up by the machine, not
+	// by its work: a goroutine of a starved process woke late from its
+	// sleep. exclusive-execution counts that overrun as lease lost to the
+	// harness, like a stall (check.leaseLost).
+	Planned time.Duration `json:"planned_ns,omitempty"`
 }
 
 // Answer is what a client finally got for one logical operation, after

@@ -209,11 +209,11 @@ func (c *Client) backoff(attempt int) time.Duration {
 // work is the operation the key guards: a charge at the provider.
 func (c *Client) work(o Order, key stores.KeyRef, attempt int) stores.Work {
 	return func(ctx context.Context, tok stores.Token) (stores.Response, error) {
-		i := c.Hist.AddWork(history.WorkRun{Client: c.ID, Key: key, Order: o.ID, Token: tok, Start: c.Hist.Now(), End: history.Never})
 		d := c.WorkTime
 		if attempt == 1 && c.FirstWorkTime > 0 {
 			d = c.FirstWorkTime
 		}
+		i := c.Hist.AddWork(history.WorkRun{Client: c.ID, Key: key, Order: o.ID, Token: tok, Start: c.Hist.Now(), End: history.Never, Planned: d})
 		if err := c.runWork(ctx, key, tok, d); err != nil {
 			c.Hist.EndWork(i, true, "")
 			return stores.Response{}, err
