@@ -18,7 +18,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
 	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
-	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/lease"
@@ -294,100 +293,6 @@ func listOrNone(l []string) string {
 		return "none"
 	}
 	return strings.Join(l, ", ")
-}
-
-// provision finds where the backend's data lives (a temporary directory
-// for SQLite files, a server for Postgres and Redis) and the fault tools
-// that go with it: network proxies in front of a server, pause and restart
-// of a server this run started, worker processes of this program. It sets
-// them in o; cleanup removes what it made, containers included.
-func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (cleanup func(), err error) {
-	o.WorkerCommand = workerCommand()
-	switch o.Backend.Lives {
-	case stores.InProcess:
-		return func() {}, nil
-	case stores.File:
-		dir, err := os.MkdirTemp("", "idemcheck-sqlite-")
-		if err != nil {
-			return nil, fmt.Errorf("cannot make a directory for the SQLite files: %v", err)
-		}
-		o.Addr = dir
-		return func() { os.RemoveAll(dir) }, nil
-	}
-	if o.Backend.Replicated != "" {
-		return provisionReplicated(ctx, o, stderr)
-	}
-	own, noFaults, err := startServer(ctx, serverKind(o.Backend.Name), stderr)
-	if err != nil {
-		return nil, err
-	}
-	o.Addr, o.Net, o.Server, o.NoServer = own.Addr, own.Net, own.Server, noFaults
-	if own.Server != nil {
-		// The server-fault scenarios get a container of their own (see
-		// harness.Options.OwnServer).
-		o.OwnServer = func(ctx context.Context) (*harness.OwnedServer, error) {
-			s, _, err := startServer(ctx, serverKind(o.Backend.Name), stderr)
-			if err == nil && s.Server == nil {
-				s.Close()
-				err = fmt.Errorf("the second %s server cannot be faulted", o.Backend.Name)
-			}
-			return s, err
-		}
-	}
-	return own.Close, nil
-}
-
-// startServer starts a server for backend (a container, or the one the
-// environment names) with its network proxies and, when it can be
-// faulted, its pause and restart (Server); noFaults says why it cannot.
-// Close removes what it started.
-func startServer(ctx context.Context, backend string, stderr io.Writer) (s *harness.OwnedServer, noFaults string, err error) {
-	srv, err := servers.Start(ctx, servers.Kind(backend), servers.Options{
-		Notef: func(format string, args ...any) { fmt.Fprintf(stderr, "idemcheck: "+format+"\n", args...) }})
-	if err != nil {
-		return nil, "", err
-	}
-	closeSrv := func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := srv.Close(cctx); err != nil {
-			fmt.Fprintf(stderr, "idemcheck: %v\n", err)
-		}
-	}
-	s = &harness.OwnedServer{Addr: srv.Addr, Net: servers.Network(backend), Close: closeSrv}
-	if why := srv.NoFaults(); why != "" {
-		return s, why, nil
-	}
-	f, err := servers.NewFaults(srv)
-	if err != nil {
-		closeSrv()
-		return nil, "", err
-	}
-	s.Server = f
-	s.Close = func() { f.Close(); closeSrv() }
-	return s, "", nil
-}
-
-// provisionReplicated starts the replicated topology of a replicated
-// backend (a primary, a standby, the router in front of the primary) and
-// gives the run its address, its failover and partition faults, and a
-// network proxy in front of the router. The server faults of one server
-// (store-faults) do not apply: the topology's are failover and partition.
-func provisionReplicated(ctx context.Context, o *harness.Options, stderr io.Writer) (cleanup func(), err error) {
-	kind := servers.Kind(o.Backend.Replicated)
-	top, err := servers.StartReplicated(ctx, kind, servers.Options{
-		Notef: func(format string, args ...any) { fmt.Fprintf(stderr, "idemcheck: "+format+"\n", args...) }})
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(stderr, "idemcheck: %s: primary and standby started and streaming in %.1fs\n", top, top.Started.Seconds())
-	o.Addr, o.Cluster, o.Net = top.Addr, top, servers.Network(string(kind))
-	o.NoServer = fmt.Sprintf("the %s store is replicated: its server faults are the failover and partition scenarios", o.Backend.Name)
-	return func() {
-		if err := top.Close(); err != nil {
-			fmt.Fprintf(stderr, "idemcheck: %v\n", err)
-		}
-	}, nil
 }
 
 func printSummary(w io.Writer, sum *results.Summary) {
