@@ -81,6 +81,7 @@ func runAbuse(ctx context.Context, env *Env) {
 		rec *history.Recorder
 		id  int
 		o   workload.Order
+		at  time.Time // the claim's call, by the store's clock source
 	}
 	n := max(env.Keys, workload.KeyVariants)
 	claims := make([]claim, n)
@@ -89,12 +90,13 @@ func runAbuse(ctx context.Context, env *Env) {
 		o := env.Order(k, "")
 		id := env.NewClientID()
 		rec := env.Recorder(id, env.Store, env.clock)
+		at := env.clock.Now()
 		d, err := ownerClaim(ctx, env, rec, o)
 		if err != nil {
 			env.Fail("abuse: the owner of %s could not claim it: %v", o.Key, err)
 			return
 		}
-		claims[k] = claim{o.Key, d.Token, rec, id, o}
+		claims[k] = claim{o.Key, d.Token, rec, id, o, at}
 		// While in flight: calls that are not the owner's must be fenced.
 		for _, t := range []stores.Token{"", "made-up-token"} {
 			_ = rec.Complete(ctx, o.Key, t, stores.Response{Status: 201, Body: "forged"})
@@ -130,7 +132,16 @@ func runAbuse(ctx context.Context, env *Env) {
 		charge := env.Ledger.Charge(o.ID, "charge:"+o.ID, id, env.Hist.Now())
 		env.Hist.EndWork(w, false, charge)
 		resp := stores.Response{Status: 201, Body: fmt.Sprintf("charged %s %d cents (owner %s)", charge, o.Amount, id2s(id))}
+		sent := env.clock.Now()
 		switch saved, err := ownerSave(ctx, env, rec, o, c.tok, resp); {
+		case errors.Is(err, stores.ErrFenced) && env.setup.Semantics.LeaseBoundWrites && sent.Sub(c.at) >= env.Config.LockTTL:
+			// A store whose ownership ends with the lease may fence a
+			// save sent a LockTTL or more after the claim was asked
+			// for (the foreign calls of many keys took that long on a
+			// loaded machine): its right, and the checkers judge the
+			// fence. The key's owner has nothing saved to abuse.
+			env.Count("abuse_saves_past_lease", 1)
+			return
 		case err != nil:
 			env.Fail("abuse: the owner of %s could not save: %v", o.Key, err)
 			return
