@@ -46,4 +46,5 @@ func Example() {
 	//   linearizability: pass
 	//   liveness: pass
 	//   retention: pass
+	//   availability: pass
 }
