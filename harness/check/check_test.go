@@ -102,6 +102,13 @@ func (r *rec) work(client int, tok string, start, end int64) {
 	r.h.AddWork(history.WorkRun{Client: client, Key: key, Order: "o000", Token: stores.Token(tok), Start: start * ms, End: e})
 }
 
+// beatingWork is work that meant to take planned ms, sleeping beat ms
+// between heartbeats (WorkRun.Planned, WorkRun.Beat).
+func (r *rec) beatingWork(client int, tok string, start, end, planned, beat int64) {
+	r.h.AddWork(history.WorkRun{Client: client, Key: key, Order: "o000", Token: stores.Token(tok), Start: start * ms, End: end * ms,
+		Planned: time.Duration(planned) * time.Millisecond, Beat: time.Duration(beat) * time.Millisecond})
+}
+
 // plannedWork is work that meant to take planned ms (WorkRun.Planned).
 func (r *rec) plannedWork(client int, tok string, start, end, planned int64) {
 	r.h.AddWork(history.WorkRun{Client: client, Key: key, Order: "o000", Token: stores.Token(tok), Start: start * ms, End: end * ms,

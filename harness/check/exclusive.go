@@ -61,9 +61,10 @@ func decidedBefore(x, y history.Op) bool {
 //     fenced: sent in time, decided after the lease had ended, the store
 //     rightly let another client take over;
 //   - the harness's own process standing still (FaultStall);
-//   - the work running on past what it meant to take (WorkRun.Planned):
-//     its sleep was a few milliseconds, and a starved process woke it
-//     late (at load 36 a 20 ms work took 224 ms while LockTTL was 82 ms);
+//   - the work running on past what it meant to take (WorkRun.Planned,
+//     and each sleep between heartbeats, WorkRun.Beat; overrun): its
+//     sleep was a few milliseconds, and a starved process woke it late
+//     (at load 36 a 20 ms work took 224 ms while LockTTL was 82 ms);
 //     its planned time is its own, so the lock-shorter-than-work mutant,
 //     whose work is planned longer than the lease, is not excused;
 //   - for a store that decides by the request's own time, how old the
@@ -92,11 +93,41 @@ func leaseLost(r history.WorkRun, c history.Op, ok bool, beats []history.Op, sta
 	for _, f := range stalls {
 		lost = append(lost, span{f.Start, f.End})
 	}
-	if r.Planned > 0 {
-		// The work ran past what it meant to take: the machine's time.
-		lost = append(lost, span{r.Start + int64(r.Planned), r.End})
-	}
+	lost = append(lost, overrun(r, beats)...)
 	return covered(lost, from, at) + sentLate(c, ok && from == c.Call)
+}
+
+// overrun lists the stretches of r's work that the machine took, not the
+// work: each of its sleeps (the whole work, or with heartbeats each step
+// before a renewal is sent, WorkRun.Beat) that went on past its planned
+// length. beats are the owner's Extend calls on the key, in call order.
+func overrun(r history.WorkRun, beats []history.Op) []span {
+	if r.Planned <= 0 {
+		return nil
+	}
+	step := r.Planned
+	if r.Beat > 0 {
+		step = r.Beat
+	}
+	var out []span
+	left, from := r.Planned, r.Start
+	for _, x := range beats {
+		if r.Beat <= 0 || x.Input.Token != r.Token || x.Call < r.Start || x.Call > r.End || left <= 0 {
+			continue
+		}
+		d := min(step, left)
+		if x.Call > from+int64(d) {
+			out = append(out, span{from + int64(d), x.Call})
+		}
+		left -= d
+		if from = x.Return; from == history.Never {
+			return out
+		}
+	}
+	if end := from + int64(min(step, max(left, 0))); r.End > end {
+		out = append(out, span{end, r.End})
+	}
+	return out
 }
 
 // sentLate is how old the claim c already was when it was sent, in the

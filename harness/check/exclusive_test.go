@@ -57,6 +57,30 @@ func TestExclusive(t *testing.T) {
 		r.work(2, "b", 101, 110)
 		want(t, r, check.Exclusive, check.Pass, "")
 	})
+	t.Run("an owner whose sleeps between heartbeats the machine stretched is excused", func(t *testing.T) {
+		// soak --random-flags on lease at load 36: a heartbeat work of
+		// 3 × 40 ms steps under a 100 ms lease; the second step's sleep
+		// took 150 ms, the lease ran out before the renewal was sent,
+		// and the store rightly let another client take over.
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.beatingWork(1, "a", 1, 260, 120, 40)
+		r.extend(1, "a", 41, 42, false)
+		r.extend(1, "a", 192, 193, true)
+		r.begin(2, "fp", 150, 151, claimedD("b", true))
+		r.work(2, "b", 151, 200)
+		want(t, r, check.Exclusive, check.Pass, "")
+	})
+	t.Run("an owner whose heartbeats came in time and was taken over is healthy", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.beatingWork(1, "a", 1, 125, 120, 40)
+		r.extend(1, "a", 41, 42, false)
+		r.extend(1, "a", 82, 83, false)
+		r.begin(2, "fp", 100, 101, claimedD("b", true))
+		r.work(2, "b", 101, 110)
+		want(t, r, check.Exclusive, check.Fail, "ran the work of")
+	})
 	t.Run("an owner whose planned work outlasts its lease is not excused", func(t *testing.T) {
 		// lock-shorter-than-work: the work means to take 2 LockTTLs.
 		r := newRec()

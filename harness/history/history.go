@@ -73,6 +73,10 @@ type WorkRun struct {
 	// sleep. exclusive-execution counts that overrun as lease lost to the
 	// harness, like a stall (check.leaseLost).
 	Planned time.Duration `json:"planned_ns,omitempty"`
+	// Beat is the time the work meant to sleep between heartbeats (its
+	// Extend calls), 0 without heartbeats: each sleep that went on past
+	// it was the machine's too.
+	Beat time.Duration `json:"beat_ns,omitempty"`
 }
 
 // Answer is what a client finally got for one logical operation, after

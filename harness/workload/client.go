@@ -213,7 +213,11 @@ func (c *Client) work(o Order, key stores.KeyRef, attempt int) stores.Work {
 		if attempt == 1 && c.FirstWorkTime > 0 {
 			d = c.FirstWorkTime
 		}
-		i := c.Hist.AddWork(history.WorkRun{Client: c.ID, Key: key, Order: o.ID, Token: tok, Start: c.Hist.Now(), End: history.Never, Planned: d})
+		var beat time.Duration
+		if _, ok := c.Store.(extender); ok && c.Heartbeat > 0 && tok != "" {
+			beat = c.Heartbeat // as runWork sleeps
+		}
+		i := c.Hist.AddWork(history.WorkRun{Client: c.ID, Key: key, Order: o.ID, Token: tok, Start: c.Hist.Now(), End: history.Never, Planned: d, Beat: beat})
 		if err := c.runWork(ctx, key, tok, d); err != nil {
 			c.Hist.EndWork(i, true, "")
 			return stores.Response{}, err
