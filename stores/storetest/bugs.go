@@ -82,6 +82,23 @@ var Bugs = map[string]Bug{
 		d := begin(t, s, c, k, "other-fp")
 		return d.Outcome == stores.Claimed, fmt.Sprintf("other parameters on a stale claim: %v", d.Outcome)
 	},
+	// The owner claims; at once a request whose clock runs 2×LockTTL
+	// ahead asks for the key: a store that declares the server's clock
+	// answers 409 (only a LockTTL gone by on the real clock excuses a
+	// takeover).
+	"request-clock": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
+		k := stores.KeyRef{Tenant: "acme", Key: "ahead"}
+		from := c.Now()
+		if d := begin(t, s, c, k, "fp"); d.Outcome != stores.Claimed {
+			t.Fatalf("claim: %v", d.Outcome)
+		}
+		d, err := s.Begin(context.Background(), stores.Request{KeyRef: k, Fingerprint: "fp", Now: c.Now().Add(2 * cfg.LockTTL)})
+		if err != nil {
+			t.Fatalf("Begin(%s) 2×LockTTL ahead: %v", k, err)
+		}
+		took := c.Now().Sub(from)
+		return d.Takeover && took < cfg.LockTTL, fmt.Sprintf("a request 2×LockTTL ahead, %v after the claim: %v (takeover %t)", took.Round(time.Millisecond), d.Outcome, d.Takeover)
+	},
 	// A key saved done outlives its retention and a prune.
 	"never-expire": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
 		k := stores.KeyRef{Tenant: "acme", Key: "old"}
