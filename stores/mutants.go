@@ -115,6 +115,13 @@ var Catalogue = []Mutant{
 	{Name: "takeover-ignores-fingerprint", Side: StoreSide, On: slices.Concat(TableBackends, []string{"lease"}), Scenario: "sched-mismatch", Checker: "mismatch",
 		Bug: "takes over a stale claim without comparing the fingerprint: a request with other parameters, arriving once the owner's claim went stale, runs instead of getting 422"},
 
+	// A bug of the caller-clock backends, whose clock a scheduled episode
+	// moves by the millisecond: on a server's clock the boundary lies
+	// within the model's Slack, where either answer is right, so the bug
+	// cannot be told from the correct store there.
+	{Name: "stale-boundary", Side: StoreSide, On: []string{"memory", "sqlite"}, Scenario: "sched-crash", Checker: "linearizability",
+		Bug: "judges a claim stale only past LockTTL (> instead of >=): at exactly LockTTL a crashed owner's claim still answers 409, where the contract lets the key be taken over"},
+
 	// A bug of the server-clock backends: a caller-clock store (sqlite,
 	// memory) judges by the request's clock by design, and says so.
 	{Name: "request-clock", Side: StoreSide, On: []string{"postgres", "redis"}, Scenario: "skew", Checker: "exclusive-execution",

@@ -140,7 +140,7 @@ var All = []Scenario{
 	{Name: "sched-takeover", PerKey: 2, Scheduled: true, run: episodes("sched-takeover"),
 		Doc: "scheduled: three clients on one order; the clock moves past LockTTL between steps, work may fail and release, clocks may lag: stale owners must be fenced, tokens never repeat"},
 	{Name: "sched-crash", PerKey: 1.5, Scheduled: true, run: episodes("sched-crash"),
-		Doc: "scheduled: the owner crashes after its claim; past LockTTL two clients race for the stale claim: one takes it over, and the key is not stuck"},
+		Doc: "scheduled: the owner crashes after its claim; at LockTTL two clients race for the stale claim: one takes it over, and the key is not stuck; on a manual clock the claim's age lands exactly on LockTTL (stale), one millisecond short (still live: 409, until the clock moves the last millisecond) or one past, by the key"},
 	{Name: "sched-mismatch", PerKey: 0.5, Scheduled: true, run: episodes("sched-mismatch"),
 		Doc: "scheduled: a client sends other parameters on a key two others use, while the claim is live, stale, released after a failed work, or being taken over: always 422, never run"},
 	{Name: "sched-retention", PerKey: 2, Scheduled: true, run: episodes("sched-retention"),
