@@ -11,6 +11,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/sched"
 	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -41,8 +42,8 @@ const Tick = "clock+LockTTL"
 
 // Nudge is the name of the scheduler action that moves a manual clock by
 // one millisecond: offered once after a stale-first tick that stopped one
-// millisecond short of LockTTL, it lands the crashed owner's claim exactly
-// on LockTTL.
+// millisecond short of LockTTL, from when a client has been told 409, it
+// lands the crashed owner's claim exactly on LockTTL.
 const Nudge = "clock+1ms"
 
 // staleBoundary is where sched-crash's stale-first tick of episode k lands
@@ -397,8 +398,17 @@ func RunEpisode(ctx context.Context, env *Env, name string, k int, ch sched.Choo
 		}
 	}
 	s := env.NewScheduler(ch, spec.ticks)
-	if _, manual := env.clock.(*faults.ManualClock); manual && spec.staleFirst && staleBoundary(k) < 0 {
-		s.Action(Nudge, 1, func() { env.clock.(*faults.ManualClock).Advance(-staleBoundary(k)) })
+	if m, manual := env.clock.(*faults.ManualClock); manual && spec.staleFirst && staleBoundary(k) < 0 {
+		// One millisecond short of LockTTL: once a client was told 409,
+		// the chooser may move the clock onto LockTTL.
+		key, from := env.Order(k, "").Key, env.Hist.Now()
+		told := func() bool {
+			return env.Hist.Has(func(op history.Op) bool {
+				return op.Input.Key == key && op.Call >= from && op.Input.Kind == models.Begin && !op.Output.Unknown &&
+					op.Output.Decision.Outcome == stores.InFlight
+			})
+		}
+		s.ActionWhen(Nudge, 1, told, func() { m.Advance(-staleBoundary(k)) })
 	}
 	env.episodeClients(s, spec, rest, k)
 	if spec.prunes > 0 {
