@@ -124,7 +124,7 @@ var Catalogue = []Mutant{
 
 	// A bug of the server-clock backends: a caller-clock store (sqlite,
 	// memory) judges by the request's clock by design, and says so.
-	{Name: "request-clock", Side: StoreSide, On: []string{"postgres", "redis"}, Scenario: "skew", Checker: "exclusive-execution",
+	{Name: "request-clock", Side: StoreSide, On: []string{"postgres", "redis", "lease"}, Scenario: "skew", Checker: "exclusive-execution",
 		Bug: "judges staleness by the request's clock in a store that declares the server's (the card's locked_at from the caller): a client whose clock runs ahead takes a healthy owner over"},
 
 	// Bugs of one backend's protocol, with no counterpart in the others.
