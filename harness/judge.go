@@ -51,7 +51,7 @@ func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func()
 	m := check.ModelFor(o.Backend.Clock, env.Config, sem)
 	rec := env.Record()
 	p := check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probeID,
-		LeakProbe: rec.LeakProbe, StrictRetention: o.StrictRetention, Semantics: sem}
+		LeakProbe: rec.LeakProbe, StrictRetention: o.StrictRetention, Semantics: sem, Clock: m.Clock}
 	j := Judge(ctx, p, env.Hist, env.Ledger, fence, keep)
 	j.Record = rec
 	if ctx.Err() != nil {

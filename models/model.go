@@ -102,6 +102,14 @@ type Config struct {
 	// Semantics are the choices the store declares where the contract lets
 	// it choose (stores.Semantics): the model allows what they allow.
 	Semantics stores.Semantics
+	// Clock is whose clock the store declares it decides by
+	// (stores.ServerClock or stores.CallerClock; empty reads as the
+	// caller's). A server-clock store must not judge staleness by the
+	// request's Now, so a takeover its own clock cannot have allowed is its
+	// fault, whatever the taker's clock said (the exclusive-execution
+	// checker); a caller-clock store's takeover by a client whose clock
+	// ran ahead is the contract's cost of caller clocks.
+	Clock stores.ClockSource
 }
 
 // lease is the lease of the state's claim: its own, or the LockTTL.

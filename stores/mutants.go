@@ -35,7 +35,7 @@ type Mutant struct {
 	// Checker is the checker expected to catch it by name: the one whose
 	// failure says what the bug did (a double charge, a stale write
 	// accepted, a wrong answer replayed, a stuck key), and which its demo
-	// on its home store (sqlite, or the one backend it belongs to) must
+	// on its home store (sqlite, or the first backend it belongs to) must
 	// fail. Linearizability fails on most mutants too, but says least; it
 	// is named only where nothing else can see the bug (the provider
 	// dedupes by the order, so two owners at once charge once and only
@@ -114,6 +114,18 @@ var Catalogue = []Mutant{
 		Bug: "never lets a key go: Prune removes nothing, so keys outlive their retention (a leak, and a reused key never becomes new)"},
 	{Name: "takeover-ignores-fingerprint", Side: StoreSide, On: slices.Concat(TableBackends, []string{"lease"}), Scenario: "sched-mismatch", Checker: "mismatch",
 		Bug: "takes over a stale claim without comparing the fingerprint: a request with other parameters, arriving once the owner's claim went stale, runs instead of getting 422"},
+
+	// A bug of the caller-clock backends, whose clock a scheduled episode
+	// moves by the millisecond: on a server's clock the boundary lies
+	// within the model's Slack, where either answer is right, so the bug
+	// cannot be told from the correct store there.
+	{Name: "stale-boundary", Side: StoreSide, On: []string{"memory", "sqlite"}, Scenario: "sched-crash", Checker: "linearizability",
+		Bug: "judges a claim stale only past LockTTL (> instead of >=): at exactly LockTTL a crashed owner's claim still answers 409, where the contract lets the key be taken over"},
+
+	// A bug of the server-clock backends: a caller-clock store (sqlite,
+	// memory) judges by the request's clock by design, and says so.
+	{Name: "request-clock", Side: StoreSide, On: []string{"postgres", "redis", "lease"}, Scenario: "skew", Checker: "exclusive-execution",
+		Bug: "judges staleness by the request's clock in a store that declares the server's (the card's locked_at from the caller): a client whose clock runs ahead takes a healthy owner over"},
 
 	// Bugs of one backend's protocol, with no counterpart in the others.
 	{Name: "split-claim", Side: StoreSide, On: []string{"redis"}, Scenario: "sched-race", Checker: "linearizability",

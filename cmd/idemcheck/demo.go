@@ -52,10 +52,11 @@ func allMutants() []string {
 	return out
 }
 
-// homeStore is the store a mutant's demo runs on by default: the one
-// backend it belongs to, else sqlite.
+// homeStore is the store a mutant's demo runs on by default: sqlite,
+// unless the mutant does not exist there; then the first backend it
+// belongs to (request-clock: postgres, a server-clock store).
 func homeStore(mutant string) string {
-	if m, _ := stores.LookupMutant(mutant); len(m.On) == 1 {
+	if m, _ := stores.LookupMutant(mutant); len(m.On) > 0 && !slices.Contains(m.On, "sqlite") {
 		return m.On[0]
 	}
 	return "sqlite"

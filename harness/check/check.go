@@ -73,7 +73,7 @@ var Preference = []string{AtMostOnce, Exclusive, Fencing, Mismatch, Liveness, Re
 // `idemcheck list` and reports.
 var Docs = []struct{ Name, Doc string }{
 	{AtMostOnce, "each order is charged at most once at the provider, and no key is claimed again after it was saved done (inside its retention)"},
-	{Exclusive, "a key's work never overlaps with the work of a healthy (not paused, not crashed) owner"},
+	{Exclusive, "a key's work never overlaps with the work of a healthy (not paused, not crashed) owner, and a server-clock store never takes a claim over inside its lease"},
 	{Fencing, "no write is accepted from a token that was superseded, and no token repeats for a key"},
 	{Replay, "every replay equals a response that was saved, and every client got the same answer for a key"},
 	{Mismatch, "a request with other parameters never runs and always gets 422"},

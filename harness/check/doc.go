@@ -17,7 +17,8 @@
 //   - atmostonce.go: [AtMostOnce], each order charged at most once, and no
 //     work run again after its key was saved done.
 //   - exclusive.go: [Exclusive], a key's work never overlaps the work of a
-//     healthy owner.
+//     healthy owner, and a server-clock store never takes a claim over
+//     inside its lease.
 //   - fencing.go: [Fencing], no write accepted from a superseded token, no
 //     token repeated, and the store's fencing numbers ([stores.Fence] or
 //     [stores.Decision.Fence]) increasing, within each life of a record

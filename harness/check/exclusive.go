@@ -26,8 +26,13 @@ type clientKey struct {
 // lease had passed. A caller-clock store decides by each client's own
 // clock, and a client whose clock runs ahead takes a healthy owner over:
 // the contract's documented cost of caller clocks (the skew scenario
-// counts it as a finding), not two owners the store chose to let run.
+// counts it as a finding), not two owners the store chose to let run. A
+// server-clock store promises one clock for every client: it has no such
+// excuse (earlyTakeovers).
 func aheadTakeover(m models.Config, co, cy history.Op) bool {
+	if m.Clock == stores.ServerClock {
+		return false
+	}
 	do, dy := co.Output.Decision.DecidedAt, cy.Output.Decision.DecidedAt
 	lease := m.LockTTL
 	if co.Input.Lease > 0 {
@@ -35,6 +40,77 @@ func aheadTakeover(m models.Config, co, cy history.Op) bool {
 	}
 	return cy.Output.Decision.Takeover && !do.IsZero() && !dy.IsZero() &&
 		dy.Sub(do) >= lease-m.Slack && time.Duration(cy.Return-co.Call) < lease
+}
+
+// earlyTakeovers finds, on a store declared [stores.ServerClock], every
+// takeover its own clock cannot have allowed: a claim cy that took the key
+// over from the claim co before co's lease had passed by the history's
+// clock, counted from co's call (the earliest moment the store can have
+// decided co) to cy's return (the latest it can have decided cy), less
+// the model's Slack (the server clock's resolution). The server decides
+// both by one clock, which runs with the history's (one machine), so the
+// owner was healthy by that clock and the takeover was judged by another:
+// the request's Now, the clock of a client that runs ahead. On a
+// caller-clock store that is the contract's cost of caller clocks
+// (aheadTakeover, the skew scenario's finding), and nothing is reported.
+//
+// co is the key's last claim answered before cy was sent. The claim cy
+// took over was co or one made after it (a claim co displaced cannot come
+// back), so counting from co's call never shortens its lease. A claim
+// whose owner may have let it go before cy was answered (a save or release
+// not fenced, answered or not) is not judged: a store that keeps a
+// released key's fingerprint may report its reclaim as a takeover.
+func earlyTakeovers(m models.Config, ops []history.Op) []Violation {
+	if m.Clock != stores.ServerClock {
+		return nil
+	}
+	keyed, order := history.ByKey(ops)
+	var vs []Violation
+	for _, k := range order {
+		kops := keyed[k]
+		letGo := func(t stores.Token, by int64) bool {
+			for _, x := range kops {
+				if x.Input.Token == t && x.Call < by && !x.Output.Fenced &&
+					(x.Input.Kind == models.Complete || x.Input.Kind == models.Release) {
+					return true
+				}
+			}
+			return false
+		}
+		for _, cy := range kops {
+			if !cy.IsClaim() || !cy.Output.Decision.Takeover {
+				continue
+			}
+			var co history.Op
+			found := false
+			for _, x := range kops {
+				if x.IsClaim() && x.Return < cy.Call && x.Output.Decision.Token != cy.Output.Decision.Token &&
+					(!found || x.Return > co.Return) {
+					co, found = x, true
+				}
+			}
+			if !found || letGo(co.Output.Decision.Token, cy.Return) {
+				continue
+			}
+			lease := m.LockTTL
+			if co.Input.Lease > 0 {
+				lease = co.Input.Lease
+			}
+			age := time.Duration(cy.Return - co.Call)
+			if age >= lease-m.Slack {
+				continue
+			}
+			why := "its request's clock"
+			if d := cy.Input.Now.Sub(co.Input.Now); !cy.Input.Now.IsZero() && !co.Input.Now.IsZero() && d >= lease-m.Slack {
+				why = fmt.Sprintf("its request's clock, which read %s after the owner's", d.Round(time.Millisecond))
+			}
+			vs = append(vs, Violation{Exclusive, k.String(), fmt.Sprintf(
+				"client %d took over client %d's claim (token %s) of %s at most %s after it was sent, inside its lease of %s: "+
+					"the store declares the server's clock, by which the owner was healthy, yet judged the claim stale by %s",
+				cy.Client, co.Client, tok(co.Output.Decision.Token), k, age.Round(time.Millisecond), lease, why)})
+		}
+	}
+	return vs
 }
 
 // decidedBefore reports whether the store decided claim x before claim y,
@@ -286,8 +362,12 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 				andList(clients), a.Key, strings.Join(runs, ", "), a.Client)})
 		}
 	}
+	vs = append(vs, earlyTakeovers(e.Model, ops)...)
 	sortViolations(vs)
 	detail := fmt.Sprintf("%d work runs, none overlapping a healthy owner", runs)
+	if e.Model.Clock == stores.ServerClock {
+		detail += ", no claim taken over inside its lease by the server's clock"
+	}
 	if excused > 0 {
 		detail += fmt.Sprintf(" (%d overlaps excused: the owner whose claim came first was paused or crashed by the harness, or lost half its lease or more to a late answer, a late start of its work or the harness's own stalls)", excused)
 	}

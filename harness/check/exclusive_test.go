@@ -8,6 +8,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 func TestExclusive(t *testing.T) {
@@ -198,6 +199,66 @@ func TestExclusive(t *testing.T) {
 		want(t, ahead(300*time.Millisecond), check.Exclusive, check.Pass, "")
 		// Decided by a clock that agrees with real time, it is two owners.
 		want(t, ahead(7*time.Millisecond), check.Exclusive, check.Fail, "client 1 was healthy")
+	})
+	t.Run("on a server-clock store a takeover by a client whose clock runs ahead is the store's fault", func(t *testing.T) {
+		// The skew scenario's episode on a store declared ServerClock that
+		// judged staleness by the request's Now: the skewed client took
+		// the healthy owner over 8 ms after its claim, and held still until
+		// the owner's work was done, so the two works never overlap.
+		skew := func(clock stores.ClockSource) *rec {
+			r := newRec()
+			r.clock = clock
+			r.begin(1, "fp", 0, 1, claimedD("a", false))
+			r.work(1, "a", 1, 50)
+			d := claimedD("b", true)
+			d.DecidedAt = t0.Add(7 * time.Millisecond) // the server's clock, which it did not judge by
+			r.op(2, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0.Add(207 * time.Millisecond)}, models.Output{Decision: d}, 7, 8)
+			r.complete(1, "a", resp, 55, 56, true, false)
+			r.work(2, "b", 60, 70)
+			return r
+		}
+		want(t, skew(stores.ServerClock), check.Exclusive, check.Fail, "client 2 took over client 1's claim (token a) of t0/order-o000 at most 8ms after it was sent")
+		want(t, skew(stores.ServerClock), check.Exclusive, check.Fail, "which read 207ms after the owner's")
+		// A caller-clock store judges by each request's clock: the contract's cost.
+		want(t, skew(stores.CallerClock), check.Exclusive, check.Pass, "")
+		want(t, skew(""), check.Exclusive, check.Pass, "")
+	})
+	t.Run("on a server-clock store a takeover once the lease has passed by the history's clock passes", func(t *testing.T) {
+		// The lease is 100 ms and the server clock's slack 5 ms: a takeover
+		// answered 95 ms after the claim was sent may be right, 94 ms not.
+		at := func(ret int64) *rec {
+			r := newRec()
+			r.clock = stores.ServerClock
+			r.begin(1, "fp", 0, 1, claimedD("a", false))
+			r.work(1, "a", 1, 20)
+			r.begin(2, "fp", ret-1, ret, claimedD("b", true))
+			r.work(2, "b", ret, ret+10)
+			return r
+		}
+		want(t, at(95), check.Exclusive, check.Pass, "")
+		want(t, at(94), check.Exclusive, check.Fail, "inside its lease of 100ms")
+	})
+	t.Run("on a server-clock store a released claim reclaimed as a takeover is not judged", func(t *testing.T) {
+		// A store that keeps a released key's fingerprint (a tombstone) may
+		// report its reclaim as a takeover: the owner let it go.
+		r := newRec()
+		r.clock = stores.ServerClock
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.release(1, "a", 5, 6, false)
+		r.begin(2, "fp", 10, 11, claimedD("b", true))
+		r.work(2, "b", 11, 20)
+		want(t, r, check.Exclusive, check.Pass, "")
+	})
+	t.Run("on a server-clock store overlapping work after a takeover by a clock ahead is not excused", func(t *testing.T) {
+		r := newRec()
+		r.clock = stores.ServerClock
+		r.begin(1, "fp", 0, 1, claimedD("a", true))
+		r.work(1, "a", 1, 50)
+		d := claimedD("b", true)
+		d.DecidedAt = t0.Add(300 * time.Millisecond)
+		r.op(2, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0.Add(300 * time.Millisecond)}, models.Output{Decision: d}, 7, 8)
+		r.work(2, "b", 8, 30)
+		want(t, r, check.Exclusive, check.Fail, "client 1 was healthy")
 	})
 	t.Run("two claims decided at once, both answered at once, fail", func(t *testing.T) {
 		r := newRec()

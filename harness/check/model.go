@@ -18,7 +18,7 @@ const ServerClockSlack = 5 * time.Millisecond
 // with ServerClockSlack for server-clock stores. It is the one place the
 // model's parameters are made, for every run, hunt and demo.
 func ModelFor(clock stores.ClockSource, cfg stores.Config, sem stores.Semantics) models.Config {
-	m := models.Config{LockTTL: cfg.LockTTL, Retention: cfg.Retention, Semantics: sem}
+	m := models.Config{LockTTL: cfg.LockTTL, Retention: cfg.Retention, Semantics: sem, Clock: clock}
 	if clock == stores.ServerClock {
 		m.Slack = ServerClockSlack
 	}
@@ -43,9 +43,13 @@ type Params struct {
 	// a store gives as stores.Decision.Fence are in the history, and a
 	// re-check judges them).
 	Semantics stores.Semantics `json:"semantics,omitempty"`
+	// Clock is whose clock the store declares it decides by
+	// (models.Config.Clock); empty in a run saved before it was kept,
+	// which a re-check then judges as a caller-clock store's.
+	Clock stores.ClockSource `json:"clock,omitempty"`
 }
 
 // Model is the model the params describe.
 func (p Params) Model() models.Config {
-	return models.Config{LockTTL: p.LockTTL, Retention: p.Retention, Slack: p.Slack, Semantics: p.Semantics}
+	return models.Config{LockTTL: p.LockTTL, Retention: p.Retention, Slack: p.Slack, Semantics: p.Semantics, Clock: p.Clock}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/sched"
 	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -24,7 +25,10 @@ import (
 // Time: a caller-clock store (memory, SQLite) gets a manual clock that only
 // a tick moves (by LockTTL + 1 ms), so an episode costs no sleeping; a
 // server-clock store (Postgres, Redis) judges by its own clock, so a tick
-// sleeps LockTTL + tickMargin.
+// sleeps LockTTL + tickMargin. On a manual clock, sched-crash's stale-first
+// tick lands on the boundary (staleBoundary): exactly on LockTTL, one
+// millisecond short of it (and the chooser may then move the clock the last
+// millisecond, Nudge), or one past it, by the episode's key.
 //
 // The same client setup (SchedClient) serves the demos, which replay a
 // scripted interleaving instead of a chosen one.
@@ -35,6 +39,25 @@ const tickMargin = 20 * time.Millisecond
 
 // Tick is the name of the scheduler action that moves the clock past LockTTL.
 const Tick = "clock+LockTTL"
+
+// Nudge is the name of the scheduler action that moves a manual clock by
+// one millisecond: offered once after a stale-first tick that stopped one
+// millisecond short of LockTTL, from when a client has been told 409, it
+// lands the crashed owner's claim exactly on LockTTL.
+const Nudge = "clock+1ms"
+
+// staleBoundary is where sched-crash's stale-first tick of episode k lands
+// on a manual clock, from the crashed owner's claim: exactly LockTTL (key
+// 0, and every third), one millisecond short (the claim is still live:
+// 409, until a Nudge lands it on LockTTL), or one past. The contract (the
+// decision table, models.Decide) makes a claim stale at LockTTL, not
+// after it, so a store that judges staleness by > instead of >= answers
+// 409 at exactly LockTTL (the stale-boundary mutant), and one that judges
+// a millisecond early takes a live claim over. Every seed has key 0: a
+// run of the scenario always lands one episode on the boundary.
+func staleBoundary(k int) time.Duration {
+	return [3]time.Duration{0, -time.Millisecond, time.Millisecond}[k%3]
+}
 
 // episodeSpec is one scheduled episode: the clients on one order and what
 // the chooser may vary.
@@ -265,12 +288,26 @@ func (e *Env) UseSchedClock() {
 
 // Tick moves the clock past LockTTL: a manual clock jumps; a server's
 // clock is waited for.
-func (e *Env) Tick() {
+func (e *Env) Tick() { e.tickBy(time.Millisecond) }
+
+// tickBy moves a manual clock by LockTTL + off (off may be negative or
+// zero: a boundary, staleBoundary); a server's clock, which no sleep
+// lands on a millisecond, is waited for past LockTTL as by Tick (the
+// model's Slack makes its boundary go either way). It returns the move's
+// name for an episode's log.
+func (e *Env) tickBy(off time.Duration) string {
 	if m, ok := e.clock.(*faults.ManualClock); ok {
-		m.Advance(e.Config.LockTTL + time.Millisecond)
-		return
+		m.Advance(e.Config.LockTTL + off)
+		switch {
+		case off == 0:
+			return "clock+LockTTL exactly"
+		case off != time.Millisecond:
+			return fmt.Sprintf("clock+LockTTL%+dms", off.Milliseconds())
+		}
+		return Tick
 	}
 	time.Sleep(e.Config.LockTTL + tickMargin)
+	return Tick
 }
 
 // afterEpisodes moves a manual clock past every claim's LockTTL (a claim
@@ -357,11 +394,22 @@ func RunEpisode(ctx context.Context, env *Env, name string, k int, ch sched.Choo
 			return log, err
 		}
 		if spec.staleFirst {
-			env.Tick()
-			log = append(log, sched.Event{Kind: sched.Acted, Action: Tick})
+			log = append(log, sched.Event{Kind: sched.Acted, Action: env.tickBy(staleBoundary(k))})
 		}
 	}
 	s := env.NewScheduler(ch, spec.ticks)
+	if m, manual := env.clock.(*faults.ManualClock); manual && spec.staleFirst && staleBoundary(k) < 0 {
+		// One millisecond short of LockTTL: once a client was told 409,
+		// the chooser may move the clock onto LockTTL.
+		key, from := env.Order(k, "").Key, env.Hist.Now()
+		told := func() bool {
+			return env.Hist.Has(func(op history.Op) bool {
+				return op.Input.Key == key && op.Call >= from && op.Input.Kind == models.Begin && !op.Output.Unknown &&
+					op.Output.Decision.Outcome == stores.InFlight
+			})
+		}
+		s.ActionWhen(Nudge, 1, told, func() { m.Advance(-staleBoundary(k)) })
+	}
 	env.episodeClients(s, spec, rest, k)
 	if spec.prunes > 0 {
 		env.SchedPruner(s, "", spec.prunes)

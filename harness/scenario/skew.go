@@ -24,7 +24,10 @@ import (
 //     (skew_fenced_writes; the fencing checker must pass), and the
 //     downstream key keeps the order charged once.
 //   - server-clock stores (postgres, redis) judge by one clock and answer
-//     409 until the owner is done: skew_takeovers is 0.
+//     409 until the owner is done: skew_takeovers is 0. A takeover there
+//     is the store judging by the request's clock, which it declared it
+//     does not: the exclusive-execution checker fails it (the
+//     request-clock mutant).
 //
 // The skewed client holds still after a takeover (LockTTL/2 past the
 // owner's work, and then until the owner's work is done), so the two works

@@ -147,6 +147,7 @@ type action struct {
 	name string
 	max  int
 	used int
+	when func() bool // nil: always
 	f    func()
 }
 
@@ -202,7 +203,16 @@ func (s *Scheduler) Client(name string, body func(ctx context.Context)) *Client 
 // runs on the scheduler's goroutine while every client is parked or
 // blocked, so it must not wait on a client.
 func (s *Scheduler) Action(name string, max int, f func()) {
-	s.actions = append(s.actions, &action{name: name, max: max, f: f})
+	s.ActionWhen(name, max, nil, f)
+}
+
+// ActionWhen is Action offered only while when reports true (nil: always),
+// asked at each decision while no client runs: an action that means
+// something only after an event, such as the clock's last millisecond to
+// LockTTL moved once a client has been answered 409 one millisecond short.
+// when, like f, must not wait on a client.
+func (s *Scheduler) ActionWhen(name string, max int, when func() bool, f func()) {
+	s.actions = append(s.actions, &action{name: name, max: max, when: when, f: f})
 }
 
 // Observe has f called whenever no client runs (each waits at a failpoint,
@@ -370,7 +380,7 @@ func (s *Scheduler) loop(ctx context.Context) error {
 		var acts []*action
 		s.mu.Lock()
 		for _, a := range s.actions {
-			if a.used < a.max {
+			if a.used < a.max && (a.when == nil || a.when()) {
 				opts = append(opts, Option{Action: a.name})
 				acts = append(acts, a)
 			}

@@ -295,3 +295,32 @@ func TestScriptFollowsSteps(t *testing.T) {
 		t.Errorf("%d winners, want 1 (c0 ran to the end first): %v", w, s.Decisions())
 	}
 }
+
+// lastOption always takes the last option: an action whenever one is
+// offered (actions come after the clients).
+type lastOption struct{}
+
+func (lastOption) Choose(opts []Option) int { return len(opts) - 1 }
+
+// TestActionWhenWaitsForItsEvent: an action offered only once an event
+// happened is not offered before it, and is offered (and taken) after.
+func TestActionWhenWaitsForItsEvent(t *testing.T) {
+	var happened atomic.Bool
+	s := New(lastOption{}, fast)
+	s.Client("c0", func(ctx context.Context) {
+		for j := 0; j < 4; j++ {
+			_ = faults.Hit(ctx, fmt.Sprintf("p%d", j))
+			if j == 1 {
+				happened.Store(true) // the event, once let past p1
+			}
+		}
+	})
+	s.ActionWhen("nudge", 1, happened.Load, func() {})
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(s.Decisions(), " ")
+	if want := "c0@p0 c0@p1 nudge c0@p2 c0@p3"; got != want {
+		t.Fatalf("decisions %q, want %q", got, want)
+	}
+}

@@ -17,9 +17,10 @@
 // It keeps its records in memory under one mutex and judges time by its
 // own clock (stores.ServerClock), as a server would: a request's Now is
 // ignored. Its mutants sit beside the correct code, one line away:
-// fence-not-incremented (a takeover keeps the old fencing number) and
+// fence-not-incremented (a takeover keeps the old fencing number),
 // takeover-ignores-fingerprint (a stale claim is taken over by a request
-// with other parameters).
+// with other parameters) and request-clock (staleness judged by the
+// request's Now).
 package lease
 
 import (
@@ -161,6 +162,9 @@ func (s *Store) Begin(_ context.Context, req stores.Request) (stores.Decision, e
 		return d, nil
 	}
 	stale := r.status == inFlight && now.Sub(r.lockedAt) >= r.lease
+	if s.variant == "request-clock" {
+		stale = r.status == inFlight && req.Now.Sub(r.lockedAt) >= r.lease // the request's clock, not its own
+	}
 	mismatch := r.fingerprint != req.Fingerprint
 	if s.variant == "takeover-ignores-fingerprint" && stale {
 		mismatch = false // a stale claim goes to anyone

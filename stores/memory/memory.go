@@ -203,6 +203,8 @@ func (s *Store) decide(req stores.Request, r *record, ok bool) stores.Decision {
 		mismatch = false
 	case "takeover-ignores-fingerprint":
 		mismatch = mismatch && (r.done || !stale) // a stale claim goes to anyone
+	case "stale-boundary":
+		stale = now.Sub(r.lockedAt) > s.cfg.LockTTL // stale only past LockTTL, not at it
 	}
 	if mismatch {
 		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: now}

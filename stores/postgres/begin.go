@@ -18,8 +18,9 @@ import (
 // answers a replay (replaySQL), else an insert that claims a key without
 // a row (claimSQL), else one statement that decides on the row there
 // (beginSQL); the time it decides with is the server's, returned as
-// DecidedAt, and req.Now is ignored. A network error or timeout is
-// returned as an error: the claim may or may not have been made.
+// DecidedAt; req.Now is bound but never judged by (only the request-clock
+// mutant does). A network error or timeout is returned as an error: the
+// claim may or may not have been made.
 func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	if err := stores.ValidateKey(req.KeyRef); err != nil {
 		return stores.Decision{}, err
@@ -47,7 +48,7 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 		body            []byte
 		at              time.Time
 	)
-	args := []any{raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), s.cfg.LockTTL}
+	args := []any{raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), s.cfg.LockTTL, req.Now}
 	query := func(q string, args []any) error {
 		return s.pool.QueryRow(ctx, q, args...).Scan(&decision, &token, &status, &body, &at)
 	}

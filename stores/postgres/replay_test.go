@@ -43,7 +43,7 @@ func TestReplayOnlyReads(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		if _, err := s.pool.Exec(ctxT(t), `DROP FUNCTION pg_temp.idemcheck_begin(bytea, bytea, bytea, interval)`); err != nil {
+		if _, err := s.pool.Exec(ctxT(t), `DROP FUNCTION pg_temp.idemcheck_begin(bytea, bytea, bytea, interval, timestamptz)`); err != nil {
 			t.Fatal(err)
 		}
 		replayOnlyReads(t, s)

@@ -65,8 +65,10 @@ FROM {t} WHERE tenant = $1 AND key = $2 AND status = 'done' AND fingerprint = $3
 // RETURNING sees only the new row (before Postgres 18), which is why the
 // decision is stored in the row.
 //
-// Parameters: $1 tenant, $2 key, $3 fingerprint, $4 LockTTL. The CTE n reads
-// the server's clock once (the time the decision is made with, returned as
+// Parameters: $1 tenant, $2 key, $3 fingerprint, $4 LockTTL, $5 the
+// request's Now (never judged by: the time is the server's; n.asked is
+// there for request-clock, which judges by it). The CTE n reads the
+// server's clock once (the time the decision is made with, returned as
 // decided_at) and makes the token a new claim would get. It is read before
 // any wait for the row lock, so after a long wait a claim is judged by a
 // slightly earlier time: it can look younger than it is, never older, and
@@ -75,7 +77,7 @@ FROM {t} WHERE tenant = $1 AND key = $2 AND status = 'done' AND fingerprint = $3
 // one-statement decision changes one of them.
 const beginSQL = `
 WITH n AS MATERIALIZED (
-    SELECT clock_timestamp() AS clock, {fresh} AS token, $4::interval AS ttl),
+    SELECT clock_timestamp() AS clock, {fresh} AS token, $4::interval AS ttl, $5::timestamptz AS asked),
 w AS (
 INSERT INTO {t} AS k (tenant, key, fingerprint, status, locked_at, token, created_at, decision)
 SELECT $1, $2, $3, 'in_flight', n.clock, n.token, n.clock, 'claimed' FROM n
@@ -128,7 +130,7 @@ RETURNING k.decision, k.token, k.response_status, k.response_body, k.locked_at`
 // {begin} are the statements as the variant (and the mutation hook) made
 // them.
 const beginFuncSQL = `
-CREATE OR REPLACE FUNCTION pg_temp.idemcheck_begin(bytea, bytea, bytea, interval)
+CREATE OR REPLACE FUNCTION pg_temp.idemcheck_begin(bytea, bytea, bytea, interval, timestamptz)
 RETURNS TABLE (o_decision text, o_token text, o_status integer, o_body bytea, o_at timestamptz)
 LANGUAGE plpgsql AS $idemcheck_begin$
 BEGIN
@@ -143,8 +145,9 @@ END
 $idemcheck_begin$`
 
 // beginCallSQL is Begin's round trip when the session has the function:
-// $1 tenant, $2 key, $3 fingerprint, $4 LockTTL, as beginSQL's.
-const beginCallSQL = `SELECT * FROM pg_temp.idemcheck_begin($1, $2, $3, $4)`
+// $1 tenant, $2 key, $3 fingerprint, $4 LockTTL, $5 the request's Now, as
+// beginSQL's.
+const beginCallSQL = `SELECT * FROM pg_temp.idemcheck_begin($1, $2, $3, $4, $5)`
 
 // readSQL is the separate read of the mutants that split Begin into a read
 // and a dependent write: whether the row exists, and what the write would
@@ -281,6 +284,12 @@ WHERE tenant = $1 AND key = $2
 
 	// A claim is never stale: a crashed owner's key stays in flight.
 	"no-takeover": mutate(func(s *statements) { s.live = `true` }),
+
+	// Staleness judged by the request's clock, not the server's (the
+	// lesson card's locked_at from the caller, in a store that declares
+	// the server's clock): a client whose clock runs ahead takes a
+	// healthy owner over.
+	"request-clock": mutate(func(s *statements) { s.live = `n.asked < k.locked_at + n.ttl` }),
 
 	// Keys are kept only for LockTTL, not Retention.
 	"short-retention": mutate(func(s *statements) {

@@ -17,7 +17,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return stores.Decision{}, err
 	}
 	key := s.redisKey(req.KeyRef)
-	args := []any{req.Fingerprint, newToken(), s.lockTTL, s.retention, 0}
+	args := []any{req.Fingerprint, newToken(), s.lockTTL, s.retention, 0, req.Now.UnixMilli()}
 	switch s.scripts.split {
 	case selectThenInsert:
 		return s.beginSelectThenInsert(ctx, key, args)

@@ -32,6 +32,7 @@ import (
 //	ARGV[1]  fingerprint       ARGV[2]  a fresh random token (used if the caller claims)
 //	ARGV[3]  LockTTL, ms       ARGV[4]  Retention, ms
 //	ARGV[5]  created_at of the record read by an earlier call (stale-overwrite only)
+//	ARGV[6]  the request's Now, ms: never read (time is the server's); request-clock judges by it
 //
 // Reply: {"claimed", now, token, takeover 0|1} | {"replay", now, status, body} |
 // {"in_flight", now} | {"mismatch", now} | {"stale", now, created_at} (a split mutant's read).
@@ -137,6 +138,11 @@ var variants = map[string]variant{
 	// at 1 once the key is released (or expires) and an old token comes back.
 	"token-reuse": {begin: []edit{{lineNewToken, `local function newtoken() return tostring(redis.call('HINCRBY', key, 'seq', 1)) end`}}},
 	"no-takeover": {begin: []edit{{lineFresh, `if true then return {'in_flight', now} end -- never stale`}}},
+	// Staleness judged by the request's clock, not the server's (the
+	// lesson card's locked_at from the caller, in a store that declares
+	// the server's clock): a client whose clock runs ahead takes a healthy
+	// owner over.
+	"request-clock": {begin: []edit{{lineFresh, `if tonumber(ARGV[6]) - locked_at < ttl then return {'in_flight', now} end -- the request's clock`}}},
 	// The key expires after LockTTL instead of Retention.
 	"short-retention": {begin: []edit{{lineExpire, `  redis.call('PEXPIREAT', key, created + ttl)`}}},
 	// Staleness judged on the first call's read; the second call writes the

@@ -126,6 +126,8 @@ func statementsFor(variant string) statements {
 		s.replay = fmt.Sprintf(readDone, `1`)
 	case "no-takeover":
 		s.read = fmt.Sprintf(readRow, sameFingerprint, `0`) // no claim is ever stale
+	case "stale-boundary":
+		s.read = fmt.Sprintf(readRow, sameFingerprint, `:now - locked_at > :lock_ttl`) // stale only past LockTTL, not at it
 	case "short-retention":
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :lock_ttl`) // keeps keys only for LockTTL
 	case "complete-overwrites-done":

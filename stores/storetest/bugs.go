@@ -82,6 +82,40 @@ var Bugs = map[string]Bug{
 		d := begin(t, s, c, k, "other-fp")
 		return d.Outcome == stores.Claimed, fmt.Sprintf("other parameters on a stale claim: %v", d.Outcome)
 	},
+	// The owner claims; at once a request whose clock runs 2×LockTTL
+	// ahead asks for the key: a store that declares the server's clock
+	// answers 409 (only a LockTTL gone by on the real clock excuses a
+	// takeover).
+	"request-clock": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
+		k := stores.KeyRef{Tenant: "acme", Key: "ahead"}
+		from := c.Now()
+		if d := begin(t, s, c, k, "fp"); d.Outcome != stores.Claimed {
+			t.Fatalf("claim: %v", d.Outcome)
+		}
+		d, err := s.Begin(context.Background(), stores.Request{KeyRef: k, Fingerprint: "fp", Now: c.Now().Add(2 * cfg.LockTTL)})
+		if err != nil {
+			t.Fatalf("Begin(%s) 2×LockTTL ahead: %v", k, err)
+		}
+		took := c.Now().Sub(from)
+		return d.Takeover && took < cfg.LockTTL, fmt.Sprintf("a request 2×LockTTL ahead, %v after the claim: %v (takeover %t)", took.Round(time.Millisecond), d.Outcome, d.Takeover)
+	},
+	// A crashed owner's claim, asked for one millisecond before LockTTL
+	// (live: 409) and at exactly LockTTL (stale: the contract lets the key
+	// be taken over). For a caller-clock store, whose clock Advance moves
+	// by the millisecond; on a server's clock no sleep lands on it.
+	"stale-boundary": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
+		k := stores.KeyRef{Tenant: "acme", Key: "boundary"}
+		if d := begin(t, s, c, k, "fp"); d.Outcome != stores.Claimed {
+			t.Fatalf("claim: %v", d.Outcome)
+		}
+		c.Advance(cfg.LockTTL - time.Millisecond)
+		if d := begin(t, s, c, k, "fp"); d.Outcome != stores.InFlight {
+			t.Fatalf("1 ms before LockTTL: %v, want %v", d.Outcome, stores.InFlight)
+		}
+		c.Advance(time.Millisecond)
+		d := begin(t, s, c, k, "fp")
+		return d.Outcome != stores.Claimed, fmt.Sprintf("at exactly LockTTL: %v (takeover %t)", d.Outcome, d.Takeover)
+	},
 	// A key saved done outlives its retention and a prune.
 	"never-expire": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
 		k := stores.KeyRef{Tenant: "acme", Key: "old"}
