@@ -24,3 +24,14 @@ func TestInterruptedProbesAreNoEvidence(t *testing.T) {
 		t.Fatalf("an at-most-once failure after an interrupt: %s %+v, want it to stand alone", j.Verdict, j.Violations)
 	}
 }
+
+// A workload that could not finish for thousands of keys says the first
+// few reasons and counts the rest.
+func TestFirstOfCountsTheRest(t *testing.T) {
+	if got := firstOf([]string{"a", "b"}, 5); got != "a; b" {
+		t.Errorf("firstOf of two: %q", got)
+	}
+	if got := firstOf([]string{"a", "b", "c", "d"}, 2); got != "a; b; and 2 more" {
+		t.Errorf("firstOf of four, two shown: %q", got)
+	}
+}
