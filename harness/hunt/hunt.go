@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -93,40 +92,6 @@ type Options struct {
 	// 698 at 100 ms, every claim it swept already stale by the time the
 	// next one came.
 	ServerLockTTL time.Duration
-	// Want, if set, is the checker the hunt is after: a round or episode
-	// that fails only other checkers does not end the hunt, and is the
-	// kill reported only if no round fails Want within the budget. A demo
-	// hunts with the checker the mutant list names, so that a failover
-	// round that lost a claim without running the work twice (caught by
-	// linearizability alone) does not stand for a mutant listed as caught
-	// by at-most-once.
-	Want string
-}
-
-// settle decides whether the judged kill k ends the hunt: it does unless
-// h wants a checker k's failures lack, in which case the first such kill
-// is kept in *fallback and k is reset to not killed.
-func (h Options) settle(k *Kill, fallback **Kill) bool {
-	if !k.Killed || h.Want == "" || slices.Contains(k.Checkers, h.Want) {
-		return k.Killed
-	}
-	if *fallback == nil {
-		f := *k
-		*fallback = &f
-	}
-	k.Killed = false
-	return false
-}
-
-// restore puts the kept fallback back when the hunt ended with no kill by
-// the wanted checker, keeping the count of episodes run.
-func restore(k *Kill, fallback *Kill) {
-	if k.Killed || fallback == nil {
-		return
-	}
-	episodes, seconds := k.Episodes, k.Seconds
-	*k = *fallback
-	k.Episodes, k.Seconds = episodes, seconds
 }
 
 // ScheduledServerLockTTL is the LockTTL of scheduled scenarios on
@@ -284,23 +249,21 @@ func huntEpisodes(ctx context.Context, o harness.Options, sc scenario.Scenario, 
 		}
 		return ctx.Err()
 	}
-	var fallback *Kill
 	start := time.Now()
 	for ep := 0; ep == 0 || time.Since(start) < h.Budget && (h.Episodes == 0 || ep < h.Episodes); ep++ {
 		if err := episode(sched.NewRandom(eps.Int63()), k); err != nil {
 			return err
 		}
 		k.Episodes = ep + 1
-		if h.settle(k, &fallback) {
+		if k.Killed {
 			k.Seconds = time.Since(start).Seconds()
 			if h.Shrink > 0 {
-				shrink(k, h.Shrink, episode, h.Want)
+				shrink(k, h.Shrink, episode)
 			}
 			return nil
 		}
 	}
 	k.Seconds = time.Since(start).Seconds()
-	restore(k, fallback)
 	return nil
 }
 
@@ -308,11 +271,11 @@ func huntEpisodes(ctx context.Context, o harness.Options, sc scenario.Scenario, 
 // (cut short, one choice removed, one choice made 0: the first option, as
 // rapid shrinks) and keeps any that still kills with a shorter trace, until
 // none does or the budget is spent.
-func shrink(k *Kill, budget time.Duration, episode func(sched.Chooser, *Kill) error, want string) {
+func shrink(k *Kill, budget time.Duration, episode func(sched.Chooser, *Kill) error) {
 	deadline := time.Now().Add(budget)
 	k.FirstTrace = len(k.Trace)
 	better := func(t *Kill) bool {
-		return t.Killed && (want == "" || slices.Contains(t.Checkers, want)) && (len(t.Trace) < len(k.Trace) || len(t.Trace) == len(k.Trace) && len(t.choices) < len(k.choices))
+		return t.Killed && (len(t.Trace) < len(k.Trace) || len(t.Trace) == len(k.Trace) && len(t.choices) < len(k.choices))
 	}
 	for improved := true; improved && time.Now().Before(deadline); {
 		improved = false
@@ -362,7 +325,6 @@ func huntRounds(ctx context.Context, o harness.Options, sc scenario.Scenario, h 
 	if h.Keys > 0 {
 		o.Keys = h.Keys
 	}
-	var fallback *Kill
 	start := time.Now()
 	for round := 0; round == 0 || time.Since(start) < h.Budget && (h.Episodes == 0 || round < h.Episodes); round++ {
 		if ctx.Err() != nil {
@@ -373,13 +335,12 @@ func huntRounds(ctx context.Context, o harness.Options, sc scenario.Scenario, h 
 			return err
 		}
 		k.Episodes, k.round = round+1, round
-		if res.Verdict == check.Fail && judge(k, res.Checkers, res.History(), res.Ledger()) && h.settle(k, &fallback) {
+		if res.Verdict == check.Fail && judge(k, res.Checkers, res.History(), res.Ledger()) {
 			k.Seconds = time.Since(start).Seconds()
 			return nil
 		}
 	}
 	k.Seconds = time.Since(start).Seconds()
-	restore(k, fallback)
 	return nil
 }
 
