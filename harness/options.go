@@ -242,11 +242,10 @@ func (o Options) Estimate() time.Duration {
 }
 
 // EstimateCalls is a rough upper bound on the store calls a run of o
-// records, from measured runs: an unscheduled scenario makes about two
-// calls per key and client (race on memory: 105 calls at 8 keys and 6
-// clients, 11,195 at 100 and 60), a scheduled one about ten per key, and
-// --duration repeats the rounds. Every call is kept in memory until the
-// run ends (BytesPerCall), so this bounds what a run can hold.
+// records: each scenario's measured calls per key and client
+// (scenario.Scenario.EstimateCalls), and --duration repeats the rounds.
+// Every call is kept in memory until the run ends (BytesPerCall), so this
+// bounds what a run can hold.
 func (o Options) EstimateCalls() int64 {
 	caps := o.Caps()
 	var n int64
@@ -255,10 +254,7 @@ func (o Options) EstimateCalls() int64 {
 		if !ok || sc.WhyNot(caps) != "" {
 			continue
 		}
-		c := int64(2 * o.Keys * o.Clients)
-		if sc.Scheduled {
-			c = int64(10 * o.Keys)
-		}
+		c := sc.EstimateCalls(o.Keys, o.Clients)
 		if o.Duration > 0 {
 			round := o
 			round.Duration = 0
@@ -276,19 +272,32 @@ func (o Options) EstimateCalls() int64 {
 // 137,187 calls of race at 1,000 keys and 60 clients peaked at 697 MB.
 const BytesPerCall = 5 << 10
 
-// ScenarioCost is a rough forecast of one run of sc's wall time under o
-// (scenario.Scenario.Cost at the LockTTL its store gets, repeated for
-// Duration). A scheduled scenario on a caller-clock store waits for no
-// LockTTL in real time (its clock is a manual one the scheduler moves), so
-// its LockTTLs cost next to nothing.
+// ScenarioCost is a rough forecast of one run of sc's wall time under o:
+// the longer of its LockTTLs and retention periods
+// (scenario.Scenario.Cost at the LockTTL its store gets) and its calls at
+// the backend's wall time per call (stores.Backend.CallWall), plus the
+// backend's FaultWall when the scenario pauses and restarts its server,
+// repeated for Duration. A scheduled scenario on a caller-clock store waits
+// for no LockTTL in real time (its clock is a manual one the scheduler
+// moves), so its LockTTLs cost next to nothing, but its calls do: a
+// drawn SQLite run of 5,364 keys at a 50 ms LockTTL forecast by LockTTLs
+// alone at under 10 s ran for 1,122 s.
 func (o Options) ScenarioCost(sc scenario.Scenario) time.Duration {
 	ttl := o.LockTTLFor(sc)
 	if sc.Scheduled && o.Backend.Clock != stores.ServerClock {
 		ttl = time.Millisecond
 	}
-	c := sc.Cost(ttl, o.Retention, o.Keys)
+	wall := o.Backend.CallWall
+	if wall <= 0 {
+		wall = stores.DefaultCallWall
+	}
+	var fixed time.Duration
+	if sc.FaultsServer && o.Backend.Lives == stores.Server {
+		fixed = o.Backend.FaultWall
+	}
+	c := fixed + max(sc.Cost(ttl, o.Retention, o.Keys), time.Duration(sc.EstimateCalls(o.Keys, o.Clients))*wall)
 	if o.Duration > c {
-		c = o.Duration + sc.Cost(ttl, o.Retention, 0)
+		c = o.Duration + fixed + sc.Cost(ttl, o.Retention, 0)
 	}
 	return c
 }

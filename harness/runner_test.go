@@ -188,3 +188,25 @@ func TestOwnServerPlan(t *testing.T) {
 		t.Errorf("--parallel 1: %v with a server of their own, %v without: want the same", with, without)
 	}
 }
+
+// TestForecastCountsCalls: a run's forecast counts its calls at the
+// backend's measured wall time per call, not its LockTTLs alone: a drawn
+// SQLite run of takeover, crash and abuse with 5,364 keys at a 50 ms
+// LockTTL, forecast at under 10 s by LockTTLs, ran for 1,122 s.
+func TestForecastCountsCalls(t *testing.T) {
+	b, err := stores.Lookup("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := harness.DefaultOptions()
+	o.Backend, o.Parallel = b, 4
+	o.Scenarios = []string{"takeover", "crash", "abuse"}
+	o.LockTTL, o.Keys, o.Clients = 50*time.Millisecond, 5364, 8
+	if est := o.Estimate(); est < 10*time.Minute {
+		t.Errorf("forecast %v for 5,364 keys of takeover, crash and abuse on sqlite: want the measured order (1,122 s)", est)
+	}
+	o.Keys = 8
+	if est := o.Estimate(); est > 10*time.Second {
+		t.Errorf("forecast %v for 8 keys: want seconds", est)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ClockSource says whose clock a backend judges staleness and retention by.
@@ -86,11 +87,23 @@ type Backend struct {
 	// reads. An argument is never inferred from survival: a mutant with
 	// an argument that a checker kills is reported as a refuted argument.
 	Equivalent map[string]string
+	// CallWall and FaultWall forecast what a run costs on this backend, for
+	// estimates and the random-flag soak's budget only: the wall time one
+	// store call takes inside a scenario, and what a scenario that pauses
+	// and restarts the backend's server pays for it besides. Measured on a
+	// 2-core machine beside one CPU hog (docs/performance.md, "Forecasts");
+	// zero CallWall: DefaultCallWall.
+	CallWall, FaultWall time.Duration
 	// Open connects to addr (a file path, DSN or host:port, as the backend
 	// documents) and returns a store of cfg.Variant. An unknown variant is
 	// an error.
 	Open func(ctx context.Context, addr string, cfg Config) (Store, error)
 }
+
+// DefaultCallWall is the forecast wall time of one call on a backend that
+// does not say (Backend.CallWall): a store behind a local server or a
+// child process.
+const DefaultCallWall = 2 * time.Millisecond
 
 // Variants lists the backend's variants: correct first, then its mutants.
 func (b Backend) Variants() []string {

@@ -45,6 +45,14 @@ type Scenario struct {
 	// Fixed is a round's wall time that does not scale with LockTTL (the
 	// stress scenario's calibration and window), for estimates.
 	Fixed time.Duration
+	// Calls and ClientCalls say roughly how many store calls one round
+	// makes for each key: Calls, plus ClientCalls for each client, as
+	// measured (`idemcheck check --keys 100 --clients 4|16 --lock-ttl
+	// 100ms` on memory, sqlite, postgres and redis, the largest per key
+	// kept). Forecasts of a run's calls and of the wall time its calls
+	// take (Estimate), where LockTTLs alone would say a tiny LockTTL
+	// makes a run of thousands of keys free.
+	Calls, ClientCalls float64
 	// Alone, if set, says the scenario must not share the machine or the
 	// server with other scenarios under these capabilities: it pauses,
 	// kills or fails over what they use too (the server, the cluster), or
@@ -65,6 +73,12 @@ func (s Scenario) Cost(ttl, retention time.Duration, keys int) time.Duration {
 		retention = s.Retention
 	}
 	return s.Fixed + time.Duration((s.TTLs+1+s.PerKey*float64(keys))*float64(ttl)+s.Retentions*float64(retention))
+}
+
+// EstimateCalls forecasts the store calls of one round with this many keys
+// and clients (see Calls).
+func (s Scenario) EstimateCalls(keys, clients int) int64 {
+	return int64((s.Calls + s.ClientCalls*float64(clients)) * float64(keys))
 }
 
 // Phase says when the runner may run the scenario with these
@@ -119,47 +133,47 @@ func (s Scenario) WhyNot(c Caps) string {
 // workloads, the network ones, the scheduled ones, then those of the
 // client-side mutants, clock skew, and the process and server faults.
 var All = []Scenario{
-	{Name: "race", TTLs: 1, Doc: "every client sends the same order at once, with the read-to-write window widened: one owner, the rest 409 or replay", run: runRace},
-	{Name: "takeover", TTLs: 3, Doc: "an owner pauses past LockTTL; others take over; the stale owner's save or release must be fenced", run: runTakeover},
-	{Name: "crash", TTLs: 2, Doc: "an owner crashes after its claim or its work and never cleans up; after LockTTL another takes over", run: runCrash},
-	{Name: "error", TTLs: 1, Doc: "the work fails (after charging); release-on-error and save-error policies on half the keys each", run: runError},
-	{Name: "mismatch", TTLs: 1, Doc: "the key is reused with other parameters, during and after the first request: always 422, never run", run: runMismatch},
-	{Name: "retention", Retentions: 1.5, Doc: "keys are pruned while clients retry inside the retry window: every retry must replay", Retention: 1200 * time.Millisecond, run: runRetention},
-	{Name: "key-space", TTLs: 1, run: runKeySpace,
+	{Name: "race", Calls: 1, ClientCalls: 2.5, TTLs: 1, Doc: "every client sends the same order at once, with the read-to-write window widened: one owner, the rest 409 or replay", run: runRace},
+	{Name: "takeover", Calls: 17, TTLs: 3, Doc: "an owner pauses past LockTTL; others take over; the stale owner's save or release must be fenced", run: runTakeover},
+	{Name: "crash", Calls: 9, TTLs: 2, Doc: "an owner crashes after its claim or its work and never cleans up; after LockTTL another takes over", run: runCrash},
+	{Name: "error", Calls: 15, TTLs: 1, Doc: "the work fails (after charging); release-on-error and save-error policies on half the keys each", run: runError},
+	{Name: "mismatch", Calls: 7, TTLs: 1, Doc: "the key is reused with other parameters, during and after the first request: always 422, never run", run: runMismatch},
+	{Name: "retention", Calls: 9, Retentions: 1.5, Doc: "keys are pruned while clients retry inside the retry window: every retry must replay", Retention: 1200 * time.Millisecond, run: runRetention},
+	{Name: "key-space", Calls: 5, TTLs: 1, run: runKeySpace,
 		Doc: "orders whose keys differ only in case, whitespace, tenant, Unicode form or a byte after a long prefix: each keeps its own record (no 422 to its own parameters, no other order's answer)"},
-	{Name: "abuse", TTLs: 1, run: runAbuse,
+	{Name: "abuse", Calls: 92, TTLs: 1, run: runAbuse,
 		Doc: "clients break the etiquette: a release after the save, a save sent twice, another key's token, an empty or made-up token: every one fenced, the first answer kept"},
-	{Name: "heartbeat", TTLs: 4, run: runHeartbeat,
+	{Name: "heartbeat", Calls: 47, TTLs: 4, run: runHeartbeat,
 		Doc: "stores that renew leases: slow work extends its claim and is never taken over while it beats; an owner stalled before its first beat is taken over and its late beats and save are fenced"},
-	{Name: "network", TTLs: 8, Doc: "a nemesis switches latency with jitter, connection resets and lost replies on and off between the clients and the server (postgres, redis): unknown outcomes, retried with the same key",
+	{Name: "network", Calls: 7, TTLs: 8, Doc: "a nemesis switches latency with jitter, connection resets and lost replies on and off between the clients and the server (postgres, redis): unknown outcomes, retried with the same key",
 		Needs: netNeeds, Skip: NetSkip, run: runNetwork},
-	{Name: "lost-reply", TTLs: 2, Doc: "a claim, save or release commits on the server and its reply is lost (postgres, redis); the client retries into the unknown state with the same key",
+	{Name: "lost-reply", Calls: 7, TTLs: 2, Doc: "a claim, save or release commits on the server and its reply is lost (postgres, redis); the client retries into the unknown state with the same key",
 		Needs: netNeeds, Skip: NetSkip, run: runLostReply},
-	{Name: "sched-race", PerKey: 0.5, Scheduled: true, run: episodes("sched-race"),
+	{Name: "sched-race", Calls: 10, PerKey: 0.5, Scheduled: true, run: episodes("sched-race"),
 		Doc: "scheduled: three clients send the same order while a pruner prunes; the scheduler interleaves their statements (one owner, the rest 409 or replay)"},
-	{Name: "sched-takeover", PerKey: 2, Scheduled: true, run: episodes("sched-takeover"),
+	{Name: "sched-takeover", Calls: 12, PerKey: 2, Scheduled: true, run: episodes("sched-takeover"),
 		Doc: "scheduled: three clients on one order; the clock moves past LockTTL between steps, work may fail and release, clocks may lag: stale owners must be fenced, tokens never repeat"},
-	{Name: "sched-crash", PerKey: 1.5, Scheduled: true, run: episodes("sched-crash"),
+	{Name: "sched-crash", Calls: 7, PerKey: 1.5, Scheduled: true, run: episodes("sched-crash"),
 		Doc: "scheduled: the owner crashes after its claim; at LockTTL two clients race for the stale claim: one takes it over, and the key is not stuck; on a manual clock the claim's age lands exactly on LockTTL (stale), one millisecond short (still live: 409, until the clock moves the last millisecond) or one past, by the key"},
-	{Name: "sched-mismatch", PerKey: 0.5, Scheduled: true, run: episodes("sched-mismatch"),
+	{Name: "sched-mismatch", Calls: 8, PerKey: 0.5, Scheduled: true, run: episodes("sched-mismatch"),
 		Doc: "scheduled: a client sends other parameters on a key two others use, while the claim is live, stale, released after a failed work, or being taken over: always 422, never run"},
-	{Name: "sched-retention", PerKey: 2, Scheduled: true, run: episodes("sched-retention"),
+	{Name: "sched-retention", Calls: 10, PerKey: 2, Scheduled: true, run: episodes("sched-retention"),
 		Doc: "scheduled: an order completes, the clock moves, a pruner prunes, the order is retried inside the retention: it must replay"},
-	{Name: "retry-after-charge", TTLs: 1, run: runRetryAfterCharge,
+	{Name: "retry-after-charge", Calls: 5, TTLs: 1, run: runRetryAfterCharge,
 		Doc: "the provider charges but its reply is lost; the client releases its claim (the provider is keyed, as the card's lab) and retries: one charge per order"},
-	{Name: "skew", TTLs: 2, run: runSkew,
+	{Name: "skew", Calls: 8, TTLs: 2, run: runSkew,
 		Doc: "a client whose clock runs 2×LockTTL ahead sends the order a healthy owner is working on: caller-clock stores let it take over (finding skew_takeovers) and fence the owner's save; server-clock stores answer 409 (a takeover there is an exclusive-execution violation)"},
-	{Name: "workers", TTLs: 4, Needs: "worker processes", Skip: WorkersSkip, run: runWorkers,
+	{Name: "workers", Calls: 5, TTLs: 4, Needs: "worker processes", Skip: WorkersSkip, run: runWorkers,
 		Doc: "clients run in worker processes that are killed with SIGKILL at failpoints and at random moments: their claims are taken over after LockTTL, never lost, never doubled"},
-	{Name: "store-faults", TTLs: 15, Retention: storeFaultsRetention, Needs: "a server it can pause and restart", Skip: ServerSkip, Alone: always, FaultsServer: true, run: runStoreFaults,
+	{Name: "store-faults", Calls: 4, TTLs: 15, Retention: storeFaultsRetention, Needs: "a server it can pause and restart", Skip: ServerSkip, Alone: always, FaultsServer: true, run: runStoreFaults,
 		Doc: "the server is paused, then killed with SIGKILL and restarted, under load: calls during the outage are unknown outcomes; after healing every order is answered and no claim or answer was lost"},
-	{Name: "failover", TTLs: 10, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, Alone: always, run: runFailover,
+	{Name: "failover", Calls: 10, TTLs: 10, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, Alone: always, run: runFailover,
 		Doc: "replicated stores: the standby falls behind (its link cut) while the primary answers, then the primary is killed or frozen and the harness fails over to the standby: asynchronous replication loses acknowledged claims and answers (the work runs again), synchronous must lose none"},
-	{Name: "partition", TTLs: 14, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, Alone: always, run: runPartition,
+	{Name: "partition", Calls: 10, TTLs: 14, Retention: replicatedRetention, Needs: clusterNeeds, Skip: ClusterSkip, Alone: always, run: runPartition,
 		Doc: "replicated stores: the primary is cut off from the clients and healed, later from its standby (it keeps answering), then isolated, and the harness fails over to the standby: what the cut-off primary acknowledged must not be lost"},
 	{Name: "stress", OnRequest: true, Alone: always, Fixed: stressCalibrate + stressWindow, run: runStress,
 		Doc: "only when named: the store's capacity is measured, then clients in pairs send the same orders on fresh keys as fast as it answers, every call recorded and checked; findings give the rate and its share of the capacity"},
-	{Name: "chaos", TTLs: 16, Alone: serverFaults, FaultsServer: true, run: runChaos,
+	{Name: "chaos", Calls: 12, ClientCalls: 1, TTLs: 16, Alone: serverFaults, FaultsServer: true, run: runChaos,
 		Doc: "a random mix of every fault (client pauses and crashes, worker kills, server pause and restart, network faults) in Jepsen-style phases: faults on, healed, quiet retries; the schedule is a pure function of the seed"},
 }
 

@@ -46,6 +46,7 @@ var Mutants = stores.MutantsOn("lease")
 func init() {
 	stores.Register(stores.Backend{
 		Name:      "lease",
+		CallWall:  500 * time.Microsecond,
 		Clock:     stores.ServerClock,
 		Lives:     stores.InProcess,
 		Mutants:   Mutants,

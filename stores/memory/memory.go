@@ -19,10 +19,11 @@ import (
 
 func init() {
 	stores.Register(stores.Backend{
-		Name:    "memory",
-		Clock:   stores.CallerClock,
-		Lives:   stores.InProcess,
-		Mutants: Mutants,
+		Name:     "memory",
+		CallWall: 500 * time.Microsecond,
+		Clock:    stores.CallerClock,
+		Lives:    stores.InProcess,
+		Mutants:  Mutants,
 		// One mutex, released before every failpoint.
 		WaitsAnnounced: true,
 		Open: func(_ context.Context, _ string, cfg stores.Config) (stores.Store, error) {

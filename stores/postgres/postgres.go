@@ -26,7 +26,8 @@ import (
 
 func init() {
 	stores.Register(stores.Backend{
-		Name:       "postgres",
+		Name:     "postgres",
+		CallWall: 4 * time.Millisecond, FaultWall: 30 * time.Second,
 		Clock:      stores.ServerClock,
 		Lives:      stores.Server,
 		Mutants:    Mutants,
@@ -40,7 +41,8 @@ func init() {
 		},
 	})
 	stores.Register(stores.Backend{
-		Name:       "postgres-replicated",
+		Name:     "postgres-replicated",
+		CallWall: 5 * time.Millisecond, FaultWall: 30 * time.Second,
 		Clock:      stores.ServerClock,
 		Lives:      stores.Server,
 		Replicated: "postgres",

@@ -95,7 +95,8 @@ import (
 
 func init() {
 	stores.Register(stores.Backend{
-		Name:       "redis",
+		Name:     "redis",
+		CallWall: 2 * time.Millisecond, FaultWall: 5 * time.Second,
 		Clock:      stores.ServerClock,
 		Lives:      stores.Server,
 		Mutants:    Mutants,
@@ -110,7 +111,8 @@ func init() {
 		},
 	})
 	stores.Register(stores.Backend{
-		Name:       "redis-replicated",
+		Name:     "redis-replicated",
+		CallWall: 2 * time.Millisecond, FaultWall: 5 * time.Second,
 		Clock:      stores.ServerClock,
 		Lives:      stores.Server,
 		Replicated: "redis",

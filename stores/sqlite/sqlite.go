@@ -63,6 +63,7 @@ import (
 func init() {
 	stores.Register(stores.Backend{
 		Name:       "sqlite",
+		CallWall:   2 * time.Millisecond,
 		Clock:      stores.CallerClock,
 		Lives:      stores.File,
 		Failpoints: []string{faults.BeginBeforeCommit},
