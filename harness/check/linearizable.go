@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,12 +243,20 @@ func mergeAllUnknowns(m models.Config, pops []porcupine.Operation) ([]porcupine.
 	return out, merged
 }
 
-// mergedNote says how many unanswered Begins mergeUnknowns left out.
-func mergedNote(n int) string {
-	if n == 0 {
+// mergedNote says how many unanswered Begins mergeUnknowns left out, and
+// how many replays mergeReplays did.
+func mergedNote(n, replays int) string {
+	var parts []string
+	if n > 0 {
+		parts = append(parts, fmt.Sprintf("%d unanswered Begins that nothing tells apart merged", n))
+	}
+	if replays > 0 {
+		parts = append(parts, fmt.Sprintf("%d replays that no order tells apart merged", replays))
+	}
+	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (%d unanswered Begins that nothing tells apart merged)", n)
+	return " (" + strings.Join(parts, "; ") + ")"
 }
 
 // checkLinearizableByKey checks a history one key at a time: each key's
@@ -275,7 +284,7 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 	failing := make([][]porcupine.Operation, len(g.order))
 	var slowKey atomic.Value // the first key that timed out
 	var timedOut, interrupted atomic.Bool
-	var next, merged atomic.Int64
+	var next, merged, replays atomic.Int64
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -293,6 +302,8 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 				}
 				part, k := mergeUnknowns(e.Model, keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes))
 				merged.Add(int64(k))
+				part, k = mergeReplays(part)
+				replays.Add(int64(k))
 				res, done := search(e, func() porcupine.CheckResult { return porcupine.CheckOperationsTimeout(model, part, left) })
 				if !done {
 					interrupted.Store(true)
@@ -327,9 +338,9 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 		if k, ok := slowKey.Load().(string); ok {
 			why = fmt.Sprintf("porcupine timed out after %v on the key %s", e.LinTimeout, k)
 		}
-		return Result{Checker: Linearizable, Verdict: Unknown, Detail: why + mergedNote(int(merged.Load()))}
+		return Result{Checker: Linearizable, Verdict: Unknown, Detail: why + mergedNote(int(merged.Load()), int(replays.Load()))}
 	}
-	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable%s", len(ops), len(g.order), mergedNote(int(merged.Load()))), Judged: len(ops)}
+	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable%s", len(ops), len(g.order), mergedNote(int(merged.Load()), int(replays.Load()))), Judged: len(ops)}
 	if e.Keep {
 		r.Linearization = tooLargeToDraw(len(ops))
 	}
