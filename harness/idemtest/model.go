@@ -181,6 +181,9 @@ func ModelProperty(f Factory, variant string) func(*rapid.T) {
 			actions["extend"] = d.extend
 		}
 		rt.Repeat(actions)
+		if d.notApplied > 0 && d.applied == 0 {
+			rt.Fatalf("the store answered every call not applied (%d calls): nothing was judged", d.notApplied)
+		}
 	}
 }
 
@@ -210,6 +213,9 @@ type driver struct {
 	fence       stores.Fence
 	fencesGiven bool
 	fences      map[stores.KeyRef]*fenceLife
+	// calls answered, and calls the store declared not applied
+	// (stores.ErrNotApplied)
+	applied, notApplied int
 }
 
 var (
@@ -245,6 +251,22 @@ func (d *driver) states(k stores.KeyRef) []models.State {
 		return s
 	}
 	return []models.State{{}}
+}
+
+// skipped reports whether the store declared the call not applied
+// (stores.ErrNotApplied: it did nothing, as a serialization failure
+// does), and notes it in the key's history; any other answer counts as
+// applied. A store that applies nothing fails the property (ModelProperty).
+func (d *driver) skipped(rt *rapid.T, in models.Input, err error) bool {
+	if !errors.Is(err, stores.ErrNotApplied) {
+		d.applied++
+		return false
+	}
+	d.notApplied++
+	if in.Key != (stores.KeyRef{}) {
+		d.history[in.Key] = append(d.history[in.Key], fmt.Sprintf("%s  %s → not applied (the store said: %v)", d.stamp(in.Now), models.DescribeOperation(in, models.Output{NotApplied: true}), err))
+	}
+	return true
 }
 
 // check steps the model with the call and its answer and fails with the
@@ -306,6 +328,9 @@ func (d *driver) begin(rt *rapid.T) {
 	d.nextID++
 	in := models.Input{Kind: models.Begin, Key: k, Fingerprint: fp, Now: d.now(client), ID: d.nextID, Lease: lease}
 	dec, err := d.store.Begin(d.ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: in.Now, Lease: lease})
+	if d.skipped(rt, in, err) {
+		return
+	}
 	if err != nil {
 		rt.Fatalf("Begin(%s): unexpected error: %v", k, err)
 	}
@@ -459,6 +484,9 @@ func (d *driver) complete(rt *rapid.T) {
 	in := models.Input{Kind: models.Complete, Key: c.key, Token: c.token, Response: resp, ID: d.nextID}
 	err := d.store.Complete(d.ctx, c.key, c.token, resp)
 	in.Now = d.now(0) // after the call: the store decided no later than this
+	if d.skipped(rt, in, err) {
+		return
+	}
 	if err != nil && !errors.Is(err, stores.ErrFenced) {
 		rt.Fatalf("Complete(%s): unexpected error: %v", c.key, err)
 	}
@@ -476,6 +504,9 @@ func (d *driver) extend(rt *rapid.T) {
 	in := models.Input{Kind: models.Extend, Key: c.key, Token: c.token, ID: d.nextID, Called: d.now(0)}
 	err := d.store.(stores.Extender).Extend(d.ctx, c.key, c.token, in.Called)
 	in.Now = d.now(0)
+	if d.skipped(rt, in, err) {
+		return
+	}
 	if err != nil && !errors.Is(err, stores.ErrFenced) {
 		rt.Fatalf("Extend(%s): unexpected error: %v", c.key, err)
 	}
@@ -491,6 +522,9 @@ func (d *driver) release(rt *rapid.T) {
 	in := models.Input{Kind: models.Release, Key: c.key, Token: c.token, ID: d.nextID}
 	err := d.store.Release(d.ctx, c.key, c.token)
 	in.Now = d.now(0)
+	if d.skipped(rt, in, err) {
+		return
+	}
 	if err != nil && !errors.Is(err, stores.ErrFenced) {
 		rt.Fatalf("Release(%s): unexpected error: %v", c.key, err)
 	}
@@ -520,7 +554,11 @@ func (d *driver) advance(rt *rapid.T) {
 // retention to vanish at any moment, and none younger.
 func (d *driver) prune(rt *rapid.T) {
 	in := models.Input{Kind: models.Prune, Now: d.now(0)}
-	if _, err := d.store.Prune(d.ctx, in.Now); err != nil {
+	_, err := d.store.Prune(d.ctx, in.Now)
+	if d.skipped(rt, in, err) {
+		return
+	}
+	if err != nil {
 		rt.Fatalf("Prune: unexpected error: %v", err)
 	}
 	in.Now = d.now(0) // a server-clock store pruned by its own clock, no later than this

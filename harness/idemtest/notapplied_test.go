@@ -1,0 +1,92 @@
+package idemtest_test
+
+import (
+	"context"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/idemtest"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// declining wraps a store whose every every-th call is refused with
+// stores.ErrNotApplied, as a database refuses a transaction that could
+// not be serialized: before it acts, or (lying) after. Bad keys are
+// refused as the store refuses them (the key is checked first).
+type declining struct {
+	stores.Store
+	every int64
+	after bool // act, then say not applied: a lie
+	n     atomic.Int64
+}
+
+func (d *declining) refuse(k stores.KeyRef, act func() error) error {
+	if stores.ValidateKey(k) != nil || d.n.Add(1)%d.every != 0 {
+		return act()
+	}
+	if d.after {
+		_ = act()
+	}
+	return stores.ErrNotApplied
+}
+
+func (d *declining) Begin(ctx context.Context, r stores.Request) (dec stores.Decision, err error) {
+	err = d.refuse(r.KeyRef, func() error { dec, err = d.Store.Begin(ctx, r); return err })
+	if err != nil {
+		return stores.Decision{}, err
+	}
+	return dec, nil
+}
+
+func (d *declining) Complete(ctx context.Context, k stores.KeyRef, tok stores.Token, resp stores.Response) error {
+	return d.refuse(k, func() error { return d.Store.Complete(ctx, k, tok, resp) })
+}
+
+func (d *declining) Release(ctx context.Context, k stores.KeyRef, tok stores.Token) error {
+	return d.refuse(k, func() error { return d.Store.Release(ctx, k, tok) })
+}
+
+func (d *declining) Prune(ctx context.Context, now time.Time) (n int, err error) {
+	err = d.refuse(stores.KeyRef{Tenant: "t", Key: "prune"}, func() error { n, err = d.Store.Prune(ctx, now); return err })
+	return n, err
+}
+
+// decliningFactory is tinyFactory's correct store behind declining.
+func decliningFactory(every int64, after bool) idemtest.Factory {
+	f := tinyFactory(false)
+	open := f.Open
+	f.Open = func(cfg stores.Config) (stores.Store, error) {
+		s, err := open(cfg)
+		return &declining{Store: s, every: every, after: after}, err
+	}
+	return f
+}
+
+// TestNotAppliedIsNoOp: a correct store that refuses every third call as
+// not applied passes the model test: each refusal is a call that did
+// nothing, not an error of the test.
+func TestNotAppliedIsNoOp(t *testing.T) {
+	idemtest.ModelTest(t, decliningFactory(3, false))
+}
+
+// TestNotAppliedThatActedFails: a store that says not applied after it
+// acted fails the model test (a claim it denies, a save it denies).
+func TestNotAppliedThatActedFails(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		idemtest.ModelTest(t, decliningFactory(3, true))
+		return
+	}
+	wantSuiteFails(t, "TestNotAppliedThatActedFails", "--- FAIL: TestNotAppliedThatActedFails", "not applied")
+}
+
+// TestNothingAppliedFails: a store that refuses every call has judged
+// nothing, and fails.
+func TestNothingAppliedFails(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		idemtest.ModelTest(t, decliningFactory(1, false))
+		return
+	}
+	wantSuiteFails(t, "TestNothingAppliedFails", "--- FAIL: TestNothingAppliedFails", "nothing was judged")
+}
