@@ -3,7 +3,7 @@ package stores
 import "strings"
 
 // StoredKey is the key a store of the variant stores and looks up for the
-// caller's key k: k itself for every variant but two mutants, which
+// caller's key k: k itself for every variant but the key mutants, which
 // re-create how careless stores merge distinct keys. Each backend passes
 // every key through it at the top of Begin, Complete and Release, so the
 // mutants are this one function.
@@ -17,6 +17,11 @@ func StoredKey(variant string, k KeyRef) KeyRef {
 		// The lookup leaves the tenant out: two customers' "key-1" are
 		// one record.
 		return KeyRef{Key: k.Key}
+	case "joined-key":
+		// The tenant and the key joined by ":" into one lookup key, with
+		// neither length nor escape: tenant "t:x" with key "k" and tenant
+		// "t" with key "x:k" are one record.
+		return KeyRef{Key: k.Tenant + ":" + k.Key}
 	}
 	return k
 }

@@ -24,13 +24,16 @@ import (
 //	7  tenant T,    "café-FFF" (NFD)      the same text, NFD (with 6)
 //	8  tenant T,    "x/key-FFF"           tenant and key joined by "/" (with 3)
 //	9  tenant T up, "key-FFF"             the tenant's case (with 0)
+//	10 tenant T:x,  "key-FFF"             tenant and key joined by ":", the
+//	11 tenant T,    "x:key-FFF"           separator of most key-value stores
+//	                                      (with each other: "T:x:key-FFF")
 //
 // P is 8, 16, 32, 64 or 128 bytes, or (family 0) long enough to make the
 // key exactly 255 bytes (MaxKeyLen), the prefix then 250 bytes or more.
 // A correct store keeps every one apart; the checkers, which compare keys
 // byte for byte, see a merge as a replay nobody saved, a spurious 422, or
 // an order charged on another order's claim.
-const KeyVariants = 10
+const KeyVariants = 12
 
 // prefixLens are the shared-prefix lengths of families 1, 2, …; family 0
 // fills the key to MaxKeyLen.
@@ -70,6 +73,10 @@ func KeyFor(tenant string, i, offset int) stores.KeyRef {
 		return stores.KeyRef{Tenant: tenant, Key: "x/" + name}
 	case 9:
 		return stores.KeyRef{Tenant: strings.ToUpper(tenant), Key: name}
+	case 10:
+		return stores.KeyRef{Tenant: tenant + ":x", Key: name}
+	case 11:
+		return stores.KeyRef{Tenant: tenant, Key: "x:" + name}
 	}
 	return stores.KeyRef{Tenant: tenant, Key: name}
 }
@@ -95,5 +102,5 @@ func KeyOffset(scenario string) int {
 
 // DescribeKeySpace lists the pairs KeyFor makes, for docs and listings.
 func DescribeKeySpace() string {
-	return fmt.Sprintf("%d members per family: case, trailing whitespace, tenant, long shared prefix with NUL and invalid UTF-8 (up to %d bytes), NFC/NFD, tenant/key delimiter, tenant case", KeyVariants, stores.MaxKeyLen)
+	return fmt.Sprintf("%d members per family: case, trailing whitespace, tenant, long shared prefix with NUL and invalid UTF-8 (up to %d bytes), NFC/NFD, tenant/key delimiters (\"/\" and \":\"), tenant case", KeyVariants, stores.MaxKeyLen)
 }

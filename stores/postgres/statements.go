@@ -305,6 +305,7 @@ WHERE tenant = $1 AND key = $2
 	// and Release).
 	"case-folded-key": correct,
 	"tenant-blind":    correct,
+	"joined-key":      correct,
 
 	// The save checks the token but not that the key is still in flight:
 	// a save sent twice overwrites the answer already replayed.

@@ -154,6 +154,7 @@ var variants = map[string]variant{
 	// correct, the key they get is not (stores.StoredKey, in redisKey).
 	"case-folded-key": {},
 	"tenant-blind":    {},
+	"joined-key":      {},
 	// The save and the release check the token, not that the key is still
 	// in flight: a second save overwrites the answer, a deferred release
 	// deletes it.

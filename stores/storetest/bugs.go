@@ -42,6 +42,13 @@ var Bugs = map[string]Bug{
 		d := begin(t, s, c, stores.KeyRef{Tenant: "b", Key: "k"}, "fp-2")
 		return d.Outcome != stores.Claimed, fmt.Sprintf("b/k after a/k: %v", d.Outcome)
 	},
+	// Tenant "t:x"'s "k" is claimed and saved; tenant "t"'s "x:k" must be
+	// new.
+	"joined-key": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
+		done(t, s, c, stores.KeyRef{Tenant: "t:x", Key: "k"}, "fp-1")
+		d := begin(t, s, c, stores.KeyRef{Tenant: "t", Key: "x:k"}, "fp-2")
+		return d.Outcome != stores.Claimed, fmt.Sprintf("t/x:k after t:x/k: %v", d.Outcome)
+	},
 	// The owner saves twice with its token: the second must be fenced.
 	"complete-overwrites-done": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
 		k := stores.KeyRef{Tenant: "acme", Key: "twice"}
