@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -68,7 +70,8 @@ func foreignKeys(k, n int) []int {
 // among the others), an owner claims, charges and saves, and then, with its
 // own token: releases the key (a release in a defer that runs after the
 // save) and saves again with another answer (a retried save). Other calls
-// come with the token of another key, an empty token, and a made-up one:
+// come with the token of another key, an empty token, a made-up one and
+// hostile ones (hostileTokens: patterns, the token's prefix, its case):
 // while every key is in flight (a foreign token that is live on its own
 // key, which a store that does not match the whole key would accept there)
 // and once the keys are done. The store must fence every one of them; a
@@ -98,7 +101,7 @@ func runAbuse(ctx context.Context, env *Env) {
 		}
 		claims[k] = claim{o.Key, d.Token, rec, id, o, at}
 		// While in flight: calls that are not the owner's must be fenced.
-		for _, t := range []stores.Token{"", "made-up-token"} {
+		for _, t := range hostileTokens(d.Token) {
 			_ = rec.Complete(ctx, o.Key, t, stores.Response{Status: 201, Body: "forged"})
 			_ = rec.Release(ctx, o.Key, t)
 		}
@@ -153,12 +156,33 @@ func runAbuse(ctx context.Context, env *Env) {
 		// Done: the owner's own token must be fenced now too.
 		_ = rec.Release(ctx, o.Key, c.tok)                                                      // a deferred release
 		_ = rec.Complete(ctx, o.Key, c.tok, stores.Response{Status: 500, Body: "retried save"}) // a save sent twice
-		_ = rec.Complete(ctx, o.Key, "", stores.Response{Status: 201, Body: "forged"})          // no token
-		_ = rec.Release(ctx, o.Key, "made-up-token")                                            // a made-up token
+		for _, t := range hostileTokens(c.tok) { // no token, a made-up one, patterns, the token's prefix
+			_ = rec.Complete(ctx, o.Key, t, stores.Response{Status: 201, Body: "forged"})
+			_ = rec.Release(ctx, o.Key, t)
+		}
 	})
 	// Each key with every other key's token once done, then the orders retried.
 	foreign("foreign token")
 	parallel(n, func(k int) { env.NewClient().Submit(ctx, env.Order(k, "")) })
+}
+
+// hostileTokens are the tokens abuse sends a key that are not its owner's
+// (real): none, a made-up one, the wildcards of LIKE, glob and regular
+// expressions alone and after the real token's first half, that half
+// alone, and the real token in upper case. A store that compares tokens
+// with LIKE or a pattern, by prefix or without case, accepts one of them
+// where only real may pass. Any that equals real is left out.
+func hostileTokens(real stores.Token) []stores.Token {
+	half := real[:len(real)/2]
+	cands := []stores.Token{"", "made-up-token", "%", "_", "*", "?", "[0-9a-f]*", ".*",
+		half, half + "%", half + "*", stores.Token(strings.ToUpper(string(real)))}
+	out := cands[:0]
+	for _, t := range cands {
+		if t != real && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // ownerTries bounds an abuse owner's calls without an answer in a row.

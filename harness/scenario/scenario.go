@@ -141,7 +141,7 @@ var All = []Scenario{
 	{Name: "retention", Calls: 9, Retentions: 1.5, Doc: "keys are pruned while clients retry inside the retry window: every retry must replay", Retention: 1200 * time.Millisecond, run: runRetention},
 	{Name: "key-space", Calls: 5, TTLs: 1, run: runKeySpace,
 		Doc: "orders whose keys differ only in case, whitespace, tenant, Unicode form or a byte after a long prefix: each keeps its own record (no 422 to its own parameters, no other order's answer)"},
-	{Name: "abuse", Calls: 92, TTLs: 1, run: runAbuse,
+	{Name: "abuse", Calls: 150, TTLs: 1, run: runAbuse,
 		Doc: "clients break the etiquette: a release after the save, a save sent twice, another key's token, an empty or made-up token: every one fenced, the first answer kept"},
 	{Name: "heartbeat", Calls: 47, TTLs: 4, run: runHeartbeat,
 		Doc: "stores that renew leases: slow work extends its claim and is never taken over while it beats; an owner stalled before its first beat is taken over and its late beats and save are fenced"},
