@@ -156,7 +156,8 @@ func runAbuse(ctx context.Context, env *Env) {
 		// Done: the owner's own token must be fenced now too.
 		_ = rec.Release(ctx, o.Key, c.tok)                                                      // a deferred release
 		_ = rec.Complete(ctx, o.Key, c.tok, stores.Response{Status: 500, Body: "retried save"}) // a save sent twice
-		for _, t := range hostileTokens(c.tok) { // no token, a made-up one, patterns, the token's prefix
+		// No token, a made-up one, patterns, the token's prefix and case.
+		for _, t := range hostileTokens(c.tok) {
 			_ = rec.Complete(ctx, o.Key, t, stores.Response{Status: 201, Body: "forged"})
 			_ = rec.Release(ctx, o.Key, t)
 		}

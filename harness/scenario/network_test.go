@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/harnesstest"
 	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -124,5 +126,31 @@ func TestLostReplyCatchesBlindResend(t *testing.T) {
 	}
 	for _, v := range sum.Violations {
 		t.Logf("caught: %s on %s: %s", v.Checker, v.Key, v.Detail)
+	}
+}
+
+// TestNetworkMoreClientsThanKeys: with more client pairs than keys, some
+// clients have no key. Their loop spun forever, ignoring the end of the
+// fault schedule and the context (a drawn run of 32 clients and 11 keys
+// burned a CPU for 17 minutes and ignored Ctrl-C); the scenario must end
+// and pass.
+func TestNetworkMoreClientsThanKeys(t *testing.T) {
+	o := harnesstest.Options(t, "redis", stores.Correct)
+	o.Scenarios, o.Keys, o.Clients = []string{"network"}, 2, 10
+	done := make(chan *results.Summary, 1)
+	go func() {
+		sum, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- sum
+	}()
+	select {
+	case sum := <-done:
+		if sum != nil && sum.Verdict != check.Pass {
+			t.Errorf("network with 10 clients on 2 keys: %s %v", sum.Verdict, sum.Violations)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("network with 10 clients on 2 keys did not end in 3 minutes")
 	}
 }
