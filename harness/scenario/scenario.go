@@ -147,7 +147,7 @@ var All = []Scenario{
 		Doc: "stores that renew leases: slow work extends its claim and is never taken over while it beats; an owner stalled before its first beat is taken over and its late beats and save are fenced"},
 	{Name: "network", Calls: 7, TTLs: 8, Doc: "a nemesis switches latency with jitter, connection resets and lost replies on and off between the clients and the server (postgres, redis): unknown outcomes, retried with the same key",
 		Needs: netNeeds, Skip: NetSkip, run: runNetwork},
-	{Name: "lost-reply", Calls: 7, TTLs: 2, Doc: "a claim, save or release commits on the server and its reply is lost (postgres, redis); the client retries into the unknown state with the same key",
+	{Name: "lost-reply", Calls: 7, TTLs: 2, PerKey: 1.5, Doc: "a claim, save or release commits on the server and its reply is lost (postgres, redis); the client retries into the unknown state with the same key",
 		Needs: netNeeds, Skip: NetSkip, run: runLostReply},
 	{Name: "sched-race", Calls: 10, PerKey: 0.5, Scheduled: true, run: episodes("sched-race"),
 		Doc: "scheduled: three clients send the same order while a pruner prunes; the scheduler interleaves their statements (one owner, the rest 409 or replay)"},
