@@ -64,7 +64,7 @@ func TestShardsPartition(t *testing.T) {
 // a missing or repeated shard is an error (exit 2, one line).
 func TestSoakShardsMerge(t *testing.T) {
 	dir := t.TempDir()
-	args := []string{"soak", "--store", "memory", "--seeds", "2", "--scenario", "race,mismatch", "--hogs", "0", "--json"}
+	args := []string{"soak", "--store", "memory", "--seeds", "2", "--scenario", "race,mismatch", "--hogs", "0", "--json", "--out", t.TempDir()}
 	runTo := func(file string, extra ...string) int {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), append(slices.Clone(args), extra...), &out, &errb)
