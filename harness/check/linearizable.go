@@ -209,7 +209,7 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 		return r
 	}
 	pops, _ := porcupineOps(e.Model, ops)
-	pops, _ = mergeAllUnknowns(e.Model, pops)
+	pops = reduceAll(e.Model, pops) // as the verdict's search: without them the drawing repeats a search that blew up
 	v, done := search(e, func() verbose {
 		res, info := porcupine.CheckOperationsVerbose(model, pops, e.LinTimeout)
 		return verbose{res, info}
@@ -222,25 +222,24 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 	return r
 }
 
-// mergeAllUnknowns is mergeUnknowns on every key of pops.
-func mergeAllUnknowns(m models.Config, pops []porcupine.Operation) ([]porcupine.Operation, int) {
-	n := 0
-	for _, op := range pops {
-		if op.Output.(models.Output).Unknown {
-			n++
-		}
-	}
-	if n < 2 {
-		return pops, 0
-	}
+// reduceKey applies the exact reductions to one key's porcupine
+// operations before porcupine searches them: the unanswered Begins that
+// nothing tells apart (mergeUnknowns), then the replays that no order
+// tells apart (mergeReplays). It returns how many calls each left out.
+func reduceKey(m models.Config, part []porcupine.Operation) (out []porcupine.Operation, unknowns, replays int) {
+	part, unknowns = mergeUnknowns(m, part)
+	part, replays = mergeReplays(part)
+	return part, unknowns, replays
+}
+
+// reduceAll is reduceKey on every key of pops.
+func reduceAll(m models.Config, pops []porcupine.Operation) []porcupine.Operation {
 	out := make([]porcupine.Operation, 0, len(pops))
-	merged := 0
 	for _, part := range models.PartitionByKey(pops) {
-		part, k := mergeUnknowns(m, part)
+		part, _, _ = reduceKey(m, part)
 		out = append(out, part...)
-		merged += k
 	}
-	return out, merged
+	return out
 }
 
 // mergedNote says how many unanswered Begins mergeUnknowns left out, and
@@ -300,10 +299,9 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 					timedOut.Store(true)
 					return
 				}
-				part, k := mergeUnknowns(e.Model, keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes))
-				merged.Add(int64(k))
-				part, k = mergeReplays(part)
-				replays.Add(int64(k))
+				part, u, r := reduceKey(e.Model, keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes))
+				merged.Add(int64(u))
+				replays.Add(int64(r))
 				res, done := search(e, func() porcupine.CheckResult { return porcupine.CheckOperationsTimeout(model, part, left) })
 				if !done {
 					interrupted.Store(true)
