@@ -217,7 +217,17 @@ func postgresAllowReplication(ctx context.Context, ctr testcontainers.Container,
 }
 
 // postgresStreaming waits until sb streams from p, then makes it p's
-// synchronous standby and waits until it is.
+// synchronous standby and waits until it is, and until it has flushed all
+// of p's WAL written so far.
+//
+// The last wait is what makes a failover to sb lose nothing acknowledged:
+// a promoted standby runs without a synchronous standby until the next one
+// is made (its configuration came from a base backup taken before its own
+// primary named one), so the commits acknowledged in that window are on
+// the new primary alone. Once the next standby is synchronous, only new
+// commits wait for it; a failover before it had caught up with the window
+// lost those commits (the correct store's done key came back new after
+// repeated failovers, once in a long hunt and once in the demo test).
 func postgresStreaming(ctx context.Context, p, sb *node) error {
 	if err := waitUntil(ctx, func(ctx context.Context) error {
 		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE state = 'streaming'`)
@@ -234,6 +244,14 @@ func postgresStreaming(ctx context.Context, p, sb *node) error {
 		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync'`)
 	}); err != nil {
 		return fmt.Errorf("postgres standby %s is not synchronous: %w", sb.name, err)
+	}
+	// Every commit acknowledged before the standby became synchronous
+	// lies at or before the primary's current WAL position.
+	if err := waitUntil(ctx, func(ctx context.Context) error {
+		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication
+			WHERE sync_state = 'sync' AND flush_lsn >= pg_current_wal_lsn()`)
+	}); err != nil {
+		return fmt.Errorf("postgres standby %s has not caught up with %s: %w", sb.name, p.name, err)
 	}
 	return nil
 }
