@@ -268,7 +268,6 @@ func mergeMutate(shards []shardFile) (*mutate.Report, error) {
 		return nil, err
 	}
 	out := *reps[0]
-	out.Killed, out.Survived, out.Equivalent, out.Invalid, out.Score = 0, 0, 0, 0, 0
 	var parts [][]mutate.Result
 	for _, r := range reps {
 		parts = append(parts, r.Results)
@@ -290,21 +289,7 @@ func mergeMutate(shards []shardFile) (*mutate.Report, error) {
 	if out.Results == nil {
 		out.Results = []mutate.Result{}
 	}
-	for _, r := range out.Results {
-		switch r.Verdict {
-		case mutate.Killed, mutate.Refuted:
-			out.Killed++
-		case mutate.Survived:
-			out.Survived++
-		case mutate.Equivalent:
-			out.Equivalent++
-		case mutate.Invalid:
-			out.Invalid++
-		}
-	}
-	if n := out.Killed + out.Survived; n > 0 {
-		out.Score = float64(out.Killed) / float64(n)
-	}
+	out.Tally()
 	return &out, nil
 }
 

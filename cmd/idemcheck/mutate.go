@@ -199,6 +199,16 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 	if rep.Score < minScore || len(rep.UnusedArguments) > 0 {
 		verdict = "FAIL"
 	}
+	if len(rep.Kinds) > 0 {
+		fmt.Fprintf(w, "\n  %-16s %7s %9s %11s %8s %7s\n", "rewrite", "killed", "survived", "equivalent", "invalid", "score")
+		for _, k := range rep.Kinds {
+			score := "-"
+			if k.Killed+k.Survived > 0 {
+				score = fmt.Sprintf("%.1f%%", 100*k.Score)
+			}
+			fmt.Fprintf(w, "  %-16s %7d %9d %11d %8d %7s\n", k.Kind, k.Killed, k.Survived, k.Equivalent, k.Invalid, score)
+		}
+	}
 	fmt.Fprintf(w, "\n%s: score %.1f%% (%d killed of %d not equivalent; %d equivalent, %d invalid; %d generated). %.1fs\n",
 		verdict, 100*rep.Score, rep.Killed, rep.Killed+rep.Survived, rep.Equivalent, rep.Invalid, len(rep.Results), rep.Seconds)
 }

@@ -451,14 +451,15 @@ func adversarialKeys() []stores.KeyRef {
 // out so far for that key, current or stale (the owner, a stale owner, or
 // one writing twice or after its save), and sometimes one a correct store
 // must fence whatever the key's state: another key's token, an empty one,
-// a made-up one.
+// a made-up one, a hostile one (workload.HostileTokens: a pattern that
+// matches the token, its prefix, its case).
 func (d *driver) pickClaim(rt *rapid.T) (claim, bool) {
 	if len(d.claims) == 0 {
 		return claim{}, false
 	}
 	back := rapid.IntRange(0, len(d.claims)-1).Draw(rt, "claims back") // 0 (the latest) is drawn most
 	c := d.claims[len(d.claims)-1-back]
-	switch rapid.IntRange(0, 5).Draw(rt, "token source") {
+	switch rapid.IntRange(0, 6).Draw(rt, "token source") {
 	case 3:
 		for i := len(d.claims) - 1; i >= 0; i-- {
 			if d.claims[i].key != c.key {
@@ -470,6 +471,9 @@ func (d *driver) pickClaim(rt *rapid.T) (claim, bool) {
 		c.token = ""
 	case 5:
 		c.token = "made-up-token"
+	case 6:
+		hostile := workload.HostileTokens(c.token) // a pattern, a prefix, another case
+		c.token = hostile[rapid.IntRange(0, len(hostile)-1).Draw(rt, "hostile token")]
 	}
 	return c, true
 }

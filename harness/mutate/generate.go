@@ -9,7 +9,10 @@ import (
 // Kind names a class of generated mutant: the rewrite that made it.
 type Kind string
 
-// The rewrites, as issue 11 lists them.
+// The rewrites. DropConjunct to SwapStatus make the classic slips of a
+// condition or a write; ShiftBoundary and LikeEquals measure reach: the
+// workload going to exact boundaries and sending values that a pattern
+// misreads.
 const (
 	// DropConjunct removes one conjunct (or disjunct, when the condition
 	// is an OR at its top) of a WHERE, a CASE WHEN or a Lua if; a
@@ -25,10 +28,18 @@ const (
 	DropGuard Kind = "drop-guard"
 	// SwapStatus writes 'done' for 'in_flight' or the reverse, once.
 	SwapStatus Kind = "swap-status"
+	// ShiftBoundary moves one ordering comparison across its boundary
+	// (< and <=, > and >=): staleness judged past LockTTL instead of at
+	// it, a key pruned one tick early or late.
+	ShiftBoundary Kind = "shift-boundary"
+	// LikeEquals makes one SQL equality between a column and a parameter
+	// a LIKE (`token = $3` becomes `token LIKE $3`): a token, key or
+	// tenant holding % or _ then matches other rows.
+	LikeEquals Kind = "like-equals"
 )
 
 // Kinds lists the rewrites in the order reports print them.
-var Kinds = []Kind{DropConjunct, FlipComparison, DropSet, DropGuard, SwapStatus}
+var Kinds = []Kind{DropConjunct, FlipComparison, DropSet, DropGuard, SwapStatus, ShiftBoundary, LikeEquals}
 
 // Statement is one statement or script of a store, as the store runs it
 // (stores.Config.Statements names it and hands its text).
@@ -113,7 +124,7 @@ func Generate(stmts []Statement) []Mutant {
 				to = collapse(e.repl)
 			}
 			id := fmt.Sprintf("%s: %s %q", st.Name, e.kind, from)
-			if e.kind == FlipComparison || e.kind == SwapStatus {
+			if e.kind == FlipComparison || e.kind == SwapStatus || e.kind == ShiftBoundary || e.kind == LikeEquals {
 				id = fmt.Sprintf("%s: %s %q → %q", st.Name, e.kind, from, to)
 			}
 			ids[id]++

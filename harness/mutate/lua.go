@@ -38,6 +38,7 @@ func luaEdits(src string) []edit {
 		}
 	}
 	out = append(out, statusEdits(ts, true)...)
+	out = append(out, boundaryEdits(src, ts, true)...)
 	sortEdits(out)
 	return out
 }

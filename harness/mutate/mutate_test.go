@@ -46,12 +46,19 @@ FROM n, LATERAL (SELECT CASE WHEN k.fp <> $3 THEN 'mismatch' WHEN k.status = 'do
 		`begin: drop-conjunct "k.fp <> $3"`,
 		`begin: flip-comparison "k.fp <> $3" → "k.fp = $3"`,
 		`begin: flip-comparison "k.status = 'done'" → "k.status <> 'done'"`,
+		`complete: like-equals "token = $3" → "token LIKE $3"`,
+		`complete: like-equals "tenant = $1" → "tenant LIKE $1"`,
 	} {
 		if !slices.Contains(got, want) {
 			t.Errorf("no mutant %s; got:\n%s", want, strings.Join(got, "\n"))
 		}
 	}
 	for _, id := range got {
+		// LIKE only where a column meets a parameter: not an assignment,
+		// not two columns, not a literal.
+		if strings.Contains(id, "like-equals") && (strings.Contains(id, "k.status") || strings.Contains(id, "body") || strings.Contains(id, "k.fp")) {
+			t.Errorf("mutant %s is not a column compared with a parameter", id)
+		}
 		if strings.Contains(id, `"status = 'done'" → "status <> 'done'"`) || strings.Contains(id, `'takeover'" → `) {
 			t.Errorf("mutant %s edits an assignment or a simple CASE's value", id)
 		}
@@ -70,6 +77,34 @@ FROM n, LATERAL (SELECT CASE WHEN k.fp <> $3 THEN 'mismatch' WHEN k.status = 'do
 			if want := "SET (tok) = (\nSELECT CASE d.decision"; !strings.Contains(m.Text, want) {
 				t.Errorf("dropping a row assignment's column: want %q in\n%s", want, m.Text)
 			}
+		}
+	}
+}
+
+// The boundary rewriter shifts each ordering comparison across its
+// boundary, in SQL and in Lua, named by the comparison it sits in; a cast
+// parameter is never made a LIKE.
+func TestGenerateBoundaries(t *testing.T) {
+	stmts := []mutate.Statement{
+		{Name: "read", Text: "SELECT clock_timestamp() >= locked_at + $3::interval AS stale FROM t WHERE created_at <= $1::timestamptz AND n < 3"},
+		{Name: "begin", Text: "local h = redis.call('HGET', KEYS[1], 'at')\nif now - locked_at < ttl then return 1 end\nif n > 0 and m <= 2 then return 2 end"},
+	}
+	got := ids(mutate.Generate(stmts))
+	for _, want := range []string{
+		`read: shift-boundary "clock_timestamp() >= locked_at + $3::interval" → "clock_timestamp() > locked_at + $3::interval"`,
+		`read: shift-boundary "created_at <= $1::timestamptz" → "created_at < $1::timestamptz"`,
+		`read: shift-boundary "n < 3" → "n <= 3"`,
+		`begin: shift-boundary "now - locked_at < ttl" → "now - locked_at <= ttl"`,
+		`begin: shift-boundary "n > 0" → "n >= 0"`,
+		`begin: shift-boundary "m <= 2" → "m < 2"`,
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("no mutant %s; got:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	for _, id := range got {
+		if strings.Contains(id, "like-equals") {
+			t.Errorf("%s: no equality of a column and an uncast parameter here", id)
 		}
 	}
 }
@@ -157,6 +192,42 @@ func TestRunSQLite(t *testing.T) {
 	}
 	if rep.Killed != 2 || rep.Equivalent != 1 || rep.Score != 1 {
 		t.Errorf("killed %d, equivalent %d, score %v; want 2, 1, 1", rep.Killed, rep.Equivalent, rep.Score)
+	}
+	// One row per rewrite that made a mutant, in Kinds' order.
+	wantKinds := []mutate.KindCounts{
+		{Kind: mutate.DropConjunct, Counts: mutate.Counts{Killed: 1, Equivalent: 1, Score: 1}},
+		{Kind: mutate.SwapStatus, Counts: mutate.Counts{Killed: 1, Score: 1}},
+	}
+	if !slices.Equal(rep.Kinds, wantKinds) {
+		t.Errorf("per rewrite: %+v, want %+v", rep.Kinds, wantKinds)
+	}
+}
+
+// A LIKE on the token (a Release or a save that pattern-matches the token
+// it is given) dies: abuse sends forged tokens holding % and _.
+func TestRunSQLiteLikeToken(t *testing.T) {
+	b, err := stores.Lookup("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := harness.DefaultOptions()
+	o.Backend, o.Addr = b, t.TempDir()
+	rep, err := mutate.Run(context.Background(), o, mutate.Options{
+		Scenarios: []string{"abuse"},
+		Quick:     time.Minute,
+		Episodes:  2,
+		Only:      []string{`release: like-equals "token`, `complete: like-equals "token`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.BaselinePassed() || len(rep.Results) != 2 {
+		t.Fatalf("baseline %+v, %d results", rep.Baseline, len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Verdict != mutate.Killed {
+			t.Errorf("%s: %s, want killed", r.ID, r.Verdict)
+		}
 	}
 }
 

@@ -2,7 +2,8 @@
 // generates them from a backend's own statements and scripts (the texts a
 // store passes through stores.Config.Statements at open) with small
 // SQL- and Lua-aware rewriters (drop a conjunct, flip a comparison, drop a
-// SET column, drop a Lua guard, swap a status literal), runs the kill
+// SET column, drop a Lua guard, swap a status literal, shift a boundary,
+// turn an equality into LIKE; [Kinds] lists them), runs the kill
 // scenarios against each until a checker fails, and classifies each as
 // killed, survived, equivalent (by an argument the backend gives, keyed by
 // the mutant's ID) or invalid (the store refused to open with it).
@@ -89,19 +90,75 @@ type Report struct {
 	Statements    []Statement `json:"statements"`
 	// Baseline is the correct store on the same scenarios and budgets: it
 	// must pass, or no kill means anything.
-	Baseline   []BaselineRun `json:"baseline"`
-	Results    []Result      `json:"mutants"`
-	Killed     int           `json:"killed"`
-	Survived   int           `json:"survived"`
-	Equivalent int           `json:"equivalent"`
-	Invalid    int           `json:"invalid"`
-	// Score is killed / (killed + survived): the share of the mutants
-	// that are not equivalent (and valid) that a checker caught.
-	Score float64 `json:"score"`
+	Baseline []BaselineRun `json:"baseline"`
+	Results  []Result      `json:"mutants"`
+	// Counts are the verdicts of every result; its Score is the share of
+	// the mutants that are not equivalent (and valid) that a checker
+	// caught.
+	Counts
+	// Kinds is the count per rewrite (Counts): which classes of edit the
+	// workload reaches.
+	Kinds []KindCounts `json:"kinds"`
 	// UnusedArguments are equivalence arguments of the backend that no
 	// generated mutant matches (a statement changed under them).
 	UnusedArguments []string `json:"unused_arguments,omitempty"`
 	Seconds         float64  `json:"seconds"`
+}
+
+// Counts are one rewrite's, or the whole run's, verdicts counted.
+type Counts struct {
+	Killed     int `json:"killed"` // refuted arguments included
+	Survived   int `json:"survived"`
+	Equivalent int `json:"equivalent"`
+	Invalid    int `json:"invalid"`
+	// Score is killed / (killed + survived), 0 when both are 0.
+	Score float64 `json:"score"`
+}
+
+// add counts one verdict.
+func (t *Counts) add(verdict string) {
+	switch verdict {
+	case Killed, Refuted:
+		t.Killed++
+	case Survived:
+		t.Survived++
+	case Equivalent:
+		t.Equivalent++
+	case Invalid:
+		t.Invalid++
+	}
+	if n := t.Killed + t.Survived; n > 0 {
+		t.Score = float64(t.Killed) / float64(n)
+	}
+}
+
+// KindCounts is one rewrite's share of a run: the reach of the workload on
+// one class of edit.
+type KindCounts struct {
+	Kind Kind `json:"kind"`
+	Counts
+}
+
+// Tally counts the results' verdicts into the report's totals and score,
+// and into one row per rewrite that made a mutant (in Kinds' order): the
+// one count a run and a merge of shards both use.
+func (r *Report) Tally() {
+	var all Counts
+	by := map[Kind]*Counts{}
+	for _, x := range r.Results {
+		all.add(x.Verdict)
+		if by[x.Kind] == nil {
+			by[x.Kind] = &Counts{}
+		}
+		by[x.Kind].add(x.Verdict)
+	}
+	r.Counts = all
+	r.Kinds = []KindCounts{}
+	for _, k := range Kinds {
+		if t := by[k]; t != nil {
+			r.Kinds = append(r.Kinds, KindCounts{Kind: k, Counts: *t})
+		}
+	}
 }
 
 // BaselineRun is the correct store on one scenario.
@@ -310,21 +367,9 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 				r.Verdict = Refuted
 			}
 		}
-		switch r.Verdict {
-		case Killed, Refuted:
-			rep.Killed++
-		case Survived:
-			rep.Survived++
-		case Equivalent:
-			rep.Equivalent++
-		case Invalid:
-			rep.Invalid++
-		}
 	}
 	rep.Results = results
-	if n := rep.Killed + rep.Survived; n > 0 {
-		rep.Score = float64(rep.Killed) / float64(n)
-	}
+	rep.Tally()
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, ctx.Err()
 }

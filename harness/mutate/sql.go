@@ -64,6 +64,8 @@ func sqlEdits(src string) []edit {
 		out = append(out, edit{kind: FlipComparison, start: t.start, end: t.end, repl: neg, from: term, to: flipped})
 	}
 	out = append(out, statusEdits(ts, false)...)
+	out = append(out, boundaryEdits(src, ts, false)...)
+	out = append(out, likeEdits(src, ts, assign)...)
 	sortEdits(out)
 	return out
 }

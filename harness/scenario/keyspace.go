@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -19,9 +17,11 @@ import (
 // tenant, Unicode normalisation, a byte after a long prefix) is sent by one
 // client, one after another, then each is sent again with the same
 // parameters (it must replay its own answer) and with other parameters (it
-// must be refused with 422). A store that merges two of the keys answers
-// one of them with the other's record: a 422 to its own parameters, or
-// another order's answer.
+// must be refused with 422), among them its own followed by a wildcard.
+// Then new orders whose key or tenant is a pattern of an order's
+// (patternOrders). A store that merges two of the keys answers one of them
+// with the other's record: a 422 to its own parameters, or another order's
+// answer.
 func runKeySpace(ctx context.Context, env *Env) {
 	n := max(env.Keys, workload.KeyVariants)
 	orders := make([]workload.Order, n)
@@ -35,7 +35,44 @@ func runKeySpace(ctx context.Context, env *Env) {
 	for i, o := range orders {
 		again.Submit(ctx, o)
 		other.Submit(ctx, env.Order(i, "&currency=eur"))
+		// Its own parameters followed by a LIKE wildcard: other
+		// parameters, which a store that compares fingerprints as a
+		// pattern replays.
+		other.Submit(ctx, env.Order(i, "%"))
 	}
+	// New operations whose key or tenant is a pattern matching an order's
+	// (patternOrders): a store that matches keys by pattern finds the old
+	// record and replays its answer, or refuses them.
+	probe := env.NewClient()
+	for i, o := range orders {
+		for _, p := range patternOrders(o, i) {
+			probe.Submit(ctx, p)
+		}
+	}
+}
+
+// Wildcards are the pattern characters of the usual matchers: SQL LIKE's
+// one character and any run, glob's (Redis KEYS and SCAN MATCH, SQLite
+// GLOB), and a regular expression's or Lua pattern's any character.
+var Wildcards = []string{"_", "%", "?", "*", "."}
+
+// patternOrders are two new orders made from o, the i-th order of
+// key-space, with o's parameters: one whose key is o's with its first
+// byte replaced by a wildcard (Wildcards, taken in rotation, so that each
+// appears on every run), one whose tenant is o's followed by a wildcard of
+// any run (% or *). Each matches o's key or tenant as a pattern and equals
+// no key or tenant of the run: a correct store runs each once, a store
+// that matches by pattern answers it with o's record. The first byte is
+// the one replaced because the grammar's keys differ after it
+// (workload.KeyFor), so no two orders' probes share a key.
+func patternOrders(o workload.Order, i int) []workload.Order {
+	key := o
+	key.ID = o.ID + "-pattern-key"
+	key.Key.Key = Wildcards[i%len(Wildcards)] + o.Key.Key[1:]
+	tenant := o
+	tenant.ID = o.ID + "-pattern-tenant"
+	tenant.Key.Tenant = o.Key.Tenant + []string{"%", "*"}[i%2]
+	return []workload.Order{key, tenant}
 }
 
 // foreignTokens is how many other keys' tokens abuse sends each key at
@@ -71,7 +108,7 @@ func foreignKeys(k, n int) []int {
 // own token: releases the key (a release in a defer that runs after the
 // save) and saves again with another answer (a retried save). Other calls
 // come with the token of another key, an empty token, a made-up one and
-// hostile ones (hostileTokens: patterns, the token's prefix, its case):
+// hostile ones (workload.HostileTokens: patterns, the token's prefix, its case):
 // while every key is in flight (a foreign token that is live on its own
 // key, which a store that does not match the whole key would accept there)
 // and once the keys are done. The store must fence every one of them; a
@@ -101,7 +138,7 @@ func runAbuse(ctx context.Context, env *Env) {
 		}
 		claims[k] = claim{o.Key, d.Token, rec, id, o, at}
 		// While in flight: calls that are not the owner's must be fenced.
-		for _, t := range hostileTokens(d.Token) {
+		for _, t := range workload.HostileTokens(d.Token) {
 			_ = rec.Complete(ctx, o.Key, t, stores.Response{Status: 201, Body: "forged"})
 			_ = rec.Release(ctx, o.Key, t)
 		}
@@ -165,7 +202,7 @@ func runAbuse(ctx context.Context, env *Env) {
 		_ = rec.Release(ctx, o.Key, c.tok)                                                      // a deferred release
 		_ = rec.Complete(ctx, o.Key, c.tok, stores.Response{Status: 500, Body: "retried save"}) // a save sent twice
 		// No token, a made-up one, patterns, the token's prefix and case.
-		for _, t := range hostileTokens(c.tok) {
+		for _, t := range workload.HostileTokens(c.tok) {
 			_ = rec.Complete(ctx, o.Key, t, stores.Response{Status: 201, Body: "forged"})
 			_ = rec.Release(ctx, o.Key, t)
 		}
@@ -173,25 +210,6 @@ func runAbuse(ctx context.Context, env *Env) {
 	// Each key with every other key's token once done, then the orders retried.
 	foreign("foreign token")
 	parallel(n, func(k int) { env.NewClient().Submit(ctx, env.Order(k, "")) })
-}
-
-// hostileTokens are the tokens abuse sends a key that are not its owner's
-// (real): none, a made-up one, the wildcards of LIKE, glob and regular
-// expressions alone and after the real token's first half, that half
-// alone, and the real token in upper case. A store that compares tokens
-// with LIKE or a pattern, by prefix or without case, accepts one of them
-// where only real may pass. Any that equals real is left out.
-func hostileTokens(real stores.Token) []stores.Token {
-	half := real[:len(real)/2]
-	cands := []stores.Token{"", "made-up-token", "%", "_", "*", "?", "[0-9a-f]*", ".*",
-		half, half + "%", half + "*", stores.Token(strings.ToUpper(string(real)))}
-	out := cands[:0]
-	for _, t := range cands {
-		if t != real && !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // ownerTries bounds an abuse owner's calls without an answer in a row.

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"path"
 	"slices"
 	"sync"
 	"time"
@@ -261,7 +262,7 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 // Complete saves the response under the token (fenced).
 func (s *Store) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
 	const stmt = "lock; if rows[key] in flight under my token: save done + response; unlock"
-	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-complete", "complete-overwrites-done", func(r *record) string {
+	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-complete", "complete-overwrites-done", "", func(r *record) string {
 		r.done, r.response = true, resp
 		return fmt.Sprintf("saved %d", resp.Status)
 	})
@@ -270,7 +271,7 @@ func (s *Store) Complete(ctx context.Context, key stores.KeyRef, tok stores.Toke
 // Release deletes the claim under the token (fenced).
 func (s *Store) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
 	const stmt = "lock; if rows[key] in flight under my token: delete rows[key]; unlock"
-	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-release", "release-deletes-done", func(*record) string {
+	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-release", "release-deletes-done", "release-token-like", func(*record) string {
 		delete(s.rows, stores.StoredKey(s.variant, key))
 		return "deleted"
 	})
@@ -278,8 +279,10 @@ func (s *Store) Release(ctx context.Context, key stores.KeyRef, tok stores.Token
 
 // fencedWrite applies write to the key's row only while the row is in
 // flight under tok; otherwise ErrFenced. The unfenced mutant skips the
-// fence; the doneMutant checks the token but not that the key is in flight.
-func (s *Store) fencedWrite(ctx context.Context, key stores.KeyRef, tok stores.Token, stmt, unfencedMutant, doneMutant string, write func(*record) string) error {
+// fence; the doneMutant checks the token but not that the key is in
+// flight; the patternMutant (if not "") matches tok as a glob pattern
+// (path.Match), where an equality belongs.
+func (s *Store) fencedWrite(ctx context.Context, key stores.KeyRef, tok stores.Token, stmt, unfencedMutant, doneMutant, patternMutant string, write func(*record) string) error {
 	if err := stores.ValidateKey(key); err != nil {
 		return err
 	}
@@ -296,6 +299,9 @@ func (s *Store) fencedWrite(ctx context.Context, key stores.KeyRef, tok stores.T
 		fenced = false
 	case doneMutant:
 		fenced = r.token != tok // a done key's last owner may write again
+	case patternMutant:
+		match, _ := path.Match(string(tok), string(r.token)) // "*" matches every token
+		fenced = r.done || !match
 	}
 	if fenced {
 		faults.Trace(ctx, stmt, "fenced")

@@ -32,6 +32,7 @@ func init() {
 		Lives:      stores.Server,
 		Mutants:    Mutants,
 		Statements: true,
+		Equivalent: Equivalent,
 		// Every statement commits on its own: no row lock outlives a
 		// statement, so none is held across a failpoint; the pool
 		// (defaultMaxConns) outnumbers an episode's clients.

@@ -325,6 +325,15 @@ WHERE tenant = $1 AND key = $2
   AND token = $3`
 	}),
 
+	// The release matches the token as a pattern: a token holding % or _
+	// matches the owner's, and a stranger deletes a live claim.
+	"release-token-like": mutate(func(s *statements) {
+		s.release = `
+DELETE FROM {t}
+WHERE tenant = $1 AND key = $2
+  AND status = 'in_flight' AND token LIKE $3`
+	}),
+
 	// Prune also deletes in-flight claims, whatever their age.
 	"prune-sweeps-in-flight": mutate(func(s *statements) {
 		s.prune = `DELETE FROM {t} WHERE created_at <= clock_timestamp() - $1::interval OR status = 'in_flight'`
@@ -390,3 +399,25 @@ func (s statements) render(schema, table string, cfg stores.Config) sqlTexts {
 	t.beginFunc = strings.NewReplacer("{replay}", t.replay, "{claim}", t.claim, "{begin}", t.begin).Replace(beginFuncSQL)
 	return t
 }
+
+// Equivalent argues, for each generated mutant of the correct statements
+// that no client can tell apart from them, or whose behaviour the contract
+// allows (`idemcheck mutate`, keyed by the mutant's ID), why.
+var Equivalent = map[string]string{
+	`begin: shift-boundary "n.clock < k.locked_at + n.ttl" → "n.clock <= k.locked_at + n.ttl"`: "the claim is judged on the server's " +
+		"clock, in microseconds, and no client can place a call on its exact microsecond: at LockTTL ± the model's slack for a server's " +
+		"clock (check.ServerClockSlack) either answer is right, so this edit (409 for one microsecond more) is a behaviour the contract " +
+		"allows (the caller-clock stores, whose boundary the scheduler lands on, have the class as the stale-boundary mutant)",
+	`complete: like-equals "tenant = $1" → "tenant LIKE $1"`: sameToken,
+	`complete: like-equals "key = $2" → "key LIKE $2"`:       sameToken,
+	`release: like-equals "tenant = $1" → "tenant LIKE $1"`:  sameToken,
+	`release: like-equals "key = $2" → "key LIKE $2"`:        sameToken,
+	`prune: shift-boundary "created_at <= clock_timestamp() - $1::interval" → "created_at < clock_timestamp() - $1::interval"`: "Prune " +
+		"removes keys older than the retention (stores.Store): a key exactly Retention old is on the boundary, where the model lets it be " +
+		"kept or gone, and this prune keeps it there and removes it one microsecond later",
+}
+
+// sameToken argues a pattern on the tenant or key of a write fenced by
+// the token: the token already picks one row.
+const sameToken = "token = $3 already picks at most one row: a token is a random 128-bit owner id, made for one claim of one " +
+	"(tenant, key), so no other row holds the token the write is given, whatever else a pattern on the tenant or key matches"

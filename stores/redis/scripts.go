@@ -182,6 +182,10 @@ var Equivalent = map[string]string{
 	`begin: drop-set "'created_at', created"`: "no correct script reads the field: claim() sets the key's expiry from its " +
 		"argument, not from the hash, and the only reader (h[5], into created_at) feeds the 'stale' reply that only the " +
 		"split mutants' first call returns (returnStale); retention is Redis's own expiry, set by PEXPIREAT",
+	`begin: shift-boundary "now - locked_at < ttl" → "now - locked_at <= ttl"`: "the claim is judged on the server's clock, in " +
+		"milliseconds, and no client can place a call on the server's exact millisecond: at LockTTL ± the model's slack for a server's " +
+		"clock (check.ServerClockSlack) either answer is right, so this edit (409 for one millisecond more) is a behaviour the contract allows " +
+		"(the caller-clock stores, whose boundary the scheduler lands on, have the class as the stale-boundary mutant)",
 }
 
 // script is one Lua source and its SHA-1, the name EVALSHA runs it by.

@@ -132,6 +132,8 @@ func statementsFor(variant string) statements {
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :lock_ttl`) // keeps keys only for LockTTL
 	case "complete-overwrites-done":
 		s.complete = setDone + ` AND token = :token` // the token, not that the key is still in flight
+	case "release-token-like":
+		s.release = deleteClaim + ` AND status = 'in_flight' AND token LIKE :token` // a pattern where an equality belongs
 	case "release-deletes-done":
 		s.release = deleteClaim + ` AND token = :token` // the token, not that the key is still in flight
 	case "prune-sweeps-in-flight":
@@ -158,7 +160,7 @@ func statementsFor(variant string) statements {
 
 // Equivalent argues, for each generated mutant of the correct statements
 // that no client can tell apart from them (`idemcheck mutate`, keyed by the
-// mutant's ID), why. All four are conjuncts of the takeover that Begin's
+// mutant's ID), why. The takeover's are conditions that Begin's
 // transaction already implies: the UPDATE runs in the same BEGIN IMMEDIATE
 // transaction as the read that found the row, and that transaction holds
 // the file's write lock from before the read until its commit.
@@ -171,6 +173,17 @@ var Equivalent = map[string]string{
 		"random 128-bit token, read in the same transaction, and no other row holds it (tokens are never shared between rows)",
 	`takeover: drop-conjunct "key = :key"`: "token = :old_token already picks one row: :old_token is this (tenant, key)'s own " +
 		"random 128-bit token, read in the same transaction, and no other row holds it (tokens are never shared between rows)",
+	`takeover: like-equals "token = :old_token" → "token LIKE :old_token"`: ":old_token is the token the read in the same write " +
+		"transaction returned: 32 hex digits, no LIKE wildcard, and no other writer can change the row before the UPDATE (the write lock is held from the read to the commit)",
+	// SQLite's LIKE is false on BLOB operands (x'7430' LIKE x'743025' is
+	// 0), and tenant and key are BLOBs.
+	`replay: like-equals "tenant = :tenant" → "tenant LIKE :tenant"`: "SQLite's LIKE is false on BLOB operands and tenant is a BLOB: " +
+		"the replay read never finds a row, and Begin decides in its write transaction, whose read compares with =: the same answers, slower",
+	`replay: like-equals "key = :key" → "key LIKE :key"`: "SQLite's LIKE is false on BLOB operands and key is a BLOB: " +
+		"the replay read never finds a row, and Begin decides in its write transaction, whose read compares with =: the same answers, slower",
+	`prune: shift-boundary "created_at <= :now - :retention" → "created_at < :now - :retention"`: "Prune removes keys older than the " +
+		"retention (stores.Store): a key exactly Retention old is on the boundary, where the model lets it be kept or gone, and this prune " +
+		"keeps it there and removes it one nanosecond later",
 }
 
 // hooked passes each statement through cfg.Statements (the mutation hook,
