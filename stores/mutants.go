@@ -112,6 +112,8 @@ var Catalogue = []Mutant{
 		Bug: "deletes a claim without checking that the key is still in flight: a release in a defer, after the save, deletes the saved answer and a retry runs the work again"},
 	{Name: "release-token-like", Side: StoreSide, On: []string{"memory", "sqlite", "postgres"}, Scenario: "abuse", Checker: "linearizability",
 		Bug: "matches the release's token as a pattern (SQL LIKE; a glob in Go), not for equality: a token holding % or * (forged, or malformed by a client) matches the owner's, and a stranger's release deletes a live claim, so another client claims the key while the owner works"},
+	{Name: "prune-drops-tenant", Side: StoreSide, On: []string{"memory", "sqlite", "postgres"}, Scenario: "retention", Checker: "at-most-once",
+		Bug: "prunes by key name alone (DELETE … WHERE key IN (SELECT key … expired)): an expired key deletes the young keys of the same name in every other tenant, and their retries run again"},
 	{Name: "prune-sweeps-in-flight", Side: StoreSide, On: TableBackends, Scenario: "sched-race", Checker: "linearizability",
 		Bug: "prunes in-flight claims whatever their age (a cleanup of \"abandoned\" claims): a live owner's claim vanishes and another client claims the key while it works"},
 	{Name: "never-expire", Side: StoreSide, On: TableBackends, Scenario: "retention", Checker: "retention", Strict: true,

@@ -232,7 +232,12 @@ func runMismatch(ctx context.Context, env *Env) {
 
 // runRetention: orders complete; a pruner runs throughout; clients retry
 // each order inside the retry window (well inside the retention) and must
-// get the replay.
+// get the replay. Then keys of two ages under the same names: once the
+// pruner stops, each key's name is claimed again in a tenant of its own
+// (youngOrder), and when the old keys are past their retention a prune
+// runs with both in the store: the young keys, three quarters of a
+// retention old, must stay (their retries replay) and the old ones must
+// be gone (the leak probes).
 func runRetention(ctx context.Context, env *Env) {
 	ret := env.Config.Retention
 	stop := env.RunPruner(ctx, ret/8)
@@ -246,10 +251,28 @@ func runRetention(ctx context.Context, env *Env) {
 		}
 	})
 	stop()
-	// Past the retention, the store must have let the keys go.
-	if faults.Pause(ctx, ret+ret/4) != nil {
+	if faults.Pause(ctx, ret/2) != nil {
+		return
+	}
+	parallel(env.Keys, func(k int) { env.NewClient().Submit(ctx, youngOrder(env.Order(k, ""))) })
+	// Past the old keys' retention, the store must have let them go, and
+	// kept the young ones.
+	if faults.Pause(ctx, ret*3/4) != nil {
 		return
 	}
 	_, _ = env.Recorder(env.NewClientID(), env.Store, env.clock).Prune(ctx, env.clock.Now())
-	env.ProbeLeaks(ctx)
+	parallel(env.Keys, func(k int) { env.NewClient().Submit(ctx, youngOrder(env.Order(k, ""))) })
+	old := make([]stores.KeyRef, env.Keys)
+	for k := range old {
+		old[k] = env.Order(k, "").Key
+	}
+	env.ProbeLeaks(ctx, old)
+}
+
+// youngOrder is o under the same key name in a tenant of its own: a key of
+// another age, which a store that prunes by name alone deletes with o's.
+func youngOrder(o workload.Order) workload.Order {
+	o.ID += "-young"
+	o.Key.Tenant += "-young"
+	return o
 }

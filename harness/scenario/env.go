@@ -521,20 +521,19 @@ func (e *Env) Fresh(tenant string) {
 	e.Hist, e.Ledger, e.Tenant = history.New(), history.NewLedger(), tenant
 }
 
-// ProbeLeaks asks once for every key of the history with a fingerprint no
-// order uses, as a new client: call it once every key is past its
-// retention and a Prune has run. A key still there answers 422 (or
-// anything but a fresh claim): it leaked (the retention checker reads the
-// answers). A fresh claim is released at once.
-func (e *Env) ProbeLeaks(ctx context.Context) {
+// ProbeLeaks asks once for each of keys with a fingerprint no order uses,
+// as a new client: call it once every one of them is past its retention
+// and a Prune has run. A key still there answers 422 (or anything but a
+// fresh claim): it leaked (the retention checker reads the answers). A
+// fresh claim is released at once.
+func (e *Env) ProbeLeaks(ctx context.Context, keys []stores.KeyRef) {
 	id := e.NewClientID()
 	r := e.root()
 	r.mu.Lock()
 	r.leakProbe = &id
 	r.mu.Unlock()
 	rec := e.Recorder(id, e.Store, e.clock)
-	_, order := history.ByKey(e.Hist.Ops())
-	for _, k := range order {
+	for _, k := range keys {
 		d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: "leak-probe", Now: e.clock.Now()})
 		if err == nil && d.Outcome == stores.Claimed {
 			_ = rec.Release(ctx, k, d.Token)

@@ -138,7 +138,7 @@ var All = []Scenario{
 	{Name: "crash", Calls: 9, TTLs: 2, Doc: "an owner crashes after its claim or its work and never cleans up; after LockTTL another takes over", run: runCrash},
 	{Name: "error", Calls: 15, TTLs: 1, Doc: "the work fails (after charging); release-on-error and save-error policies on half the keys each", run: runError},
 	{Name: "mismatch", Calls: 7, TTLs: 1, Doc: "the key is reused with other parameters, during and after the first request: always 422, never run", run: runMismatch},
-	{Name: "retention", Calls: 9, Retentions: 1.5, Doc: "keys are pruned while clients retry inside the retry window: every retry must replay", Retention: 1200 * time.Millisecond, run: runRetention},
+	{Name: "retention", Calls: 13, Retentions: 2, Doc: "keys are pruned while clients retry inside the retry window: every retry must replay; then a prune meets keys of two ages under the same names in different tenants: the young stay, the old go", Retention: 1200 * time.Millisecond, run: runRetention},
 	{Name: "key-space", Calls: 9, TTLs: 1, run: runKeySpace,
 		Doc: "orders whose keys differ only in case, whitespace, tenant, Unicode form, a separator or a byte after a long prefix, and new orders whose key, tenant or parameters are a pattern (LIKE, glob) of another's: each keeps its own record (no 422 to its own parameters, no other order's answer)"},
 	{Name: "abuse", Calls: 150, TTLs: 1, run: runAbuse,

@@ -321,6 +321,7 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
+	names := map[string]bool{} // prune-drops-tenant: the expired keys' names
 	for k, r := range s.rows {
 		expired := now.Sub(r.createdAt) >= keep
 		switch s.variant {
@@ -328,8 +329,19 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 			expired = false
 		case "prune-sweeps-in-flight":
 			expired = expired || !r.done // "abandoned" claims, young or not
+		case "prune-drops-tenant":
+			if expired {
+				names[k.Key] = true
+			}
+			continue
 		}
 		if expired {
+			delete(s.rows, k)
+			n++
+		}
+	}
+	for k := range s.rows {
+		if names[k.Key] { // the name's rows in every tenant, young or not
 			delete(s.rows, k)
 			n++
 		}

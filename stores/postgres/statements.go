@@ -334,6 +334,12 @@ WHERE tenant = $1 AND key = $2
   AND status = 'in_flight' AND token LIKE $3`
 	}),
 
+	// Prune by key name alone: an expired key's namesakes in other
+	// tenants, young or not, go too.
+	"prune-drops-tenant": mutate(func(s *statements) {
+		s.prune = `DELETE FROM {t} WHERE key IN (SELECT key FROM {t} WHERE created_at <= clock_timestamp() - $1::interval)`
+	}),
+
 	// Prune also deletes in-flight claims, whatever their age.
 	"prune-sweeps-in-flight": mutate(func(s *statements) {
 		s.prune = `DELETE FROM {t} WHERE created_at <= clock_timestamp() - $1::interval OR status = 'in_flight'`

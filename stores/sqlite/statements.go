@@ -136,6 +136,10 @@ func statementsFor(variant string) statements {
 		s.release = deleteClaim + ` AND status = 'in_flight' AND token LIKE :token` // a pattern where an equality belongs
 	case "release-deletes-done":
 		s.release = deleteClaim + ` AND token = :token` // the token, not that the key is still in flight
+	case "prune-drops-tenant":
+		// By key name alone: the expired key's namesakes in other tenants go too.
+		s.prune = `DELETE FROM idempotency_keys WHERE key IN (
+		SELECT key FROM idempotency_keys WHERE created_at <= :now - :retention LIMIT :batch)`
 	case "prune-sweeps-in-flight":
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :retention OR status = 'in_flight'`) // "abandoned" claims too
 	case "takeover-ignores-fingerprint":

@@ -140,6 +140,21 @@ var Bugs = map[string]Bug{
 		d := begin(t, s, c, k, "fp")
 		return d.Outcome != stores.Claimed, fmt.Sprintf("at exactly LockTTL: %v (takeover %t)", d.Outcome, d.Takeover)
 	},
+	// Tenant a's "k" is saved; half a retention later tenant b's "k" is
+	// saved too; once a's is past its retention a prune runs: b's, young,
+	// must stay and replay.
+	"prune-drops-tenant": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
+		old, young := stores.KeyRef{Tenant: "a", Key: "k"}, stores.KeyRef{Tenant: "b", Key: "k"}
+		done(t, s, c, old, "fp")
+		c.Advance(cfg.Retention / 2)
+		done(t, s, c, young, "fp")
+		c.Advance(cfg.Retention/2 + cfg.Retention/4)
+		if _, err := s.Prune(context.Background(), c.Now()); err != nil {
+			t.Fatal(err)
+		}
+		d := begin(t, s, c, young, "fp")
+		return d.Outcome != stores.Replay, fmt.Sprintf("b/k, %v old, after a prune of a/k: %v", cfg.Retention*3/4, d.Outcome)
+	},
 	// A key saved done outlives its retention and a prune.
 	"never-expire": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
 		k := stores.KeyRef{Tenant: "acme", Key: "old"}
