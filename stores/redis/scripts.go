@@ -160,6 +160,9 @@ var variants = map[string]variant{
 	// deletes it.
 	"complete-overwrites-done": {complete: []edit{{fenceLua, `if h[2] ~= ARGV[1] then return 0 end -- the token only`}}},
 	"release-deletes-done":     {release: []edit{{fenceLua, `if h[2] ~= ARGV[1] then return 0 end -- the token only`}}},
+	// The release finds the token with string.find, which reads its
+	// second argument as a Lua pattern: ".*" matches every token.
+	"release-token-like": {release: []edit{{fenceLua, `if h[1] ~= 'in_flight' or not string.find(h[2], ARGV[1]) then return 0 end -- the token as a pattern`}}},
 	// The scripts are correct; Prune sweeps in-flight keys (redis.go).
 	"prune-sweeps-in-flight": {},
 	// EXISTS in one call, then, if the key was absent, the upsert of

@@ -67,22 +67,21 @@ var Bugs = map[string]Bug{
 		d := begin(t, s, c, k, "fp")
 		return err == nil, fmt.Sprintf("release after the save: %v; then %v", err, d.Outcome)
 	},
-	// A live claim is released with the tokens "%" (SQL LIKE's any run)
-	// and "*" (a glob's): each release must be fenced, and the key stay
-	// in flight.
+	// A live claim is released with the tokens "%" (SQL LIKE's any run),
+	// "*" (a glob's) and ".*" (a regular expression's, a Lua pattern's):
+	// each release must be fenced (a store may also refuse a malformed
+	// pattern with an error), and the key stay in flight.
 	"release-token-like": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
 		k := stores.KeyRef{Tenant: "acme", Key: "live"}
 		if d := begin(t, s, c, k, "fp"); d.Outcome != stores.Claimed {
 			t.Fatalf("claim: %v", d.Outcome)
 		}
 		var errs []error
-		for _, pattern := range []stores.Token{"%", "*"} {
-			err := s.Release(context.Background(), k, pattern)
-			mustDefinite(t, err)
-			errs = append(errs, err)
+		for _, pattern := range []stores.Token{"%", "*", ".*"} {
+			errs = append(errs, s.Release(context.Background(), k, pattern))
 		}
 		d := begin(t, s, c, k, "fp")
-		return d.Outcome == stores.Claimed, fmt.Sprintf("releases with tokens %% and *: %v; then %v", errs, d.Outcome)
+		return d.Outcome == stores.Claimed, fmt.Sprintf("releases with tokens %%, * and .*: %v; then %v", errs, d.Outcome)
 	},
 	// A fresh claim is in flight when Prune runs: it must stay.
 	"prune-sweeps-in-flight": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
