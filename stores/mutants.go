@@ -136,6 +136,8 @@ var Catalogue = []Mutant{
 	// Bugs of one backend's protocol, with no counterpart in the others.
 	{Name: "split-claim", Side: StoreSide, On: []string{"redis"}, Scenario: "sched-race", Checker: "linearizability",
 		Bug: "asks EXISTS, then claims with a second command when the key was absent (a get-then-set a team writes without a failpoint between): two requests both see no key and both run"},
+	{Name: "release-deletes-prefix", Side: StoreSide, On: []string{"redis"}, Scenario: "key-space", Checker: "at-most-once",
+		Bug: "releases \"the key and its side keys\" with KEYS key*: every key whose name extends the released one (\"k-1\" releases \"k-10\") loses its record, and its retry runs the work again"},
 	{Name: "fence-not-incremented", Side: StoreSide, On: []string{"lease"}, Scenario: "sched-takeover", Checker: "fencing",
 		Bug: "takes a stale claim over with a new owner but the old fencing number: downstream systems that fence by the number let the old owner's writes through"},
 

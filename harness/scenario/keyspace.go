@@ -19,7 +19,8 @@ import (
 // parameters (it must replay its own answer) and with other parameters (it
 // must be refused with 422), among them its own followed by a wildcard.
 // Then new orders whose key or tenant is a pattern of an order's
-// (patternOrders). A store that merges two of the keys answers one of them
+// (patternOrders), and a key each order's key extends, claimed and
+// released, after which each order must still replay. A store that merges two of the keys answers one of them
 // with the other's record: a 422 to its own parameters, or another order's
 // answer.
 func runKeySpace(ctx context.Context, env *Env) {
@@ -44,11 +45,46 @@ func runKeySpace(ctx context.Context, env *Env) {
 	// (patternOrders): a store that matches keys by pattern finds the old
 	// record and replays its answer, or refuses them.
 	probe := env.NewClient()
+	taken := map[stores.KeyRef]bool{}
 	for i, o := range orders {
+		taken[o.Key] = true
 		for _, p := range patternOrders(o, i) {
 			probe.Submit(ctx, p)
+			taken[p.Key] = true
 		}
 	}
+	// Prefix neighbours: for each order, a new key that its key extends
+	// is claimed and released by its owner (a release after failed
+	// work); then each order is asked again and must replay. A store that
+	// releases "the key and its side keys" (every key it extends) deletes
+	// the order's record, and the retry runs the work again.
+	rec := env.Recorder(env.NewClientID(), env.Store, env.clock)
+	for _, o := range orders {
+		n, ok := strictPrefix(o.Key, taken)
+		if !ok {
+			continue
+		}
+		d, err := rec.Begin(ctx, stores.Request{KeyRef: n, Fingerprint: o.Fingerprint, Now: env.clock.Now()})
+		if err == nil && d.Outcome == stores.Claimed {
+			_ = rec.Release(ctx, n, d.Token)
+		}
+	}
+	retry := env.NewClient()
+	for _, o := range orders {
+		retry.Submit(ctx, o)
+	}
+}
+
+// strictPrefix is the longest key in k's tenant that k's key extends and
+// that no order of the run has (taken), if there is one.
+func strictPrefix(k stores.KeyRef, taken map[stores.KeyRef]bool) (stores.KeyRef, bool) {
+	for cut := len(k.Key) - 1; cut > 0; cut-- {
+		n := stores.KeyRef{Tenant: k.Tenant, Key: k.Key[:cut]}
+		if !taken[n] {
+			return n, true
+		}
+	}
+	return stores.KeyRef{}, false
 }
 
 // Wildcards are the pattern characters of the usual matchers: SQL LIKE's

@@ -83,6 +83,20 @@ var Bugs = map[string]Bug{
 		d := begin(t, s, c, k, "fp")
 		return d.Outcome == stores.Claimed, fmt.Sprintf("releases with tokens %%, * and .*: %v; then %v", errs, d.Outcome)
 	},
+	// "k-10" is saved; "k-1", a key it extends, is claimed and released:
+	// "k-10" must still replay.
+	"release-deletes-prefix": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
+		long, short := stores.KeyRef{Tenant: "acme", Key: "k-10"}, stores.KeyRef{Tenant: "acme", Key: "k-1"}
+		done(t, s, c, long, "fp")
+		d := begin(t, s, c, short, "fp")
+		if d.Outcome != stores.Claimed {
+			t.Fatalf("claim %s: %v", short, d.Outcome)
+		}
+		err := s.Release(context.Background(), short, d.Token)
+		mustDefinite(t, err)
+		d = begin(t, s, c, long, "fp")
+		return d.Outcome != stores.Replay, fmt.Sprintf("k-10 after k-1's release (%v): %v", err, d.Outcome)
+	},
 	// A fresh claim is in flight when Prune runs: it must stay.
 	"prune-sweeps-in-flight": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
 		k := stores.KeyRef{Tenant: "acme", Key: "working"}
