@@ -14,6 +14,16 @@ import (
 	_ "github.com/idemcheck/idemcheck/stores/sqlite"
 )
 
+// wantIDs fails unless every one of want is among the mutants' IDs got.
+func wantIDs(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("no mutant %s; got:\n%s", w, strings.Join(got, "\n"))
+		}
+	}
+}
+
 func ids(ms []mutate.Mutant) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
@@ -34,7 +44,7 @@ SELECT d.decision, CASE d.decision WHEN 'takeover' THEN 1 ELSE k.tok END
 FROM n, LATERAL (SELECT CASE WHEN k.fp <> $3 THEN 'mismatch' WHEN k.status = 'done' THEN 'replay' END AS decision) AS d)`},
 	}
 	got := ids(mutate.Generate(stmts))
-	for _, want := range []string{
+	wantIDs(t, got,
 		`complete: drop-conjunct "tenant = $1"`,
 		`complete: drop-conjunct "token = $3"`,
 		`complete: flip-comparison "token = $3" → "token <> $3"`,
@@ -48,11 +58,7 @@ FROM n, LATERAL (SELECT CASE WHEN k.fp <> $3 THEN 'mismatch' WHEN k.status = 'do
 		`begin: flip-comparison "k.status = 'done'" → "k.status <> 'done'"`,
 		`complete: like-equals "token = $3" → "token LIKE $3"`,
 		`complete: like-equals "tenant = $1" → "tenant LIKE $1"`,
-	} {
-		if !slices.Contains(got, want) {
-			t.Errorf("no mutant %s; got:\n%s", want, strings.Join(got, "\n"))
-		}
-	}
+	)
 	for _, id := range got {
 		// LIKE only where a column meets a parameter: not an assignment,
 		// not two columns, not a literal.
@@ -90,18 +96,14 @@ func TestGenerateBoundaries(t *testing.T) {
 		{Name: "begin", Text: "local h = redis.call('HGET', KEYS[1], 'at')\nif now - locked_at < ttl then return 1 end\nif n > 0 and m <= 2 then return 2 end"},
 	}
 	got := ids(mutate.Generate(stmts))
-	for _, want := range []string{
+	wantIDs(t, got,
 		`read: shift-boundary "clock_timestamp() >= locked_at + $3::interval" → "clock_timestamp() > locked_at + $3::interval"`,
 		`read: shift-boundary "created_at <= $1::timestamptz" → "created_at < $1::timestamptz"`,
 		`read: shift-boundary "n < 3" → "n <= 3"`,
 		`begin: shift-boundary "now - locked_at < ttl" → "now - locked_at <= ttl"`,
 		`begin: shift-boundary "n > 0" → "n >= 0"`,
 		`begin: shift-boundary "m <= 2" → "m < 2"`,
-	} {
-		if !slices.Contains(got, want) {
-			t.Errorf("no mutant %s; got:\n%s", want, strings.Join(got, "\n"))
-		}
-	}
+	)
 	for _, id := range got {
 		if strings.Contains(id, "like-equals") {
 			t.Errorf("%s: no equality of a column and an uncast parameter here", id)
@@ -120,7 +122,7 @@ redis.call('HSET', KEYS[1], 'status', 'done', 'resp_status', ARGV[2])
 return 1
 `
 	got := ids(mutate.Generate([]mutate.Statement{{Name: "complete", Text: src}}))
-	for _, want := range []string{
+	wantIDs(t, got,
 		`complete: drop-guard "if not h[1] then return 0 end"`,
 		`complete: flip-comparison "not h[1]" → "h[1]"`,
 		`complete: drop-conjunct "h[1] ~= 'in_flight'"`,
@@ -130,11 +132,7 @@ return 1
 		`complete: drop-set "'status', 'done'"`,
 		`complete: swap-status "'done'" → "'in_flight'"`,
 		`complete: swap-status "'in_flight'" → "'done'"`,
-	} {
-		if !slices.Contains(got, want) {
-			t.Errorf("no mutant %s; got:\n%s", want, strings.Join(got, "\n"))
-		}
-	}
+	)
 	n := 0
 	for _, id := range got {
 		if strings.HasPrefix(id, `complete: swap-status "'in_flight'"`) {
@@ -146,18 +144,24 @@ return 1
 	}
 }
 
-// A handful of generated mutants of the SQLite store, run: the correct
-// store passes first, a dropped fence and a swapped claim status die, and
-// a conjunct the backend argues is implied is reported equivalent (with
-// its argument), not hidden.
-func TestRunSQLite(t *testing.T) {
+// sqliteOptions are the default options on a SQLite store in a temporary
+// folder.
+func sqliteOptions(t *testing.T) harness.Options {
 	b, err := stores.Lookup("sqlite")
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := harness.DefaultOptions()
 	o.Backend, o.Addr = b, t.TempDir()
-	rep, err := mutate.Run(context.Background(), o, mutate.Options{
+	return o
+}
+
+// A handful of generated mutants of the SQLite store, run: the correct
+// store passes first, a dropped fence and a swapped claim status die, and
+// a conjunct the backend argues is implied is reported equivalent (with
+// its argument), not hidden.
+func TestRunSQLite(t *testing.T) {
+	rep, err := mutate.Run(context.Background(), sqliteOptions(t), mutate.Options{
 		Scenarios: []string{"sched-takeover", "sched-race"},
 		// Bounded by episodes, not time: a seed's episodes are the same on
 		// any machine, so the verdicts are too.
@@ -206,13 +210,7 @@ func TestRunSQLite(t *testing.T) {
 // A LIKE on the token (a Release or a save that pattern-matches the token
 // it is given) dies: abuse sends forged tokens holding % and _.
 func TestRunSQLiteLikeToken(t *testing.T) {
-	b, err := stores.Lookup("sqlite")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := harness.DefaultOptions()
-	o.Backend, o.Addr = b, t.TempDir()
-	rep, err := mutate.Run(context.Background(), o, mutate.Options{
+	rep, err := mutate.Run(context.Background(), sqliteOptions(t), mutate.Options{
 		Scenarios: []string{"abuse"},
 		Quick:     time.Minute,
 		Episodes:  2,
