@@ -101,17 +101,10 @@ func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error
 		} else {
 			printMutate(stdout, rep, minScore)
 		}
-		switch {
-		case err != nil:
+		if err != nil {
 			return exitUsage, err
-		case interrupted:
-			return exitUnknown, nil
-		case rep.NotApplicable != "":
-			return exitPass, nil
-		case !rep.BaselinePassed() || rep.Score < minScore || len(rep.UnusedArguments) > 0:
-			return exitFail, nil
 		}
-		return exitPass, nil
+		return mutateExit(rep, minScore, interrupted), nil
 	case "soak":
 		rep, err := mergeSoak(shards)
 		if err != nil {

@@ -113,15 +113,25 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	} else {
 		printMutate(stdout, rep, *minScore)
 	}
+	return mutateExit(rep, *minScore, ctx.Err() != nil), nil
+}
+
+// mutateExit is a mutation report's exit code, for a run and for a merge
+// of shards: undecided when interrupted, a pass where nothing applies, a
+// failure when the correct store failed, the score is low or an argument
+// matches no mutant, undecided when a mutant could not be judged.
+func mutateExit(rep *mutate.Report, minScore float64, interrupted bool) int {
 	switch {
-	case ctx.Err() != nil:
-		return exitUnknown, nil
+	case interrupted:
+		return exitUnknown
 	case rep.NotApplicable != "":
-		return exitPass, nil
-	case !rep.BaselinePassed() || rep.Score < *minScore || len(rep.UnusedArguments) > 0:
-		return exitFail, nil
+		return exitPass
+	case !rep.BaselinePassed() || rep.Score < minScore || len(rep.UnusedArguments) > 0:
+		return exitFail
+	case rep.Unjudged > 0:
+		return exitUnknown
 	}
-	return exitPass, nil
+	return exitPass
 }
 
 // mutateJSON is mutate's --json report: with --shard, what the merge needs.
@@ -192,12 +202,18 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 	section(mutate.Invalid, "invalid (the store would not run the edit; not scored)", func(r mutate.Result) {
 		fmt.Fprintf(w, "    %s\n", r.Error)
 	})
+	section(mutate.Unjudged, "unjudged (the store did not open with the correct statements either: the machine or the server failed, not the edit; not scored)", func(r mutate.Result) {
+		fmt.Fprintf(w, "    %s\n", r.Error)
+	})
 	for _, id := range rep.UnusedArguments {
 		fmt.Fprintf(w, "\nunused equivalence argument (no generated mutant has this ID): %s\n", id)
 	}
 	verdict := "PASS"
-	if rep.Score < minScore || len(rep.UnusedArguments) > 0 {
+	switch {
+	case rep.Score < minScore || len(rep.UnusedArguments) > 0:
 		verdict = "FAIL"
+	case rep.Unjudged > 0:
+		verdict = "UNDECIDED"
 	}
 	if len(rep.Kinds) > 0 {
 		fmt.Fprintf(w, "\n  %-16s %7s %9s %11s %8s %7s\n", "rewrite", "killed", "survived", "equivalent", "invalid", "score")
@@ -209,6 +225,10 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 			fmt.Fprintf(w, "  %-16s %7d %9d %11d %8d %7s\n", k.Kind, k.Killed, k.Survived, k.Equivalent, k.Invalid, score)
 		}
 	}
-	fmt.Fprintf(w, "\n%s: score %.1f%% (%d killed of %d not equivalent; %d equivalent, %d invalid; %d generated). %.1fs\n",
-		verdict, 100*rep.Score, rep.Killed, rep.Killed+rep.Survived, rep.Equivalent, rep.Invalid, len(rep.Results), rep.Seconds)
+	unjudged := ""
+	if rep.Unjudged > 0 {
+		unjudged = fmt.Sprintf(", %d unjudged", rep.Unjudged)
+	}
+	fmt.Fprintf(w, "\n%s: score %.1f%% (%d killed of %d not equivalent; %d equivalent, %d invalid%s; %d generated). %.1fs\n",
+		verdict, 100*rep.Score, rep.Killed, rep.Killed+rep.Survived, rep.Equivalent, rep.Invalid, unjudged, len(rep.Results), rep.Seconds)
 }

@@ -2,6 +2,7 @@ package mutate_test
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -263,5 +264,42 @@ func TestKillScenariosEndWithGeneral(t *testing.T) {
 			t.Fatalf("%s twice in %v", s, scs)
 		}
 		seen[s] = true
+	}
+}
+
+// A mutant whose scenario cannot be set up, while the correct statements
+// cannot be either (the store's folder is gone: a machine's failure, not
+// the edit's), is unjudged, not invalid: it is not scored, and the run
+// counts it.
+func TestSetupFailureIsUnjudged(t *testing.T) {
+	o := sqliteOptions(t)
+	dir := o.Addr
+	broke := false
+	rep, err := mutate.Run(context.Background(), o, mutate.Options{
+		Scenarios: []string{"sched-race"},
+		Quick:     time.Minute,
+		Episodes:  2,
+		Workers:   1,
+		Only:      []string{`complete: drop-conjunct "token`, `claim: swap-status`},
+		Progress: func(done, total int, r mutate.Result) {
+			if !broke { // after the first mutant: the folder becomes a file
+				broke = true
+				if err := os.RemoveAll(dir); err != nil {
+					t.Error(err)
+				}
+				if err := os.WriteFile(dir, []byte("not a folder"), 0o644); err != nil {
+					t.Error(err)
+				}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 || rep.Results[0].Verdict != mutate.Killed || rep.Results[1].Verdict != mutate.Unjudged {
+		t.Fatalf("verdicts: %+v", rep.Results)
+	}
+	if rep.Killed != 1 || rep.Unjudged != 1 || rep.Invalid != 0 || rep.Score != 1 {
+		t.Errorf("counts: %+v", rep.Counts)
 	}
 }

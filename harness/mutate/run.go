@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/scenario"
@@ -36,7 +37,16 @@ const (
 	// Invalid: the store could not open or run with the edit (a script
 	// the server refuses to load): not a behaviour, not scored.
 	Invalid = "invalid"
+	// Unjudged: the run could not be set up with the correct statements
+	// either (a server that timed out on a loaded machine), after
+	// setupTries tries: the machine's failure, not the edit's; not scored,
+	// and a run with one is undecided, never a pass.
+	Unjudged = "unjudged"
 )
+
+// setupTries is how often a mutant's scenario is set up before a setup
+// that fails for the correct statements too makes the mutant Unjudged.
+const setupTries = 3
 
 // Options configure a mutation run.
 type Options struct {
@@ -111,6 +121,7 @@ type Counts struct {
 	Survived   int `json:"survived"`
 	Equivalent int `json:"equivalent"`
 	Invalid    int `json:"invalid"`
+	Unjudged   int `json:"unjudged,omitempty"`
 	// Score is killed / (killed + survived), 0 when both are 0.
 	Score float64 `json:"score"`
 }
@@ -126,6 +137,8 @@ func (t *Counts) add(verdict string) {
 		t.Equivalent++
 	case Invalid:
 		t.Invalid++
+	case Unjudged:
+		t.Unjudged++
 	}
 	if n := t.Killed + t.Survived; n > 0 {
 		t.Score = float64(t.Killed) / float64(n)
@@ -409,9 +422,20 @@ func runMutant(ctx context.Context, o harness.Options, scenarios []string, h hun
 			return
 		}
 		k, err := hunt.HuntScenario(ctx, o, sc, h)
+		// An error is the edit's only if the correct statements set up:
+		// a server that times out under load refuses both.
+		for try := 1; err != nil && ctx.Err() == nil && try < setupTries && !correctOpens(ctx, o); try++ {
+			if faults.Pause(ctx, time.Duration(try)*time.Second) != nil {
+				return
+			}
+			k, err = hunt.HuntScenario(ctx, o, sc, h)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				r.Verdict, r.Error = Invalid, err.Error()
+				if !correctOpens(ctx, o) {
+					r.Verdict = Unjudged
+				}
 			}
 			return
 		}
@@ -421,6 +445,15 @@ func runMutant(ctx context.Context, o harness.Options, scenarios []string, h hun
 			return
 		}
 	}
+}
+
+// correctOpens reports whether the store opens with the correct
+// statements now (Collect), so that a setup error can be told apart: the
+// edit's, or the machine's.
+func correctOpens(ctx context.Context, o harness.Options) bool {
+	o.Statements = nil
+	_, err := Collect(ctx, o)
+	return err == nil
 }
 
 // baseline runs the correct store on each scenario with the full budget.
