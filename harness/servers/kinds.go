@@ -246,10 +246,20 @@ func postgresStreaming(ctx context.Context, p, sb *node) error {
 		return fmt.Errorf("postgres standby %s is not synchronous: %w", sb.name, err)
 	}
 	// Every commit acknowledged before the standby became synchronous
-	// lies at or before the primary's current WAL position.
+	// lies at or before the primary's WAL position read now (read once: a
+	// primary that keeps writing moves it on, and a standby chasing it
+	// might never be seen to reach it).
+	var lsn string
+	if err := waitUntil(ctx, func(ctx context.Context) error {
+		var err error
+		lsn, err = pgString(ctx, p.srv.Addr, `SELECT pg_current_wal_lsn()::text`)
+		return err
+	}); err != nil {
+		return err
+	}
 	if err := waitUntil(ctx, func(ctx context.Context) error {
 		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication
-			WHERE sync_state = 'sync' AND flush_lsn >= pg_current_wal_lsn()`)
+			WHERE sync_state = 'sync' AND flush_lsn >= '`+lsn+`'::pg_lsn`)
 	}); err != nil {
 		return fmt.Errorf("postgres standby %s has not caught up with %s: %w", sb.name, p.name, err)
 	}
@@ -289,6 +299,18 @@ func pgExec(ctx context.Context, dsn, sql string) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	_, err = conn.Exec(ctx, sql)
 	return err
+}
+
+// pgString runs a query returning one text value, and returns it.
+func pgString(ctx context.Context, dsn, sql string) (string, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var v string
+	err = conn.QueryRow(ctx, sql).Scan(&v)
+	return v, err
 }
 
 // pgCheck runs a query returning one boolean, and fails unless it is true.

@@ -3,6 +3,7 @@ package servers_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,6 +96,74 @@ func TestReplicatedFailover(t *testing.T) {
 			if lost := afterFailover(asyncSt); lost != n {
 				t.Errorf("asynchronous store: %d of %d claims made while the standby was cut off lost, want all", lost, n)
 			}
+			if kind == servers.Postgres {
+				secondFailover(t, top, syncSt, req)
+			}
 		})
+	}
+}
+
+// secondFailover claims keys without pause while Ready makes the promoted
+// primary a new standby (until then the primary acknowledges commits
+// alone), fails over again once Ready returns, and wants every claim
+// acknowledged meanwhile to survive: Ready must not return before the new
+// standby has flushed what the primary acknowledged alone.
+func secondFailover(t *testing.T, top *servers.Topology, st stores.Store, req func(int) stores.Request) {
+	ctx := context.Background()
+	var (
+		mu    sync.Mutex
+		acked []int
+	)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 100; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			d, err := st.Begin(cctx, req(i))
+			cancel()
+			if err == nil && d.Outcome == stores.Claimed {
+				mu.Lock()
+				acked = append(acked, i)
+				mu.Unlock()
+			}
+		}
+	}()
+	err := top.Ready(ctx)
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acked) == 0 {
+		t.Fatal("no claim was acknowledged while the new standby was made")
+	}
+	if err := top.Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for _, i := range acked {
+		var d stores.Decision
+		var err error
+		for try := 0; try < 50; try++ { // the store reconnects through the router
+			if d, err = st.Begin(ctx, req(i)); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("after the second failover, key %d: %v", i, err)
+		}
+		if d.Outcome == stores.Claimed {
+			lost++
+		}
+	}
+	t.Logf("%d claims acknowledged while the new standby was made", len(acked))
+	if lost > 0 {
+		t.Errorf("%d of %d claims acknowledged while the new standby was made were lost in the second failover", lost, len(acked))
 	}
 }
