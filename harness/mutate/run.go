@@ -23,6 +23,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -238,9 +239,23 @@ func KillScenarios(b stores.Backend) []string {
 // each of the kill set's scheduled episodes has a key to itself. A
 // statement that loses its key condition picks another key's row only
 // where the tenant has one: SQLite's read after a conflicting claim,
-// reading by tenant alone, survived the kill set and dies in race in
-// 0.3 s; its release with the key condition flipped dies in error.
+// reading by tenant alone, survived the kill set and dies in race (see
+// huntOptions); its release with the key condition flipped dies in error.
 var General = []string{"race", "error"}
+
+// huntOptions are a scenario's hunt options in a mutation run: two keys a
+// round for the kill set (each scheduled episode has its key to itself),
+// and every member of a family of the key space (workload.KeyVariants)
+// for General, so that a tenant has many keys at once whatever the
+// scenario's rotation of the family (with two, race's keys fell in two
+// tenants once the family grew, and a read by tenant alone survived).
+func huntOptions(scenario string, budget time.Duration, episodes int) hunt.Options {
+	keys := 2
+	if slices.Contains(General, scenario) {
+		keys = workload.KeyVariants
+	}
+	return hunt.Options{Budget: budget, Keys: keys, Episodes: episodes}
+}
 
 // Collect opens a correct store of o.Backend with a recording hook and
 // returns the statements it runs, in the order it passed them.
@@ -355,7 +370,7 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 		last := pass == 1 || budget <= 0
 		pool(ctx, mo.Workers, todo, func(i int) {
 			r := &results[i]
-			runMutant(ctx, o, mo.Scenarios, hunt.Options{Budget: budget, Keys: 2, Episodes: mo.Episodes}, r)
+			runMutant(ctx, o, mo.Scenarios, budget, mo.Episodes, r)
 			if !last && r.Verdict == Survived {
 				return // the second pass decides
 			}
@@ -412,7 +427,7 @@ func pool(ctx context.Context, n int, idx []int, f func(int)) {
 
 // runMutant runs the scenarios in order against the mutant, each within
 // h's bounds, until one kills it.
-func runMutant(ctx context.Context, o harness.Options, scenarios []string, h hunt.Options, r *Result) {
+func runMutant(ctx context.Context, o harness.Options, scenarios []string, budget time.Duration, episodes int, r *Result) {
 	start := time.Now()
 	defer func() { r.Seconds += time.Since(start).Seconds() }()
 	o.Statements = r.Hook()
@@ -421,6 +436,7 @@ func runMutant(ctx context.Context, o harness.Options, scenarios []string, h hun
 		if ctx.Err() != nil {
 			return
 		}
+		h := huntOptions(sc, budget, episodes)
 		k, err := hunt.HuntScenario(ctx, o, sc, h)
 		// An error is the edit's only if the correct statements set up:
 		// a server that times out under load refuses both.
@@ -470,7 +486,7 @@ func baseline(ctx context.Context, o harness.Options, mo Options) []BaselineRun 
 	pool(ctx, mo.Workers, idx, func(i int) {
 		start := time.Now()
 		b := BaselineRun{Scenario: mo.Scenarios[i]}
-		k, err := hunt.HuntScenario(ctx, o, b.Scenario, hunt.Options{Budget: budget, Keys: 2, Episodes: mo.Episodes})
+		k, err := hunt.HuntScenario(ctx, o, b.Scenario, huntOptions(b.Scenario, budget, mo.Episodes))
 		switch {
 		case err != nil:
 			b.Detail = err.Error()
