@@ -220,14 +220,17 @@ func postgresAllowReplication(ctx context.Context, ctr testcontainers.Container,
 // synchronous standby and waits until it is, and until it has flushed all
 // of p's WAL written so far.
 //
-// The last wait is what makes a failover to sb lose nothing acknowledged:
-// a promoted standby runs without a synchronous standby until the next one
-// is made (its configuration came from a base backup taken before its own
-// primary named one), so the commits acknowledged in that window are on
-// the new primary alone. Once the next standby is synchronous, only new
-// commits wait for it; a failover before it had caught up with the window
-// lost those commits (the correct store's done key came back new after
-// repeated failovers, once in a long hunt and once in the demo test).
+// The last wait closes a window in which a failover to sb could lose
+// acknowledged commits: a promoted standby runs without a synchronous
+// standby until the next one is made (its configuration came from a base
+// backup taken before its own primary named one), so the commits
+// acknowledged in that window are on the new primary alone. Once the next
+// standby is synchronous, only new commits wait for it, and one not yet
+// caught up with the window would lose them. (The correct replicated store
+// had a done key claimed again after repeated failovers, once in a long
+// hunt and once in the demo test; TestReplicatedFailover's second failover
+// has not lost a claim with or without this wait, so that loss may have
+// another cause.)
 func postgresStreaming(ctx context.Context, p, sb *node) error {
 	if err := waitUntil(ctx, func(ctx context.Context) error {
 		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE state = 'streaming'`)
