@@ -193,6 +193,10 @@ func runChaos(ctx context.Context, env *Env) {
 	close(stop)
 	stopLoad()
 	loaded.Wait()
+	for _, r := range shared.Unfired() {
+		env.Note("%s: the client fault at %s on %s was not injected: no client of the load reached it while the faults were on (its order's work ran in another way, or only once the faults were healed)",
+			env.Tenant, r.Failpoint, r.Key)
+	}
 	if p != nil {
 		p.CloseAll()
 	}

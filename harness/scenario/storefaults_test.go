@@ -3,6 +3,7 @@ package scenario_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	redisstore "github.com/idemcheck/idemcheck/stores/redis"
@@ -59,8 +60,8 @@ func TestFaultScenariosOnServers(t *testing.T) {
 					t.Errorf("%s: verdict %s: %s %v", s.Name, s.Verdict, s.Error, s.Violations)
 				}
 				for _, k := range want[s.Name] {
-					if s.Faults[string(k)] == 0 {
-						t.Errorf("%s: no %s fault injected (faults %v)", s.Name, k, s.Faults)
+					if s.Faults[string(k)] == 0 && !(clientFault(k) && saysNotInjected(s.Notes)) {
+						t.Errorf("%s: no %s fault injected, and the run does not say why (faults %v, notes %q)", s.Name, k, s.Faults, s.Notes)
 					}
 				}
 				if s.Name == "store-faults" && s.Outcomes["unknown"] == 0 {
@@ -86,4 +87,23 @@ func TestNoPersistenceKilled(t *testing.T) {
 		t.Errorf("killed by %v; want at least at-most-once (a done key claimed again) and linearizability", killers)
 	}
 	t.Logf("killed by %v; first: %s", killers, s.Violations[0].Detail)
+}
+
+// clientFault reports whether k is a fault armed at a client's failpoint
+// (chaos arms them on an order's key, for whichever client reaches it).
+func clientFault(k history.FaultKind) bool {
+	return k == history.FaultPause || k == history.FaultCrash
+}
+
+// saysNotInjected reports whether a scenario's notes say that a client
+// fault it planned was not injected: under load the order's work may run
+// only once the faults are healed (CI at load 20 saw a planned pause
+// never reached), and the run must say so rather than leave it unsaid.
+func saysNotInjected(notes []string) bool {
+	for _, n := range notes {
+		if strings.Contains(n, "was not injected") {
+			return true
+		}
+	}
+	return false
 }

@@ -80,6 +80,21 @@ func KeyOf(ctx context.Context) stores.KeyRef {
 	return k
 }
 
+// Unfired lists the rules that have not fired yet: a fault planned that
+// no client with the plan reached (its order's work ran elsewhere, or not
+// yet), which a scenario says rather than leaves unsaid.
+func (p *Plan) Unfired() []Rule {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Rule
+	for i, r := range p.rules {
+		if p.fired[i] == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // hit applies the first armed rule for the failpoint, if any.
 func (p *Plan) hit(ctx context.Context, client int, name string) error {
 	key := KeyOf(ctx)
