@@ -23,7 +23,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/scenario"
-	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -245,14 +244,14 @@ var General = []string{"race", "error"}
 
 // huntOptions are a scenario's hunt options in a mutation run: two keys a
 // round for the kill set (each scheduled episode has its key to itself),
-// and every member of a family of the key space (workload.KeyVariants)
+// and every member of a family of the key space (scenario.FamilyKeys)
 // for General, so that a tenant has many keys at once whatever the
 // scenario's rotation of the family (with two, race's keys fell in two
 // tenants once the family grew, and a read by tenant alone survived).
-func huntOptions(scenario string, budget time.Duration, episodes int) hunt.Options {
+func huntOptions(name string, budget time.Duration, episodes int) hunt.Options {
 	keys := 2
-	if slices.Contains(General, scenario) {
-		keys = workload.KeyVariants
+	if slices.Contains(General, name) {
+		keys = scenario.FamilyKeys
 	}
 	return hunt.Options{Budget: budget, Keys: keys, Episodes: episodes}
 }

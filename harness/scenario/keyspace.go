@@ -111,6 +111,12 @@ func patternOrders(o workload.Order, i int) []workload.Order {
 	return []workload.Order{key, tenant}
 }
 
+// FamilyKeys is how many keys a round needs to hold every member of one
+// family of the adversarial key space (workload.KeyVariants): with fewer,
+// a round's keys may all fall in different tenants, and a statement that
+// loses its key condition meets no neighbour.
+const FamilyKeys = workload.KeyVariants
+
 // foreignTokens is how many other keys' tokens abuse sends each key at
 // most: more than the adversarial key families have members
 // (workload.KeyVariants), so every key meets each of its neighbours'.

@@ -191,7 +191,7 @@ func TestMutants(t *testing.T) {
 	for _, m := range Mutants {
 		sc, retention := scenarios[m], time.Hour
 		if bug := storetest.Bugs[m]; sc == nil && bug != nil {
-			if m == "never-expire" {
+			if m == "never-expire" || m == "prune-drops-tenant" {
 				retention = 300 * time.Millisecond // it waits the retention out
 			}
 			sc = func(t *testing.T, s *Store) (bool, string) {
