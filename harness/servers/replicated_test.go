@@ -52,18 +52,7 @@ func TestReplicatedFailover(t *testing.T) {
 			// afterFailover counts the keys claimed afresh: forgotten.
 			afterFailover := func(st stores.Store) (lost int) {
 				for i := 0; i < n; i++ {
-					var d stores.Decision
-					var err error
-					for try := 0; try < 50; try++ { // the store reconnects through the router
-						if d, err = st.Begin(ctx, req(i)); err == nil {
-							break
-						}
-						time.Sleep(100 * time.Millisecond)
-					}
-					if err != nil {
-						t.Fatalf("after failover, key %d: %v", i, err)
-					}
-					if d.Outcome == stores.Claimed {
+					if beginAfterFailover(t, st, req(i)).Outcome == stores.Claimed {
 						lost++
 					}
 				}
@@ -147,18 +136,7 @@ func secondFailover(t *testing.T, top *servers.Topology, st stores.Store, req fu
 	}
 	lost := 0
 	for _, i := range acked {
-		var d stores.Decision
-		var err error
-		for try := 0; try < 50; try++ { // the store reconnects through the router
-			if d, err = st.Begin(ctx, req(i)); err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatalf("after the second failover, key %d: %v", i, err)
-		}
-		if d.Outcome == stores.Claimed {
+		if beginAfterFailover(t, st, req(i)).Outcome == stores.Claimed {
 			lost++
 		}
 	}
@@ -166,4 +144,22 @@ func secondFailover(t *testing.T, top *servers.Topology, st stores.Store, req fu
 	if lost > 0 {
 		t.Errorf("%d of %d claims acknowledged while the new standby was made were lost in the second failover", lost, len(acked))
 	}
+}
+
+// beginAfterFailover asks for r's key until the store, reconnecting
+// through the router, answers (5 s at most).
+func beginAfterFailover(t *testing.T, st stores.Store, r stores.Request) stores.Decision {
+	t.Helper()
+	var (
+		d   stores.Decision
+		err error
+	)
+	for try := 0; try < 50; try++ {
+		if d, err = st.Begin(context.Background(), r); err == nil {
+			return d
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("after a failover, %s: %v", r.KeyRef, err)
+	return d
 }
