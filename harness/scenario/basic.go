@@ -254,18 +254,19 @@ func runRetention(ctx context.Context, env *Env) {
 	if faults.Pause(ctx, ret/2) != nil {
 		return
 	}
-	parallel(env.Keys, func(k int) { env.NewClient().Submit(ctx, youngOrder(env.Order(k, ""))) })
+	old, young := make([]stores.KeyRef, env.Keys), make([]workload.Order, env.Keys)
+	for k := range young {
+		o := env.Order(k, "")
+		old[k], young[k] = o.Key, youngOrder(o)
+	}
+	parallel(env.Keys, func(k int) { env.NewClient().Submit(ctx, young[k]) })
 	// Past the old keys' retention, the store must have let them go, and
 	// kept the young ones.
 	if faults.Pause(ctx, ret*3/4) != nil {
 		return
 	}
 	_, _ = env.Recorder(env.NewClientID(), env.Store, env.clock).Prune(ctx, env.clock.Now())
-	parallel(env.Keys, func(k int) { env.NewClient().Submit(ctx, youngOrder(env.Order(k, ""))) })
-	old := make([]stores.KeyRef, env.Keys)
-	for k := range old {
-		old[k] = env.Order(k, "").Key
-	}
+	parallel(env.Keys, func(k int) { env.NewClient().Submit(ctx, young[k]) })
 	env.ProbeLeaks(ctx, old)
 }
 

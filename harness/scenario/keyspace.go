@@ -20,9 +20,9 @@ import (
 // must be refused with 422), among them its own followed by a wildcard.
 // Then new orders whose key or tenant is a pattern of an order's
 // (patternOrders), and a key each order's key extends, claimed and
-// released, after which each order must still replay. A store that merges two of the keys answers one of them
-// with the other's record: a 422 to its own parameters, or another order's
-// answer.
+// released, after which each order must still replay. A store that merges
+// two of the keys answers one of them with the other's record: a 422 to
+// its own parameters, or another order's answer.
 func runKeySpace(ctx context.Context, env *Env) {
 	n := max(env.Keys, workload.KeyVariants)
 	orders := make([]workload.Order, n)
@@ -87,14 +87,14 @@ func strictPrefix(k stores.KeyRef, taken map[stores.KeyRef]bool) (stores.KeyRef,
 	return stores.KeyRef{}, false
 }
 
-// Wildcards are the pattern characters of the usual matchers: SQL LIKE's
+// wildcards are the pattern characters of the usual matchers: SQL LIKE's
 // one character and any run, glob's (Redis KEYS and SCAN MATCH, SQLite
 // GLOB), and a regular expression's or Lua pattern's any character.
-var Wildcards = []string{"_", "%", "?", "*", "."}
+var wildcards = []string{"_", "%", "?", "*", "."}
 
 // patternOrders are two new orders made from o, the i-th order of
 // key-space, with o's parameters: one whose key is o's with its first
-// byte replaced by a wildcard (Wildcards, taken in rotation, so that each
+// byte replaced by a wildcard (wildcards, taken in rotation, so that each
 // appears on every run), one whose tenant is o's followed by a wildcard of
 // any run (% or *). Each matches o's key or tenant as a pattern and equals
 // no key or tenant of the run: a correct store runs each once, a store
@@ -104,7 +104,7 @@ var Wildcards = []string{"_", "%", "?", "*", "."}
 func patternOrders(o workload.Order, i int) []workload.Order {
 	key := o
 	key.ID = o.ID + "-pattern-key"
-	key.Key.Key = Wildcards[i%len(Wildcards)] + o.Key.Key[1:]
+	key.Key.Key = wildcards[i%len(wildcards)] + o.Key.Key[1:]
 	tenant := o
 	tenant.ID = o.ID + "-pattern-tenant"
 	tenant.Key.Tenant = o.Key.Tenant + []string{"%", "*"}[i%2]

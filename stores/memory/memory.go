@@ -299,7 +299,8 @@ func (s *Store) fencedWrite(ctx context.Context, key stores.KeyRef, tok stores.T
 		fenced = false
 	case doneMutant:
 		fenced = r.token != tok // a done key's last owner may write again
-	case patternMutant:
+	}
+	if patternMutant != "" && s.variant == patternMutant {
 		match, _ := path.Match(string(tok), string(r.token)) // "*" matches every token
 		fenced = r.done || !match
 	}
@@ -321,7 +322,7 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	names := map[string]bool{} // prune-drops-tenant: the expired keys' names
+	var names map[string]bool // prune-drops-tenant: the expired keys' names
 	for k, r := range s.rows {
 		expired := now.Sub(r.createdAt) >= keep
 		switch s.variant {
@@ -331,6 +332,9 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 			expired = expired || !r.done // "abandoned" claims, young or not
 		case "prune-drops-tenant":
 			if expired {
+				if names == nil {
+					names = map[string]bool{}
+				}
 				names[k.Key] = true
 			}
 			continue
@@ -341,6 +345,9 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 		}
 	}
 	for k := range s.rows {
+		if names == nil {
+			break // the correct store's prune walks the rows once
+		}
 		if names[k.Key] { // the name's rows in every tenant, young or not
 			delete(s.rows, k)
 			n++

@@ -163,13 +163,13 @@ var variants = map[string]variant{
 	// deletes it.
 	"complete-overwrites-done": {complete: []edit{{fenceLua, `if h[2] ~= ARGV[1] then return 0 end -- the token only`}}},
 	"release-deletes-done":     {release: []edit{{fenceLua, `if h[2] ~= ARGV[1] then return 0 end -- the token only`}}},
-	// The release finds the token with string.find, which reads its
-	// second argument as a Lua pattern: ".*" matches every token.
 	// The release deletes "the key and its side keys": every key whose
 	// name it begins, found by KEYS (a glob, so its own wildcards match
 	// too): a neighbour whose key extends it loses its record.
 	"release-deletes-prefix": {release: []edit{{lineDelete, `for _, k in ipairs(redis.call('KEYS', KEYS[1] .. '*')) do redis.call('DEL', k) end -- the key and its side keys`}}},
-	"release-token-like":     {release: []edit{{fenceLua, `if h[1] ~= 'in_flight' or not string.find(h[2], ARGV[1]) then return 0 end -- the token as a pattern`}}},
+	// The release finds the token with string.find, which reads its
+	// second argument as a Lua pattern: ".*" matches every token.
+	"release-token-like": {release: []edit{{fenceLua, `if h[1] ~= 'in_flight' or not string.find(h[2], ARGV[1]) then return 0 end -- the token as a pattern`}}},
 	// The scripts are correct; Prune sweeps in-flight keys (redis.go).
 	"prune-sweeps-in-flight": {},
 	// EXISTS in one call, then, if the key was absent, the upsert of
