@@ -33,7 +33,12 @@ func TestSQLiteWriteLockHolderIsDetected(t *testing.T) {
 	s := sched.New(sched.NewScript(
 		sched.Step{Client: "A", Until: []string{faults.BeginBeforeCommit}},
 		sched.Step{Client: "B", ToEnd: true}, // through store.round-trip, into the lock wait
-	), sched.Options{Block: 100 * time.Millisecond, Stuck: 10 * time.Second})
+	), sched.Options{
+		// Long enough that B's read before its write transaction, slow
+		// under -race beside the other test pass, is not taken for a block
+		// (at 100 ms it was); well short of the busy timeout, so a lock
+		// wait without its event still shows as a block.
+		Block: time.Second, Stuck: 10 * time.Second})
 	s.Client("A", func(ctx context.Context) {
 		if faults.Hit(ctx, "start") == nil {
 			da, ea = st.Begin(ctx, req)
