@@ -64,9 +64,9 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 	// claims too), one round trip each.
 	if plain || sqlState(err) == "42883" { // undefined_function
 		plain = true
-		err = query(s.sql.replay, args[:3])
+		err = query(s.sql.replay, args)
 		if errors.Is(err, pgx.ErrNoRows) {
-			faults.TraceBound(ctx, s.sql.replay, args[:3], "no done row with this fingerprint")
+			faults.TraceBound(ctx, s.sql.replay, args, "no answer without a write: no row, or a stale claim")
 			err = query(s.sql.begin, args)
 		}
 	}
@@ -74,8 +74,8 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 		faults.TraceBoundf(ctx, s.sql.begin, args, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef), err)
 	}
-	if decision == "replay" && token == "" { // decided by reading alone
-		faults.TraceBound(ctx, s.sql.replay, args[:3], "done, same fingerprint: replay, nothing written")
+	if token == "" && decision != "claimed" && decision != "takeover" { // decided by reading alone
+		faults.TraceBoundf(ctx, s.sql.replay, args, "%s, nothing written", decision)
 	} else if decision == "claimed" && !plain { // claimSQL's row, or beginSQL's if the row went in between
 		faults.TraceBoundf(ctx, s.sql.claim, args[:3], "claimed, token %s", faults.ShortToken(token))
 	} else {

@@ -33,23 +33,40 @@ CREATE TABLE IF NOT EXISTS {t} (
 CREATE INDEX IF NOT EXISTS idempotency_keys_created_at ON {t} (created_at);
 `
 
-// replaySQL is Begin's read: the row, as of the statement's snapshot, if
-// it is done with the request's fingerprint, as a Replay (decision
-// 'replay', no token, the response, the server's clock). Such a row is
-// final: nothing turns a done row back (Complete and Release act only on
-// in-flight rows, a takeover only on a stale in-flight one), only Prune
-// deletes it. So when the read finds it, the answer is Replay with its
-// response, as beginSQL would decide it on that same row, and nothing is
-// written (no row version, no WAL record, no transaction id); the
-// decision's linearization point is the snapshot, inside the call, and a
-// Prune committed after it is ordered after the replay. It is the same in
-// every variant: on a done row with the same fingerprint every one of them
-// decides Replay. No row returned (no row, in flight, another fingerprint,
-// or a done row committed after the snapshot) means nothing was decided,
-// and beginSQL decides.
+// replaySQL is Begin's read: the row, as of the statement's snapshot,
+// judged by the decision table's read-only arms, with the same holes as
+// beginSQL ({mismatch}, {live}: a mutant's judgement is kept on both
+// paths). When the row holds another fingerprint the answer is Mismatch;
+// when it is done, Replay with its response; when it is a live claim,
+// InFlight; each with no token and the server's clock, read once (n) as
+// beginSQL reads it. Nothing is written (no row version, no WAL record,
+// no transaction id). Each of these answers leaves the key as it was, and
+// the snapshot is a committed state the key was in during the call, so
+// the decision is linearized at the snapshot: the table gives that answer
+// in that state, at the clock read after it (a claim live at the clock
+// was live at the snapshot too, the lock only ages), and a commit after
+// the snapshot (a save, a release, a Prune) is ordered after the call. A
+// done row is final (Complete and Release act only on in-flight rows, a
+// takeover only on a stale in-flight one; only Prune deletes it); a live
+// claim may end right after the read, which is why the answer is placed
+// at the snapshot and not later. No row returned (no row, or a stale
+// claim of the same fingerprint: a claim or a takeover, which write)
+// means nothing was decided, and claimSQL or beginSQL decides. excluded
+// names the request's fingerprint as beginSQL's conflict arm names it, so
+// that the {mismatch} hole reads the same in both.
 const replaySQL = `
-SELECT 'replay'::text, ''::text, response_status, response_body, clock_timestamp()
-FROM {t} WHERE tenant = $1 AND key = $2 AND status = 'done' AND fingerprint = $3`
+SELECT d.decision, ''::text,
+       CASE d.decision WHEN 'replay' THEN k.response_status END,
+       CASE d.decision WHEN 'replay' THEN k.response_body END, n.clock
+FROM {t} AS k,
+     (SELECT clock_timestamp() AS clock, $4::interval AS ttl, $5::timestamptz AS asked) AS n,
+     (SELECT $3::bytea AS fingerprint) AS excluded,
+     LATERAL (SELECT CASE
+        WHEN {mismatch} THEN 'mismatch'
+        WHEN k.status = 'done' THEN 'replay'
+        WHEN {live} THEN 'in_flight'
+     END AS decision) AS d
+WHERE k.tenant = $1 AND k.key = $2 AND d.decision IS NOT NULL`
 
 // beginSQL is Begin's decision when replaySQL found no answer, in one
 // statement: it claims the key, or locks the row that is there and applies

@@ -32,19 +32,26 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	return s.inTx(ctx, func(tx *writeTx) (stores.Decision, error) { return s.decide(ctx, tx, req) })
 }
 
-// replayOnRead decides a Begin on a done key without the write lock: one
-// SELECT in autocommit, which in WAL mode reads a committed snapshot beside
-// the writer instead of queueing behind it. ok is false, and nothing is
-// decided, unless the row read is done: then the answer is Replay (same
-// fingerprint) or Mismatch, exactly what decide would answer on that row
-// (the replay statement judges the fingerprint of a done row as the read
-// statement does, so a mutant's judgement is kept). A done row is final:
-// Complete and Release act only on in-flight rows and a takeover only on a
-// stale in-flight one; only Prune (or a Release mutant) deletes it. So the
-// snapshot the SELECT read is a state the key was in during the call, and
-// answering from it, writing nothing, is linearized at the read. Every
-// other case (no row, in flight, stale) goes to the write transaction,
-// whose claim and takeover stay one atomic decision.
+// replayOnRead decides a Begin without the write lock when the key's row
+// settles it: one SELECT in autocommit, which in WAL mode reads a
+// committed snapshot beside the writer instead of queueing behind it. ok
+// is false, and nothing is decided, when there is no row or the row is a
+// stale claim of the same fingerprint: a claim or a takeover, which writes,
+// and goes to the write transaction, whose claim and takeover stay one
+// atomic decision. Otherwise the answer is what decide would answer on
+// that row: Mismatch (another fingerprint), Replay (done) or InFlight (a
+// live claim), judged by the replay statement as the read statement judges
+// them (readPair), so a mutant's judgement is kept.
+//
+// Answering from the snapshot, writing nothing, is linearized at the read:
+// the snapshot is a committed state the key was in during the call, and in
+// that state, at the request's Now, the decision table gives that answer
+// and changes nothing (models.Decide: a 422, a replay or a 409 leave the
+// key as it was). A later commit cannot make the answer wrong: the call is
+// placed at the read, before it. This is the argument that made replays
+// read-only, and it holds for a 409 and a 422 on a claim in flight too: a
+// retry storm's 409s no longer queue for the file's write lock behind the
+// owner's save.
 func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (stores.Decision, bool, error) {
 	// A round trip of its own: a harness may interleave a caller between
 	// this read and the write transaction that follows it.
@@ -52,27 +59,36 @@ func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (stores.De
 		return stores.Decision{}, false, err
 	}
 	var (
-		sameFP     bool
-		respStatus sql.NullInt64
-		respBody   []byte
+		sameFP, done, stale bool
+		respStatus          sql.NullInt64
+		respBody            []byte
 	)
 	// Prepared once per connection (database/sql would parse it again on
 	// every call), with only the parameters it reads.
 	key := stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
-	args := []any{sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)), sql.Named("fingerprint", blob(req.Fingerprint))}
-	err := s.replayStmt.QueryRowContext(ctx, args...).Scan(&sameFP, &respStatus, &respBody)
+	args := []any{sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)), sql.Named("fingerprint", blob(req.Fingerprint)),
+		sql.Named("now", req.Now.UnixNano()), sql.Named("lock_ttl", s.cfg.LockTTL.Nanoseconds())}
+	err := s.replayStmt.QueryRowContext(ctx, args...).Scan(&sameFP, &done, &respStatus, &respBody, &stale)
 	if errors.Is(err, sql.ErrNoRows) {
-		faults.TraceBound(ctx, s.sql.replay, args, "no done row: decide in a write transaction")
+		faults.TraceBound(ctx, s.sql.replay, args, "no row: decide in a write transaction")
 		return stores.Decision{}, false, nil
 	}
 	if err != nil {
 		return stores.Decision{}, false, fmt.Errorf("sqlite: begin: read: %w", err)
 	}
-	faults.TraceBoundf(ctx, s.sql.replay, args, "done, same_fp=%v", sameFP)
-	if !sameFP {
+	switch {
+	case !sameFP:
+		faults.TraceBound(ctx, s.sql.replay, args, "another fingerprint: mismatch")
 		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: req.Now}, true, nil
+	case done:
+		faults.TraceBound(ctx, s.sql.replay, args, "done: replay")
+		return stores.Decision{Outcome: stores.Replay, Response: stores.Response{Status: int(respStatus.Int64), Body: string(respBody)}, DecidedAt: req.Now}, true, nil
+	case !stale:
+		faults.TraceBound(ctx, s.sql.replay, args, "in flight, live: 409")
+		return stores.Decision{Outcome: stores.InFlight, DecidedAt: req.Now}, true, nil
 	}
-	return stores.Decision{Outcome: stores.Replay, Response: stores.Response{Status: int(respStatus.Int64), Body: string(respBody)}, DecidedAt: req.Now}, true, nil
+	faults.TraceBound(ctx, s.sql.replay, args, "in flight, stale: take over in a write transaction")
+	return stores.Decision{}, false, nil
 }
 
 // writeTx is Begin's write transaction: the Store's writer connection

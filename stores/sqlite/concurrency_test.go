@@ -222,6 +222,16 @@ func TestBusy(t *testing.T) {
 		}
 		t.Logf("store %d: %v", i, err)
 	}
+	// A 409 on a live claim and a 422 on another fingerprint only read:
+	// they are answered beside the writer, from either store.
+	for i, s := range ss {
+		for fp, want := range map[string]stores.Outcome{"fp": stores.InFlight, "other-fp": stores.Mismatch} {
+			d, err := s.Begin(ctx, req(key("other"), fp, t0))
+			if err != nil || d.Outcome != want {
+				t.Fatalf("store %d: Begin(other, %s) while another writer holds the lock = %+v, %v; want %v from the read", i, fp, d, err, want)
+			}
+		}
+	}
 	if err := ss[1].Complete(ctx, key("other"), other, stores.Response{Status: 200}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Complete while another writer holds the lock = %v, want ErrBusy", err)
 	}

@@ -45,9 +45,9 @@ type statements struct {
 	// read returns the existing row judged for Begin: same_fp, done,
 	// resp_status, resp_body, stale, token, created_at.
 	read string
-	// replay returns a done row judged for Begin: same_fp, resp_status,
-	// resp_body (no row: not done, or absent). It judges the fingerprint
-	// as read does on a done row.
+	// replay returns the existing row judged for Begin's answer without
+	// the write lock: same_fp, done, resp_status, resp_body, stale. It
+	// judges the fingerprint and the staleness as read does (readPair).
 	replay string
 	// takeover is the compare-and-set on the token read (:old_token): of
 	// two takers only one can change the row.
@@ -75,8 +75,8 @@ const (
 	readRow = `SELECT %s AS same_fp, status = 'done', resp_status, resp_body, %s AS stale, token, created_at
 	FROM idempotency_keys WHERE tenant = :tenant AND key = :key`
 	sameFingerprint = `fingerprint = :fingerprint`
-	readDone        = `SELECT %s AS same_fp, resp_status, resp_body
-	FROM idempotency_keys WHERE tenant = :tenant AND key = :key AND status = 'done'`
+	readAnswer      = `SELECT %s AS same_fp, status = 'done', resp_status, resp_body, %s AS stale
+	FROM idempotency_keys WHERE tenant = :tenant AND key = :key`
 	isStale     = `:now - locked_at >= :lock_ttl` // as memory: now.Sub(lockedAt) >= LockTTL
 	setTakeover = `UPDATE idempotency_keys SET locked_at = :now, token = :token
 	WHERE tenant = :tenant AND key = :key AND status = 'in_flight'`
@@ -93,7 +93,7 @@ const (
 var correct = statements{
 	claim:    insertInFlight + ` ON CONFLICT (tenant, key) DO NOTHING`,
 	read:     fmt.Sprintf(readRow, sameFingerprint, isStale),
-	replay:   fmt.Sprintf(readDone, sameFingerprint),
+	replay:   fmt.Sprintf(readAnswer, sameFingerprint, isStale),
 	takeover: setTakeover + ` AND token = :old_token`,
 	complete: setDone + fence,
 	release:  deleteClaim + fence,
@@ -122,12 +122,11 @@ func statementsFor(variant string) statements {
 	case "unfenced-release":
 		s.release = deleteClaim // no fence: any caller's release deletes
 	case "no-fingerprint":
-		s.read = fmt.Sprintf(readRow, `1`, isStale) // every fingerprint "matches"
-		s.replay = fmt.Sprintf(readDone, `1`)
+		s.read, s.replay = readPair(`1`, isStale) // every fingerprint "matches"
 	case "no-takeover":
-		s.read = fmt.Sprintf(readRow, sameFingerprint, `0`) // no claim is ever stale
+		s.read, s.replay = readPair(sameFingerprint, `0`) // no claim is ever stale
 	case "stale-boundary":
-		s.read = fmt.Sprintf(readRow, sameFingerprint, `:now - locked_at > :lock_ttl`) // stale only past LockTTL, not at it
+		s.read, s.replay = readPair(sameFingerprint, `:now - locked_at > :lock_ttl`) // stale only past LockTTL, not at it
 	case "short-retention":
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :lock_ttl`) // keeps keys only for LockTTL
 	case "complete-overwrites-done":
@@ -146,7 +145,7 @@ func statementsFor(variant string) statements {
 		// A stale claim "matches" any fingerprint: it is taken over by anyone.
 		// (A done row is judged as the correct store judges it: replay keeps
 		// sameFingerprint.)
-		s.read = fmt.Sprintf(readRow, sameFingerprint+` OR (status = 'in_flight' AND `+isStale+`)`, isStale)
+		s.read, s.replay = readPair(sameFingerprint+` OR (status = 'in_flight' AND `+isStale+`)`, isStale)
 	case "never-expire":
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :retention AND 0`) // deletes nothing
 	// case-folded-key and tenant-blind change the key bound, not the SQL
@@ -160,6 +159,14 @@ func statementsFor(variant string) statements {
 	VALUES (:tenant, :key, :fingerprint, 'in_flight', NULL, NULL, :now, :token, :created_at)`
 	}
 	return s
+}
+
+// readPair is Begin's two reads, read (in the write transaction) and
+// replay (without the write lock), judging the fingerprint by sameFP and
+// the staleness by stale: a mutant that changes either judgement changes
+// both reads, so the answer does not depend on which read gave it.
+func readPair(sameFP, stale string) (read, replay string) {
+	return fmt.Sprintf(readRow, sameFP, stale), fmt.Sprintf(readAnswer, sameFP, stale)
 }
 
 // Equivalent argues, for each generated mutant of the correct statements
