@@ -427,18 +427,23 @@ func (s statements) render(schema, table string, cfg stores.Config) sqlTexts {
 // that no client can tell apart from them, or whose behaviour the contract
 // allows (`idemcheck mutate`, keyed by the mutant's ID), why.
 var Equivalent = map[string]string{
-	`begin: shift-boundary "n.clock < k.locked_at + n.ttl" → "n.clock <= k.locked_at + n.ttl"`: "the claim is judged on the server's " +
-		"clock, in microseconds, and no client can place a call on its exact microsecond: at LockTTL ± the model's slack for a server's " +
-		"clock (check.ServerClockSlack) either answer is right, so this edit (409 for one microsecond more) is a behaviour the contract " +
-		"allows (the caller-clock stores, whose boundary the scheduler lands on, have the class as the stale-boundary mutant)",
-	`complete: like-equals "tenant = $1" → "tenant LIKE $1"`: sameToken,
-	`complete: like-equals "key = $2" → "key LIKE $2"`:       sameToken,
-	`release: like-equals "tenant = $1" → "tenant LIKE $1"`:  sameToken,
-	`release: like-equals "key = $2" → "key LIKE $2"`:        sameToken,
+	`begin: shift-boundary "n.clock < k.locked_at + n.ttl" → "n.clock <= k.locked_at + n.ttl"`:  serverBoundary,
+	`replay: shift-boundary "n.clock < k.locked_at + n.ttl" → "n.clock <= k.locked_at + n.ttl"`: serverBoundary,
+	`complete: like-equals "tenant = $1" → "tenant LIKE $1"`:                                    sameToken,
+	`complete: like-equals "key = $2" → "key LIKE $2"`:                                          sameToken,
+	`release: like-equals "tenant = $1" → "tenant LIKE $1"`:                                     sameToken,
+	`release: like-equals "key = $2" → "key LIKE $2"`:                                           sameToken,
 	`prune: shift-boundary "created_at <= clock_timestamp() - $1::interval" → "created_at < clock_timestamp() - $1::interval"`: "Prune " +
 		"removes keys older than the retention (stores.Store): a key exactly Retention old is on the boundary, where the model lets it be " +
 		"kept or gone, and this prune keeps it there and removes it one microsecond later",
 }
+
+// serverBoundary argues the staleness boundary of Begin's statements
+// (beginSQL's decision and replaySQL's read judge it alike).
+const serverBoundary = "the claim is judged on the server's " +
+	"clock, in microseconds, and no client can place a call on its exact microsecond: at LockTTL ± the model's slack for a server's " +
+	"clock (check.ServerClockSlack) either answer is right, so this edit (409 for one microsecond more) is a behaviour the contract " +
+	"allows (the caller-clock stores, whose boundary the scheduler lands on, have the class as the stale-boundary mutant)"
 
 // sameToken argues a pattern on the tenant or key of a write fenced by
 // the token: the token already picks one row.
