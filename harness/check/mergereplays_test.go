@@ -64,75 +64,12 @@ func TestReplaysOfOneAnswerMerge(t *testing.T) {
 // merge must leave alone. It must never change a verdict, and must
 // happen in many histories of both verdicts.
 func TestMergeReplaysIsExact(t *testing.T) {
-	m := models.Config{LockTTL: 10 * time.Second, Retention: 40 * time.Second}
-	model := models.Porcupine(m)
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	k := stores.KeyRef{Tenant: "t", Key: "k"}
+	m, model := trialModel()
 	r := rand.New(rand.NewSource(1))
 	verdicts := map[bool]int{}
 	mergedIn := map[bool]int{}
 	for trial := range 3000 {
-		var ops []history.Op
-		s := models.State{}
-		clock := t0
-		tokens := 0
-		for i := range 6 + r.Intn(14) {
-			clock = clock.Add(time.Duration(r.Intn(4)) * time.Second)
-			if r.Intn(6) == 0 { // past the retention: the record may be gone
-				clock = clock.Add(m.Retention)
-			}
-			in := models.Input{Key: k, Now: clock}
-			var out models.Output
-			switch x := r.Intn(10); {
-			case x < 6: // a Begin, the most common call
-				in.Kind, in.Fingerprint = models.Begin, "fp"
-				exp := models.Decide(m, s, "fp", clock)
-				out.Decision = stores.Decision{Outcome: exp.Outcome, Response: exp.Response, DecidedAt: clock, Takeover: exp.Takeover}
-				if exp.Outcome == stores.Claimed {
-					tokens++
-					out.Decision.Token = stores.Token(fmt.Sprint(tokens))
-				}
-			case x < 8:
-				in.Kind, in.Token = models.Complete, s.Token
-				if r.Intn(4) == 0 {
-					in.Token = stores.Token(fmt.Sprint(1 + r.Intn(tokens+1)))
-				}
-				in.Response = stores.Response{Status: 201, Body: fmt.Sprint("x", in.Token)}
-				if r.Intn(3) == 0 { // an answer other saves may write too
-					in.Response.Body = "same"
-				}
-			default:
-				in.Kind, in.Token = models.Release, s.Token
-			}
-			next := models.Step(m, s, in, out)
-			if len(next) == 0 && in.Kind != models.Begin {
-				out.Fenced = true
-				next = models.Step(m, s, in, out)
-			}
-			if len(next) == 0 {
-				t.Fatalf("trial %d: the generator's own call %v → %v is illegal in %v", trial, in, out, s)
-			}
-			s = next[r.Intn(len(next))]
-			p := int64(10 * i)
-			ops = append(ops, history.Op{Input: in, Output: out, Call: p - int64(r.Intn(35)), Return: p + int64(r.Intn(35))})
-		}
-		if r.Intn(2) == 0 { // change one answer
-			op := &ops[r.Intn(len(ops))]
-			switch {
-			case op.Input.Kind == models.Begin && op.Output.Decision.Outcome == stores.Replay && r.Intn(2) == 0:
-				op.Output.Decision.Response.Body = fmt.Sprint("x", 1+r.Intn(tokens+1))
-			case op.Input.Kind == models.Begin && op.Output.Decision.Outcome == stores.Replay:
-				op.Output.Decision.Outcome = stores.InFlight
-			case op.Input.Kind == models.Begin:
-				op.Output.Decision.Outcome, op.Output.Decision.Response = stores.Replay, stores.Response{Status: 201, Body: "same"}
-			default:
-				op.Output.Fenced = !op.Output.Fenced
-			}
-		}
-		part := make([]porcupine.Operation, 0, len(ops))
-		for _, op := range ops {
-			part = append(part, porcupineOp(op))
-		}
+		part, ops := randomKeyHistory(t, trial, r, m)
 		want := porcupine.CheckOperations(model, part)
 		merged, n := mergeReplays(part)
 		if got := porcupine.CheckOperations(model, merged); got != want {
@@ -147,6 +84,81 @@ func TestMergeReplaysIsExact(t *testing.T) {
 		t.Fatalf("the trials did not exercise the merge both ways: merged in %v, verdicts %v", mergedIn, verdicts)
 	}
 	t.Logf("verdicts %v; merged in %v", verdicts, mergedIn)
+}
+
+// trialModel is the model randomKeyHistory's trials are judged by.
+func trialModel() (models.Config, porcupine.Model) {
+	m := models.Config{LockTTL: 10 * time.Second, Retention: 40 * time.Second}
+	return m, models.Porcupine(m)
+}
+
+// randomKeyHistory is one trial of the decision table on one key (see
+// TestMergeReplaysIsExact): its porcupine operations, and its calls.
+func randomKeyHistory(t *testing.T, trial int, r *rand.Rand, m models.Config) ([]porcupine.Operation, []history.Op) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	k := stores.KeyRef{Tenant: "t", Key: "k"}
+	var ops []history.Op
+	s := models.State{}
+	clock := t0
+	tokens := 0
+	for i := range 6 + r.Intn(14) {
+		clock = clock.Add(time.Duration(r.Intn(4)) * time.Second)
+		if r.Intn(6) == 0 { // past the retention: the record may be gone
+			clock = clock.Add(m.Retention)
+		}
+		in := models.Input{Key: k, Now: clock}
+		var out models.Output
+		switch x := r.Intn(10); {
+		case x < 6: // a Begin, the most common call
+			in.Kind, in.Fingerprint = models.Begin, "fp"
+			exp := models.Decide(m, s, "fp", clock)
+			out.Decision = stores.Decision{Outcome: exp.Outcome, Response: exp.Response, DecidedAt: clock, Takeover: exp.Takeover}
+			if exp.Outcome == stores.Claimed {
+				tokens++
+				out.Decision.Token = stores.Token(fmt.Sprint(tokens))
+			}
+		case x < 8:
+			in.Kind, in.Token = models.Complete, s.Token
+			if r.Intn(4) == 0 {
+				in.Token = stores.Token(fmt.Sprint(1 + r.Intn(tokens+1)))
+			}
+			in.Response = stores.Response{Status: 201, Body: fmt.Sprint("x", in.Token)}
+			if r.Intn(3) == 0 { // an answer other saves may write too
+				in.Response.Body = "same"
+			}
+		default:
+			in.Kind, in.Token = models.Release, s.Token
+		}
+		next := models.Step(m, s, in, out)
+		if len(next) == 0 && in.Kind != models.Begin {
+			out.Fenced = true
+			next = models.Step(m, s, in, out)
+		}
+		if len(next) == 0 {
+			t.Fatalf("trial %d: the generator's own call %v → %v is illegal in %v", trial, in, out, s)
+		}
+		s = next[r.Intn(len(next))]
+		p := int64(10 * i)
+		ops = append(ops, history.Op{Input: in, Output: out, Call: p - int64(r.Intn(35)), Return: p + int64(r.Intn(35))})
+	}
+	if r.Intn(2) == 0 { // change one answer
+		op := &ops[r.Intn(len(ops))]
+		switch {
+		case op.Input.Kind == models.Begin && op.Output.Decision.Outcome == stores.Replay && r.Intn(2) == 0:
+			op.Output.Decision.Response.Body = fmt.Sprint("x", 1+r.Intn(tokens+1))
+		case op.Input.Kind == models.Begin && op.Output.Decision.Outcome == stores.Replay:
+			op.Output.Decision.Outcome = stores.InFlight
+		case op.Input.Kind == models.Begin:
+			op.Output.Decision.Outcome, op.Output.Decision.Response = stores.Replay, stores.Response{Status: 201, Body: "same"}
+		default:
+			op.Output.Fenced = !op.Output.Fenced
+		}
+	}
+	part := make([]porcupine.Operation, 0, len(ops))
+	for _, op := range ops {
+		part = append(part, porcupineOp(op))
+	}
+	return part, ops
 }
 
 // TestReplaysOfAnswersSavedTwiceStayApart: the answer "same" is saved by
