@@ -128,6 +128,11 @@ var Catalogue = []Mutant{
 	{Name: "stale-boundary", Side: StoreSide, On: []string{"memory", "sqlite"}, Scenario: "sched-crash", Checker: "linearizability",
 		Bug: "judges a claim stale only past LockTTL (> instead of >=): at exactly LockTTL a crashed owner's claim still answers 409, where the contract lets the key be taken over"},
 
+	// A bug of the caller-clock backends, whose retention boundary a
+	// scheduled episode lands on to the millisecond (RetentionEdge).
+	{Name: "created-in-seconds", Side: StoreSide, On: []string{"memory", "sqlite"}, Scenario: "sched-retention", Checker: "linearizability",
+		Bug: "prunes by the creation time in whole seconds (a Unix timestamp, a DATETIME without fractions): a key is pruned up to a second before its retention ends, and a retry inside the window runs the work again"},
+
 	// A bug of the server-clock backends: a caller-clock store (sqlite,
 	// memory) judges by the request's clock by design, and says so.
 	{Name: "request-clock", Side: StoreSide, On: []string{"postgres", "redis", "lease"}, Scenario: "skew", Checker: "exclusive-execution",

@@ -158,7 +158,7 @@ var All = []Scenario{
 	{Name: "sched-mismatch", Calls: 8, PerKey: 0.5, Scheduled: true, run: episodes("sched-mismatch"),
 		Doc: "scheduled: a client sends other parameters on a key two others use, while the claim is live, stale, released after a failed work, or being taken over: always 422, never run"},
 	{Name: "sched-retention", Calls: 10, PerKey: 2, Scheduled: true, run: episodes("sched-retention"),
-		Doc: "scheduled: an order completes, the clock moves, a pruner prunes, the order is retried inside the retention: it must replay"},
+		Doc: "scheduled: an order completes, the clock moves, a pruner prunes, the order is retried inside the retention: it must replay; on a manual clock the clock may move to one millisecond short of the record's retention, and key 0 and every third end there with a prune and a retry"},
 	{Name: "retry-after-charge", Calls: 5, TTLs: 1, run: runRetryAfterCharge,
 		Doc: "the provider charges but its reply is lost; the client releases its claim (the provider is keyed, as the card's lab) and retries: one charge per order"},
 	{Name: "skew", Calls: 8, TTLs: 2, run: runSkew,

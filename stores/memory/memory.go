@@ -330,6 +330,8 @@ func (s *Store) Prune(ctx context.Context, now time.Time) (int, error) {
 			expired = false
 		case "prune-sweeps-in-flight":
 			expired = expired || !r.done // "abandoned" claims, young or not
+		case "created-in-seconds":
+			expired = now.Sub(r.createdAt.Truncate(time.Second)) >= keep // the creation time's second, not the time
 		case "prune-drops-tenant":
 			if expired {
 				if names == nil {

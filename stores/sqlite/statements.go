@@ -139,6 +139,10 @@ func statementsFor(variant string) statements {
 		// By key name alone: the expired key's namesakes in other tenants go too.
 		s.prune = `DELETE FROM idempotency_keys WHERE key IN (
 		SELECT key FROM idempotency_keys WHERE created_at <= :now - :retention LIMIT :batch)`
+	case "created-in-seconds":
+		// The creation time's second, not the time: up to a second early.
+		s.prune = `DELETE FROM idempotency_keys WHERE (tenant, key) IN (
+		SELECT tenant, key FROM idempotency_keys WHERE created_at / 1000000000 * 1000000000 <= :now - :retention LIMIT :batch)`
 	case "prune-sweeps-in-flight":
 		s.prune = fmt.Sprintf(pruneWhere, `:now - :retention OR status = 'in_flight'`) // "abandoned" claims too
 	case "takeover-ignores-fingerprint":

@@ -179,6 +179,21 @@ var Bugs = map[string]Bug{
 		d := begin(t, s, c, k, "other-fp")
 		return d.Outcome != stores.Claimed, fmt.Sprintf("past the retention, other parameters: %v", d.Outcome)
 	},
+	// A key is claimed and saved half a second into a second; one
+	// millisecond before its retention ends, a Prune must keep it and its
+	// retry be replayed.
+	"created-in-seconds": func(t testing.TB, s stores.Store, c Clock, cfg stores.Config) (bool, string) {
+		c.Advance(time.Second - time.Duration(c.Now().Nanosecond()) + 500*time.Millisecond)
+		k := stores.KeyRef{Tenant: "acme", Key: "boundary"}
+		done(t, s, c, k, "fp")
+		c.Advance(cfg.Retention - time.Millisecond)
+		n, err := s.Prune(context.Background(), c.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := begin(t, s, c, k, "fp")
+		return d.Outcome == stores.Claimed, fmt.Sprintf("pruned %d one millisecond before the retention; the retry: %v", n, d.Outcome)
+	},
 }
 
 func begin(t testing.TB, s stores.Store, c Clock, k stores.KeyRef, fp string) stores.Decision {
