@@ -220,3 +220,20 @@ func TestOpsIsSortedAndStable(t *testing.T) {
 		t.Errorf("OpCount %d, want 6", h.OpCount())
 	}
 }
+
+// TestHasSince: HasSince sees only the calls recorded after its mark, and
+// every call once Ops has sorted them since (their places moved).
+func TestHasSince(t *testing.T) {
+	h := history.New()
+	h.AddOp(history.Op{Client: 1, Call: 10, Return: 11})
+	m := h.Mark()
+	h.AddOp(history.Op{Client: 2, Call: 5, Return: 12}) // out of call order: Ops will sort
+	is := func(c int) func(history.Op) bool { return func(op history.Op) bool { return op.Client == c } }
+	if h.HasSince(m, is(1)) || !h.HasSince(m, is(2)) {
+		t.Fatal("before a sort: want only the call recorded after the mark")
+	}
+	h.Ops()
+	if !h.HasSince(m, is(1)) || !h.HasSince(m, is(2)) {
+		t.Fatal("after a sort: want every call")
+	}
+}

@@ -401,12 +401,13 @@ func RunEpisode(ctx context.Context, env *Env, name string, k int, ch sched.Choo
 		}
 	}
 	s := env.NewScheduler(ch, spec.ticks)
+	mark := env.Hist.Mark() // the episode's calls from here are recorded after it
 	if m, manual := env.clock.(*faults.ManualClock); manual && spec.staleFirst && staleBoundary(k) < 0 {
 		// One millisecond short of LockTTL: once a client was told 409,
 		// the chooser may move the clock onto LockTTL.
 		key, from := env.Order(k, "").Key, env.Hist.Now()
 		told := func() bool {
-			return env.Hist.Has(func(op history.Op) bool {
+			return env.Hist.HasSince(mark, func(op history.Op) bool {
 				return op.Input.Key == key && op.Call >= from && op.Input.Kind == models.Begin && !op.Output.Unknown &&
 					op.Output.Decision.Outcome == stores.InFlight
 			})
@@ -414,7 +415,7 @@ func RunEpisode(ctx context.Context, env *Env, name string, k int, ch sched.Choo
 		s.ActionWhen(Nudge, 1, told, func() { m.Advance(-staleBoundary(k)) })
 	}
 	if m, manual := env.clock.(*faults.ManualClock); manual && spec.retentionEdge {
-		env.retentionEdge(s, m, k)
+		env.retentionEdge(s, m, k, mark)
 	}
 	env.episodeClients(s, spec, rest, k)
 	if spec.prunes > 0 {
@@ -423,7 +424,7 @@ func RunEpisode(ctx context.Context, env *Env, name string, k int, ch sched.Choo
 	err := s.Run(ctx)
 	log = append(log, s.Log()...)
 	if m, manual := env.clock.(*faults.ManualClock); manual && spec.retentionEdge && k%3 == 0 && err == nil && ctx.Err() == nil {
-		log = append(log, env.retentionCoda(ctx, m, k)...)
+		log = append(log, env.retentionCoda(ctx, m, k, mark)...)
 	}
 	return log, err
 }

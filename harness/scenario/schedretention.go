@@ -34,8 +34,8 @@ const RetentionEdge = "clock to Retention-1ms"
 // replayed; a store whose prune comes early, by a millisecond or by a
 // rounded second, deletes it, and the retry (or the runner's final probe)
 // claims the key again.
-func (e *Env) retentionEdge(s *sched.Scheduler, m *faults.ManualClock, k int) {
-	key, from := e.Order(k, "").Key, e.Hist.Now()
+func (e *Env) retentionEdge(s *sched.Scheduler, m *faults.ManualClock, k int, from history.Mark) {
+	key := e.Order(k, "").Key
 	s.ActionWhen(RetentionEdge, 1, func() bool {
 		at, ok := e.created(key, from)
 		return ok && m.Now().Before(at.Add(e.Config.Retention-time.Millisecond))
@@ -50,9 +50,9 @@ func (e *Env) retentionEdge(s *sched.Scheduler, m *faults.ManualClock, k int) {
 // runner's final probe comes after the clock moved past the retention,
 // where the record may be gone). It returns what it did, for the
 // episode's log.
-func (e *Env) retentionCoda(ctx context.Context, m *faults.ManualClock, k int) []sched.Event {
+func (e *Env) retentionCoda(ctx context.Context, m *faults.ManualClock, k int, from history.Mark) []sched.Event {
 	o := e.Order(k, "")
-	if !e.toRetentionEdge(m, o.Key, 0) {
+	if !e.toRetentionEdge(m, o.Key, from) {
 		return nil
 	}
 	_, _ = e.Recorder(e.NewClientID(), e.Store, e.clock).Prune(ctx, m.Now())
@@ -63,12 +63,13 @@ func (e *Env) retentionCoda(ctx context.Context, m *faults.ManualClock, k int) [
 }
 
 // created is when the record of key last made by a claim (not a takeover:
-// a takeover keeps the record's creation time) on or after from was made.
-func (e *Env) created(key stores.KeyRef, from int64) (time.Time, bool) {
+// a takeover keeps the record's creation time) recorded since from was
+// made.
+func (e *Env) created(key stores.KeyRef, from history.Mark) (time.Time, bool) {
 	var at time.Time
 	found := false
-	e.Hist.Has(func(op history.Op) bool { // a scan: it never matches
-		if op.Input.Key == key && op.Call >= from && op.Input.Kind == models.Begin && op.Output.Decided() &&
+	e.Hist.HasSince(from, func(op history.Op) bool { // a scan: it never matches
+		if op.Input.Key == key && op.Input.Kind == models.Begin && op.Output.Decided() &&
 			op.Output.Decision.Outcome == stores.Claimed && !op.Output.Decision.Takeover && op.Output.Decision.DecidedAt.After(at) {
 			at, found = op.Output.Decision.DecidedAt, true
 		}
@@ -80,7 +81,7 @@ func (e *Env) created(key stores.KeyRef, from int64) (time.Time, bool) {
 // toRetentionEdge moves the manual clock to one millisecond short of the
 // retention of key's record (see created), and reports whether the clock
 // is there now.
-func (e *Env) toRetentionEdge(m *faults.ManualClock, key stores.KeyRef, from int64) bool {
+func (e *Env) toRetentionEdge(m *faults.ManualClock, key stores.KeyRef, from history.Mark) bool {
 	at, ok := e.created(key, from)
 	if !ok {
 		return false
