@@ -145,18 +145,21 @@ func runTakeover(ctx context.Context, env *Env) {
 			a.FailWork = func(workload.Order, int) bool { return true } // paused, then fails: a stale release
 			a.MaxAttempts = 1
 		}
+		// B and C come LockTTL/5 after A's claim, not after A's start: a
+		// store slow to answer A (a connection still being made) let them
+		// claim first, and A, never an owner, had nothing to fence.
+		claimed := newSignal()
+		a.Faults = firstAnswer(claimed, a.Faults)
 		b, c := env.NewClient(widen()), env.NewClient(widen())
 		parallel(3, func(i int) {
-			switch i {
-			case 0:
+			if i == 0 {
 				a.Submit(ctx, o)
-			case 1:
-				time.Sleep(ttl / 5)
-				b.Submit(ctx, o)
-			case 2:
-				time.Sleep(ttl / 5)
-				c.Submit(ctx, o)
+				claimed.fire()
+				return
 			}
+			claimed.wait(ctx, 10*ttl)
+			time.Sleep(ttl / 5)
+			[]*workload.Client{b, c}[i-1].Submit(ctx, o)
 		})
 	})
 }

@@ -135,12 +135,19 @@ func runLostReply(ctx context.Context, env *Env) {
 		if target == models.Release {
 			a.FailWork = func(_ workload.Order, attempt int) bool { return attempt == 1 }
 		}
+		// B comes after A's first Begin was answered (or lost), not at a
+		// fixed time after A's start: a store slow to answer A let B
+		// claim first, and A's call whose reply is lost was never made.
+		answered := newSignal()
+		a.Faults = firstAnswer(answered, a.Faults)
 		b := env.NewClient()
 		parallel(2, func(i int) {
 			if i == 0 {
 				a.Submit(ctx, o)
+				answered.fire()
 				return
 			}
+			answered.wait(ctx, 10*ttl)
 			time.Sleep(ttl/5 + env.Jitter(ttl/5))
 			b.Submit(ctx, o)
 		})

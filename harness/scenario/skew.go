@@ -9,7 +9,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/models"
-	"github.com/idemcheck/idemcheck/stores"
 )
 
 // The skew scenario gives one client per key a clock that runs 2×LockTTL
@@ -44,6 +43,8 @@ func runSkew(ctx context.Context, env *Env) {
 		o := env.Order(k, "")
 		owner := env.NewClient()
 		owner.WorkTime = work
+		claimed := newSignal()
+		owner.Faults = firstAnswer(claimed, owner.Faults)
 		skewed := faults.SkewedClock{Base: env.clock, Skew: skewAhead * ttl}
 		ahead := env.NewClient(workload.Rule{Failpoint: faults.RunAfterClaim, Action: workload.PauseFor(work + ttl/2), Times: 1, Key: o.Key})
 		ahead.Clock = skewed
@@ -97,7 +98,7 @@ func runSkew(ctx context.Context, env *Env) {
 				owner.Submit(ctx, o)
 				return
 			}
-			skewWaitClaim(ctx, env, owner.ID, o.Key, ttl)
+			claimed.wait(ctx, ttl) // the skewed client arrives while the owner works
 			ahead.Submit(ctx, o)
 			meet()
 		})
@@ -106,20 +107,6 @@ func runSkew(ctx context.Context, env *Env) {
 	env.Count(string(history.CountSkew), env.Keys) // clients with a skewed clock
 	env.Finding("skew_takeovers", takeovers)
 	env.Finding("skew_fenced_writes", fenced)
-}
-
-// skewWaitClaim waits until the owner holds a claim on the key (or the
-// wait has lasted max), so the skewed client arrives while it works.
-func skewWaitClaim(ctx context.Context, env *Env, owner int, key stores.KeyRef, max time.Duration) {
-	deadline := time.Now().Add(max)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		for _, op := range env.Hist.Ops() {
-			if op.Client == owner && op.Input.Key == key && op.IsClaim() {
-				return
-			}
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // skewFindings counts, among the calls since first, takeovers of a claim
