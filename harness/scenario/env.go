@@ -14,7 +14,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness/nemesis"
 	"github.com/idemcheck/idemcheck/harness/worker"
 	"github.com/idemcheck/idemcheck/harness/workload"
-	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -401,106 +400,6 @@ func (e *Env) Cluster() nemesis.Cluster { return e.setup.Cluster }
 
 // Server is the server control of the run (nil: none; see ServerSkip).
 func (e *Env) Server() nemesis.Server { return e.setup.Server }
-
-// Probe sends one Begin per key of the history, with the key's first
-// fingerprint, as client probeID; a probe that claims releases at once (it
-// runs no work). The liveness checker reads the answers.
-func (e *Env) Probe(ctx context.Context, probeID int) {
-	rec := e.Recorder(probeID, e.Store, e.clock)
-	keyed, order := history.ByKey(e.Hist.Ops())
-	for _, k := range order {
-		fp := ""
-		for _, op := range keyed[k] {
-			if op.Input.Kind == models.Begin {
-				fp = op.Input.Fingerprint
-				break
-			}
-		}
-		if fp == "" {
-			continue
-		}
-		// A call on the key whose answer was lost may still be run by a
-		// slow server after the probe's wait, and a Begin run then makes a
-		// fresh claim: the probe counts it as its own lost answer.
-		lost := slices.ContainsFunc(keyed[k], func(op history.Op) bool { return op.Output.Unknown && op.Input.Kind == models.Begin })
-		for errs, waits := 0, 0; ; {
-			d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: e.clock.Now()})
-			if err == nil && d.Outcome == stores.Claimed {
-				_ = rec.Release(ctx, k, d.Token)
-			}
-			// Done, unless the answer was lost, or the key is in flight
-			// after an answer was lost (the claim may be the probe's own,
-			// made late by a server that read the request after the
-			// probe gave up on it, or a client's whose Begin went
-			// unanswered: a Postgres soak at load 30 had a probe answered
-			// in flight 70 s after every claim it knew of).
-			if err == nil && (d.Outcome != stores.InFlight || !lost) {
-				break
-			}
-			if ctx.Err() != nil {
-				break
-			}
-			// No answer: ask again soon, backing off. A store may fail a
-			// call now and then and still be correct (a dropped
-			// connection, a timeout): only probeErrTries calls in a row
-			// without an answer count as a store that does not answer.
-			// If the lost call claimed, the next answer is 409 and the
-			// wait below follows.
-			if err != nil {
-				lost = true
-				if errs++; errs == probeErrTries {
-					break
-				}
-				pause := min(probeErrPause<<(errs-1), e.Config.LockTTL)
-				if e.pass(ctx, pause, pause) != nil {
-					break
-				}
-				continue
-			}
-			// In flight after a lost answer: the probe may hold the claim
-			// it asked for, so LockTTL is waited out before it asks
-			// again. The liveness checker judges a key by its last probe.
-			if waits++; waits == probeTries {
-				break
-			}
-			if e.pass(ctx, e.Config.LockTTL+time.Millisecond, e.Config.LockTTL+50*time.Millisecond) != nil {
-				break
-			}
-		}
-	}
-}
-
-// pass lets time pass: a manual clock jumps by manual, a real one is
-// waited for, real (until ctx ends: its error).
-func (e *Env) pass(ctx context.Context, manual, real time.Duration) error {
-	if m, ok := e.clock.(*faults.ManualClock); ok {
-		m.Advance(manual)
-		return nil
-	}
-	return faults.Pause(ctx, real)
-}
-
-// probeTries bounds how often the final probe waits out LockTTL on a key
-// answered in flight after a lost answer: a key still in flight then is
-// stuck. probeErrTries bounds the calls in a row without an answer, after
-// pauses of probeErrPause, doubling up to LockTTL: a key whose store never
-// answers fails liveness (8 in a row: a store that fails one call in ten at
-// random is wrongly judged so once in 10⁸ keys).
-const (
-	probeTries    = 4
-	probeErrTries = 8
-	probeErrPause = 25 * time.Millisecond
-)
-
-// ProbeAfterLockTTL moves the clock past every claim's LockTTL (a manual
-// clock jumps; a real one is waited for) and probes every key (see Probe):
-// a key still in flight at its last probe is stuck.
-func (e *Env) ProbeAfterLockTTL(ctx context.Context, probeID int) {
-	if e.pass(ctx, 3*e.Config.LockTTL, e.Config.LockTTL+50*time.Millisecond) != nil {
-		return
-	}
-	e.Probe(ctx, probeID)
-}
 
 // parallel runs f(i) for i in [0, n) at once and waits for all.
 func parallel(n int, f func(i int)) {
