@@ -130,7 +130,11 @@ type Step struct {
 // (round-robin) until it is unblocked; a step whose client has finished, or
 // whose action is not offered, is skipped.
 type Script struct {
-	Steps   []Step
+	Steps []Step
+	// Then, if set, makes every choice after the steps, and every Pick
+	// (the steps choose only interleavings): a scripted prefix to a
+	// searched episode. Nil: round-robin, and a Pick's first value.
+	Then    Chooser
 	i       int
 	started bool
 	s       *Scheduler
@@ -140,11 +144,19 @@ type Script struct {
 // NewScript makes a Script chooser.
 func NewScript(steps ...Step) *Script { return &Script{Steps: steps} }
 
-func (c *Script) attach(s *Scheduler) { c.s, c.rr.s = s, s }
+func (c *Script) attach(s *Scheduler) {
+	c.s, c.rr.s = s, s
+	if a, ok := c.Then.(attacher); ok {
+		a.attach(s)
+	}
+}
 
 // Choose follows the script.
 func (c *Script) Choose(opts []Option) int {
 	if len(opts) > 0 && opts[0].Pick != "" {
+		if c.Then != nil {
+			return c.Then.Choose(opts)
+		}
 		return 0
 	}
 	for c.i < len(c.Steps) {
@@ -177,6 +189,9 @@ func (c *Script) Choose(opts []Option) int {
 			}
 		}
 		return c.rr.Choose(opts)
+	}
+	if c.Then != nil {
+		return c.Then.Choose(opts)
 	}
 	return c.rr.Choose(opts)
 }

@@ -324,3 +324,33 @@ func TestActionWhenWaitsForItsEvent(t *testing.T) {
 		t.Fatalf("decisions %q, want %q", got, want)
 	}
 }
+
+// TestScriptThenHandsOver: a Script with a Then follows its steps, then
+// lets Then make every later choice, and gives Then every Pick, even one
+// made before the steps run.
+func TestScriptThenHandsOver(t *testing.T) {
+	rec := &Recording{Next: lastOption{}}
+	s := New(&Script{Steps: []Step{{Client: "c0", Until: []string{"p1"}}}, Then: rec}, fast)
+	for _, name := range []string{"c0", "c1"} {
+		s.Client(name, func(ctx context.Context) {
+			for j := 0; j < 3; j++ {
+				_ = faults.Hit(ctx, fmt.Sprintf("p%d", j))
+			}
+		})
+	}
+	if got := s.Pick("c1 fails", "no", "yes"); got != 1 {
+		t.Errorf("the Pick went to %d, not to Then's choice (the last value)", got)
+	}
+	if err := s.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(s.Decisions(), " ")
+	// c0 is let run from p0 to p1 (the step), then Then (the last
+	// option: c1 while it is parked) chooses every turn.
+	if want := "c1 fails=yes c0@p0 c1@p0 c1@p1 c1@p2 c0@p1 c0@p2"; got != want {
+		t.Fatalf("decisions %q, want %q: the step first, then Then's choices", got, want)
+	}
+	if len(rec.Choices()) < 2 {
+		t.Errorf("Then made %d choices, want the Pick and the turns after the step", len(rec.Choices()))
+	}
+}
