@@ -74,7 +74,7 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 		// kept if it kills alike (a replay takes back every choice).
 		om := o
 		om.Variant = mutant
-		if ep, err := replay(ctx, om, name, scenario.EpisodeRecord{Choices: k.choices}, true); err == nil && ep.Err == nil {
+		if ep, err := replay(ctx, om, name, scenario.EpisodeRecord{Key: k.episodeKey, Choices: k.choices}, true); err == nil && ep.Err == nil {
 			again := &Kill{}
 			if judge(again, ep.Checks, ep.Hist, ep.Ledger) && again.Checker == k.Checker {
 				order = orderOf(ep.Hist, again.key)
@@ -116,7 +116,7 @@ func correctRun(ctx context.Context, o harness.Options, name string, k *Kill, or
 		lines  []DemoLine
 	)
 	if sc.Scheduled {
-		ep, err := replay(ctx, o, name, scenario.EpisodeRecord{Choices: k.choices}, true)
+		ep, err := replay(ctx, o, name, scenario.EpisodeRecord{Key: k.episodeKey, Choices: k.choices}, true)
 		if err != nil {
 			return nil, fmt.Errorf("%w (correct store)", err)
 		}

@@ -61,7 +61,10 @@ type Kill struct {
 	// store.
 	key   string
 	round int
-	log   []sched.Event // the killing episode's log (scheduled scenarios)
+	// episodeKey is the killing episode's key index (its kind: see
+	// scenario.EpisodeKinds), for its replays.
+	episodeKey int
+	log        []sched.Event // the killing episode's log (scheduled scenarios)
 	// hist and ledger are the killing run's, for a demo's trace.
 	hist   *history.History
 	ledger *history.Ledger
@@ -219,12 +222,16 @@ func (r *Episodes) Int63() int64 { return r.env.Int63() }
 
 // Run runs one episode with the chooser, probes its key for liveness when
 // the scenario asks for it, and checks its history.
-func (r *Episodes) Run(ctx context.Context, ch sched.Chooser) *Episode {
+func (r *Episodes) Run(ctx context.Context, ch sched.Chooser) *Episode { return r.RunKey(ctx, 0, ch) }
+
+// RunKey is Run for the episode of key index k, whose kind
+// (scenario.EpisodeKinds) may differ from key 0's.
+func (r *Episodes) RunKey(ctx context.Context, k int, ch sched.Chooser) *Episode {
 	env := r.env
 	env.Fresh(fmt.Sprintf("h%d", r.tenants))
 	r.tenants++
 	stopWatch := history.WatchStalls(env.Hist)
-	log, err := scenario.RunEpisode(ctx, env, r.name, 0, ch)
+	log, err := scenario.RunEpisode(ctx, env, r.name, k, ch)
 	j := r.o.Finish(ctx, env, stopWatch, r.probe, false)
 	return &Episode{Hist: env.Hist, Ledger: env.Ledger, Log: log, Checks: j.Checkers, Err: err}
 }
@@ -237,21 +244,23 @@ func huntEpisodes(ctx context.Context, o harness.Options, sc scenario.Scenario, 
 		return err
 	}
 	defer eps.Close()
-	// episode runs one episode with the chooser and judges it into try.
-	episode := func(ch sched.Chooser, try *Kill) error {
+	// episode runs one episode of key index key with the chooser and
+	// judges it into try.
+	episode := func(ch sched.Chooser, key int, try *Kill) error {
 		rec := &sched.Recording{Next: ch}
-		ep := eps.Run(ctx, rec)
+		ep := eps.RunKey(ctx, key, rec)
 		if ep.Err != nil {
 			try.Error = ep.Err.Error() // a stuck episode still has a history worth checking
 		}
 		if judge(try, ep.Checks, ep.Hist, ep.Ledger) {
-			try.Schedule, try.choices, try.log = describeLog(ep.Log), rec.Choices(), ep.Log
+			try.Schedule, try.choices, try.log, try.episodeKey = describeLog(ep.Log), rec.Choices(), ep.Log, key
 		}
 		return ctx.Err()
 	}
 	start := time.Now()
 	for ep := 0; ep == 0 || time.Since(start) < h.Budget && (h.Episodes == 0 || ep < h.Episodes); ep++ {
-		if err := episode(sched.NewRandom(eps.Int63()), k); err != nil {
+		// Each kind of episode in turn, as a run's keys have them.
+		if err := episode(sched.NewRandom(eps.Int63()), ep%scenario.EpisodeKinds, k); err != nil {
 			return err
 		}
 		k.Episodes = ep + 1
@@ -271,7 +280,7 @@ func huntEpisodes(ctx context.Context, o harness.Options, sc scenario.Scenario, 
 // (cut short, one choice removed, one choice made 0: the first option, as
 // rapid shrinks) and keeps any that still kills with a shorter trace, until
 // none does or the budget is spent.
-func shrink(k *Kill, budget time.Duration, episode func(sched.Chooser, *Kill) error) {
+func shrink(k *Kill, budget time.Duration, episode func(sched.Chooser, int, *Kill) error) {
 	deadline := time.Now().Add(budget)
 	k.FirstTrace = len(k.Trace)
 	better := func(t *Kill) bool {
@@ -284,7 +293,7 @@ func shrink(k *Kill, budget time.Duration, episode func(sched.Chooser, *Kill) er
 				return
 			}
 			try := &Kill{Trace: []string{}}
-			if episode(&sched.Replay{Choices: cand}, try) != nil {
+			if episode(&sched.Replay{Choices: cand}, k.episodeKey, try) != nil {
 				return
 			}
 			k.ShrinkRuns++

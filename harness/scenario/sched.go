@@ -56,8 +56,14 @@ const Nudge = "clock+1ms"
 // a millisecond early takes a live claim over. Every seed has key 0: a
 // run of the scenario always lands one episode on the boundary.
 func staleBoundary(k int) time.Duration {
-	return [3]time.Duration{0, -time.Millisecond, time.Millisecond}[k%3]
+	return [EpisodeKinds]time.Duration{0, -time.Millisecond, time.Millisecond}[k%EpisodeKinds]
 }
+
+// EpisodeKinds is how many kinds of episode a scheduled scenario has: the
+// episodes of key k and of key k+EpisodeKinds are alike (staleBoundary,
+// episodeSpec.aba and the retention coda go by k%EpisodeKinds), so a search that
+// runs keys 0 to EpisodeKinds-1 in turn meets each kind.
+const EpisodeKinds = 3
 
 // episodeSpec is one scheduled episode: the clients on one order and what
 // the chooser may vary.
@@ -73,6 +79,10 @@ type episodeSpec struct {
 	// retentionEdge: on a manual clock, the chooser may move the clock to
 	// one millisecond short of the key's record's retention (RetentionEdge).
 	retentionEdge bool
+	// aba: the episodes of key 0 and every third begin with abaSteps, a
+	// taker parked at its read while the row is released, claimed with
+	// other parameters and goes stale; the chooser picks the rest.
+	aba bool
 }
 
 // clientSpec is one client of an episode.
@@ -97,7 +107,7 @@ var episodeSpecs = map[string]episodeSpec{
 	// stale, after a failed work released it, or while a third client
 	// takes it over.
 	"sched-mismatch": {clients: []clientSpec{{mayFail: true, attempts: 3}, {variant: "&currency=eur", attempts: 3}, {mayFail: true, attempts: 3}},
-		ticks: 2},
+		ticks: 2, aba: true},
 	"sched-retention": {
 		clients: []clientSpec{{attempts: 3}, {attempts: 3}},
 		ticks:   2, prunes: 2, retentionEdge: true},
@@ -390,7 +400,7 @@ func RunEpisode(ctx context.Context, env *Env, name string, k int, ch sched.Choo
 	}
 	if len(first) > 0 {
 		s := env.NewScheduler(ch, 0)
-		env.episodeClients(s, spec, first, k)
+		env.episodeClients(s, spec, first, k, false)
 		err := s.Run(ctx)
 		log = append(log, s.Log()...)
 		if err != nil {
@@ -399,6 +409,11 @@ func RunEpisode(ctx context.Context, env *Env, name string, k int, ch sched.Choo
 		if spec.staleFirst {
 			log = append(log, sched.Event{Kind: sched.Acted, Action: env.tickBy(staleBoundary(k))})
 		}
+	}
+	var script *sched.Script
+	if spec.aba && k%EpisodeKinds == 0 {
+		script = &sched.Script{Then: ch} // its steps once the clients have names
+		ch = script
 	}
 	s := env.NewScheduler(ch, spec.ticks)
 	mark := env.Hist.Mark() // the episode's calls from here are recorded after it
@@ -417,29 +432,37 @@ func RunEpisode(ctx context.Context, env *Env, name string, k int, ch sched.Choo
 	if m, manual := env.clock.(*faults.ManualClock); manual && spec.retentionEdge {
 		env.retentionEdge(s, m, k, mark)
 	}
-	env.episodeClients(s, spec, rest, k)
+	names := env.episodeClients(s, spec, rest, k, script != nil)
+	if script != nil {
+		script.Steps = abaSteps(names)
+	}
 	if spec.prunes > 0 {
 		env.SchedPruner(s, "", spec.prunes)
 	}
 	err := s.Run(ctx)
 	log = append(log, s.Log()...)
-	if m, manual := env.clock.(*faults.ManualClock); manual && spec.retentionEdge && k%3 == 0 && err == nil && ctx.Err() == nil {
+	if m, manual := env.clock.(*faults.ManualClock); manual && spec.retentionEdge && k%EpisodeKinds == 0 && err == nil && ctx.Err() == nil {
 		log = append(log, env.retentionCoda(ctx, m, k, mark)...)
 	}
 	return log, err
 }
 
-// episodeClients registers the episode's clients with the scheduler; the
-// chooser picks whether each one's first work fails and, on caller-clock
-// stores, whether its clock lags.
-func (e *Env) episodeClients(s *sched.Scheduler, spec episodeSpec, clients []clientSpec, k int) {
-	for _, cs := range clients {
+// episodeClients registers the episode's clients with the scheduler and
+// returns their names; the chooser picks whether each one's first work
+// fails and, on caller-clock stores, whether its clock lags. With aba
+// the first client's first work fails and the second's clock lags,
+// whatever the chooser (abaSteps).
+func (e *Env) episodeClients(s *sched.Scheduler, spec episodeSpec, clients []clientSpec, k int, aba bool) []string {
+	var names []string
+	for i, cs := range clients {
 		sc := SchedClient{Variant: cs.variant, Attempts: cs.attempts, CrashAt: cs.crashAt}
 		e.SchedClient(s, sc, func(name string, sc *SchedClient) {
-			sc.FailFirst = cs.mayFail && s.Pick(name+" first work fails", "no", "yes") == 1
-			sc.Lag = spec.skews && !e.ServerClock() && s.Pick(name+" clock", "on time", "behind by LockTTL") == 1
+			names = append(names, name)
+			sc.FailFirst = (aba && i == 0) || cs.mayFail && s.Pick(name+" first work fails", "no", "yes") == 1
+			sc.Lag = !e.ServerClock() && ((aba && i == 1) || spec.skews && s.Pick(name+" clock", "on time", "behind by LockTTL") == 1)
 		}, k)
 	}
+	return names
 }
 
 // SchedClient says how one client under the controlled scheduler behaves.
