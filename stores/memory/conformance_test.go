@@ -30,7 +30,7 @@ func TestConformance(t *testing.T) {
 // cannot see: a race between a read and the write that depends on it
 // (harness/sched finds those), a retention boundary only a scheduled
 // episode lands on, or a leak only a strict retention check calls a bug.
-var needsMore = []string{"select-then-insert", "blind-takeover", "stale-overwrite", "created-in-seconds", "never-expire"}
+var needsMore = []string{"select-then-insert", "blind-takeover", "takeover-by-state", "stale-overwrite", "created-in-seconds", "never-expire"}
 
 // TestModelCatchesMutants shows the model test has teeth: pointed at each
 // mutant it can see without concurrency, it fails with a shrunk history.

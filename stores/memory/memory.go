@@ -102,7 +102,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	switch s.variant {
 	case "select-then-insert":
 		return s.beginSelectThenInsert(ctx, req)
-	case "blind-takeover", "stale-overwrite":
+	case "blind-takeover", "stale-overwrite", "takeover-by-state":
 		return s.beginTakeoverOnRead(ctx, req)
 	}
 	// A done key is decided under the read lock, writing nothing: decide
@@ -154,8 +154,10 @@ func traceRow(r *record, ok bool) string {
 // beginTakeoverOnRead re-creates two takeover bugs: the staleness is judged
 // on a read, and the write that follows does not compare-and-set on it.
 // blind-takeover re-checks only that the row is still in flight, so two
-// takers both win; stale-overwrite writes the whole row back, erasing a
-// response saved since the read.
+// takers both win; takeover-by-state that it is in flight and stale, so a
+// taker takes over another request's claim made since its read;
+// stale-overwrite writes the whole row back, erasing a response saved
+// since the read.
 func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	s.mu.Lock()
 	r, ok := s.rows[req.KeyRef]
@@ -175,8 +177,10 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 	defer s.mu.Unlock()
 	tok := s.token(req.Now)
 	cur, ok := s.rows[req.KeyRef]
-	if s.variant == "blind-takeover" {
-		if !ok || cur.done { // UPDATE … WHERE status = 'in_flight' (no token compared)
+	if s.variant == "blind-takeover" || s.variant == "takeover-by-state" {
+		// UPDATE … WHERE status = 'in_flight' (no token compared);
+		// takeover-by-state: AND stale, whoever's claim it is now.
+		if !ok || cur.done || s.variant == "takeover-by-state" && req.Now.Sub(cur.lockedAt) < s.cfg.LockTTL {
 			d := s.decide(req, cur, ok)
 			faults.Trace(ctx, "lock; decide on rows[key]; unlock", traceDecision(d))
 			return d, nil

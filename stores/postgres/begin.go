@@ -29,7 +29,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	switch s.stmts.split {
 	case selectThenInsert:
 		return s.beginSelectThenInsert(ctx, req)
-	case blindTakeover, staleOverwrite:
+	case blindTakeover, staleOverwrite, takeoverByState:
 		return s.beginTakeoverOnRead(ctx, req)
 	}
 	if s.lateAfter > 0 {
@@ -163,11 +163,12 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 	return s.overwrite(ctx, req, nil, "claimed") // overwrites a concurrent claim
 }
 
-// beginTakeoverOnRead re-creates two takeover bugs: staleness is judged on
-// a read, and the write that follows does not compare-and-set on what was
-// read. blind-takeover re-checks only that the row is still in flight, so
-// two takers both win; stale-overwrite writes the whole row back, erasing a
-// response saved since the read.
+// beginTakeoverOnRead re-creates three takeover bugs: staleness is judged
+// on a read, and the write that follows does not compare-and-set on what
+// was read. blind-takeover re-checks only that the row is still in flight,
+// so two takers both win; takeover-by-state that it is in flight and
+// stale, so it takes over a claim made since the read; stale-overwrite
+// writes the whole row back, erasing a response saved since the read.
 func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	r, found, err := s.read(ctx, req)
 	if err != nil {
@@ -184,17 +185,20 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 	}
 	var token string
 	var at time.Time
-	args := []any{raw(req.Tenant), raw(req.Key)}
-	err = s.pool.QueryRow(ctx, s.sql.blindTakeover, args...).Scan(&token, &at)
-	if errors.Is(err, pgx.ErrNoRows) { // gone or done since the read
-		faults.TraceBound(ctx, s.sql.blindTakeover, args, "0 rows: no longer in flight")
+	q, args := s.sql.blindTakeover, []any{raw(req.Tenant), raw(req.Key)}
+	if s.stmts.split == takeoverByState {
+		q, args = s.sql.byState, append(args, s.cfg.LockTTL)
+	}
+	err = s.pool.QueryRow(ctx, q, args...).Scan(&token, &at)
+	if errors.Is(err, pgx.ErrNoRows) { // gone or done since the read (or, by state, not stale)
+		faults.TraceBound(ctx, q, args, "0 rows: no longer in flight")
 		return s.begin(ctx, req)
 	}
 	if err != nil {
-		faults.TraceBoundf(ctx, s.sql.blindTakeover, args, "error: %v", err)
+		faults.TraceBoundf(ctx, q, args, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef)+": takeover", err)
 	}
-	faults.TraceBoundf(ctx, s.sql.blindTakeover, args, "1 row: taken over, token %s", faults.ShortToken(token))
+	faults.TraceBoundf(ctx, q, args, "1 row: taken over, token %s", faults.ShortToken(token))
 	return stores.Decision{Outcome: stores.Claimed, Token: stores.Token(token), Takeover: true, DecidedAt: at}, nil
 }
 

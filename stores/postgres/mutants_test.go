@@ -77,6 +77,44 @@ var scenarios = map[string]scenario{
 
 	// Two takers of one stale claim, held together between their read and
 	// their write, both win.
+	// A's claim goes stale; T reads it and stops before its write; A
+	// releases, O (other parameters) claims, and O's claim goes stale;
+	// T's write takes over O's claim: both hold claims, of two
+	// fingerprints. (The correct Begin is one statement: T takes A's
+	// claim over, A's release is fenced, and O is told 422.)
+	"takeover-by-state": func(t *testing.T, s *Store) (bool, string) {
+		a := mustBegin(t, s, req("k", "fp1"))
+		sleepPastTTL()
+		parked, resume := make(chan struct{}), make(chan struct{})
+		tctx := faults.WithHandler(ctxT(t), faults.HandlerFunc(func(_ context.Context, name string) error {
+			if name == faults.BeginAfterSelect {
+				close(parked)
+				<-resume
+			}
+			return nil
+		}))
+		var dT stores.Decision
+		var errT error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			dT, errT = s.Begin(tctx, req("k", "fp1"))
+		}()
+		select {
+		case <-parked:
+		case <-done:
+		}
+		errA := s.Release(ctxT(t), ref("k"), a.Token)
+		dO := mustBegin(t, s, req("k", "fp2"))
+		sleepPastTTL()
+		close(resume)
+		<-done
+		if errT != nil {
+			t.Fatal(errT)
+		}
+		return dT.Outcome == stores.Claimed && dO.Outcome == stores.Claimed,
+			fmt.Sprintf("A's release: %v; O (fp2): %v; T (fp1): %v (takeover %v)", errA, dO.Outcome, dT.Outcome, dT.Takeover)
+	},
 	"blind-takeover": func(t *testing.T, s *Store) (bool, string) {
 		mustBegin(t, s, req("k", "fp"))
 		sleepPastTTL()

@@ -196,6 +196,15 @@ UPDATE {t} SET locked_at = clock_timestamp(), token = gen_random_uuid()::text, d
 WHERE tenant = $1 AND key = $2 AND status = 'in_flight'
 RETURNING token, locked_at`
 
+// takeoverByStateSQL is the write of takeover-by-state, decided on an
+// earlier read that found the claim stale: it re-checks that the row is
+// in flight and stale, not that it is the claim read, so after a release
+// it takes over another request's claim (other parameters) made since.
+const takeoverByStateSQL = `
+UPDATE {t} SET locked_at = clock_timestamp(), token = gen_random_uuid()::text, decision = 'takeover'
+WHERE tenant = $1 AND key = $2 AND status = 'in_flight' AND clock_timestamp() >= locked_at + $3::interval
+RETURNING token, locked_at`
+
 // pruneSQL deletes the keys first claimed at least $1 ago, by the server's
 // clock.
 const pruneSQL = `DELETE FROM {t} WHERE created_at <= clock_timestamp() - $1::interval`
@@ -209,6 +218,7 @@ const (
 	selectThenInsert       // no row read → upsert a claim over whatever is there now
 	blindTakeover          // stale claim read → take it over without comparing tokens
 	staleOverwrite         // stale claim read → write the whole row back as a new claim
+	takeoverByState        // stale claim read → take over whatever claim is in flight and stale
 )
 
 // statements is the SQL of one variant. The correct set is below; each
@@ -317,6 +327,10 @@ WHERE tenant = $1 AND key = $2
 	// response saved since the read is erased.
 	"stale-overwrite": mutate(func(s *statements) { s.split = staleOverwrite }),
 
+	// Staleness judged on a read; the write re-checks the row's state (in
+	// flight, stale), not the claim it read.
+	"takeover-by-state": mutate(func(s *statements) { s.split = takeoverByState }),
+
 	// Keys stored case-folded, or without their tenant: the statements are
 	// correct, the key bound is not (stores.StoredKey, in Begin, Complete
 	// and Release).
@@ -383,7 +397,7 @@ func mutate(f func(*statements)) statements {
 // sqlTexts is a variant's statements with the schema and table filled in,
 // ready to run.
 type sqlTexts struct {
-	begin, replay, claim, read, overwrite, blindTakeover, complete, release, prune string
+	begin, replay, claim, read, overwrite, blindTakeover, byState, complete, release, prune string
 	// beginFunc installs Begin's function (replay, then begin) in a session.
 	beginFunc string
 }
@@ -415,6 +429,7 @@ func (s statements) render(schema, table string, cfg stores.Config) sqlTexts {
 		read:          split("read", readSQL, s.split != oneStatement),
 		overwrite:     split("overwrite", overwriteSQL, s.split == selectThenInsert || s.split == staleOverwrite),
 		blindTakeover: split("blind-takeover", blindTakeoverSQL, s.split == blindTakeover),
+		byState:       split("takeover-by-state", takeoverByStateSQL, s.split == takeoverByState),
 		complete:      r("complete", s.complete),
 		release:       r("release", s.release),
 		prune:         r("prune", s.prune),

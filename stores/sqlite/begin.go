@@ -23,7 +23,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	switch s.variant {
 	case "select-then-insert":
 		return s.beginSelectThenInsert(ctx, req)
-	case "blind-takeover", "stale-overwrite":
+	case "blind-takeover", "stale-overwrite", "takeover-by-state":
 		return s.beginTakeoverOnRead(ctx, req)
 	}
 	if d, ok, err := s.replayOnRead(ctx, req); err != nil || ok {

@@ -62,6 +62,45 @@ var bugScenarios = map[string]bugScenario{
 		ds := concurrently(t, s, 2, faults.BeginAfterSelect, func(int) stores.Request { return req(k, "fp", t0.Add(lockTTL)) })
 		return claims(ds) == 2, fmt.Sprint(outcomes(ds))
 	},
+	// A's claim is stale; T reads it and stops before its write; A
+	// releases, and O, with other parameters (its clock behind), claims
+	// the key again; T's write finds a claim in flight and stale, not the
+	// one it read, and takes it over: T and O both hold claims, of two
+	// fingerprints. (The correct store decides T in one step: T takes A's
+	// claim over, and O is told 422.)
+	"takeover-by-state": func(t *testing.T, s stores.Store) (bool, string) {
+		ctx := context.Background()
+		k := key("aba")
+		a := mustClaim(t, s, req(k, "fp1", t0), false)
+		parked, resume := make(chan struct{}), make(chan struct{})
+		tctx := faults.WithHandler(ctx, faults.HandlerFunc(func(_ context.Context, name string) error {
+			if name == faults.BeginAfterSelect {
+				close(parked)
+				<-resume
+			}
+			return nil
+		}))
+		var dT stores.Decision
+		var errT error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			dT, errT = s.Begin(tctx, req(k, "fp1", t0.Add(lockTTL)))
+		}()
+		select {
+		case <-parked:
+		case <-done:
+		}
+		errA := s.Release(ctx, k, a)
+		dO := begin(t, s, req(k, "fp2", t0.Add(-time.Millisecond)))
+		close(resume)
+		<-done
+		if errT != nil {
+			t.Fatal(errT)
+		}
+		return dT.Outcome == stores.Claimed && dO.Outcome == stores.Claimed,
+			fmt.Sprintf("A's release: %v; O (fp2): %v; T (fp1): %v (takeover %v)", errA, dO.Outcome, dT.Outcome, dT.Takeover)
+	},
 	// docs/DESIGN.md §1: A claims at t and stalls; B takes over and releases on
 	// error; C, whose clock is behind, claims at t again and gets A's token;
 	// A wakes and its save lands on C's claim.

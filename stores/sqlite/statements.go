@@ -156,6 +156,10 @@ func statementsFor(variant string) statements {
 	// (stores.StoredKey, in args).
 	case "blind-takeover":
 		s.takeoverAfterRead = setTakeover // no `AND token = :old_token`
+	case "takeover-by-state":
+		// Compares the row's state, not its identity: any claim in flight
+		// and stale when the write runs, whoever made it.
+		s.takeoverAfterRead = setTakeover + ` AND ` + isStale
 	case "stale-overwrite":
 		// Writes the row as read back whole, erasing a response saved since.
 		s.takeoverAfterRead = `INSERT OR REPLACE INTO idempotency_keys
