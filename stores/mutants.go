@@ -92,7 +92,7 @@ var Catalogue = []Mutant{
 		Bug: "ignores the fingerprint: a reused key with other parameters replays the wrong answer"},
 	{Name: "blind-takeover", Side: StoreSide, On: TableBackends, Scenario: "sched-crash", Checker: "at-most-once",
 		Bug: "takes over a stale claim without compare-and-set: two takers both win"},
-	{Name: "takeover-by-state", Side: StoreSide, On: []string{"memory", "sqlite", "postgres"}, Scenario: "sched-mismatch", Checker: "linearizability",
+	{Name: "takeover-by-state", Side: StoreSide, On: TableBackends, Scenario: "sched-mismatch", Checker: "linearizability",
 		Bug: "reads a stale claim, then takes over any row still in flight and stale (UPDATE … WHERE in_flight AND stale), not the claim it read: after a release, another request's claim and its expiry, the taker holds a claim of other parameters and saves its answer there"},
 	{Name: "token-reuse", Side: StoreSide, On: TableBackends, Scenario: "sched-takeover", Checker: "fencing",
 		Bug: "uses locked_at as the fencing token (the card's scheme): a token comes back after release and a stale save lands"},

@@ -75,6 +75,43 @@ var mutantScenarios = map[string]struct {
 		ds := concurrentBegins(t, s, req("k", "f"))
 		return ds[0].Outcome == stores.Claimed && ds[1].Outcome == stores.Claimed
 	}},
+	// A's claim goes stale; T reads it and stops before its write; A
+	// releases, O (other parameters) claims, and O's claim goes stale; T's
+	// write takes O's claim over: both hold claims, of two fingerprints.
+	// (The correct Begin is one script: T takes A's claim over, A's
+	// release is fenced, and O is told 422.)
+	"takeover-by-state": {short, long, func(t *testing.T, s *Store) bool {
+		a := begin(t, s, req("k", "f1"))
+		time.Sleep(past)
+		parked, resume := make(chan struct{}), make(chan struct{})
+		tctx := faults.WithHandler(context.Background(), faults.HandlerFunc(func(_ context.Context, name string) error {
+			if name == faults.BeginAfterSelect {
+				close(parked)
+				<-resume
+			}
+			return nil
+		}))
+		var dT stores.Decision
+		var errT error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			dT, errT = s.Begin(tctx, req("k", "f1"))
+		}()
+		select {
+		case <-parked:
+		case <-done:
+		}
+		_ = s.Release(context.Background(), ref("k"), a.Token) // fenced on the correct store
+		dO := begin(t, s, req("k", "f2"))
+		time.Sleep(past)
+		close(resume)
+		<-done
+		if errT != nil {
+			t.Fatal(errT)
+		}
+		return dT.Outcome == stores.Claimed && dO.Outcome == stores.Claimed
+	}},
 	// A claims (token 1); B takes over (2) and releases; C claims (1 again);
 	// A's stale save passes the fence and lands over C's claim.
 	"token-reuse": {short, long, func(t *testing.T, s *Store) bool {

@@ -137,6 +137,13 @@ var variants = map[string]variant{
 	"blind-takeover": {split: takeoverOnRead,
 		begin:  []edit{{lineTakeover, returnStale}},
 		second: []edit{{lineFresh, `-- staleness not re-checked: only status = in_flight`}}},
+	// Staleness judged on the first call's read; the second call takes
+	// over any claim in flight and stale, whoever's: after a release and
+	// another request's claim (other parameters), the taker takes that
+	// one over.
+	"takeover-by-state": {split: takeoverOnRead,
+		begin:  []edit{{lineTakeover, returnStale}},
+		second: []edit{{lineMismatch, `-- the fingerprint not compared again: the claim read was of ours`}}},
 	// The card's scheme: a per-key counter kept in the hash, so it restarts
 	// at 1 once the key is released (or expires) and an old token comes back.
 	"token-reuse": {begin: []edit{{lineNewToken, `local function newtoken() return tostring(redis.call('HINCRBY', key, 'seq', 1)) end`}}},
