@@ -100,6 +100,12 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	# Listen everywhere (the container's port is what is published) and let any
 	# address in with a password, as the official image does.
 	printf "\nlisten_addresses = '*'\n" >>"$PGDATA/postgresql.conf"
+	# Room for a run's pools side by side: each scenario's store keeps up to
+	# 16 connections (stores/postgres), and a drawn run of 11 scenarios at
+	# once met the default 100 ("too many clients already") and ended
+	# undecided. A standby copies this file (pg_basebackup), so it keeps the
+	# primary's value, as a hot standby must.
+	printf "max_connections = 400\n" >>"$PGDATA/postgresql.conf"
 	auth="${POSTGRES_HOST_AUTH_METHOD:-}"
 	if [ -z "$auth" ]; then
 		auth="$(postgres -C password_encryption "${@:2}" 2>/dev/null || echo scram-sha-256)"
