@@ -51,7 +51,7 @@ func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func()
 	m := check.ModelFor(o.Backend.Clock, env.Config, sem)
 	rec := env.Record()
 	p := check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probeID,
-		LeakProbe: rec.LeakProbe, StrictRetention: o.StrictRetention, Semantics: sem, Clock: m.Clock}
+		LeakProbe: rec.LeakProbe, StrictRetention: o.StrictRetention, StrictAvailability: o.StrictAvailability, Semantics: sem, Clock: m.Clock}
 	j := Judge(ctx, p, env.Hist, env.Ledger, fence, keep)
 	j.Record = rec
 	if ctx.Err() != nil {
@@ -86,7 +86,7 @@ func (j *Judged) cutProbes() {
 // can take long and answer unknown for it (check.Evidence.Done).
 func Judge(ctx context.Context, p check.Params, hist *history.History, ledger *history.Ledger, fence stores.Fence, keep bool) Judged {
 	res := check.Run(check.Evidence{Hist: hist, Ledger: ledger, Model: p.Model(), ProbeClient: p.ProbeClient,
-		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, Fence: fence, LinTimeout: LinTimeout, Keep: keep, Done: ctx.Done()})
+		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, StrictAvailability: p.StrictAvailability, Fence: fence, LinTimeout: LinTimeout, Keep: keep, Done: ctx.Done()})
 	v, vs := check.Overall(res)
 	j := Judged{Params: p, Checkers: res, Violations: vs, Verdict: v}
 	if v == check.Unknown && !slices.ContainsFunc(res, func(r check.Result) bool { return r.Verdict == check.Unknown }) {

@@ -36,6 +36,10 @@ type Options struct {
 	// StrictRetention makes a key kept past its retention a violation
 	// (the retention checker), not a finding.
 	StrictRetention bool
+	// StrictAvailability makes a store that answers contention with
+	// errors past check.AvailabilityTolerance a violation (the
+	// availability checker), not a finding.
+	StrictAvailability bool
 	// Count runs the list of scenarios this many times (0 or 1: once).
 	// Every run of a scenario (a repetition, or a name listed twice) gets
 	// its own store and its own draws from the seed.
@@ -79,11 +83,10 @@ type Options struct {
 	// Cluster is the replicated topology of a replicated backend, for the
 	// failover and partition scenarios; nil: they skip.
 	Cluster nemesis.Cluster
-	// Statements, if set, edits the store's statements at open
-	// (stores.Config.Statements): how `idemcheck mutate` runs a generated
-	// mutant. It does not cross into worker processes, so a run that sets
-	// it leaves WorkerCommand empty.
-	Statements func(name, text string) string `json:"-"`
+	// Edit, if set, edits one of the store's statements at open
+	// (stores.Config.Edit), in this process and in its workers: how
+	// `idemcheck mutate` runs a generated mutant.
+	Edit *stores.Edit `json:"-"`
 	// WorkerCommand starts an `idemcheck worker` process (argv), for the
 	// scenarios that run clients in processes the harness kills; empty
 	// means no worker processes (those scenarios skip, or do without).

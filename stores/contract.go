@@ -297,11 +297,33 @@ type Config struct {
 	// statement runs as written. A backend whose logic is Go code (memory,
 	// lease) ignores it; see stores.Backend.Statements.
 	Statements func(name, text string) string `json:"-"`
+	// Edit, if set, replaces one statement's text before Statements sees
+	// it: the hook's one-edit form as data, which crosses into worker
+	// processes with the rest of the Config (a func does not), so a
+	// generated mutant runs in every process of a scenario.
+	Edit *Edit `json:"edit,omitempty"`
 }
 
+// Edit is one statement's text replaced: Text for Orig, in the statement
+// named Statement. A statement whose text is not Orig is left alone, so an
+// edit never changes a statement it was not made from.
+type Edit struct {
+	Statement string `json:"statement"`
+	Orig      string `json:"orig"`
+	Text      string `json:"text"`
+}
+
+// Hooked reports whether c changes any statement's text (Statements or
+// Edit set): a backend may skip its hook pass otherwise.
+func (c Config) Hooked() bool { return c.Statements != nil || c.Edit != nil }
+
 // Statement returns the text a backend runs for the named statement:
-// text, passed through c.Statements when it is set.
+// text, with c.Edit applied and passed through c.Statements when they are
+// set.
 func (c Config) Statement(name, text string) string {
+	if e := c.Edit; e != nil && e.Statement == name && e.Orig == text {
+		text = e.Text
+	}
 	if c.Statements == nil {
 		return text
 	}

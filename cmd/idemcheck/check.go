@@ -57,6 +57,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	count := fs.Int("count", 1, "run the scenarios this many times, each run on its own store")
 	parallel := fs.Int("parallel", def.Parallel, "scenarios run at once, each on its own store (1: one after another); the scheduled ones and those that pause the server always run alone")
 	strict := fs.Bool("strict-retention", false, "a key kept past its retention fails the run (by default it is a finding)")
+	strictAvail := fs.Bool("strict-availability", false, "a store that answers contention with errors (past the tolerance) fails the run (by default it is a finding)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	out := fs.String("out", "results", "directory for run results")
 	keep := fs.Int("keep", 20, "keep only the newest N run directories in --out (0: keep all)")
@@ -72,6 +73,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	o := def
 	o.Backend, o.Variant, o.Clients, o.Keys, o.Seed, o.Duration, o.LockTTL = backend, *variant, *clients, *keys, *seed, *duration, *lockTTL
 	o.Count, o.StrictRetention, o.Parallel, o.Retention = *count, *strict, *parallel, *retention
+	o.StrictAvailability = *strictAvail
 	if *scenario != "all" {
 		o.Scenarios = strings.Split(*scenario, ",")
 	}

@@ -18,10 +18,14 @@ const mutateHelp = `Usage: idemcheck mutate --store S [--json] [--seed N] [--qui
 Generates mutants from the store's own statements and scripts (the texts it
 passes through stores.Config.Statements at open): each conjunct of each
 WHERE or condition dropped, each comparison flipped, each SET column (Lua
-HSET field) dropped, each Lua guard dropped, each status literal swapped;
-one edit of one statement per mutant. Runs the scenarios that kill the
+HSET field) dropped, each Lua guard dropped, each status literal swapped,
+each ordering comparison shifted across its boundary, each equality with a
+parameter made a LIKE, each of its settings (isolation, durability, a
+client's retries) weakened to one a deployment may have; one edit of one
+statement per mutant. Runs the scenarios that kill the
 store's hand-written mutants, then race and error (many keys of one tenant
-at once, every call of the contract), against each (in order, stopping at
+at once, every call of the contract), and for a weakened setting also
+store-faults, lost-reply and workers, against each (in order, stopping at
 the first kill; every mutant with --quick per scenario, then the survivors with
 --budget), after the correct store has passed the same scenarios.
 

@@ -106,7 +106,7 @@ func hasValue(flag string) bool {
 // commands define.
 func boolFlag(flag string) bool {
 	switch flag {
-	case "-json", "--json", "-h", "--h", "-help", "--help", "-html", "--html", "-strict-retention", "--strict-retention":
+	case "-json", "--json", "-h", "--h", "-help", "--help", "-html", "--html", "-strict-retention", "--strict-retention", "-strict-availability", "--strict-availability":
 		return true
 	}
 	return false

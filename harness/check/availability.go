@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -24,14 +25,15 @@ const AvailabilityTolerance = 0.01
 // or, had it come before the claim, that it claims) is owed an answer,
 // not an error, when no fault was injected during it. An error there,
 // declared not applied (stores.ErrNotApplied) or not, is counted;
-// past [AvailabilityTolerance] of such Begins it is a finding. It never
-// fails a run: the store kept every promise of safety (the other
-// checkers judge those), and a correct store on a loaded machine may
-// time out; what it reports is a cost, to be seen.
+// past [AvailabilityTolerance] of such Begins it is a finding. It
+// fails a run only when asked (Evidence.StrictAvailability): the store
+// kept every promise of safety (the other checkers judge those), and a
+// correct store on a loaded machine may time out; what it reports is a
+// cost, to be seen.
 func checkAvailability(e Evidence, ops []history.Op, g grouped) Result {
 	faults := e.Hist.Faults()
 	due, erred, declared := 0, 0, 0
-	var first string
+	var first, firstKey string
 	for _, k := range g.order {
 		kops := g.keyed[k]
 		for _, b := range kops {
@@ -57,6 +59,7 @@ func checkAvailability(e Evidence, ops []history.Op, g grouped) Result {
 				declared++
 			}
 			if first == "" {
+				firstKey = k.String()
 				first = fmt.Sprintf("client %d's Begin of %s at %s: %s", b.Client, k, ms(b.Call), b.Err)
 			}
 		}
@@ -70,6 +73,11 @@ func checkAvailability(e Evidence, ops []history.Op, g grouped) Result {
 	if rate > AvailabilityTolerance {
 		detail = fmt.Sprintf("finding: %d of %d Begins that met a live claim of their parameters got an error instead of 409 (%.1f%%, past the %.0f%% tolerance; %d declared not applied, %d of unknown outcome): the store is unavailable under contention; first: %s",
 			erred, due, 100*rate, 100*AvailabilityTolerance, declared, erred-declared, first)
+	}
+	if rate > AvailabilityTolerance && e.StrictAvailability {
+		detail = strings.Replace(detail, "finding: ", "", 1) + " (strict availability makes it a failure)"
+		return Result{Checker: Availability, Verdict: Fail, Detail: detail, Judged: due,
+			Violations: []Violation{{Availability, firstKey, detail}}}
 	}
 	return Result{Checker: Availability, Verdict: Pass, Detail: detail, Judged: due}
 }

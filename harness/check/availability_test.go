@@ -75,3 +75,34 @@ func TestAvailability(t *testing.T) {
 		}
 	})
 }
+
+// TestStrictAvailability: asked (Evidence.StrictAvailability, what
+// `idemcheck mutate` and --strict-availability ask), a store past the
+// tolerance fails, with a violation on the first key that erred; within
+// it, strictness changes nothing.
+func TestStrictAvailability(t *testing.T) {
+	strict := func(r *rec) check.Result {
+		for _, c := range check.Run(check.Evidence{Hist: r.h, Ledger: r.l, Model: model, ProbeClient: probe, LinTimeout: 10 * time.Second, StrictAvailability: true}) {
+			if c.Checker == check.Availability {
+				return c
+			}
+		}
+		t.Fatal("no availability checker")
+		return check.Result{}
+	}
+	r := newRec()
+	r.begin(1, "fp", 0, 1, claimedD("a", false))
+	for i := range 4 {
+		r.beginNotApplied(10+i, "fp", int64(2+i), int64(3+i))
+	}
+	got := strict(r)
+	if got.Verdict != check.Fail || len(got.Violations) != 1 || got.Violations[0].Key != key.String() || !strings.Contains(got.Detail, "4 of 4") {
+		t.Fatalf("%s %v: %s", got.Verdict, got.Violations, got.Detail)
+	}
+	r = newRec()
+	r.begin(1, "fp", 0, 1, claimedD("a", false))
+	r.begin(2, "fp", 2, 3, inFlightD)
+	if got := strict(r); got.Verdict != check.Pass || len(got.Violations) != 0 {
+		t.Fatalf("%s %v: %s", got.Verdict, got.Violations, got.Detail)
+	}
+}

@@ -102,6 +102,10 @@ type Evidence struct {
 	// a violation instead of a finding.
 	LeakProbe       *int
 	StrictRetention bool
+	// StrictAvailability makes a store that errs where the decision table
+	// says 409, past [AvailabilityTolerance], a violation instead of a
+	// finding.
+	StrictAvailability bool
 	// Keep asks the linearizability checker to keep what a page of
 	// porcupine's visualisation needs (Result.Linearization), for a report
 	// to draw.

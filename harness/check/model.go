@@ -38,6 +38,9 @@ type Params struct {
 	// StrictRetention makes a leak a violation (see checkRetention).
 	LeakProbe       *int `json:"leak_probe,omitempty"`
 	StrictRetention bool `json:"strict_retention,omitempty"`
+	// StrictAvailability makes unavailability under contention a
+	// violation (see checkAvailability).
+	StrictAvailability bool `json:"strict_availability,omitempty"`
 	// Semantics are the store's declared choices (stores.Semantics). A
 	// declared Fence is code, not data: a re-check goes without it (fences
 	// a store gives as stores.Decision.Fence are in the history, and a

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // Kind names a class of generated mutant: the rewrite that made it.
@@ -12,7 +14,8 @@ type Kind string
 // The rewrites. DropConjunct to SwapStatus make the classic slips of a
 // condition or a write; ShiftBoundary and LikeEquals measure reach: the
 // workload going to exact boundaries and sending values that a pattern
-// misreads.
+// misreads; WeakenSetting, the deployment: the store's own code under
+// the settings a team may run it with.
 const (
 	// DropConjunct removes one conjunct (or disjunct, when the condition
 	// is an OR at its top) of a WHERE, a CASE WHEN or a Lua if; a
@@ -36,10 +39,17 @@ const (
 	// a LIKE (`token = $3` becomes `token LIKE $3`): a token, key or
 	// tenant holding % or _ then matches other rows.
 	LikeEquals Kind = "like-equals"
+	// WeakenSetting replaces one value of a backend's settings statement
+	// (stores.SettingsStatement) with one a deployment may have instead:
+	// another isolation level, commits acknowledged before they are on
+	// disk, a client library's retries (weakerSettings lists them). Its
+	// mutants also run [SettingScenarios], which crash the server and lose
+	// replies.
+	WeakenSetting Kind = "weaken-setting"
 )
 
 // Kinds lists the rewrites in the order reports print them.
-var Kinds = []Kind{DropConjunct, FlipComparison, DropSet, DropGuard, SwapStatus, ShiftBoundary, LikeEquals}
+var Kinds = []Kind{DropConjunct, FlipComparison, DropSet, DropGuard, SwapStatus, ShiftBoundary, LikeEquals, WeakenSetting}
 
 // Statement is one statement or script of a store, as the store runs it
 // (stores.Config.Statements names it and hands its text).
@@ -64,17 +74,13 @@ type Mutant struct {
 	Text string `json:"-"`
 }
 
-// Hook is the stores.Config.Statements hook that runs this mutant: the
-// named statement's text replaced by the mutant's, every other as written.
-// A text that is not the one the mutant was generated from is left alone,
-// so a mutant never edits a statement it was not made from.
-func (m Mutant) Hook() func(name, text string) string {
-	return func(name, text string) string {
-		if name == m.Statement && text == m.Orig {
-			return m.Text
-		}
-		return text
-	}
+// Edit is the stores.Config.Edit that runs this mutant: the named
+// statement's text replaced by the mutant's, every other as written. A
+// text that is not the one the mutant was generated from is left alone,
+// so a mutant never edits a statement it was not made from. As data, it
+// reaches worker processes too.
+func (m Mutant) Edit() *stores.Edit {
+	return &stores.Edit{Statement: m.Statement, Orig: m.Orig, Text: m.Text}
 }
 
 // edit is one splice of a statement's source (two for a row assignment's
@@ -103,9 +109,12 @@ func Generate(stmts []Statement) []Mutant {
 	var out []Mutant
 	for _, st := range stmts {
 		var edits []edit
-		if isLua(st.Text) {
+		switch {
+		case isSettings(st.Name):
+			edits = settingEdits(st.Text)
+		case isLua(st.Text):
 			edits = luaEdits(st.Text)
-		} else {
+		default:
 			edits = sqlEdits(st.Text)
 		}
 		seen := map[string]bool{st.Text: true}
@@ -124,7 +133,7 @@ func Generate(stmts []Statement) []Mutant {
 				to = collapse(e.repl)
 			}
 			id := fmt.Sprintf("%s: %s %q", st.Name, e.kind, from)
-			if e.kind == FlipComparison || e.kind == SwapStatus || e.kind == ShiftBoundary || e.kind == LikeEquals {
+			if e.kind == FlipComparison || e.kind == SwapStatus || e.kind == ShiftBoundary || e.kind == LikeEquals || e.kind == WeakenSetting {
 				id = fmt.Sprintf("%s: %s %q → %q", st.Name, e.kind, from, to)
 			}
 			ids[id]++

@@ -303,3 +303,41 @@ func TestSetupFailureIsUnjudged(t *testing.T) {
 		t.Errorf("counts: %+v", rep.Counts)
 	}
 }
+
+// TestGenerateSettings: a settings statement's values are each replaced
+// by the weaker values a deployment may have, one mutant each, and a
+// setting with no weaker value listed, or already weak, is left alone;
+// a statement with the same lines under another name is not settings.
+func TestGenerateSettings(t *testing.T) {
+	text := "default_transaction_isolation = read committed\nsynchronous_commit  =  on\napplication_name = x\nmax_retries = 3\n"
+	ms := mutate.Generate([]mutate.Statement{{Name: stores.SettingsStatement, Text: text}})
+	wantIDs(t, ids(ms),
+		`settings: weaken-setting "default_transaction_isolation = read committed" → "default_transaction_isolation = repeatable read"`,
+		`settings: weaken-setting "default_transaction_isolation = read committed" → "default_transaction_isolation = serializable"`,
+		`settings: weaken-setting "synchronous_commit = on" → "synchronous_commit = off"`)
+	if len(ms) != 3 {
+		t.Errorf("%d mutants, want 3: %v", len(ms), ids(ms))
+	}
+	for _, m := range ms {
+		ss, err := stores.ParseSettings(m.Text)
+		if err != nil || len(ss) != 4 {
+			t.Fatalf("%s: %v, %v", m.ID, ss, err)
+		}
+		if m.Kind != mutate.WeakenSetting {
+			t.Errorf("%s: kind %s", m.ID, m.Kind)
+		}
+	}
+	if got := stores.SettingValue(must(stores.ParseSettings(ms[2].Text)), "synchronous_commit"); got != "off" {
+		t.Errorf("edited value %q", got)
+	}
+	if other := mutate.Generate([]mutate.Statement{{Name: "claim", Text: "synchronous_commit = on"}}); slices.ContainsFunc(other, func(m mutate.Mutant) bool { return m.Kind == mutate.WeakenSetting }) {
+		t.Errorf("a statement not named settings got setting mutants: %v", ids(other))
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -231,6 +231,17 @@ func KillScenarios(b stores.Backend) []string {
 	return append(scs, General...)
 }
 
+// SettingScenarios are the scenarios a [WeakenSetting] mutant runs after
+// the kill set (when the scenarios are the defaults): the server killed
+// with SIGKILL under load, where a commit acknowledged before it reached
+// the disk is lost; replies lost on the way back, where a client
+// library's retry resends a script that ran; and clients in processes of
+// their own (the mutant's edit goes with them), where what one process's
+// Go code serializes meets another process's writers (a SQLite writer
+// that does not wait for the file's lock). A backend without a server,
+// a proxy or worker processes skips what it cannot run.
+var SettingScenarios = []string{"store-faults", "lost-reply", "workers"}
+
 // General are the scenarios KillScenarios adds after the kill set, last:
 // a generated mutant is a bug nobody wrote a scenario for, and these run
 // every call of the contract (claims, retries that replay or wait, saves,
@@ -280,8 +291,8 @@ func Collect(ctx context.Context, o harness.Options) ([]Statement, error) {
 
 // Run generates the mutants of o.Backend's statements and runs each. o
 // names the backend, where it lives, the seed and the timings; its
-// Variant must be correct and its WorkerCommand is dropped (a statement
-// hook does not cross into worker processes).
+// Variant must be correct; its WorkerCommand, if set, starts workers
+// that run the mutant too (harness.Options.Edit).
 func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 	start := time.Now()
 	rep := &Report{Store: o.Backend.Name, Seed: o.Seed, Statements: []Statement{}, Baseline: []BaselineRun{}, Results: []Result{}}
@@ -290,11 +301,16 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 		rep.Scenarios = []string{}
 		return rep, nil
 	}
-	o.Variant, o.WorkerCommand, o.Statements = stores.Correct, nil, nil
-	if len(mo.Scenarios) == 0 {
+	o.Variant, o.Edit = stores.Correct, nil
+	// A store that answers contention with errors is killed, not
+	// reported: the contract owes a 409 there (check.Availability), and a
+	// generated mutant that turns 409s into errors has made the store
+	// worse even where it stays safe. The baseline is held to the same.
+	o.StrictAvailability = true
+	defaults := len(mo.Scenarios) == 0
+	if defaults {
 		mo.Scenarios = KillScenarios(o.Backend)
 	}
-	rep.Scenarios = mo.Scenarios
 	if mo.Workers <= 0 {
 		mo.Workers = runtime.GOMAXPROCS(0)
 	}
@@ -341,10 +357,24 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 		}
 		mutants = keep
 	}
+	// The settings' mutants also run the scenarios that crash the server
+	// and lose replies, when the scenarios are the defaults.
+	forSettings := mo.Scenarios
+	if defaults && slices.ContainsFunc(mutants, func(m Mutant) bool { return m.Kind == WeakenSetting }) {
+		forSettings = slices.Clone(mo.Scenarios)
+		for _, sc := range SettingScenarios {
+			if !slices.Contains(forSettings, sc) {
+				forSettings = append(forSettings, sc)
+			}
+		}
+	}
+	rep.Scenarios = forSettings
 
 	// The correct store first, on the same scenarios and budgets: a
 	// checker that fails it would "kill" every mutant.
-	rep.Baseline = baseline(ctx, o, mo)
+	all := mo
+	all.Scenarios = forSettings
+	rep.Baseline = baseline(ctx, o, all)
 	if !rep.BaselinePassed() || ctx.Err() != nil {
 		rep.Seconds = time.Since(start).Seconds()
 		return rep, ctx.Err()
@@ -369,7 +399,11 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 		last := pass == 1 || budget <= 0
 		pool(ctx, mo.Workers, todo, func(i int) {
 			r := &results[i]
-			runMutant(ctx, o, mo.Scenarios, budget, mo.Episodes, r)
+			scs := mo.Scenarios
+			if r.Kind == WeakenSetting {
+				scs = forSettings
+			}
+			runMutant(ctx, o, scs, budget, mo.Episodes, r)
 			if !last && r.Verdict == Survived {
 				return // the second pass decides
 			}
@@ -429,21 +463,21 @@ func pool(ctx context.Context, n int, idx []int, f func(int)) {
 func runMutant(ctx context.Context, o harness.Options, scenarios []string, budget time.Duration, episodes int, r *Result) {
 	start := time.Now()
 	defer func() { r.Seconds += time.Since(start).Seconds() }()
-	o.Statements = r.Hook()
+	o.Edit = r.Edit()
 	r.Verdict = Survived
 	for _, sc := range scenarios {
 		if ctx.Err() != nil {
 			return
 		}
 		h := huntOptions(sc, budget, episodes)
-		k, err := hunt.HuntScenario(ctx, o, sc, h)
+		k, err := huntScenario(ctx, o, sc, h)
 		// An error is the edit's only if the correct statements set up:
 		// a server that times out under load refuses both.
 		for try := 1; err != nil && ctx.Err() == nil && try < setupTries && !correctOpens(ctx, o); try++ {
 			if faults.Pause(ctx, time.Duration(try)*time.Second) != nil {
 				return
 			}
-			k, err = hunt.HuntScenario(ctx, o, sc, h)
+			k, err = huntScenario(ctx, o, sc, h)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -462,11 +496,32 @@ func runMutant(ctx context.Context, o harness.Options, scenarios []string, budge
 	}
 }
 
+// huntScenario is hunt.HuntScenario, with a server of its own
+// (harness.Options.OwnServer) for a scenario that kills and restarts the
+// server (scenario.FaultsServer): mutants and the baseline run beside
+// each other on the run's server, where a restart would be another run's
+// error with no fault of its own recorded. Without a way to start one,
+// or when it does not start, the scenario is skipped.
+func huntScenario(ctx context.Context, o harness.Options, name string, h hunt.Options) (*hunt.Kill, error) {
+	if sc, ok := scenario.Lookup(name); ok && sc.FaultsServer && sc.WhyNot(o.Caps()) == "" {
+		if o.OwnServer == nil {
+			return &hunt.Kill{Scenario: name, Skipped: "it restarts the server, which other mutants share, and this run cannot start one of its own"}, nil
+		}
+		srv, err := o.OwnServer(ctx)
+		if err != nil {
+			return &hunt.Kill{Scenario: name, Skipped: "its server of its own did not start: " + err.Error()}, nil
+		}
+		defer srv.Close()
+		o.Addr, o.Net, o.Server, o.NoServer = srv.Addr, srv.Net, srv.Server, ""
+	}
+	return hunt.HuntScenario(ctx, o, name, h)
+}
+
 // correctOpens reports whether the store opens with the correct
 // statements now (Collect), so that a setup error can be told apart: the
 // edit's, or the machine's.
 func correctOpens(ctx context.Context, o harness.Options) bool {
-	o.Statements = nil
+	o.Edit = nil
 	_, err := Collect(ctx, o)
 	return err == nil
 }
@@ -485,7 +540,7 @@ func baseline(ctx context.Context, o harness.Options, mo Options) []BaselineRun 
 	pool(ctx, mo.Workers, idx, func(i int) {
 		start := time.Now()
 		b := BaselineRun{Scenario: mo.Scenarios[i]}
-		k, err := hunt.HuntScenario(ctx, o, b.Scenario, huntOptions(b.Scenario, budget, mo.Episodes))
+		k, err := huntScenario(ctx, o, b.Scenario, huntOptions(b.Scenario, budget, mo.Episodes))
 		switch {
 		case err != nil:
 			b.Detail = err.Error()

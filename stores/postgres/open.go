@@ -96,10 +96,23 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 		pcfg.MaxConns = defaultMaxConns
 	}
 	rp := pcfg.ConnConfig.RuntimeParams
-	// The statements rely on READ COMMITTED: ON CONFLICT DO UPDATE acts on
-	// the latest row version there, while under REPEATABLE READ or
-	// SERIALIZABLE the loser of a race gets a serialization error.
-	rp["default_transaction_isolation"] = "read committed"
+	// The session settings the store relies on, passed through the
+	// statement hook (stores.SettingsStatement) like its SQL: the
+	// statements rely on READ COMMITTED (ON CONFLICT DO UPDATE acts on the
+	// latest row version there, while under REPEATABLE READ or SERIALIZABLE
+	// the loser of a race gets a serialization error), and an answer is
+	// given only once its commit is on disk (synchronous_commit off would
+	// acknowledge claims and answers that a crash of the server forgets).
+	settings, err := cfg.Settings([]stores.Setting{
+		{Name: "default_transaction_isolation", Value: "read committed"},
+		{Name: "synchronous_commit", Value: "on"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	for _, s := range settings {
+		rp[s.Name] = s.Value
+	}
 	// Plan each prepared statement once: every statement here is a lookup
 	// by primary key (or Prune's range on created_at), whose plan does not
 	// depend on the values bound. Left to choose, Postgres re-plans

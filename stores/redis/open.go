@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,15 @@ func newStore(ctx context.Context, addr string, cfg stores.Config, replicas int)
 	opt, err := options(addr)
 	if err != nil {
 		return nil, err
+	}
+	// The client's retries, through the statement hook
+	// (stores.SettingsStatement) like the scripts: none (see options).
+	set, err := cfg.Settings([]stores.Setting{{Name: "max_retries", Value: fmt.Sprint(opt.MaxRetries)}})
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	if opt.MaxRetries, err = strconv.Atoi(stores.SettingValue(set, "max_retries")); err != nil {
+		return nil, fmt.Errorf("redis: settings: max_retries: %w", err)
 	}
 	var restore func()
 	if v == NoPersistence {

@@ -240,7 +240,7 @@ func (ss *scriptSet) all() []*script {
 // "release"): the set unchanged when no hook is set, else a new set whose
 // changed scripts carry their own SHA.
 func (ss *scriptSet) hooked(cfg stores.Config) *scriptSet {
-	if cfg.Statements == nil {
+	if !cfg.Hooked() {
 		return ss
 	}
 	hook := func(name string, sc *script) *script {

@@ -185,15 +185,35 @@ func primaryCode(err error) int {
 	return -1
 }
 
+// settings are the connection settings the store relies on, in the
+// order they are applied: a writer that waits for another process's
+// write (busy_timeout) instead of failing, a log readers read beside
+// (journal_mode WAL), a commit on disk before its answer (synchronous
+// FULL), and a Begin's transaction that takes the write lock at its
+// start (txlock immediate), so that its read and its write see one state.
+// They go through the statement hook (stores.SettingsStatement) like the
+// statements.
+func settings(busyTimeout time.Duration) []stores.Setting {
+	return []stores.Setting{
+		{Name: "busy_timeout", Value: fmt.Sprint(busyTimeout.Milliseconds())},
+		{Name: "journal_mode", Value: "WAL"},
+		{Name: "synchronous", Value: "FULL"},
+		{Name: "txlock", Value: "immediate"},
+	}
+}
+
 // dsn configures every connection the pool opens: the settings are
 // per-connection in SQLite (busy_timeout, synchronous) or must be seen by the
 // first one (journal_mode), so they belong in the DSN rather than in one Exec.
-func dsn(path string, busyTimeout time.Duration) string {
+func dsn(path string, ss []stores.Setting) string {
 	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Set("_txlock", "immediate")
+	for _, s := range ss {
+		if s.Name == "txlock" {
+			q.Set("_txlock", s.Value)
+			continue
+		}
+		q.Add("_pragma", fmt.Sprintf("%s(%s)", s.Name, s.Value))
+	}
 	// A file: URI, so that a path holding '?', '#' or '%' stays a path.
 	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()} // file:///abs/path?…
 	return u.String()
@@ -221,7 +241,11 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", dsn(abs, busyTimeout))
+	ss, err := cfg.Settings(settings(busyTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(abs, ss))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
