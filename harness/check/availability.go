@@ -20,6 +20,14 @@ import (
 // docs/DESIGN.md §3, "Availability under contention".
 const AvailabilityTolerance = 0.01
 
+// AvailabilityPatience is how long a client's pause (a process held at a
+// failpoint, perhaps inside its transaction, holding a lock) lasts before
+// it excuses other clients' errors: a store owes a wait of that long for a
+// lock a live client holds (SQLite's busy timeout, a Postgres row lock)
+// before it answers with an error. A server's pause or restart, a kill and
+// a network fault excuse at once.
+const AvailabilityPatience = time.Second
+
 // checkAvailability judges [Availability]: a Begin that met a live claim
 // of the same parameters (see metLiveClaim: the decision table says 409,
 // or, had it come before the claim, that it claims) is owed an answer,
@@ -125,10 +133,19 @@ func endedBy(kops []history.Op, tok stores.Token, end int64) bool {
 }
 
 // faultDuring reports whether an injected fault (any, anywhere: a paused
-// server or a cut network hits every client) overlapped [call, end].
+// server or a cut network hits every client) overlapped [call, end]; a
+// client's pause counts from AvailabilityPatience after its start, and
+// not at all if it ended sooner.
 func faultDuring(faults []history.Fault, call, end int64) bool {
 	for _, f := range faults {
-		if f.Start <= end && max(f.End, f.Start) >= call {
+		start := f.Start
+		if f.Kind == history.FaultPause && f.Client >= 0 {
+			start += int64(AvailabilityPatience)
+			if f.End > 0 && f.End < start {
+				continue
+			}
+		}
+		if start <= end && max(f.End, start) >= call {
 			return true
 		}
 	}

@@ -106,3 +106,39 @@ func TestStrictAvailability(t *testing.T) {
 		t.Fatalf("%s %v: %s", got.Verdict, got.Violations, got.Detail)
 	}
 }
+
+// TestAvailabilityPatience: another client's short pause (a process held
+// inside its transaction, holding the lock) does not excuse an error the
+// store gave instead of waiting; a pause past check.AvailabilityPatience,
+// or a server's pause, does.
+func TestAvailabilityPatience(t *testing.T) {
+	long := model
+	long.LockTTL = time.Hour
+	judge := func(r *rec) check.Result {
+		for _, c := range check.Run(check.Evidence{Hist: r.h, Ledger: r.l, Model: long, ProbeClient: probe, LinTimeout: 10 * time.Second}) {
+			if c.Checker == check.Availability {
+				return c
+			}
+		}
+		t.Fatal("no availability checker")
+		return check.Result{}
+	}
+	patience := int64(check.AvailabilityPatience / time.Millisecond)
+	r := newRec()
+	r.begin(1, "fp", 0, 1, claimedD("a", false))
+	r.h.AddFault(history.Fault{Client: 1, Kind: history.FaultPause, Failpoint: "sqlite.begin-before-commit", Start: 2 * ms, End: 27 * ms})
+	r.beginErr(2, "fp", 3, 4)
+	if got := judge(r); got.Judged != 1 || !strings.Contains(got.Detail, "finding: 1 of 1") {
+		t.Fatalf("short client pause: %s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+	}
+	r = newRec()
+	r.begin(1, "fp", 0, 1, claimedD("a", false))
+	r.h.AddFault(history.Fault{Client: 1, Kind: history.FaultPause, Failpoint: "sqlite.begin-before-commit", Start: 2 * ms, End: (3 + patience) * ms})
+	r.beginErr(2, "fp", 1+patience, 3+patience) // past the patience, inside the pause
+	r.h.AddFault(history.Fault{Client: -1, Kind: history.FaultServerPause, Start: (5 + patience) * ms, End: (6 + patience) * ms})
+	r.beginErr(3, "fp", 4+patience, 6+patience) // a server pause excuses at once
+	r.beginErr(4, "fp", 8+patience, 9+patience) // counted
+	if got := judge(r); got.Judged != 1 || !strings.Contains(got.Detail, "finding: 1 of 1") {
+		t.Fatalf("long client pause, server pause: %s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+	}
+}

@@ -23,7 +23,7 @@ var weakerSettings = map[string][]string{
 	"busy_timeout": {"0"},
 	"journal_mode": {"MEMORY"},
 	"synchronous":  {"OFF"},
-	"txlock":       {"deferred"},
+	"transaction":  {"DEFERRED"},
 	// go-redis: its default of three retries, which resend a script whose
 	// reply was lost.
 	"max_retries": {"3"},

@@ -48,6 +48,12 @@ func waitAnswered(ctx context.Context, env *Env, orders []workload.Order, idle f
 // transaction) and at random moments; each dead worker is replaced by a new
 // one that retries its unanswered orders with the same keys. Every order
 // must end with one answer for all, its claim taken over after LockTTL.
+// A worker at a failpoint of the backend's own (inside its Begin's
+// transaction) and not killed there is held for workerHold: the other
+// process sending the order meets a writer of another process holding the
+// store's lock, which the store must wait out (a SQLite busy timeout) and
+// answer, not fail; what one process serializes in Go does not reach
+// another.
 func runWorkers(ctx context.Context, env *Env) {
 	announce := workerFailpoints(env.Backend())
 	plan := nemesis.WorkerKills(env.PlanRand("workers"), env.Keys, announce)
@@ -75,9 +81,18 @@ func runWorkers(ctx context.Context, env *Env) {
 			kills.Arm(k.Failpoint, orders[k.Order].Key)
 		}
 	}
+	own := map[string]bool{}
+	for _, fp := range env.Backend().Failpoints {
+		own[fp] = true
+	}
 	p := env.WorkerPool(ctx, worker.Options{
 		Announce: announce,
-		Decide:   kills.Decide,
+		Decide: func(w *worker.Worker, fp string, key stores.KeyRef) worker.Action {
+			if act := kills.Decide(w, fp, key); act.Kill || !own[fp] {
+				return act
+			}
+			return worker.Action{Hold: workerHold}
+		},
 		OnCall: func(w *worker.Worker, op history.Op) bool {
 			mu.Lock()
 			defer mu.Unlock()
@@ -136,6 +151,12 @@ func runWorkers(ctx context.Context, env *Env) {
 	}
 	p.CloseAll()
 }
+
+// workerHold is how long a worker is held at a failpoint inside its
+// store's transaction: long enough for the other worker sending the order
+// to meet the lock held, far inside any store's wait for a lock (SQLite's
+// busy timeout is seconds; check.AvailabilityPatience).
+const workerHold = 25 * time.Millisecond
 
 // workerFailpoints are the failpoints worker processes announce: the Run
 // flow's, and the backend's own (SQLite's inside Begin's transaction, where

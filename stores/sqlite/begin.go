@@ -126,10 +126,10 @@ func (s *Store) inTx(ctx context.Context, step func(*writeTx) (stores.Decision, 
 			s.rollback(tx)
 		}
 	}() // runs before done(): the next writer finds no transaction open
-	if _, err := tx.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if _, err := tx.ExecContext(ctx, s.begin); err != nil {
 		return stores.Decision{}, fmt.Errorf("sqlite: begin: %w", busy(err))
 	}
-	faults.Trace(ctx, "BEGIN IMMEDIATE", "write lock taken")
+	faults.Trace(ctx, s.begin, "write lock taken")
 	d, err := step(tx)
 	if err != nil {
 		return stores.Decision{}, err

@@ -109,6 +109,9 @@ type Store struct {
 	// time; see write.
 	writer      chan struct{}
 	busyTimeout time.Duration
+	// begin opens Begin's write transaction: BEGIN IMMEDIATE, from the
+	// settings (see settings).
+	begin string
 	// replayStmt is sql.replay, prepared: Begin's read outside the write
 	// transaction (replayOnRead).
 	replayStmt *sql.Stmt
@@ -189,16 +192,16 @@ func primaryCode(err error) int {
 // order they are applied: a writer that waits for another process's
 // write (busy_timeout) instead of failing, a log readers read beside
 // (journal_mode WAL), a commit on disk before its answer (synchronous
-// FULL), and a Begin's transaction that takes the write lock at its
-// start (txlock immediate), so that its read and its write see one state.
-// They go through the statement hook (stores.SettingsStatement) like the
-// statements.
+// FULL), and Begin's transaction taking the write lock at its start
+// (transaction IMMEDIATE: see the package doc), so that its read and its
+// write see one state. They go through the statement hook
+// (stores.SettingsStatement) like the statements.
 func settings(busyTimeout time.Duration) []stores.Setting {
 	return []stores.Setting{
 		{Name: "busy_timeout", Value: fmt.Sprint(busyTimeout.Milliseconds())},
 		{Name: "journal_mode", Value: "WAL"},
 		{Name: "synchronous", Value: "FULL"},
-		{Name: "txlock", Value: "immediate"},
+		{Name: "transaction", Value: "IMMEDIATE"},
 	}
 }
 
@@ -208,12 +211,12 @@ func settings(busyTimeout time.Duration) []stores.Setting {
 func dsn(path string, ss []stores.Setting) string {
 	q := url.Values{}
 	for _, s := range ss {
-		if s.Name == "txlock" {
-			q.Set("_txlock", s.Value)
-			continue
+		if s.Name == "transaction" {
+			continue // Begin's own BEGIN (Store.begin), not the connection's
 		}
 		q.Add("_pragma", fmt.Sprintf("%s(%s)", s.Name, s.Value))
 	}
+	q.Set("_txlock", "immediate") // database/sql's transactions (the table's creation)
 	// A file: URI, so that a path holding '?', '#' or '%' stays a path.
 	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()} // file:///abs/path?…
 	return u.String()
@@ -254,7 +257,8 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	// idle ones, or every burst of concurrent readers opens (and configures)
 	// new connections and closes them again.
 	db.SetMaxIdleConns(idleConns)
-	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v).hooked(cfg), writer: make(chan struct{}, 1), busyTimeout: busyTimeout}
+	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v).hooked(cfg), writer: make(chan struct{}, 1), busyTimeout: busyTimeout,
+		begin: "BEGIN " + stores.SettingValue(ss, "transaction")}
 	if err := s.init(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
