@@ -44,7 +44,9 @@ type Mutant struct {
 	// [github.com/idemcheck/idemcheck/harness/check.Preference] ranks first.
 	Checker string
 	// Strict: the bug shows only as a finding (a key kept past its
-	// retention), which a hunt counts as a kill only in strict mode.
+	// retention, a store unavailable under contention), which a hunt
+	// counts as a kill only in strict mode (strict retention and
+	// availability).
 	Strict bool
 }
 
@@ -152,6 +154,8 @@ var Catalogue = []Mutant{
 	// it needs is not.
 	{Name: "redis-no-persistence", Side: ConfigSide, On: []string{"redis"}, Scenario: "store-faults", Checker: "at-most-once",
 		Bug: "runs Redis without persistence (no AOF, no snapshots): a server restart forgets acknowledged claims and saved answers, and retries run the work again"},
+	{Name: "postgres-repeatable-read", Side: ConfigSide, On: []string{"postgres"}, Scenario: "race", Checker: "availability", Strict: true,
+		Bug: "runs the store's sessions at REPEATABLE READ (a database's default_transaction_isolation, a pool's setting): a race's losers get serialization failures (40001) instead of 409, and every client behind them retries an error where it was owed an answer"},
 	{Name: "postgres-async-replication", Side: ConfigSide, On: []string{"postgres-replicated"}, Scenario: "failover", Checker: "at-most-once",
 		Bug: "commits with synchronous_commit = local on a primary with a standby: a commit is acknowledged before the standby has it, and a failover to that standby forgets acknowledged claims and answers, so retries run the work again"},
 	{Name: "redis-async-replication", Side: ConfigSide, On: []string{"redis-replicated"}, Scenario: "failover", Checker: "at-most-once",

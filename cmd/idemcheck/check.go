@@ -358,6 +358,11 @@ func printSummary(w io.Writer, sum *results.Summary) {
 			}
 			fmt.Fprintf(w, "\nfindings of %s (expected effects, not violations): %s\n", s.Name, strings.Join(names, ", "))
 		}
+		for _, c := range s.Checkers {
+			if f := c.Finding(); f != "" {
+				fmt.Fprintf(w, "\nfinding of %s (%s; a failure with --strict-%s): %s\n", s.Name, c.Checker, c.Checker, f)
+			}
+		}
 	}
 	if len(sum.Violations) > 0 {
 		fmt.Fprintf(w, "\nviolations (%d):\n", len(sum.Violations))

@@ -335,3 +335,18 @@ func TestRandomFlagsSoak(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckNamesFindings: a checker's finding (a store that keeps keys
+// past their retention) passes, and the summary says so in its own line,
+// with the flag that makes it a failure; with that flag the run fails.
+func TestCheckNamesFindings(t *testing.T) {
+	args := []string{"check", "--store", "memory", "--variant", "never-expire", "--scenario", "retention", "--out", t.TempDir()}
+	code, stdout, stderr := runCLI(t, args...)
+	if code != exitPass || !strings.Contains(stdout, "finding of retention (retention; a failure with --strict-retention): 8 of 8 keys kept past their retention") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, append(args, "--strict-retention")...)
+	if code != exitFail || strings.Contains(stdout, "finding of retention") {
+		t.Fatalf("strict: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -49,6 +50,21 @@ type Result struct {
 	// scenario none of whose checkers judged anything is not a pass
 	// ([Overall]).
 	Judged int `json:"judged"`
+}
+
+// findingPrefix starts the Detail of a passing result that reports a
+// finding (see [Result.Finding]).
+const findingPrefix = "finding: "
+
+// Finding is what a passing result reports beside its pass: an effect
+// the contract allows and a user should see (a key kept past its
+// retention, a store unavailable under contention), which strict mode
+// makes a failure; "" when there is none.
+func (r Result) Finding() string {
+	if r.Verdict != Pass || !strings.HasPrefix(r.Detail, findingPrefix) {
+		return ""
+	}
+	return strings.TrimPrefix(r.Detail, findingPrefix)
 }
 
 // The checkers, by name.

@@ -130,7 +130,7 @@ func Hunt(ctx context.Context, o harness.Options, mutant string, h Options) (*Ki
 	}
 	o.Variant = mutant
 	if m, ok := stores.LookupMutant(mutant); ok && m.Strict {
-		o.StrictRetention = true // its bug is a finding unless strict
+		o.StrictRetention, o.StrictAvailability = true, true // its bug is a finding unless strict
 	}
 	k, err := HuntScenario(ctx, o, name, h)
 	if k != nil {

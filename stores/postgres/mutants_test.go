@@ -25,6 +25,12 @@ type scenario func(t *testing.T, s *Store) (bug bool, seen string)
 // scenarios has one per mutant. Each is run on the mutant, where the bug
 // must happen, and on the correct store, where it must not.
 var scenarios = map[string]scenario{
+	// Twelve clients race for a key, round after round: under REPEATABLE
+	// READ some losers are refused (40001) where 409 is due.
+	RepeatableRead: func(t *testing.T, s *Store) (bool, string) {
+		_, refused := raceRounds(t, s, 20)
+		return refused > 0, fmt.Sprintf("%d race losers refused as not applied", refused)
+	},
 	// Two clients both read "no row" (held together at the failpoint
 	// between the SELECT and the upsert), then both claim.
 	"select-then-insert": func(t *testing.T, s *Store) (bool, string) {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness/check"
@@ -59,27 +58,42 @@ func TestRolledBackIsNotApplied(t *testing.T) {
 }
 
 // TestRepeatableReadRace: a store whose sessions run REPEATABLE READ (the
-// correct store's statements under another isolation) loses races with
-// serialization failures. Declared not applied, they are no unknown
-// outcomes: a race of 12 clients on each of a few keys is decided
-// linearizable (porcupine had 57-83 unknown outcomes per race run when
-// they were errors), and the availability checker names the losers'
-// errors as a finding.
+// configuration mutant RepeatableRead: the correct store's statements
+// under another isolation) loses races with serialization failures.
+// Declared not applied, they are no unknown outcomes: a race of 12
+// clients on each of a few keys is decided linearizable (porcupine had
+// 57-83 unknown outcomes per race run when they were errors), and the
+// availability checker names the losers' errors as a finding.
 func TestRepeatableReadRace(t *testing.T) {
 	t.Parallel()
-	dsn := testDSN(t)
-	ctx := ctxT(t)
-	cfg := stores.Config{LockTTL: hour, Retention: hour, Namespace: freshNamespace(t, dsn)}
-	s, err := open(ctx, dsn, cfg, func(p *pgxpool.Config) {
-		p.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
-	})
-	if err != nil {
-		t.Fatal(err)
+	s := newStore(t, RepeatableRead, hour, hour)
+	cfg := s.cfg
+	h, refused := raceRounds(t, s, 20)
+	if refused == 0 {
+		t.Fatal("no race lost to a serialization failure in 20 rounds of 12 clients under REPEATABLE READ")
 	}
-	defer s.Close()
+	m := check.ModelFor(stores.ServerClock, cfg, stores.Semantics{})
+	for _, r := range check.Run(check.Evidence{Hist: h, Ledger: history.NewLedger(), Model: m, ProbeClient: -1, LinTimeout: time.Minute}) {
+		switch {
+		case r.Verdict != check.Pass && r.Checker != check.Liveness: // no probe ran: liveness is unknown
+			t.Errorf("%s: %s: %s", r.Checker, r.Verdict, r.Detail)
+		case r.Checker == check.Availability && !strings.Contains(r.Detail, "finding"):
+			t.Errorf("availability: %s, want a finding (%d Begins refused)", r.Detail, refused)
+		case r.Checker == check.Availability || r.Checker == check.Linearizable:
+			t.Logf("%s: %s", r.Checker, r.Detail)
+		}
+	}
+}
+
+// raceRounds races 12 clients' Begins on a fresh key a round, for up to
+// rounds rounds or until 5 were refused as not applied, and returns what
+// they recorded and how many were refused. An unknown outcome fails the
+// test: a store's answer to a race is an answer or a declared no-op.
+func raceRounds(t *testing.T, s *Store, rounds int) (*history.History, int) {
+	ctx := ctxT(t)
 	h := history.New()
 	refused := 0
-	for round := 0; round < 20 && refused < 5; round++ {
+	for round := 0; round < rounds && refused < 5; round++ {
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for c := range 12 {
@@ -103,18 +117,5 @@ func TestRepeatableReadRace(t *testing.T) {
 			}
 		}
 	}
-	if refused == 0 {
-		t.Fatal("no race lost to a serialization failure in 20 rounds of 12 clients under REPEATABLE READ")
-	}
-	m := check.ModelFor(stores.ServerClock, cfg, stores.Semantics{})
-	for _, r := range check.Run(check.Evidence{Hist: h, Ledger: history.NewLedger(), Model: m, ProbeClient: -1, LinTimeout: time.Minute}) {
-		switch {
-		case r.Verdict != check.Pass && r.Checker != check.Liveness: // no probe ran: liveness is unknown
-			t.Errorf("%s: %s: %s", r.Checker, r.Verdict, r.Detail)
-		case r.Checker == check.Availability && !strings.Contains(r.Detail, "finding"):
-			t.Errorf("availability: %s, want a finding (%d Begins refused)", r.Detail, refused)
-		case r.Checker == check.Availability || r.Checker == check.Linearizable:
-			t.Logf("%s: %s", r.Checker, r.Detail)
-		}
-	}
+	return h, refused
 }

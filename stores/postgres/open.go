@@ -113,6 +113,9 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 	for _, s := range settings {
 		rp[s.Name] = s.Value
 	}
+	if v == RepeatableRead {
+		rp["default_transaction_isolation"] = "repeatable read"
+	}
 	// Plan each prepared statement once: every statement here is a lookup
 	// by primary key (or Prune's range on created_at), whose plan does not
 	// depend on the values bound. Left to choose, Postgres re-plans

@@ -54,6 +54,15 @@ func init() {
 	})
 }
 
+// RepeatableRead is the configuration mutant "postgres-repeatable-read":
+// the correct statements on sessions at REPEATABLE READ, as a database
+// whose default_transaction_isolation says so, or a pool configured so,
+// runs them. Under it ON CONFLICT DO UPDATE does not act on the latest row
+// version: a race's losers get serialization failures (40001), declared
+// not applied (safe), where the decision table owes them 409 (the
+// availability checker's finding, a kill in strict mode).
+const RepeatableRead = "postgres-repeatable-read"
+
 // AsyncReplication is the configuration mutant "postgres-async-replication"
 // of the postgres-replicated backend: the correct statements, committed
 // with synchronous_commit = local, so a commit is acknowledged once it is

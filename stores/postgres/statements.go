@@ -270,6 +270,10 @@ var Mutants = stores.MutantsOn("postgres")
 var variants = map[string]statements{
 	stores.Correct: correct,
 
+	// The correct statements on sessions at another isolation level (open
+	// sets it): a configuration mutant.
+	RepeatableRead: correct,
+
 	// SELECT, then an upsert in a second statement: two concurrent
 	// requests both read "no row" and both claim.
 	"select-then-insert": mutate(func(s *statements) { s.split = selectThenInsert }),
