@@ -91,30 +91,11 @@ var scenarios = map[string]scenario{
 	"takeover-by-state": func(t *testing.T, s *Store) (bool, string) {
 		a := mustBegin(t, s, req("k", "fp1"))
 		sleepPastTTL()
-		parked, resume := make(chan struct{}), make(chan struct{})
-		tctx := faults.WithHandler(ctxT(t), faults.HandlerFunc(func(_ context.Context, name string) error {
-			if name == faults.BeginAfterSelect {
-				close(parked)
-				<-resume
-			}
-			return nil
-		}))
-		var dT stores.Decision
-		var errT error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			dT, errT = s.Begin(tctx, req("k", "fp1"))
-		}()
-		select {
-		case <-parked:
-		case <-done:
-		}
+		taker := storetest.ParkBegin(ctxT(t), s, faults.BeginAfterSelect, req("k", "fp1"))
 		errA := s.Release(ctxT(t), ref("k"), a.Token)
 		dO := mustBegin(t, s, req("k", "fp2"))
 		sleepPastTTL()
-		close(resume)
-		<-done
+		dT, errT := taker.Resume()
 		if errT != nil {
 			t.Fatal(errT)
 		}

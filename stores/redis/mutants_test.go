@@ -83,30 +83,11 @@ var mutantScenarios = map[string]struct {
 	"takeover-by-state": {short, long, func(t *testing.T, s *Store) bool {
 		a := begin(t, s, req("k", "f1"))
 		time.Sleep(past)
-		parked, resume := make(chan struct{}), make(chan struct{})
-		tctx := faults.WithHandler(context.Background(), faults.HandlerFunc(func(_ context.Context, name string) error {
-			if name == faults.BeginAfterSelect {
-				close(parked)
-				<-resume
-			}
-			return nil
-		}))
-		var dT stores.Decision
-		var errT error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			dT, errT = s.Begin(tctx, req("k", "f1"))
-		}()
-		select {
-		case <-parked:
-		case <-done:
-		}
+		taker := storetest.ParkBegin(context.Background(), s, faults.BeginAfterSelect, req("k", "f1"))
 		_ = s.Release(context.Background(), ref("k"), a.Token) // fenced on the correct store
 		dO := begin(t, s, req("k", "f2"))
 		time.Sleep(past)
-		close(resume)
-		<-done
+		dT, errT := taker.Resume()
 		if errT != nil {
 			t.Fatal(errT)
 		}

@@ -72,29 +72,10 @@ var bugScenarios = map[string]bugScenario{
 		ctx := context.Background()
 		k := key("aba")
 		a := mustClaim(t, s, req(k, "fp1", t0), false)
-		parked, resume := make(chan struct{}), make(chan struct{})
-		tctx := faults.WithHandler(ctx, faults.HandlerFunc(func(_ context.Context, name string) error {
-			if name == faults.BeginAfterSelect {
-				close(parked)
-				<-resume
-			}
-			return nil
-		}))
-		var dT stores.Decision
-		var errT error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			dT, errT = s.Begin(tctx, req(k, "fp1", t0.Add(lockTTL)))
-		}()
-		select {
-		case <-parked:
-		case <-done:
-		}
+		taker := storetest.ParkBegin(ctx, s, faults.BeginAfterSelect, req(k, "fp1", t0.Add(lockTTL)))
 		errA := s.Release(ctx, k, a)
 		dO := begin(t, s, req(k, "fp2", t0.Add(-time.Millisecond)))
-		close(resume)
-		<-done
+		dT, errT := taker.Resume()
 		if errT != nil {
 			t.Fatal(errT)
 		}
