@@ -165,8 +165,22 @@ func sqliteEnv() env {
 			}
 			wdb.SetMaxIdleConns(16)
 			b.Cleanup(func() { wdb.Close() })
-			// One writer at a time, as the store queues its own writers.
+			// One writer at a time, as the store queues its own writers, on
+			// one connection kept for them with its INSERT prepared, as the
+			// store keeps its writer's connection and statements: the
+			// strongest raw write, not one re-parsed through the pool.
 			var wmu sync.Mutex
+			wconn, err := wdb.Conn(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { wconn.Close() })
+			insert, err := wconn.PrepareContext(context.Background(), `INSERT INTO idempotency_keys (tenant, key, fingerprint, status, locked_at, token, created_at)
+VALUES (?, ?, ?, 'in_flight', ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { insert.Close() })
 			// Prepared, as the store prepares its read.
 			read, err := db.Prepare(`SELECT status, resp_body FROM idempotency_keys WHERE tenant = ? AND key = ?`)
 			if err != nil {
@@ -180,9 +194,7 @@ func sqliteEnv() env {
 					wmu.Lock()
 					defer wmu.Unlock()
 					now := time.Now().UnixNano()
-					_, err := wdb.ExecContext(ctx, `INSERT INTO idempotency_keys (tenant, key, fingerprint, status, locked_at, token, created_at)
-VALUES (?, ?, ?, 'in_flight', ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`,
-						[]byte("raw"), []byte(p+strconv.Itoa(i)), []byte(fingerprint), now, "raw-token", now)
+					_, err := insert.ExecContext(ctx, []byte("raw"), []byte(p+strconv.Itoa(i)), []byte(fingerprint), now, "raw-token", now)
 					return err
 				},
 				"raw-read": func(ctx context.Context, p string, i int) error {
