@@ -143,6 +143,8 @@ var Catalogue = []Mutant{
 		Bug: "judges staleness by the request's clock in a store that declares the server's (the card's locked_at from the caller): a client whose clock runs ahead takes a healthy owner over"},
 
 	// Bugs of one backend's protocol, with no counterpart in the others.
+	{Name: "process-lock", Side: StoreSide, On: []string{"sqlite"}, Scenario: "workers", Checker: "linearizability",
+		Bug: "guards a select-then-insert with a mutex in the process's memory: requests one process serves never race, but two processes on the same database (app servers, workers) both read no row and both claim"},
 	{Name: "split-claim", Side: StoreSide, On: []string{"redis"}, Scenario: "sched-race", Checker: "linearizability",
 		Bug: "asks EXISTS, then claims with a second command when the key was absent (a get-then-set a team writes without a failpoint between): two requests both see no key and both run"},
 	{Name: "release-deletes-prefix", Side: StoreSide, On: []string{"redis"}, Scenario: "key-space", Checker: "at-most-once",

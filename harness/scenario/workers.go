@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,14 +50,20 @@ func waitAnswered(ctx context.Context, env *Env, orders []workload.Order, idle f
 // one that retries its unanswered orders with the same keys. Every order
 // must end with one answer for all, its claim taken over after LockTTL.
 // A worker at a failpoint of the backend's own (inside its Begin's
-// transaction) and not killed there is held for workerHold: the other
-// process sending the order meets a writer of another process holding the
-// store's lock, which the store must wait out (a SQLite busy timeout) and
-// answer, not fail; what one process serializes in Go does not reach
-// another.
+// transaction), or between a split Begin's read and its write, and not
+// killed there is held for workerHold: the other process sending the
+// order meets a writer of another process holding the store's lock, which
+// the store must wait out (a SQLite busy timeout) and answer, not fail,
+// or reads what the first has not written yet; what one process
+// serializes in its memory does not reach another.
 func runWorkers(ctx context.Context, env *Env) {
 	announce := workerFailpoints(env.Backend())
 	plan := nemesis.WorkerKills(env.PlanRand("workers"), env.Keys, announce)
+	hold := map[string]bool{faults.BeginAfterSelect: true} // a split Begin's read (mutants only)
+	for _, fp := range env.Backend().Failpoints {
+		hold[fp] = true
+	}
+	announce = append(slices.Clone(announce), faults.BeginAfterSelect)
 	calls := map[int]bool{}
 	for _, k := range plan {
 		switch {
@@ -81,14 +88,10 @@ func runWorkers(ctx context.Context, env *Env) {
 			kills.Arm(k.Failpoint, orders[k.Order].Key)
 		}
 	}
-	own := map[string]bool{}
-	for _, fp := range env.Backend().Failpoints {
-		own[fp] = true
-	}
 	p := env.WorkerPool(ctx, worker.Options{
 		Announce: announce,
 		Decide: func(w *worker.Worker, fp string, key stores.KeyRef) worker.Action {
-			if act := kills.Decide(w, fp, key); act.Kill || !own[fp] {
+			if act := kills.Decide(w, fp, key); act.Kill || !hold[fp] {
 				return act
 			}
 			return worker.Action{Hold: workerHold}

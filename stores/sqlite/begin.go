@@ -23,6 +23,11 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	switch s.variant {
 	case "select-then-insert":
 		return s.beginSelectThenInsert(ctx, req)
+	case "process-lock":
+		// The same read-then-write, one at a time in this process only.
+		s.processLock.Lock()
+		defer s.processLock.Unlock()
+		return s.beginSelectThenInsert(ctx, req)
 	case "blind-takeover", "stale-overwrite", "takeover-by-state":
 		return s.beginTakeoverOnRead(ctx, req)
 	}

@@ -50,6 +50,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -112,6 +113,8 @@ type Store struct {
 	// begin opens Begin's write transaction: BEGIN IMMEDIATE, from the
 	// settings (see settings).
 	begin string
+	// processLock is the process-lock mutant's lock in process memory.
+	processLock sync.Mutex
 	// replayStmt is sql.replay, prepared: Begin's read outside the write
 	// transaction (replayOnRead).
 	replayStmt *sql.Stmt

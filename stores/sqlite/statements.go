@@ -112,7 +112,7 @@ var Mutants = stores.MutantsOn("sqlite")
 func statementsFor(variant string) statements {
 	s := correct
 	switch variant {
-	case "select-then-insert":
+	case "select-then-insert", "process-lock":
 		// Upsert: overwrites whatever a concurrent claim wrote since the read.
 		s.claimAfterRead = insertInFlight + ` ON CONFLICT (tenant, key) DO UPDATE SET
 		fingerprint = excluded.fingerprint, status = 'in_flight', resp_status = NULL, resp_body = NULL,
