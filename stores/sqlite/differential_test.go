@@ -19,9 +19,15 @@ import (
 func TestMatchesMemory(t *testing.T) {
 	for _, v := range append([]string{stores.Correct}, Mutants...) {
 		t.Run(v, func(t *testing.T) {
+			mv := v
+			if row, _ := stores.LookupMutant(v); v != stores.Correct && !row.RunsOn("memory") {
+				// A bug only processes show (process-lock): one sequence
+				// of calls in one process gets the correct store's answers.
+				mv = stores.Correct
+			}
 			for seed := range uint64(2) {
 				sq := open(t, v)
-				mem, err := memory.New(testConfig(v))
+				mem, err := memory.New(testConfig(mv))
 				if err != nil {
 					t.Fatal(err)
 				}
