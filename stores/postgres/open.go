@@ -102,10 +102,16 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 	// latest row version there, while under REPEATABLE READ or SERIALIZABLE
 	// the loser of a race gets a serialization error), and an answer is
 	// given only once its commit is on disk (synchronous_commit off would
-	// acknowledge claims and answers that a crash of the server forgets).
+	// acknowledge claims and answers that a crash of the server forgets):
+	// on, unless the DSN asks for another level, which the store keeps
+	// (remote_apply is stronger; a weaker one is the DSN's choice).
+	syncCommit := rp["synchronous_commit"]
+	if syncCommit == "" {
+		syncCommit = "on"
+	}
 	settings, err := cfg.Settings([]stores.Setting{
 		{Name: "default_transaction_isolation", Value: "read committed"},
-		{Name: "synchronous_commit", Value: "on"},
+		{Name: "synchronous_commit", Value: syncCommit},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
