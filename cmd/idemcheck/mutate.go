@@ -28,6 +28,8 @@ at once, every call of the contract), and for a weakened setting also
 store-faults, lost-reply and workers, against each (in order, stopping at
 the first kill; every mutant with --quick per scenario, then the survivors with
 --budget), after the correct store has passed the same scenarios.
+Availability is judged strictly (as check --strict-availability): a store
+that answers contention with errors where a 409 is owed is killed.
 
 Prints every mutant: killed (by which scenario and checker), survived (with
 the diff of its statement), equivalent (with the argument the backend gives
