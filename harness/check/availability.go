@@ -2,7 +2,6 @@ package check
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -76,17 +75,19 @@ func checkAvailability(e Evidence, ops []history.Op, g grouped) Result {
 		return Result{Checker: Availability, Verdict: Pass, Detail: "no Begin met a live claim of its parameters"}
 	}
 	rate := float64(erred) / float64(due)
-	detail := fmt.Sprintf("%d Begins met a live claim of their parameters (409 due), %d got an error (%.1f%%, within the %.0f%% tolerance)",
-		due, erred, 100*rate, 100*AvailabilityTolerance)
-	if rate > AvailabilityTolerance {
-		detail = fmt.Sprintf("finding: %d of %d Begins that met a live claim of their parameters got an error instead of 409 (%.1f%%, past the %.0f%% tolerance; %d declared not applied, %d of unknown outcome): the store is unavailable under contention; first: %s",
-			erred, due, 100*rate, 100*AvailabilityTolerance, declared, erred-declared, first)
+	if rate <= AvailabilityTolerance {
+		return Result{Checker: Availability, Verdict: Pass, Judged: due, Detail: fmt.Sprintf(
+			"%d Begins met a live claim of their parameters (409 due), %d got an error (%.1f%%, within the %.0f%% tolerance)",
+			due, erred, 100*rate, 100*AvailabilityTolerance)}
 	}
-	if rate > AvailabilityTolerance && e.StrictAvailability {
-		detail = strings.Replace(detail, "finding: ", "", 1) + " (strict availability makes it a failure)"
+	detail := fmt.Sprintf("%d of %d Begins that met a live claim of their parameters got an error instead of 409 (%.1f%%, past the %.0f%% tolerance; %d declared not applied, %d of unknown outcome): the store is unavailable under contention; first: %s",
+		erred, due, 100*rate, 100*AvailabilityTolerance, declared, erred-declared, first)
+	if e.StrictAvailability {
+		detail += " (strict availability makes it a failure)"
 		return Result{Checker: Availability, Verdict: Fail, Detail: detail, Judged: due,
 			Violations: []Violation{{Availability, firstKey, detail}}}
 	}
+	detail = findingPrefix + detail
 	return Result{Checker: Availability, Verdict: Pass, Detail: detail, Judged: due}
 }
 

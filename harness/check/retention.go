@@ -38,8 +38,8 @@ func checkRetention(e Evidence, ops []history.Op) Result {
 	}
 	sortViolations(vs)
 	if len(vs) > 0 && !e.StrictRetention {
-		return Result{Checker: Retention, Verdict: Pass, Judged: probes, Detail: fmt.Sprintf(
-			"finding: %d of %d keys kept past their retention (a leak; strict retention makes it a failure); first: %s", len(vs), probes, vs[0].Detail)}
+		return Result{Checker: Retention, Verdict: Pass, Judged: probes, Detail: findingPrefix + fmt.Sprintf(
+			"%d of %d keys kept past their retention (a leak; strict retention makes it a failure); first: %s", len(vs), probes, vs[0].Detail)}
 	}
 	return judged(result(Retention, vs, fmt.Sprintf("%d keys probed past their retention, all gone", probes)), probes)
 }
