@@ -22,7 +22,8 @@
 #                    lesson card's store in JavaScript over SQLite and a Python store over Redis; each correct
 #                    store passes, each bug variant fails with the checkers named, demo shows the race
 #   make bench [BENCHTIME=1s] [COUNT=1]   every store operation beside its raw baseline (sqlite, memory, postgres,
-#                    redis; 1 and 8 goroutines) with store/raw ratios, and the checkers on 100k and 1M recorded ops
+#                    redis; 1 and 8 goroutines) with store/raw ratios, and the checkers and the run's files (history,
+#                    reports) on 100k and 1M recorded ops
 
 STORE    ?= sqlite
 VARIANT  ?= correct
@@ -166,6 +167,7 @@ bench:
 	bash -o pipefail -c "$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count $(COUNT) -timeout 60m ./bench | tee results/bench/stores.txt"
 	$(GO) run ./bench/benchratio results/bench/stores.txt
 	bash -o pipefail -c "$(GO) test -run '^$$' -bench CheckLargeHistory -benchtime 1x -count $(COUNT) -timeout 30m ./harness/check | tee results/bench/check.txt"
+	bash -o pipefail -c "$(GO) test -run '^$$' -bench WriteRun -benchtime 1x -count $(COUNT) -timeout 30m ./cmd/idemcheck | tee results/bench/write.txt"
 
 clean:
 	rm -rf bin

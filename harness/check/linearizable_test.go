@@ -6,6 +6,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/history/historytest"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -85,7 +86,7 @@ func TestLinearizationKept(t *testing.T) {
 	}
 
 	big := models.Config{LockTTL: 100 * time.Millisecond, Retention: time.Hour}
-	h, l := bigHistory(check.VisualizeCap + 10)
+	h, l := historytest.Storm(check.VisualizeCap + 10)
 	r = linearization(t, h, l, big, 10*time.Second, true)
 	if lin := r.Linearization; r.Verdict != check.Pass || lin == nil || !lin.TooLarge || lin.Ops != len(h.Ops()) {
 		t.Fatalf("a large passing history: %s, %+v; want the note that %d operations are too many", r.Verdict, lin, len(h.Ops()))
@@ -114,7 +115,7 @@ func TestLinearizationKept(t *testing.T) {
 // not a pass, with nothing kept.
 func TestLinearizableLargeHistoryByKey(t *testing.T) {
 	n := check.VisualizeCap + 10_000
-	h, l := bigHistory(n)
+	h, l := historytest.Storm(n)
 	r := linearization(t, h, l, model, time.Minute, true)
 	if r.Verdict != check.Pass || r.Linearization == nil || !r.Linearization.TooLarge {
 		t.Fatalf("healthy history: %s %s; kept %+v", r.Verdict, r.Detail, r.Linearization)

@@ -1,15 +1,15 @@
 //go:build unix
 
-package check_test
+package historytest
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the process's CPU time so far, user and system, of every
+// CPUTime is the process's CPU time so far, user and system, of every
 // thread.
-func cpuTime() time.Duration {
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
