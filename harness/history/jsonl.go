@@ -23,8 +23,14 @@ type Line struct {
 // call order, then work, faults, answers, HTTP exchanges and charges.
 func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 	enc := json.NewEncoder(w)
+	var b []byte
 	for _, op := range h.Ops() {
-		if err := enc.Encode(Line{Scenario: scenario, Type: "op", Op: &op}); err != nil {
+		var ok bool
+		if b, ok = appendOpLine(b[:0], scenario, &op); ok {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		} else if err := enc.Encode(Line{Scenario: scenario, Type: "op", Op: &op}); err != nil {
 			return err
 		}
 	}
@@ -39,7 +45,7 @@ func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 		}
 	}
 	for _, a := range h.Answers() {
-		if err := enc.Encode(Line{Scenario: scenario, Type: "answer", Answer: &a}); err != nil {
+		if _, err := w.Write(appendAnswerLine(b[:0], scenario, &a)); err != nil {
 			return err
 		}
 	}
