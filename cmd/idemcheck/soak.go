@@ -16,7 +16,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/report"
-	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
@@ -236,18 +235,20 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}
 		if sum.Verdict != check.Pass && !sum.Interrupted {
 			stamp(sum, append([]string{"idemcheck", "soak"}, args...))
+			// As check does: a report that cannot be written is said, and
+			// the soak goes on with the verdict counted.
 			dir, err := report.PrepareRunDir(*out, backend.Name, o.Variant, time.Now())
-			if err == nil {
-				err = dir.Write(sum)
-			}
-			if err == nil {
-				err = htmlreport.Write(dir.Path, sum)
-			}
+			var errs []error
 			if err != nil {
-				return exitUsage, fmt.Errorf("writing results: %v", err)
+				errs = append(errs, err)
+			} else {
+				errs = writeRun(dir, sum, "")
+				rep.Bad = append(rep.Bad, dir.Path)
+				entry.Dir = dir.Path
 			}
-			rep.Bad = append(rep.Bad, dir.Path)
-			entry.Dir = dir.Path
+			for _, err := range errs {
+				fmt.Fprintf(stderr, "idemcheck soak: seed %d: writing results: %v (the verdict stands)\n", oo.Seed, err)
+			}
 			if drawn != "" {
 				rep.BadDraws = append(rep.BadDraws, drawn)
 			}
