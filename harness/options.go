@@ -325,6 +325,24 @@ func (o Options) onOwnServer(sc scenario.Scenario, caps scenario.Caps) bool {
 		sc.FaultsServer && sc.Phase(caps) == scenario.Alone && sc.WhyNot(caps) == ""
 }
 
+// OwnServersAhead is how many servers of their own (Options.OwnServer)
+// a run of o's plan starts at once when its server can be faulted: its
+// server-fault scenarios, at most Parallel (none at Parallel 1). A
+// caller that starts the run's server may start these beside it, so that
+// their start is not on the run's critical path.
+func (o Options) OwnServersAhead() int {
+	if o.Parallel <= 1 {
+		return 0
+	}
+	n := 0
+	for _, name := range o.Plan() {
+		if sc, ok := scenario.Lookup(name); ok && sc.FaultsServer {
+			n++
+		}
+	}
+	return min(n, o.Parallel)
+}
+
 // Plan lists the scenario runs of o in order: the scenarios (all when
 // none are named), Count times over.
 func (o Options) Plan() []string {

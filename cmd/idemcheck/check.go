@@ -101,7 +101,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		warnCost(stderr, o)
 	}
 	var sum *results.Summary
-	cleanup, err := provision(ctx, &o, stderr)
+	cleanup, err := provision(ctx, &o, stderr, o.OwnServersAhead())
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Interrupted while its servers started: nothing ran, and the

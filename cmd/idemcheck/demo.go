@@ -105,7 +105,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	o := harness.DefaultOptions()
 	o.Backend = backend
-	cleanup, err := provision(ctx, &o, stderr)
+	cleanup, err := provision(ctx, &o, stderr, 0)
 	if err != nil {
 		return exitUsage, err
 	}

@@ -64,7 +64,7 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		return exitUsage, usagef("--orders must be at least 1, got %d", *orders)
 	}
 	o := harness.Options{Backend: backend}
-	cleanup, err := provision(ctx, &o, stderr)
+	cleanup, err := provision(ctx, &o, stderr, 0)
 	if err != nil {
 		return exitUsage, err
 	}

@@ -96,7 +96,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	}
 	o := def
 	o.Backend, o.Seed = backend, first
-	cleanup, err := provision(ctx, &o, stderr)
+	cleanup, err := provision(ctx, &o, stderr, 0)
 	if err != nil {
 		return exitUsage, err
 	}

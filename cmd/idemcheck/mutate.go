@@ -91,7 +91,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	o.Backend, o.Seed = backend, *seed
 	var cleanup func()
 	if backend.Statements {
-		if cleanup, err = provision(ctx, &o, stderr); err != nil {
+		if cleanup, err = provision(ctx, &o, stderr, 0); err != nil {
 			return exitUsage, err
 		}
 		defer cleanup()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
@@ -20,8 +21,11 @@ import (
 // for SQLite files, a server for Postgres and Redis) and the fault tools
 // that go with it: network proxies in front of a server, pause and restart
 // of a server this run started, worker processes of this program. It sets
-// them in o; cleanup removes what it made, containers included.
-func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (cleanup func(), err error) {
+// them in o; cleanup removes what it made, containers included. ahead
+// servers for the server-fault scenarios (harness.Options.OwnServersAhead)
+// start beside the run's own, when it starts containers: a run's own
+// servers then wait for none of them.
+func provision(ctx context.Context, o *harness.Options, stderr io.Writer, ahead int) (cleanup func(), err error) {
 	o.WorkerCommand = workerCommand()
 	switch o.Backend.Lives {
 	case stores.InProcess:
@@ -37,24 +41,91 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer) (clean
 	if o.Backend.Replicated != "" {
 		return provisionReplicated(ctx, o, stderr)
 	}
-	own, noFaults, err := startServer(ctx, serverKind(o.Backend.Name), stderr)
+	kind := serverKind(o.Backend.Name)
+	start := func(ctx context.Context) (*harness.OwnedServer, error) {
+		s, _, err := startServer(ctx, kind, stderr)
+		if err == nil && s.Server == nil {
+			s.Close()
+			err = fmt.Errorf("the second %s server cannot be faulted", o.Backend.Name)
+		}
+		return s, err
+	}
+	if servers.Named(servers.Kind(kind)) {
+		ahead = 0
+	}
+	early := startAhead(ctx, ahead, start)
+	own, noFaults, err := startServer(ctx, kind, stderr)
 	if err != nil {
+		early.close()
 		return nil, err
 	}
 	o.Addr, o.Net, o.Server, o.NoServer = own.Addr, own.Net, own.Server, noFaults
-	if own.Server != nil {
-		// The server-fault scenarios get a container of their own (see
-		// harness.Options.OwnServer).
-		o.OwnServer = func(ctx context.Context) (*harness.OwnedServer, error) {
-			s, _, err := startServer(ctx, serverKind(o.Backend.Name), stderr)
-			if err == nil && s.Server == nil {
-				s.Close()
-				err = fmt.Errorf("the second %s server cannot be faulted", o.Backend.Name)
-			}
+	if own.Server == nil {
+		early.close()
+		return own.Close, nil
+	}
+	// The server-fault scenarios get a container of their own (see
+	// harness.Options.OwnServer), those started ahead first.
+	o.OwnServer = func(ctx context.Context) (*harness.OwnedServer, error) {
+		if s, err, ok := early.take(); ok {
 			return s, err
 		}
+		return start(ctx)
 	}
-	return own.Close, nil
+	return func() { early.close(); own.Close() }, nil
+}
+
+// earlyServers are servers started ahead of a run, beside its own
+// (provision): take hands them out in the order they come up, and close
+// removes those never taken, once they are up.
+type earlyServers struct {
+	mu      sync.Mutex
+	pending int // started and not yet taken
+	ready   chan earlyServer
+}
+
+type earlyServer struct {
+	s   *harness.OwnedServer
+	err error
+}
+
+// startAhead starts n servers at once with start, on ctx.
+func startAhead(ctx context.Context, n int, start func(context.Context) (*harness.OwnedServer, error)) *earlyServers {
+	e := &earlyServers{pending: n, ready: make(chan earlyServer, n)}
+	for range n {
+		go func() {
+			s, err := start(ctx)
+			e.ready <- earlyServer{s, err}
+		}()
+	}
+	return e
+}
+
+// take gives a server started ahead, waiting for it to be up (or for its
+// error); ok is false when none is left.
+func (e *earlyServers) take() (s *harness.OwnedServer, err error, ok bool) {
+	e.mu.Lock()
+	if e.pending == 0 {
+		e.mu.Unlock()
+		return nil, nil, false
+	}
+	e.pending--
+	e.mu.Unlock()
+	r := <-e.ready
+	return r.s, r.err, true
+}
+
+// close removes the servers never taken.
+func (e *earlyServers) close() {
+	e.mu.Lock()
+	n := e.pending
+	e.pending = 0
+	e.mu.Unlock()
+	for range n {
+		if r := <-e.ready; r.s != nil {
+			r.s.Close()
+		}
+	}
 }
 
 // startServer starts a server for backend (a container, or the one the

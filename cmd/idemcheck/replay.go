@@ -76,7 +76,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	o := harness.DefaultOptions()
 	o.Backend, o.Variant, o.Seed, o.Clients, o.Keys = backend, saved.Variant, saved.Seed, saved.Clients, saved.Keys
-	cleanup, err := provision(ctx, &o, stderr)
+	cleanup, err := provision(ctx, &o, stderr, 0)
 	if err != nil {
 		return exitUsage, err
 	}

@@ -131,7 +131,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err := o.Validate(); err != nil {
 		return exitUsage, usageError{err.Error()}
 	}
-	cleanup, err := provision(ctx, &o, stderr)
+	cleanup, err := provision(ctx, &o, stderr, 0)
 	if err != nil {
 		return exitUsage, err
 	}

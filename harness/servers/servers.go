@@ -193,6 +193,14 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Server, error) {
 	return startContainer(ctx, kind, opts)
 }
 
+// Named reports whether the environment names an existing server of
+// kind (IDEM_POSTGRES_DSN, IDEM_REDIS_ADDR), which Start then uses rather
+// than start a container.
+func Named(kind Kind) bool {
+	facts, ok := kinds[kind]
+	return ok && os.Getenv(facts.envAddr) != ""
+}
+
 // Required reports whether IDEM_REQUIRE_SERVERS=1: in CI a test that needs a
 // server must fail, not skip, when the server cannot be had.
 func Required() bool {
