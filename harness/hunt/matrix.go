@@ -142,12 +142,23 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 	// Every (mutant, seed) hunt is a job of its own, so that a mutant whose
 	// scenario runs in real time does not hold the others up seed after
 	// seed; the rows are made from the kills in order afterwards.
+	// The correct store's runs are jobs of the same pool, after the
+	// hunts: the cores a long hunt leaves idle at the end go to them.
 	kills := make([][]*Kill, len(mutants))
 	for i := range kills {
 		kills[i] = make([]*Kill, mo.Seeds)
 	}
-	err := pool.Each(len(mutants)*mo.Seeds, mo.Parallel, func(j int) error {
+	hunts := len(mutants) * mo.Seeds
+	cjobs := correctJobs(o, KillScenarios(mutants), mo)
+	cruns := make([]*CorrectRun, len(cjobs))
+	err := pool.Each(hunts+len(cjobs), mo.Parallel, func(j int) error {
 		if ctx.Err() != nil {
+			return nil
+		}
+		if j >= hunts {
+			c := cjobs[j-hunts]
+			progress(fmt.Sprintf("correct store, %s, seed %d", c.name, c.seed))
+			cruns[j-hunts] = runCorrect(ctx, o, c, mo)
 			return nil
 		}
 		i, s := j/mo.Seeds, j%mo.Seeds
@@ -230,48 +241,53 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 	if ctx.Err() != nil {
 		return rep, ctx.Err()
 	}
-	rep.Correct = runCorrect(ctx, o, KillScenarios(mutants), mo, progress)
+	rep.Correct = foldCorrect(ctx, cruns)
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, ctx.Err()
 }
 
-// runCorrect runs the correct store on each scenario with each seed, with
-// the options the hunts used.
-func runCorrect(ctx context.Context, o harness.Options, scenarios []string, mo MutantsOptions, progress func(string)) CorrectReport {
-	cr := CorrectReport{Verdict: check.Pass, Runs: []CorrectRun{}}
-	type job struct {
-		seed int64
-		name string
-	}
-	var jobs []job
+// correctJob is one run of the correct store: a scenario and a seed.
+type correctJob struct {
+	seed int64
+	name string
+}
+
+// correctJobs are the correct store's runs of a matrix: each scenario
+// with each seed.
+func correctJobs(o harness.Options, scenarios []string, mo MutantsOptions) []correctJob {
+	var jobs []correctJob
 	for s := 0; s < mo.Seeds; s++ {
 		for _, name := range scenarios {
-			jobs = append(jobs, job{o.Seed + int64(s), name})
+			jobs = append(jobs, correctJob{o.Seed + int64(s), name})
 		}
 	}
-	runs := make([]*CorrectRun, len(jobs))
-	_ = pool.Each(len(jobs), mo.Parallel, func(i int) error {
-		if ctx.Err() != nil {
-			return nil
-		}
-		j := jobs[i]
-		progress(fmt.Sprintf("correct store, %s, seed %d", j.name, j.seed))
-		oo := OptionsFor(o)
-		oo.Variant, oo.Scenarios, oo.Seed, oo.Keys = stores.Correct, []string{j.name}, j.seed, mo.CorrectKeys
-		run := CorrectRun{Scenario: j.name, Seed: j.seed}
-		sum, err := harness.Run(ctx, oo)
-		switch {
-		case err != nil:
-			run.Verdict, run.Violations = check.Fail, []check.Violation{{Checker: "setup", Detail: err.Error()}}
-		case len(sum.Scenarios) == 0:
-			run.Verdict = check.Unknown
-		default:
-			sr := sum.Scenarios[0]
-			run.Verdict, run.Seconds, run.Skipped, run.Violations = sr.Verdict, sr.Seconds, sr.Skipped, sr.Violations
-		}
-		runs[i] = &run
-		return nil
-	})
+	return jobs
+}
+
+// runCorrect runs the correct store on one scenario and seed, with the
+// options the hunts used.
+func runCorrect(ctx context.Context, o harness.Options, j correctJob, mo MutantsOptions) *CorrectRun {
+	oo := OptionsFor(o)
+	oo.Variant, oo.Scenarios, oo.Seed, oo.Keys = stores.Correct, []string{j.name}, j.seed, mo.CorrectKeys
+	run := CorrectRun{Scenario: j.name, Seed: j.seed}
+	sum, err := harness.Run(ctx, oo)
+	switch {
+	case err != nil:
+		run.Verdict, run.Violations = check.Fail, []check.Violation{{Checker: "setup", Detail: err.Error()}}
+	case len(sum.Scenarios) == 0:
+		run.Verdict = check.Unknown
+	default:
+		sr := sum.Scenarios[0]
+		run.Verdict, run.Seconds, run.Skipped, run.Violations = sr.Verdict, sr.Seconds, sr.Skipped, sr.Violations
+	}
+	return &run
+}
+
+// foldCorrect folds the correct store's runs (nil: not run, interrupted)
+// into its report: a failure fails it, an undecided run or an interrupt
+// leaves it undecided.
+func foldCorrect(ctx context.Context, runs []*CorrectRun) CorrectReport {
+	cr := CorrectReport{Verdict: check.Pass, Runs: []CorrectRun{}}
 	for _, run := range runs {
 		if run == nil {
 			continue // not run: interrupted
