@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -30,10 +31,14 @@ import (
 // not be opened); violations are in the summary, not errors. Once ctx is
 // cancelled (an interrupt) nothing is an error: the summary says what
 // finished and lists the rest as not run (Summary.NotRun), Interrupted.
+// A run whose heap passes Options.MaxMemory stops the same way, and says
+// so (Summary.Stopped).
 func Run(ctx context.Context, o Options) (*results.Summary, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	ctx, stopGuard := guardMemory(ctx, o.MaxMemory)
+	defer stopGuard()
 	names := o.Plan()
 	sum := o.summary(time.Now())
 	runID := NewRunID()
@@ -153,6 +158,10 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 	sum.Verdict = overall(sum.Scenarios)
 	if ctx.Err() != nil {
 		sum.Interrupted = true
+		var mem *MemoryLimitError
+		if errors.As(context.Cause(ctx), &mem) {
+			sum.Stopped = mem.Error()
+		}
 		if sum.Verdict == check.Pass {
 			sum.Verdict = check.Unknown
 		}

@@ -57,6 +57,8 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	count := fs.Int("count", 1, "run the scenarios this many times, each run on its own store")
 	parallel := fs.Int("parallel", def.Parallel, "scenarios run at once, each on its own store (1: one after another); the scheduled ones and those that pause the server always run alone")
 	strict := fs.Bool("strict-retention", false, "a key kept past its retention fails the run (by default it is a finding)")
+	maxMem := bytesFlag(def.MaxMemory)
+	fs.Var(&maxMem, "max-memory", "stop the run, and report what it recorded, once the harness holds this much memory (e.g. 4GB; 0: no limit; default: half the memory available at start)")
 	strictAvail := fs.Bool("strict-availability", false, "a store that answers contention with errors (past the tolerance) fails the run (by default it is a finding)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	out := fs.String("out", "results", "directory for run results")
@@ -73,7 +75,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	o := def
 	o.Backend, o.Variant, o.Clients, o.Keys, o.Seed, o.Duration, o.LockTTL = backend, *variant, *clients, *keys, *seed, *duration, *lockTTL
 	o.Count, o.StrictRetention, o.Parallel, o.Retention = *count, *strict, *parallel, *retention
-	o.StrictAvailability = *strictAvail
+	o.StrictAvailability, o.MaxMemory = *strictAvail, uint64(maxMem)
 	if *scenario != "all" {
 		o.Scenarios = strings.Split(*scenario, ",")
 	}
@@ -166,6 +168,9 @@ func warnCost(w io.Writer, o harness.Options) {
 	if calls := o.EstimateCalls(); calls*harness.BytesPerCall > 2<<30 {
 		fmt.Fprintf(w, "idemcheck: this run may record about %d store calls and hold about %.1f GB in memory until it ends; fewer --keys, --clients or --count hold less\n",
 			calls, float64(calls*harness.BytesPerCall)/(1<<30))
+		if o.MaxMemory > 0 && uint64(calls*harness.BytesPerCall) > o.MaxMemory {
+			fmt.Fprintf(w, "idemcheck: past --max-memory %s the run stops and reports what it recorded, undecided\n", (*bytesFlag)(&o.MaxMemory))
+		}
 	}
 }
 
@@ -253,6 +258,9 @@ func printReproduce(w io.Writer, sum *results.Summary, o harness.Options) {
 		}
 		fmt.Fprintf(w, "\nINTERRUPTED: %d scenario run(s) finished (%s); cut short: %s; %d never ran (%s)\n",
 			len(done), listOrNone(done), listOrNone(cut), len(sum.NotRun), listOrNone(sum.NotRun))
+		if sum.Stopped != "" {
+			fmt.Fprintf(w, "%s\n", sum.Stopped)
+		}
 	}
 	var failed []string
 	for _, s := range sum.Scenarios {

@@ -204,3 +204,39 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// bytesFlag is a memory size: a number of bytes with an optional unit
+// (KB, MB, GB, TB: powers of 1024), e.g. 512MB or 4GB; 0 means none.
+type bytesFlag uint64
+
+func (b *bytesFlag) String() string {
+	switch v := uint64(*b); {
+	case v == 0:
+		return "0"
+	case v%(1<<30) == 0:
+		return fmt.Sprintf("%dGB", v>>30)
+	case v%(1<<20) == 0:
+		return fmt.Sprintf("%dMB", v>>20)
+	}
+	return fmt.Sprintf("%.1fGB", float64(*b)/(1<<30))
+}
+
+func (b *bytesFlag) Set(v string) error {
+	s := strings.ToUpper(strings.TrimSpace(v))
+	mult := uint64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"TB", 1 << 40}, {"B", 1}} {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || n < 0 || n*float64(mult) >= 1<<63 {
+		return fmt.Errorf("want a size such as 512MB or 4GB (0: no limit), got %q", v)
+	}
+	*b = bytesFlag(n * float64(mult))
+	return nil
+}

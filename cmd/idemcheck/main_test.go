@@ -296,6 +296,33 @@ func TestInterruptKeepsTheRun(t *testing.T) {
 	}
 }
 
+// TestMemoryLimitKeepsTheRun: a run past --max-memory stops and reports
+// as an interrupted one does (exit 3, results saved, the limit named),
+// and a size that does not parse is bad usage.
+func TestMemoryLimitKeepsTheRun(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "check", "--out", out, "--store", "memory", "--scenario", "race,mismatch",
+		"--keys", "5000", "--clients", "32", "--max-memory", "96MB")
+	if code != exitUnknown || !strings.Contains(stdout, "INTERRUPTED") || !strings.Contains(stdout, "stopped at the memory limit") {
+		t.Fatalf("exit %d, want 3 with the limit named; stdout:\n%s\nstderr: %s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "latest", "summary.json"))
+	if err != nil {
+		t.Fatalf("no results directory: %v", err)
+	}
+	var sum struct {
+		Interrupted bool   `json:"interrupted"`
+		Stopped     string `json:"stopped"`
+		Verdict     string `json:"verdict"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil || !sum.Interrupted || sum.Stopped == "" || sum.Verdict == "pass" {
+		t.Errorf("summary.json: %+v (%v), want interrupted, stopped and not pass", sum, err)
+	}
+	if code, _, stderr := runCLI(t, "check", "--max-memory", "lots"); code != exitUsage || !strings.Contains(stderr, "512MB or 4GB") {
+		t.Errorf("--max-memory lots: exit %d, stderr %q; want 2 and the form it takes", code, stderr)
+	}
+}
+
 // TestRandomFlagsSoak is the short version of `make soak-flags`: a few
 // drawn runs (every flag from its allowed range, a fixed draw seed) on the
 // correct memory and SQLite stores, each within a small budget. A correct

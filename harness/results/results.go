@@ -115,6 +115,10 @@ type Summary struct {
 	Ended       time.Time `json:"ended"`
 	Interrupted bool      `json:"interrupted"`
 	NotRun      []string  `json:"not_run,omitempty"`
+	// Stopped says why the harness itself cut the run short, when it
+	// did (a memory limit, harness.Options.MaxMemory); Interrupted is
+	// then set too. "" for a run that ran out or was interrupted.
+	Stopped string `json:"stopped,omitempty"`
 	// OwnServerError says why the server-fault scenarios could not have a
 	// server of their own (Options.OwnServer failed): they ran alone on
 	// the run's server instead.

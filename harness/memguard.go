@@ -1,0 +1,102 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultMaxMemory is the Options.MaxMemory of DefaultOptions: half the
+// memory the machine had available when it was first asked (Linux's
+// MemAvailable), so that a run too large for the machine stops and
+// reports with room left to check what it recorded; 0 (no limit) where
+// that is unknown.
+var DefaultMaxMemory = sync.OnceValue(func() uint64 { return memAvailable() / 2 })
+
+// memAvailable is /proc/meminfo's MemAvailable in bytes (0: unknown).
+func memAvailable() uint64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// MemoryLimitError is the cause of a run stopped at Options.MaxMemory.
+type MemoryLimitError struct {
+	Heap, Limit uint64 // bytes
+}
+
+func (e *MemoryLimitError) Error() string {
+	return fmt.Sprintf("stopped at the memory limit: the heap reached %s, past the %s allowed (--max-memory); the scenarios recorded so far were checked, the rest did not run",
+		size(e.Heap), size(e.Limit))
+}
+
+// size prints a number of bytes in MB below a GB, else in GB.
+func size(b uint64) string {
+	if b < 1<<30 {
+		return fmt.Sprintf("%.0f MB", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GB", float64(b)/(1<<30))
+}
+
+// memoryEvery is how often guardMemory samples the heap: a run records
+// at most some hundred thousand calls a second, a few hundred MB.
+const memoryEvery = 100 * time.Millisecond
+
+// heapBytes is the memory of the Go heap's objects, live or not yet
+// collected: what the process holds of it.
+func heapBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// guardMemory returns ctx cancelled, with a *MemoryLimitError as its
+// cause, once the heap passes limit (0: never), and a func that stops
+// the watch; it must be called.
+func guardMemory(ctx context.Context, limit uint64) (context.Context, func()) {
+	if limit == 0 {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(memoryEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if h := heapBytes(); h > limit {
+					cancel(&MemoryLimitError{Heap: h, Limit: limit})
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel(nil) }
+}
