@@ -292,6 +292,9 @@ func TestInterruptKeepsTheRun(t *testing.T) {
 			if err := json.Unmarshal(b, &sum); err != nil || !sum.Interrupted || sum.Verdict == "pass" {
 				t.Errorf("summary.json: %+v (%v), want interrupted and not pass", sum, err)
 			}
+			if b, err := os.ReadFile(filepath.Join(out, "latest", "report.md")); err != nil || !strings.Contains(string(b), "**Interrupted") {
+				t.Errorf("report.md does not say the run was interrupted (%v):\n%s", err, b)
+			}
 		})
 	}
 }
@@ -317,6 +320,12 @@ func TestMemoryLimitKeepsTheRun(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &sum); err != nil || !sum.Interrupted || sum.Stopped == "" || sum.Verdict == "pass" {
 		t.Errorf("summary.json: %+v (%v), want interrupted, stopped and not pass", sum, err)
+	}
+	// The reports say it too: their tables alone would read as the whole run.
+	for _, f := range []string{"report.md", "report.html"} {
+		if b, err := os.ReadFile(filepath.Join(out, "latest", f)); err != nil || !strings.Contains(string(b), "Stopped: stopped at the memory limit") {
+			t.Errorf("%s does not say the run was stopped (%v)", f, err)
+		}
 	}
 	if code, _, stderr := runCLI(t, "check", "--max-memory", "lots"); code != exitUsage || !strings.Contains(stderr, "512MB or 4GB") {
 		t.Errorf("--max-memory lots: exit %d, stderr %q; want 2 and the form it takes", code, stderr)

@@ -136,6 +136,9 @@ func writeHistory(w io.Writer, sum *results.Summary) error {
 func writeReport(w io.Writer, sum *results.Summary) error {
 	fmt.Fprintf(w, "# idemcheck: %s on %s/%s\n\n", strings.ToUpper(string(sum.Verdict)), sum.Store, sum.Variant)
 	fmt.Fprintf(w, "Seed %d, %d clients, %d keys, LockTTL %s, %.1fs, started %s.\n\n", sum.Seed, sum.Clients, sum.Keys, sum.LockTTL, sum.Seconds, sum.Started.Format(time.RFC3339))
+	if line := sum.CutShort(); line != "" {
+		fmt.Fprintf(w, "**%s**\n\n", line)
+	}
 	fmt.Fprintf(w, "| scenario | verdict | ops | max concurrent Begins on a key | faults |")
 	for _, c := range check.Docs {
 		fmt.Fprintf(w, " %s |", c.Name)

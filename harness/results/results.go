@@ -1,6 +1,7 @@
 package results
 
 import (
+	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
@@ -130,4 +131,22 @@ type Summary struct {
 	Version   string   `json:"version,omitempty"`
 	Commit    string   `json:"commit,omitempty"`
 	GoVersion string   `json:"go_version,omitempty"`
+}
+
+// CutShort says what a run cut short did not judge: why it stopped (an
+// interrupt, or the harness's own limit, Stopped) and the scenarios that
+// never ran; "" for a run that ran out. A report of such a run must say
+// so, or its table reads as the whole run.
+func (s *Summary) CutShort() string {
+	if !s.Interrupted {
+		return ""
+	}
+	line := "Interrupted"
+	if s.Stopped != "" {
+		line = "Stopped: " + s.Stopped
+	}
+	if len(s.NotRun) > 0 {
+		line += ". Never ran: " + strings.Join(s.NotRun, ", ")
+	}
+	return line + "."
 }
