@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemcheck/idemcheck/harness/scenario"
 )
 
 // DefaultMaxMemory is the Options.MaxMemory of DefaultOptions: half the
@@ -80,23 +82,10 @@ func guardMemory(ctx context.Context, limit uint64) (context.Context, func()) {
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(memoryEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if h := heapBytes(); h > limit {
-					cancel(&MemoryLimitError{Heap: h, Limit: limit})
-					return
-				}
-			}
+	stop := scenario.Every(ctx, memoryEvery, func() {
+		if h := heapBytes(); h > limit {
+			cancel(&MemoryLimitError{Heap: h, Limit: limit})
 		}
-	}()
-	return ctx, func() { close(done); cancel(nil) }
+	})
+	return ctx, func() { stop(); cancel(nil) }
 }

@@ -21,13 +21,14 @@ func TestMemoryLimitStopsAndReports(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := DefaultOptions()
-	o.Backend, o.Scenarios, o.Keys, o.Clients = b, []string{"race", "mismatch"}, 5000, 32
+	o.Backend, o.Scenarios, o.Keys, o.Clients = b, []string{"race", "mismatch"}, 1000, 16
 	runtime.GC()
-	o.MaxMemory = heapBytes() + 32<<20 // race on 5,000 keys by 32 clients records some hundred MB
+	o.MaxMemory = heapBytes() + 4<<20 // race on 1,000 keys by 16 clients records some tens of MB
 	sum, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("stopped after %.1fs: %s", sum.Seconds, sum.Stopped)
 	if !sum.Interrupted || !strings.Contains(sum.Stopped, "memory limit") || sum.Verdict == check.Pass {
 		t.Fatalf("past the limit: interrupted %v, stopped %q, verdict %s; want interrupted, the limit named, not a pass", sum.Interrupted, sum.Stopped, sum.Verdict)
 	}

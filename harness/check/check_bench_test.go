@@ -1,11 +1,11 @@
 package check_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/history/historytest"
 )
 
@@ -14,20 +14,13 @@ import (
 // 100k and 1M operations (historytest.Sizes), and reports the process's
 // peak resident memory (the generation included).
 func BenchmarkCheckLargeHistory(b *testing.B) {
-	for _, n := range historytest.Sizes() {
-		b.Run(fmt.Sprintf("ops=%d", n), func(b *testing.B) {
-			h, l := historytest.Storm(n)
-			cpu0 := historytest.CPUTime()
-			b.ResetTimer()
-			for range b.N {
-				for _, c := range check.Run(check.Evidence{Hist: h, Ledger: l, Model: historytest.StormModel, ProbeClient: historytest.ProbeClient, LinTimeout: time.Minute, Keep: true}) {
-					if c.Verdict != check.Pass {
-						b.Fatalf("%s: %s: %s %v", c.Checker, c.Verdict, c.Detail, c.Violations)
-					}
+	historytest.BenchStorms(b, func(b *testing.B, h *history.History, l *history.Ledger) func(int) {
+		return func(int) {
+			for _, c := range check.Run(check.Evidence{Hist: h, Ledger: l, Model: historytest.StormModel, ProbeClient: historytest.ProbeClient, LinTimeout: time.Minute, Keep: true}) {
+				if c.Verdict != check.Pass {
+					b.Fatalf("%s: %s: %s %v", c.Checker, c.Verdict, c.Detail, c.Violations)
 				}
 			}
-			b.StopTimer()
-			historytest.Measure(b, n, cpu0)
-		})
-	}
+		}
+	})
 }

@@ -1,12 +1,34 @@
 package historytest
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
 )
+
+// BenchStorms runs a benchmark on a Storm history of each of Sizes, as
+// a sub-benchmark named by its size: prepare makes, untimed, what each
+// iteration runs (given its index), and the figures of Measure follow.
+func BenchStorms(b *testing.B, prepare func(b *testing.B, h *history.History, l *history.Ledger) (iteration func(i int))) {
+	for _, n := range Sizes() {
+		b.Run(fmt.Sprintf("ops=%d", n), func(b *testing.B) {
+			h, l := Storm(n)
+			iteration := prepare(b, h, l)
+			cpu0 := CPUTime()
+			b.ResetTimer()
+			for i := range b.N {
+				iteration(i)
+			}
+			b.StopTimer()
+			Measure(b, n, cpu0)
+		})
+	}
+}
 
 // Sizes are the history sizes a benchmark of large histories measures:
 // 100k and 1M operations, or IDEM_CHECK_BENCH_OPS (comma-separated), so
