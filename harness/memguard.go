@@ -43,12 +43,12 @@ func memAvailable() uint64 {
 
 // MemoryLimitError is the cause of a run stopped at Options.MaxMemory.
 type MemoryLimitError struct {
-	Heap, Limit uint64 // bytes
+	Held, Limit uint64 // bytes
 }
 
 func (e *MemoryLimitError) Error() string {
-	return fmt.Sprintf("stopped at the memory limit: the heap reached %s, past the %s allowed (--max-memory); the scenarios recorded so far were checked, the rest did not run",
-		size(e.Heap), size(e.Limit))
+	return fmt.Sprintf("stopped at the memory limit: the harness held %s, past half the %s allowed (--max-memory), the other half kept for checking what it recorded; the scenarios recorded so far were checked, the rest did not run",
+		size(e.Held), size(e.Limit))
 }
 
 // size prints a number of bytes in MB below a GB, else in GB.
@@ -59,32 +59,34 @@ func size(b uint64) string {
 	return fmt.Sprintf("%.2f GB", float64(b)/(1<<30))
 }
 
-// memoryEvery is how often guardMemory samples the heap: a run records
-// at most some hundred thousand calls a second, a few hundred MB.
+// memoryEvery is how often guardMemory samples the memory held: a run
+// records at most some hundred thousand calls a second, a few hundred MB.
 const memoryEvery = 100 * time.Millisecond
 
-// heapBytes is the memory of the Go heap's objects, live or not yet
-// collected: what the process holds of it.
-func heapBytes() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+// heldBytes is the memory the Go runtime holds from the system (its
+// heap, stacks and own structures, less what it gave back): about the
+// process's resident memory.
+func heldBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
+	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
 		return 0
 	}
-	return s[0].Value.Uint64()
+	return s[0].Value.Uint64() - s[1].Value.Uint64()
 }
 
 // guardMemory returns ctx cancelled, with a *MemoryLimitError as its
-// cause, once the heap passes limit (0: never), and a func that stops
-// the watch; it must be called.
+// cause, once the memory held passes half of limit (0: never): checking
+// a history takes about as much again as recording it did. The func it
+// returns stops the watch; it must be called.
 func guardMemory(ctx context.Context, limit uint64) (context.Context, func()) {
 	if limit == 0 {
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	stop := scenario.Every(ctx, memoryEvery, func() {
-		if h := heapBytes(); h > limit {
-			cancel(&MemoryLimitError{Heap: h, Limit: limit})
+		if h := heldBytes(); h > limit/2 {
+			cancel(&MemoryLimitError{Held: h, Limit: limit})
 		}
 	})
 	return ctx, func() { stop(); cancel(nil) }

@@ -23,7 +23,7 @@ func TestMemoryLimitStopsAndReports(t *testing.T) {
 	o := DefaultOptions()
 	o.Backend, o.Scenarios, o.Keys, o.Clients = b, []string{"race", "mismatch"}, 1000, 16
 	runtime.GC()
-	o.MaxMemory = heapBytes() + 4<<20 // race on 1,000 keys by 16 clients records some tens of MB
+	o.MaxMemory = 2 * (heldBytes() + 4<<20) // race on 1,000 keys by 16 clients records some tens of MB
 	sum, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -87,11 +87,12 @@ type Options struct {
 	// (stores.Config.Edit), in this process and in its workers: how
 	// `idemcheck mutate` runs a generated mutant.
 	Edit *stores.Edit `json:"-"`
-	// MaxMemory is the Go heap a run may reach, in bytes (0: no limit):
-	// past it the run stops as an interrupt stops it, and the histories
-	// recorded so far are checked and reported, with the limit named
-	// (results.Summary.Stopped). A run too large for the machine then
-	// reports instead of being killed by the kernel with nothing said.
+	// MaxMemory is the memory a run may hold, in bytes (0: no limit):
+	// once the harness holds half of it the run stops as an interrupt
+	// stops it, and the histories recorded so far are checked (with the
+	// other half) and reported, the limit named (results.Summary.Stopped).
+	// A run too large for the machine then reports instead of being
+	// killed by the kernel with nothing said.
 	MaxMemory uint64
 	// WorkerCommand starts an `idemcheck worker` process (argv), for the
 	// scenarios that run clients in processes the harness kills; empty

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -76,6 +78,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	o.Backend, o.Variant, o.Clients, o.Keys, o.Seed, o.Duration, o.LockTTL = backend, *variant, *clients, *keys, *seed, *duration, *lockTTL
 	o.Count, o.StrictRetention, o.Parallel, o.Retention = *count, *strict, *parallel, *retention
 	o.StrictAvailability, o.MaxMemory = *strictAvail, uint64(maxMem)
+	if o.MaxMemory > 0 {
+		// The collector then works to keep the process under the limit
+		// before the run is stopped at half of it for what it holds.
+		debug.SetMemoryLimit(int64(min(o.MaxMemory, math.MaxInt64)))
+	}
 	if *scenario != "all" {
 		o.Scenarios = strings.Split(*scenario, ",")
 	}
