@@ -67,6 +67,41 @@ const MaxKeyLen = 255
 // key's whole life (claims, releases, prunes, takeovers).
 type Token string
 
+// tokenJSON is a Token's JSON form when it is not valid UTF-8.
+type tokenJSON struct {
+	B64 []byte `json:"b64"`
+}
+
+// MarshalJSON writes the token as a JSON string, or as {"b64": …} when
+// it is not valid UTF-8: a store may make its tokens of raw bytes, and
+// encoding/json would replace the invalid ones, so that two tokens of a
+// saved history (or of a worker process's stream) could read back as one
+// and fencing would see a token repeated.
+func (t Token) MarshalJSON() ([]byte, error) {
+	if utf8.ValidString(string(t)) {
+		return json.Marshal(string(t))
+	}
+	return json.Marshal(tokenJSON{B64: []byte(t)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (t *Token) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '{' {
+		var j tokenJSON
+		if err := json.Unmarshal(b, &j); err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+		*t = Token(j.B64)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*t = Token(s)
+	return nil
+}
+
 // Response is the answer saved by Complete and replayed to later requests.
 // Body is any bytes, as an HTTP body may be: a store saves it and replays
 // it byte for byte. The harness's answers are text (valid UTF-8: a store

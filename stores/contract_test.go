@@ -69,3 +69,34 @@ func TestResponseSavesEveryBodyApart(t *testing.T) {
 		t.Errorf("a plain body saves as %s", b)
 	}
 }
+
+// A token is written as a JSON string when it is text, as before, and as
+// base64 when it is not: two tokens of raw bytes that differ only in
+// invalid bytes read back as two, byte for byte (encoding/json alone
+// made both "\ufffd\ufffd").
+func TestTokenJSONKeepsBytes(t *testing.T) {
+	for _, tc := range []struct {
+		tok  Token
+		want string
+	}{
+		{"9f2c4e", `"9f2c4e"`},
+		{"", `""`},
+		{"a\"b<", `"a\"b\u003c"`},
+		{"\xff\xfe", `{"b64":"//4="}`},
+		{"\xfe\xff", `{"b64":"/v8="}`},
+	} {
+		b, err := json.Marshal(tc.tok)
+		if err != nil || string(b) != tc.want {
+			t.Errorf("Marshal(%q) = %s, %v; want %s", tc.tok, b, err, tc.want)
+			continue
+		}
+		var back Token
+		if err := json.Unmarshal(b, &back); err != nil || back != tc.tok {
+			t.Errorf("Unmarshal(%s) = %q, %v; want %q", b, back, err, tc.tok)
+		}
+	}
+	var bad Token
+	if err := json.Unmarshal([]byte(`{"b64":"%%"}`), &bad); err == nil {
+		t.Errorf("a token of bad base64 read as %q, want an error", bad)
+	}
+}

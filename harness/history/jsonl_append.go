@@ -92,7 +92,7 @@ func appendInput(b []byte, in *models.Input) []byte {
 	}
 	if in.Token != "" {
 		b = append(b, `,"token":`...)
-		b = appendJSONString(b, string(in.Token))
+		b = appendToken(b, in.Token)
 	}
 	b = append(b, `,"response":`...)
 	b = appendResponse(b, in.Response)
@@ -122,7 +122,7 @@ func appendOutput(b []byte, out *models.Output) []byte {
 	b = strconv.AppendInt(b, int64(d.Outcome), 10)
 	if d.Token != "" {
 		b = append(b, `,"token":`...)
-		b = appendJSONString(b, string(d.Token))
+		b = appendToken(b, d.Token)
 	}
 	if d.Takeover {
 		b = append(b, `,"takeover":true`...)
@@ -190,6 +190,14 @@ func appendResponse(b []byte, r stores.Response) []byte {
 		b = appendB64(append(b, `,"body_b64":`...), r.Body)
 	}
 	return append(b, '}')
+}
+
+// appendToken writes what stores.Token's MarshalJSON writes.
+func appendToken(b []byte, t stores.Token) []byte {
+	if utf8.ValidString(string(t)) {
+		return appendJSONString(b, string(t))
+	}
+	return append(appendB64(append(b, `{"b64":`...), string(t)), '}')
 }
 
 func appendB64(b []byte, s string) []byte {

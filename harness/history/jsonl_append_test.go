@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemcheck/idemcheck/stores"
 	"pgregory.net/rapid"
 )
 
@@ -98,7 +99,8 @@ func sameAsEncodingJSON(t *rapid.T, l Line, got []byte, ok bool) {
 }
 
 // TestWriteLoadsBack: a history written with the fast op lines loads back
-// as it was recorded (ops whose texts need escapes and base64 included).
+// as it was recorded (ops whose keys, bodies and tokens need escapes and
+// base64 included: two tokens that differ only in invalid bytes stay two).
 func TestWriteLoadsBack(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		h := New()
@@ -106,6 +108,8 @@ func TestWriteLoadsBack(t *testing.T) {
 			var op Op
 			fill(t, reflect.ValueOf(&op.Input.Key).Elem(), "key")
 			fill(t, reflect.ValueOf(&op.Output.Decision.Response).Elem(), "response")
+			fill(t, reflect.ValueOf(&op.Input.Token).Elem(), "token")
+			op.Output.Decision.Token = op.Input.Token + stores.Token(rapid.SampledFrom(texts).Draw(t, "decided token"))
 			op.Client, op.Call, op.Return, op.Input.ID = i, int64(i), int64(i+1), i+1
 			h.AddOp(op)
 		}
