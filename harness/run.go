@@ -31,8 +31,8 @@ import (
 // not be opened); violations are in the summary, not errors. Once ctx is
 // cancelled (an interrupt) nothing is an error: the summary says what
 // finished and lists the rest as not run (Summary.NotRun), Interrupted.
-// A run whose heap passes Options.MaxMemory stops the same way, and says
-// so (Summary.Stopped).
+// A run that holds half of Options.MaxMemory stops the same way, and
+// says so (Summary.Stopped).
 func Run(ctx context.Context, o Options) (*results.Summary, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err

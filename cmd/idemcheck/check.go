@@ -60,7 +60,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	parallel := fs.Int("parallel", def.Parallel, "scenarios run at once, each on its own store (1: one after another); the scheduled ones and those that pause the server always run alone")
 	strict := fs.Bool("strict-retention", false, "a key kept past its retention fails the run (by default it is a finding)")
 	maxMem := bytesFlag(def.MaxMemory)
-	fs.Var(&maxMem, "max-memory", "stop the run, and report what it recorded, once the harness holds this much memory (e.g. 4GB; 0: no limit; default: half the memory available at start)")
+	fs.Var(&maxMem, "max-memory", "the memory the harness may use (e.g. 4GB; 0: no limit; default: half the memory available at start): once it holds half, the run stops and reports what it recorded, checked with the other half")
 	strictAvail := fs.Bool("strict-availability", false, "a store that answers contention with errors (past the tolerance) fails the run (by default it is a finding)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	out := fs.String("out", "results", "directory for run results")
@@ -80,8 +80,10 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	o.StrictAvailability, o.MaxMemory = *strictAvail, uint64(maxMem)
 	if o.MaxMemory > 0 {
 		// The collector then works to keep the process under the limit
-		// before the run is stopped at half of it for what it holds.
-		debug.SetMemoryLimit(int64(min(o.MaxMemory, math.MaxInt64)))
+		// before the run is stopped at half of it for what it holds; the
+		// limit before is back once the command returns (tests run it in
+		// their own process).
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(min(o.MaxMemory, math.MaxInt64))))
 	}
 	if *scenario != "all" {
 		o.Scenarios = strings.Split(*scenario, ",")
@@ -176,7 +178,7 @@ func warnCost(w io.Writer, o harness.Options) {
 		fmt.Fprintf(w, "idemcheck: this run may record about %d store calls and hold about %.1f GB in memory until it ends; fewer --keys, --clients or --count hold less\n",
 			calls, float64(calls*harness.BytesPerCall)/(1<<30))
 		if o.MaxMemory > 0 && uint64(calls*harness.BytesPerCall) > o.MaxMemory {
-			fmt.Fprintf(w, "idemcheck: past --max-memory %s the run stops and reports what it recorded, undecided\n", (*bytesFlag)(&o.MaxMemory))
+			fmt.Fprintf(w, "idemcheck: once it holds half of --max-memory %s the run stops and reports what it recorded, undecided\n", (*bytesFlag)(&o.MaxMemory))
 		}
 	}
 }

@@ -45,7 +45,8 @@ func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 		}
 	}
 	for _, a := range h.Answers() {
-		if _, err := w.Write(appendAnswerLine(b[:0], scenario, &a)); err != nil {
+		b = appendAnswerLine(b[:0], scenario, &a)
+		if _, err := w.Write(b); err != nil {
 			return err
 		}
 	}
