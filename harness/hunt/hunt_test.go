@@ -166,11 +166,22 @@ func TestScheduledScenariosOnEveryBackend(t *testing.T) {
 					if err != nil {
 						return fmt.Errorf("%s: %w", m, err)
 					}
-					if len(bad.Caught) == 0 {
+					missed := len(bad.Caught) == 0
+					if missed {
 						t.Errorf("demo %s: no checker caught the mutant's run: %s", m, bad.Harm)
 					}
 					if !strings.HasPrefix(bad.Harm, "DOUBLE CHARGE") && !strings.HasPrefix(bad.Harm, "BROKEN") {
+						missed = true
 						t.Errorf("demo %s: the mutant's run did no harm: %s", m, bad.Harm)
+					}
+					if missed {
+						// The steps and answers say where the run left
+						// the script (a make test at load 19 once ran
+						// blind-takeover's without B's charge).
+						for _, l := range bad.Lines {
+							t.Logf("demo %s: %s %s -> %s", m, l.Client, l.Text, l.Result)
+						}
+						t.Logf("demo %s: answers: %s", m, strings.Join(bad.Answers, "; "))
 					}
 					if len(good.Caught) > 0 || good.Charges > 1 {
 						t.Errorf("demo %s: the correct store's run was caught by %v: %s", m, good.Caught, good.Harm)
