@@ -44,20 +44,28 @@ func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func()
 	}
 	probeID := env.NewClientID()
 	if probe {
+		// A run that dies while it probes is judged by these (Recover).
+		env.Hist.Note(noteParams, o.params(env, probeID))
 		env.ProbeAfterLockTTL(ctx, probeID)
 	}
 	stopWatch()
-	sem, fence := o.Declared()
-	m := check.ModelFor(o.Backend.Clock, env.Config, sem)
+	_, fence := o.Declared()
 	rec := env.Record()
-	p := check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probeID,
-		LeakProbe: rec.LeakProbe, StrictRetention: o.StrictRetention, StrictAvailability: o.StrictAvailability, Semantics: sem, Clock: m.Clock}
-	j := Judge(ctx, p, env.Hist, env.Ledger, fence, keep)
+	j := Judge(ctx, o.params(env, probeID), env.Hist, env.Ledger, fence, keep)
 	j.Record = rec
 	if ctx.Err() != nil {
 		j.cutProbes()
 	}
 	return j
+}
+
+// params are what env's history is judged by, with probeID the client
+// of its final probes.
+func (o Options) params(env *scenario.Env, probeID int) check.Params {
+	sem, _ := o.Declared()
+	m := check.ModelFor(o.Backend.Clock, env.Config, sem)
+	return check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probeID,
+		LeakProbe: env.Record().LeakProbe, StrictRetention: o.StrictRetention, StrictAvailability: o.StrictAvailability, Semantics: sem, Clock: m.Clock}
 }
 
 // probed are the checkers that judge what the final probes found: an

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/nemesis"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/workload"
@@ -94,6 +95,10 @@ type Options struct {
 	// A run too large for the machine then reports instead of being
 	// killed by the kernel with nothing said.
 	MaxMemory uint64
+	// Journal, if set, hears every record of the run as it is made
+	// (history.Journal): a run whose process dies is judged from it
+	// afterwards (Recover). nil: nothing is journaled.
+	Journal *history.Journal `json:"-"`
 	// WorkerCommand starts an `idemcheck worker` process (argv), for the
 	// scenarios that run clients in processes the harness kills; empty
 	// means no worker processes (those scenarios skip, or do without).

@@ -64,7 +64,12 @@ func Recheck(ctx context.Context, saved *results.Summary) *results.Summary {
 	sum.Violations = []check.Violation{}
 	for i, s := range saved.Scenarios {
 		if s.History() != nil && s.Check != nil && s.Verdict != check.Skipped {
-			j := Judge(ctx, *s.Check, s.History(), s.Ledger(), nil, false)
+			var j Judged
+			if s.Cut != nil { // cut short by its process's death: judged as Recover judged it
+				j, s.Error = JudgeCut(ctx, *s.Check, s.History(), s.Ledger(), s.Cut), ""
+			} else {
+				j = Judge(ctx, *s.Check, s.History(), s.Ledger(), nil, false)
+			}
 			s.Checkers, s.Violations, s.Verdict = j.Checkers, j.Violations, j.Verdict
 			if j.Why != "" && s.Error == "" {
 				s.Error = j.Why

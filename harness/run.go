@@ -41,6 +41,7 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 	defer stopGuard()
 	names := o.Plan()
 	sum := o.summary(time.Now())
+	o.journalRunStart(sum, names)
 	runID := NewRunID()
 	caps := o.Caps()
 	slots := make([]slot, len(names))

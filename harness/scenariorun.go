@@ -101,6 +101,14 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 		return nil, err
 	}
 	defer env.Store.Close()
+	res := &results.ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep}
+	id := res.ID().String()
+	if o.Journal != nil {
+		env.Hist.JournalTo(o.Journal, id)
+		env.Ledger.JournalTo(o.Journal, id)
+		o.Journal.Note(id, noteStart, journalStart{Doc: sc.Doc, Repetition: rep,
+			Retention: results.Duration(env.Config.Retention), LockTTL: results.Duration(env.Config.LockTTL), Params: o.params(env, -1)})
+	}
 	start := time.Now()
 	report(Progress{})
 	stopTicker := scenario.Every(context.Background(), o.ProgressEvery, func() {
@@ -117,7 +125,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 			break
 		}
 	}
-	res := &results.ScenarioResult{Name: sc.Name, Doc: sc.Doc, Repetition: rep, Rounds: rounds}
+	res.Rounds = rounds
 	j := o.Finish(ctx, env, stopWatch, true, true)
 	res.Attach(env.Hist, env.Ledger)
 	if j.Verdict == check.Skipped {
@@ -147,7 +155,10 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 		res.Error = msg
 	}
 	res.Seconds = time.Since(start).Seconds()
-	measure(res, env, j.Record)
+	measure(res, env.Hist, env.Ledger, j.Record)
+	if o.Journal != nil {
+		o.Journal.Note(id, noteResult, res)
+	}
 	return res, nil
 }
 
@@ -158,11 +169,11 @@ func skippedResult(sc scenario.Scenario, rep int, why string) *results.ScenarioR
 }
 
 // measure fills in the counts the summary shows.
-func measure(res *results.ScenarioResult, env *scenario.Env, rec scenario.Record) {
-	ops := env.Hist.Ops()
+func measure(res *results.ScenarioResult, hist *history.History, ledger *history.Ledger, rec scenario.Record) {
+	ops := hist.Ops()
 	res.Ops = len(ops)
 	res.Faults = map[string]int{}
-	for _, f := range env.Hist.Faults() {
+	for _, f := range hist.Faults() {
 		res.Faults[string(f.Kind)]++
 	}
 	for k, n := range rec.Counted {
@@ -214,8 +225,8 @@ func measure(res *results.ScenarioResult, env *scenario.Env, rec scenario.Record
 		}
 	}
 	res.Clients, res.Keys = len(clients), len(keys)
-	res.WorkRuns = len(env.Hist.Work())
-	res.Charges = len(env.Ledger.Charges())
+	res.WorkRuns = len(hist.Work())
+	res.Charges = len(ledger.Charges())
 }
 
 // incompleteShown is how many reasons a workload could not finish are

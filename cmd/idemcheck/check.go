@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
 	"github.com/idemcheck/idemcheck/harness/results"
@@ -111,6 +112,13 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if !*asJSON {
 		warnCost(stderr, o)
 	}
+	journal, err := openRunJournal(dir)
+	if err != nil {
+		os.RemoveAll(dir.Path)
+		return exitUsage, err
+	}
+	o.Journal = journal
+	defer journal.Close()
 	var sum *results.Summary
 	cleanup, err := provision(ctx, &o, stderr, o.OwnServersAhead())
 	switch {
@@ -145,9 +153,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	code := verdictCode(sum)
 	// A report that cannot be written is said, and the verdict stands: CI
 	// must never read a found bug as a broken setup.
-	for _, err := range writeRun(dir, sum, *junit) {
+	errs := writeRun(dir, sum, *junit)
+	for _, err := range errs {
 		fmt.Fprintf(stderr, "idemcheck: %v (the verdict stands)\n", err)
 	}
+	closeRunJournal(stderr, dir, journal, len(errs) == 0)
 	if *keep > 0 {
 		if removed, err := report.Prune(*out, *keep); err != nil {
 			fmt.Fprintf(stderr, "idemcheck: pruning old results in %s: %v\n", *out, err)
@@ -527,4 +537,29 @@ func printProgress(w io.Writer, p harness.Progress) {
 		return
 	}
 	fmt.Fprintf(w, "\r\033[K%s", line)
+}
+
+// openRunJournal starts the run's journal in its results directory
+// (harness.JournalFile): what a run records goes to disk as it is
+// recorded, so a run whose process dies still reports (recheck).
+func openRunJournal(dir *report.RunDir) (*history.Journal, error) {
+	f, err := os.Create(filepath.Join(dir.Path, harness.JournalFile))
+	if err != nil {
+		return nil, fmt.Errorf("cannot write results to %s: %v", dir.Path, unwrapPath(err))
+	}
+	return history.NewJournal(f), nil
+}
+
+// closeRunJournal ends the run's journal: removed once the run's files are
+// written (written, they are the record), kept otherwise. A journal that
+// stopped writing is said: the verdict stands, but a crash would have
+// lost the run.
+func closeRunJournal(stderr io.Writer, dir *report.RunDir, j *history.Journal, written bool) {
+	err := j.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "idemcheck: the run's journal stopped: %v (the verdict stands; had the run crashed, it would have been lost)\n", err)
+	}
+	if written {
+		os.Remove(filepath.Join(dir.Path, harness.JournalFile))
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
 )
 
@@ -20,12 +21,19 @@ retention, the probe client). Nothing runs against a store. Use it to see
 whether a saved failure still fails after a change to the checkers, and to
 keep failing runs as regression tests (harness/testdata/runs).
 
+A run whose process died (killed, out of memory, the machine stopped)
+left no summary.json but its journal, journal.jsonl: recheck then
+recovers it. Each scenario that finished keeps its result; the one cut
+short is judged on what it recorded, its calls in flight of unknown
+outcome, and is at best undecided; the run's files are written into
+<run-dir>.
+
 Prints the summary as check does, with each scenario's verdict then and
 now. Exit codes: 0 pass, 1 a violation, 2 bad usage or an unreadable run,
 3 undecided.
 `
 
-func cmdRecheck(ctx context.Context, args []string, stdout, _ io.Writer) (int, error) {
+func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	dir, args := positional(args)
 	fs := newFlagSet("recheck", recheckHelp)
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
@@ -40,6 +48,9 @@ func cmdRecheck(ctx context.Context, args []string, stdout, _ io.Writer) (int, e
 	}
 	if hs := httpSummary(dir); hs != nil { // an idemcheck http run
 		return recheckHTTP(dir, hs, *asJSON, stdout)
+	}
+	if crashed(dir) {
+		return recoverRun(ctx, dir, *asJSON, stdout, stderr)
 	}
 	saved, err := harness.LoadRun(dir)
 	if err != nil {
@@ -110,4 +121,34 @@ func boolFlag(flag string) bool {
 		return true
 	}
 	return false
+}
+
+// crashed reports whether dir is a run whose process died: its journal
+// is there, its summary never written.
+func crashed(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err == nil {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, harness.JournalFile))
+	return err == nil
+}
+
+// recoverRun reports a run whose process died, from its journal
+// (harness.Recover), and writes its files into dir.
+func recoverRun(ctx context.Context, dir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
+	sum, err := harness.Recover(ctx, filepath.Join(dir, harness.JournalFile))
+	if err != nil {
+		return exitUsage, fmt.Errorf("recheck: %v", err)
+	}
+	abs, _ := filepath.Abs(dir)
+	rd := &report.RunDir{Root: filepath.Dir(abs), Path: abs, Older: true}
+	for _, err := range writeRun(rd, sum, "") {
+		fmt.Fprintf(stderr, "idemcheck: %v (the verdict stands)\n", err)
+	}
+	if asJSON {
+		return verdictCode(sum), printJSON(stdout, sum)
+	}
+	fmt.Fprintf(stdout, "recovered %s from its journal: %s\n\n", dir, harness.Crashed)
+	printSummary(stdout, sum)
+	return verdictCode(sum), nil
 }

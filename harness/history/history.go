@@ -121,6 +121,8 @@ type History struct {
 	// go only to it: a worker process streams its history to the harness
 	// this way (see Sink).
 	sink Sink
+	// journal, when set, hears every record too (JournalTo).
+	journal *journalOf
 }
 
 // Sink hears each record of a History as it is made. A worker process's
@@ -205,7 +207,11 @@ func (h *History) HasSince(m Mark, match func(Op) bool) bool {
 func (h *History) AddOp(op Op) {
 	h.mu.Lock()
 	h.push(op)
+	jo := h.journal
 	h.mu.Unlock()
+	if jo != nil {
+		jo.op("op", 0, false, &op)
+	}
 }
 
 // push appends op (h.mu held), noting whether the ops stay in call order.
@@ -216,30 +222,55 @@ func (h *History) push(op Op) {
 	h.ops = append(h.ops, op)
 }
 
-// call announces a call to the sink, if any, and returns its sequence.
-func (h *History) call(op Op) int64 {
-	if h.sink == nil {
+// call announces a call to the sink and the journal, if any, and
+// returns its sequence.
+func (h *History) call(op Op) int64 { return h.announce("call", op) }
+
+// announce is call, journaled as kind.
+func (h *History) announce(kind string, op Op) int64 {
+	h.mu.Lock()
+	if h.sink == nil && h.journal == nil {
+		h.mu.Unlock()
 		return 0
 	}
-	h.mu.Lock()
 	h.seq++
-	seq := h.seq
+	seq, jo := h.seq, h.journal
 	h.mu.Unlock()
-	h.sink.Call(seq, op)
+	if h.sink != nil {
+		h.sink.Call(seq, op)
+	}
+	if jo != nil {
+		jo.op(kind, seq, false, &op)
+	}
 	return seq
 }
 
 // ret records how call seq returned: to the sink, or in the history
-// (unless dropped).
+// (unless dropped), and in the journal.
 func (h *History) ret(seq int64, op Op, drop bool) {
 	if h.sink != nil {
 		h.sink.Return(seq, op, drop)
 		return
 	}
+	h.mu.Lock()
 	if !drop {
-		h.AddOp(op)
+		h.push(op)
+	}
+	jo := h.journal
+	h.mu.Unlock()
+	if jo != nil {
+		jo.op("ret", seq, drop, &op)
 	}
 }
+
+// Announce records that a store call made elsewhere (by a worker
+// process) is about to be made, in the journal: Returned records how it
+// returned. It returns the call's sequence.
+func (h *History) Announce(op Op) int64 { return h.announce("announce", op) }
+
+// Returned records how the call seq, announced with Announce, returned;
+// drop leaves it out (it never reached the store).
+func (h *History) Returned(seq int64, op Op, drop bool) { h.ret(seq, op, drop) }
 
 // AddWork records one execution of work and returns its index, so the
 // caller can close it with EndWork.
@@ -249,6 +280,9 @@ func (h *History) AddWork(w WorkRun) int {
 	h.work = append(h.work, w)
 	if h.sink != nil {
 		h.sink.Work(len(h.work)-1, w)
+	}
+	if h.journal != nil {
+		h.journal.record("work", int64(len(h.work)-1), "work", w)
 	}
 	return len(h.work) - 1
 }
@@ -267,6 +301,9 @@ func (h *History) EndWorkAt(i int, t int64, failed bool, chargeID string) {
 	if h.sink != nil {
 		h.sink.WorkEnd(i, t, failed, chargeID)
 	}
+	if h.journal != nil {
+		h.journal.record("work_end", int64(i), "end", workEnd{t, failed, chargeID})
+	}
 }
 
 // AddFault records an injected fault.
@@ -275,6 +312,9 @@ func (h *History) AddFault(f Fault) {
 	h.faults = append(h.faults, f)
 	if h.sink != nil {
 		h.sink.Fault(f)
+	}
+	if h.journal != nil {
+		h.journal.record("fault", 0, "fault", f)
 	}
 	h.mu.Unlock()
 }
@@ -285,6 +325,9 @@ func (h *History) AddAnswer(a Answer) {
 	h.answers = append(h.answers, a)
 	if h.sink != nil {
 		h.sink.Answer(a)
+	}
+	if h.journal != nil {
+		h.journal.j.add(func(b []byte) []byte { return appendAnswerLine(b, h.journal.name, &a) })
 	}
 	h.mu.Unlock()
 }

@@ -20,15 +20,26 @@ import (
 // a history's lines, and reflection made its encoding three quarters of
 // the time a run spent writing its files.
 func appendOpLine(b []byte, scenario string, op *Op) (_ []byte, ok bool) {
+	start := len(b)
+	b = append(b, `{"scenario":`...)
+	b = appendJSONString(b, scenario)
+	b = append(b, `,"type":"op","op":`...)
+	if b, ok = appendOp(b, op); !ok {
+		return b[:start], false
+	}
+	return append(b, "}\n"...), true
+}
+
+// appendOp appends op as encoding/json writes it (see appendOpLine); ok
+// is false, and b unchanged, for an op it leaves to encoding/json.
+func appendOp(b []byte, op *Op) (_ []byte, ok bool) {
 	in, out := &op.Input, &op.Output
 	for _, t := range []time.Time{in.Now, in.Called, in.Sent, out.Decision.DecidedAt, out.Decision.LeaseUntil} {
 		if !marshalable(t) {
 			return b, false
 		}
 	}
-	b = append(b, `{"scenario":`...)
-	b = appendJSONString(b, scenario)
-	b = append(b, `,"type":"op","op":{"client":`...)
+	b = append(b, `{"client":`...)
 	b = strconv.AppendInt(b, int64(op.Client), 10)
 	b = append(b, `,"input":`...)
 	b = appendInput(b, in)
@@ -46,7 +57,7 @@ func appendOpLine(b []byte, scenario string, op *Op) (_ []byte, ok bool) {
 		b = append(b, `,"err_at":`...)
 		b = strconv.AppendInt(b, op.ErrAt, 10)
 	}
-	return append(b, "}}\n"...), true
+	return append(b, '}'), true
 }
 
 // appendAnswerLine appends the line of history.jsonl that records a, as

@@ -54,6 +54,8 @@ type Ledger struct {
 	charges []Charge
 	byKey   map[string]string
 	made    int // effective charges, for the next id
+	// journal, when set, hears every charge (JournalTo).
+	journal *journalOf
 }
 
 // NewLedger makes an empty ledger.
@@ -78,6 +80,9 @@ func LedgerOf(charges []Charge) *Ledger {
 func (l *Ledger) Charge(order, key string, client int, at int64) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.journal != nil {
+		defer func() { l.journal.record("charge", 0, "charge", l.charges[len(l.charges)-1]) }()
+	}
 	if key != "" {
 		if id, ok := l.byKey[key]; ok {
 			l.charges = append(l.charges, Charge{ID: id, Order: order, Key: key, Client: client, At: at})

@@ -32,6 +32,9 @@ import (
 type RunDir struct {
 	Root string // e.g. results/
 	Path string // results/<time>-<store>-<variant>
+	// Older: the run is not the latest (one recovered afterwards), so
+	// Write leaves <root>/latest where it is.
+	Older bool
 }
 
 // PrepareRunDir makes results/<time>-<store>-<variant>/ under root and checks
@@ -83,6 +86,9 @@ func (d *RunDir) Write(sum *results.Summary) error {
 	}
 	if err := writeFile(filepath.Join(d.Path, "report.md"), func(w io.Writer) error { return writeReport(w, sum) }); err != nil {
 		return err
+	}
+	if d.Older {
+		return nil
 	}
 	// The link is made under a name of this run's own and renamed over
 	// latest: runs that end at once in one root (test packages run side

@@ -17,6 +17,10 @@ type ScenarioResult struct {
 	Repetition int `json:"repetition,omitempty"`
 	// Doc says in a line what the scenario does (scenario.Scenario.Doc).
 	Doc string `json:"doc"`
+	// Cut, when set, says the run's process died while the scenario ran:
+	// it was judged afterwards on what its journal recorded
+	// (harness.Recover), and a re-check judges it the same way.
+	Cut *Cut `json:"cut,omitempty"`
 	// Retention is the scenario's store's retention (the run's, or the
 	// scenario's own).
 	Retention Duration `json:"retention,omitempty"`
@@ -95,6 +99,19 @@ func (r *ScenarioResult) Linearization() *check.Linearization {
 		}
 	}
 	return nil
+}
+
+// Cut is what the history of a scenario cut short by its process's death
+// cannot show.
+type Cut struct {
+	// InFlight counts its calls announced and never returned.
+	InFlight int `json:"in_flight"`
+	// Announced: its worker processes announced calls through pipes, so
+	// the journal may hold an answer without the call behind it.
+	Announced bool `json:"announced,omitempty"`
+	// InFlightPrune: a Prune was in flight, and ran by a clock the journal
+	// never saw.
+	InFlightPrune bool `json:"in_flight_prune,omitempty"`
 }
 
 // Summary is a whole run's outcome: what `--json` prints.

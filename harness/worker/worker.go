@@ -50,6 +50,7 @@ type Worker struct {
 
 	mu        sync.Mutex
 	pending   map[int64]history.Op // announced calls without a return yet
+	hseq      map[int64]int64      // their sequence in the history (History.Announce)
 	work      map[int]int          // the worker's work index -> the history's
 	open      map[int]bool         // history indices of work not ended
 	submitted []workload.Order
@@ -121,7 +122,7 @@ func Start(ctx context.Context, spec Spec, wo Options) (*Worker, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w := &Worker{ID: id, hist: spec.Hist, ledger: spec.Ledger, cmd: cmd, decide: wo.Decide, onCall: wo.OnCall,
 		ready: make(chan error, 1), exited: make(chan struct{}),
-		pending: map[int64]history.Op{}, work: map[int]int{}, open: map[int]bool{}, answered: map[string]bool{},
+		pending: map[int64]history.Op{}, hseq: map[int64]int64{}, work: map[int]int{}, open: map[int]bool{}, answered: map[string]bool{},
 		answers: make(chan struct{}, 1)}
 	cmd.Stderr = &w.stderr
 	var err error
@@ -317,8 +318,10 @@ func (w *Worker) handle(m fromWorker) {
 		op := m.Call.Op
 		op.Client = w.ID
 		op.Input.ID = h.NextID() // ids are unique across the whole history
+		seq := h.Announce(op)
 		w.mu.Lock()
 		w.pending[m.Call.Seq] = op
+		w.hseq[m.Call.Seq] = seq
 		if op.Input.Key != (stores.KeyRef{}) {
 			w.key = op.Input.Key
 		}
@@ -329,14 +332,16 @@ func (w *Worker) handle(m fromWorker) {
 	case m.Ret != nil:
 		w.mu.Lock()
 		call, ok := w.pending[m.Ret.Seq]
+		seq := w.hseq[m.Ret.Seq]
 		delete(w.pending, m.Ret.Seq)
+		delete(w.hseq, m.Ret.Seq)
 		w.mu.Unlock()
-		if !ok || m.Ret.Drop {
+		if !ok {
 			return
 		}
 		op := m.Ret.Op
 		op.Client, op.Input.ID = w.ID, call.Input.ID
-		h.AddOp(op)
+		h.Returned(seq, op, m.Ret.Drop)
 	case m.Work != nil:
 		run := m.Work.Run
 		run.Client = w.ID
@@ -412,8 +417,8 @@ func (w *Worker) finish(waitErr error) {
 	dead := h.Now()
 	w.mu.Lock()
 	killed, kill := w.killed, w.kill
-	pending := w.pending
-	w.pending = map[int64]history.Op{}
+	pending, hseq := w.pending, w.hseq
+	w.pending, w.hseq = map[int64]history.Op{}, map[int64]int64{}
 	open := w.open
 	w.open = map[int]bool{}
 	if !killed && waitErr != nil && w.exitErr == nil {
@@ -424,9 +429,9 @@ func (w *Worker) finish(waitErr error) {
 	if !killed {
 		why = fmt.Sprintf("worker exited (%v)", waitErr)
 	}
-	for _, op := range pending {
+	for seq, op := range pending {
 		op.Output.Unknown, op.Return, op.Err = true, history.Never, why
-		h.AddOp(op)
+		h.Returned(hseq[seq], op, false)
 	}
 	for i := range open {
 		h.EndWorkAt(i, dead, true, "")

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+)
+
+// TestRecheckRecoversAKilledRun: a check whose process is killed
+// (SIGKILL: nothing runs after it) leaves its journal, and recheck
+// reports the run from it: undecided, never a failure of the correct
+// store, the scenarios that finished with their verdicts, the one cut
+// short judged on what it recorded, the rest listed as never run, in
+// summary.json, report.md and report.html.
+func TestRecheckRecoversAKilledRun(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	cmd := exec.Command(exe, "check", "--store", "sqlite", "--out", out)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Killed once the journal shows some scenarios finished.
+	var dir string
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		dirs, _ := filepath.Glob(filepath.Join(out, "2*"))
+		if len(dirs) == 1 {
+			dir = dirs[0]
+			if b, _ := os.ReadFile(filepath.Join(dir, harness.JournalFile)); strings.Count(string(b), `"type":"result"`) >= 2 {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if dir == "" {
+		t.Fatal("the run made no results directory")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err == nil {
+		t.Fatal("the run finished before it was killed: nothing to recover")
+	}
+
+	code, stdout, stderr := runCLI(t, "recheck", dir)
+	if code != exitUnknown {
+		t.Fatalf("recheck of a killed run of the correct store: exit %d, want 3 (undecided)\nstdout:\n%s\nstderr: %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "recovered") || !strings.Contains(stdout, "ended before the run finished") {
+		t.Errorf("the summary does not say the run was recovered:\n%s", stdout)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatalf("recheck wrote no summary.json: %v", err)
+	}
+	var sum struct {
+		Verdict     string   `json:"verdict"`
+		Interrupted bool     `json:"interrupted"`
+		Stopped     string   `json:"stopped"`
+		NotRun      []string `json:"not_run"`
+		Scenarios   []struct {
+			Name    string `json:"name"`
+			Verdict string `json:"verdict"`
+			Ops     int    `json:"ops"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Verdict != "unknown" || !sum.Interrupted || sum.Stopped != harness.Crashed {
+		t.Errorf("summary: verdict %s, interrupted %v, stopped %q", sum.Verdict, sum.Interrupted, sum.Stopped)
+	}
+	passed, ops := 0, 0
+	for _, s := range sum.Scenarios {
+		if s.Verdict == "fail" {
+			t.Errorf("%s failed on the correct store after recovery", s.Name)
+		}
+		if s.Verdict == "pass" {
+			passed++
+		}
+		ops += s.Ops
+	}
+	if passed < 2 || ops == 0 || len(sum.NotRun) == 0 {
+		t.Errorf("recovered %d passed scenarios, %d calls, %d never run: want the finished ones, their calls and the rest", passed, ops, len(sum.NotRun))
+	}
+	for _, f := range []string{"report.md", "report.html", "history.jsonl"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Errorf("recheck wrote no %s: %v", f, err)
+			continue
+		}
+		if f != "history.jsonl" && !strings.Contains(string(b), "ended before the run finished") {
+			t.Errorf("%s does not say the run's process ended", f)
+		}
+	}
+	// Recovered, it is a run like any other: recheck judges it again.
+	if code, stdout, _ := runCLI(t, "recheck", dir); code != exitUnknown || strings.Contains(stdout, "(changed)") {
+		t.Errorf("recheck of the recovered run: exit %d\n%s", code, stdout)
+	}
+}

@@ -1,0 +1,244 @@
+package history
+
+import (
+	"encoding/json"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Journal writes the records of a run's histories to a file as they are
+// made, so that a run whose process dies (killed, out of memory, the
+// machine stopped) leaves its evidence on disk: ReadJournal reads it back
+// and the harness judges what it holds (harness.Recover). history.jsonl,
+// written when a run ends, stays the run's record; a finished run's
+// journal is removed.
+//
+// A store call is journaled twice: a "call" line before the call is made
+// and a "ret" line once it returned. Lines are queued in the order they
+// are made and written in that order, a little behind (JournalEvery), so
+// a journal cut anywhere (a torn last line included) holds a prefix of the
+// run: every call whose effect a recorded answer shows was announced
+// before that answer was recorded, and a call announced but never
+// returned is read back as of unknown outcome, as a killed worker's is.
+//
+// Encoding happens in the recording goroutine, writing in the Journal's
+// own. A write that fails (a full disk) stops the journal, not the run:
+// Err says why.
+type Journal struct {
+	mu    sync.Mutex
+	buf   []byte // lines made since the last write
+	spare []byte
+	w     io.WriteCloser
+	err   error
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+// JournalEvery is how far behind the record the journal's writes are: a
+// crash loses at most the lines of this long (a prefix stays).
+const JournalEvery = 100 * time.Millisecond
+
+// journalBuffer is the queue length past which the writer is not waited
+// for: the recording goroutine writes itself, so a storm of calls cannot
+// queue more than this in memory.
+const journalBuffer = 8 << 20
+
+// NewJournal starts a journal writing to w, which it closes on Close.
+func NewJournal(w io.WriteCloser) *Journal {
+	j := &Journal{w: w, stop: make(chan struct{}), done: make(chan struct{})}
+	go j.loop()
+	return j
+}
+
+func (j *Journal) loop() {
+	defer close(j.done)
+	t := time.NewTicker(JournalEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			j.flush()
+		case <-j.stop:
+			j.flush()
+			return
+		}
+	}
+}
+
+// flush writes the lines queued so far, in order.
+func (j *Journal) flush() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.writeLocked()
+}
+
+// writeLocked writes the queue (j.mu held, so lines stay in order).
+func (j *Journal) writeLocked() {
+	if len(j.buf) == 0 || j.err != nil {
+		j.buf = j.buf[:0]
+		return
+	}
+	if _, err := j.w.Write(j.buf); err != nil {
+		j.err = err
+	}
+	j.buf = j.buf[:0]
+}
+
+// add queues one line built by line (j.mu held while it builds).
+func (j *Journal) add(line func(b []byte) []byte) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err != nil {
+		return
+	}
+	j.buf = line(j.buf)
+	if len(j.buf) > journalBuffer {
+		j.writeLocked()
+	}
+}
+
+// Note journals a line of the harness's own (kind: what it is; v: its
+// data, encoded as JSON under "data"), for scenario ("" for the run).
+func (j *Journal) Note(scenario, kind string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(err.Error())
+	}
+	j.add(func(b []byte) []byte {
+		b = appendJournalHead(b, scenario, kind, 0)
+		b = append(b, `"data":`...)
+		b = append(b, data...)
+		return append(b, "}\n"...)
+	})
+}
+
+// Err is why the journal stopped writing (nil: it did not).
+func (j *Journal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// Close writes what is queued and closes the file; the journal takes no
+// more lines after it.
+func (j *Journal) Close() error {
+	j.once.Do(func() {
+		close(j.stop)
+		<-j.done
+		j.mu.Lock()
+		if cerr := j.w.Close(); j.err == nil {
+			j.err = cerr
+		}
+		if j.err == nil {
+			j.err = errJournalClosed
+		}
+		j.mu.Unlock()
+	})
+	if err := j.Err(); err != errJournalClosed {
+		return err
+	}
+	return nil
+}
+
+var errJournalClosed = journalError("the journal is closed")
+
+type journalError string
+
+func (e journalError) Error() string { return string(e) }
+
+// appendJournalHead starts a journal line: its scenario, its type and,
+// when not 0, its sequence number; the caller appends the rest and "}\n".
+func appendJournalHead(b []byte, scenario, kind string, seq int64) []byte {
+	b = append(b, `{"scenario":`...)
+	b = appendJSONString(b, scenario)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, kind)
+	b = append(b, ',')
+	if seq != 0 {
+		b = append(b, `"seq":`...)
+		b = strconv.AppendInt(b, seq, 10)
+		b = append(b, ',')
+	}
+	return b
+}
+
+// journalOf is a History's journal and the name its lines carry.
+type journalOf struct {
+	j    *Journal
+	name string
+}
+
+// JournalTo journals every record of h from now on to j, under the
+// scenario name. Call it before any record is made.
+func (h *History) JournalTo(j *Journal, name string) {
+	h.mu.Lock()
+	h.journal = &journalOf{j, name}
+	h.mu.Unlock()
+}
+
+// JournalTo journals every charge of l from now on to j, under name.
+func (l *Ledger) JournalTo(j *Journal, name string) {
+	l.mu.Lock()
+	l.journal = &journalOf{j, name}
+	l.mu.Unlock()
+}
+
+// Note journals a line of the harness's own about h's scenario (see
+// Journal.Note); nothing when h has no journal.
+func (h *History) Note(kind string, v any) {
+	if jo := h.journalOf(); jo != nil {
+		jo.j.Note(jo.name, kind, v)
+	}
+}
+
+func (h *History) journalOf() *journalOf {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.journal
+}
+
+// op journals a store call: announced ("call"), returned ("ret", drop:
+// it never reached the store) or recorded whole ("op").
+func (jo *journalOf) op(kind string, seq int64, drop bool, op *Op) {
+	jo.j.add(func(b []byte) []byte {
+		b = appendJournalHead(b, jo.name, kind, seq)
+		if drop {
+			b = append(b, `"drop":true,`...)
+		}
+		b = append(b, `"op":`...)
+		if body, ok := appendOp(b, op); ok {
+			return append(body, "}\n"...)
+		}
+		data, err := json.Marshal(op)
+		if err != nil { // a time encoding/json refuses: the line says so
+			data, _ = json.Marshal(map[string]string{"error": err.Error()})
+		}
+		return append(append(b, data...), "}\n"...)
+	})
+}
+
+// record journals any other record as JSON under field.
+func (jo *journalOf) record(kind string, seq int64, field string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	jo.j.add(func(b []byte) []byte {
+		b = appendJournalHead(b, jo.name, kind, seq)
+		b = append(b, '"')
+		b = append(b, field...)
+		b = append(b, `":`...)
+		b = append(b, data...)
+		return append(b, "}\n"...)
+	})
+}
+
+// workEnd is a journaled end of a work run.
+type workEnd struct {
+	End      int64  `json:"end"`
+	Failed   bool   `json:"failed,omitempty"`
+	ChargeID string `json:"charge_id,omitempty"`
+}

@@ -1,0 +1,196 @@
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/idemcheck/idemcheck/models"
+)
+
+// Journaled is one scenario's records read back from a journal.
+type Journaled struct {
+	Scenario string
+	Hist     *History
+	Ledger   *Ledger
+	// Notes are the harness's own lines about the scenario (Journal.Note),
+	// by kind: the last of each.
+	Notes map[string]json.RawMessage
+	// InFlight counts the store calls announced and never returned: read
+	// back as of unknown outcome. Unended counts the work runs with no
+	// end, closed at the scenario's last recorded time.
+	InFlight, Unended int
+	// InFlightPrune reports whether one of the calls in flight was a
+	// Prune: it may have run at any time up to the crash, by a clock the
+	// journal never saw.
+	InFlightPrune bool
+	// Announced reports whether calls were announced for another process
+	// (History.Announce): a worker's call reaches the harness through a
+	// pipe, so the journal's order is not the order the calls were made
+	// in, and a cut journal may hold an answer without the call that
+	// caused it.
+	Announced bool
+}
+
+// JournalRead is what ReadJournal found.
+type JournalRead struct {
+	// Notes are the run's own lines (Journal.Note with no scenario).
+	Notes map[string]json.RawMessage
+	// Scenarios in order of first appearance.
+	Scenarios []*Journaled
+	// Torn reports that the last line was cut short (the process died
+	// while writing it): it is left out.
+	Torn bool
+	// Lines counts the lines read.
+	Lines int
+}
+
+// journalLine is one line of a journal, as ReadJournal decodes it.
+type journalLine struct {
+	Scenario string          `json:"scenario"`
+	Type     string          `json:"type"`
+	Seq      int64           `json:"seq"`
+	Drop     bool            `json:"drop"`
+	Op       *Op             `json:"op"`
+	Work     *WorkRun        `json:"work"`
+	End      *workEnd        `json:"end"`
+	Fault    *Fault          `json:"fault"`
+	Answer   *Answer         `json:"answer"`
+	Charge   *Charge         `json:"charge"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// ReadJournal reads a journal back, one History and Ledger per scenario.
+// Calls announced and never returned are of unknown outcome (Return =
+// Never), as when a worker process dies; work runs never ended end at the
+// scenario's last recorded time, the latest the journal shows them
+// running. A last line cut short is left out (Torn); any other line that
+// does not parse is an error naming it: nothing is silently skipped.
+func ReadJournal(r io.Reader) (*JournalRead, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	out := &JournalRead{Notes: map[string]json.RawMessage{}}
+	type parts struct {
+		j       *Journaled
+		pending map[int64]Op
+		order   []int64
+		ended   map[int]bool
+		charges []Charge
+		last    int64
+	}
+	index := map[string]*parts{}
+	get := func(name string) *parts {
+		p, ok := index[name]
+		if !ok {
+			p = &parts{j: &Journaled{Scenario: name, Hist: &History{}, Notes: map[string]json.RawMessage{}},
+				pending: map[int64]Op{}, ended: map[int]bool{}}
+			index[name] = p
+			out.Scenarios = append(out.Scenarios, p.j)
+		}
+		return p
+	}
+	seen := func(p *parts, ts ...int64) {
+		for _, t := range ts {
+			if t != Never && t > p.last {
+				p.last = t
+			}
+		}
+	}
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			if len(bytes.TrimSpace(line)) > 0 {
+				out.Torn = true // written up to the crash, never ended
+			}
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("journal line %d: %v", n, err)
+		}
+		out.Lines = n
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var l journalLine
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, fmt.Errorf("journal line %d: %v", n, err)
+		}
+		if l.Data != nil {
+			if l.Scenario == "" {
+				out.Notes[l.Type] = l.Data
+			} else {
+				get(l.Scenario).j.Notes[l.Type] = l.Data
+			}
+			continue
+		}
+		p := get(l.Scenario)
+		h := p.j.Hist
+		switch {
+		case (l.Type == "call" || l.Type == "announce") && l.Op != nil:
+			p.pending[l.Seq] = *l.Op
+			p.order = append(p.order, l.Seq)
+			p.j.Announced = p.j.Announced || l.Type == "announce"
+			seen(p, l.Op.Call)
+		case l.Type == "ret" && l.Op != nil:
+			delete(p.pending, l.Seq)
+			if !l.Drop {
+				h.push(*l.Op)
+				h.nextID = max(h.nextID, l.Op.Input.ID)
+			}
+			seen(p, l.Op.Call, l.Op.Return, l.Op.ErrAt)
+		case l.Type == "op" && l.Op != nil:
+			h.push(*l.Op)
+			h.nextID = max(h.nextID, l.Op.Input.ID)
+			seen(p, l.Op.Call, l.Op.Return, l.Op.ErrAt)
+		case l.Type == "work" && l.Work != nil:
+			if int(l.Seq) != len(h.work) {
+				return nil, fmt.Errorf("journal line %d: work run %d of %s out of order (expected %d)", n, l.Seq, l.Scenario, len(h.work))
+			}
+			h.work = append(h.work, *l.Work)
+			seen(p, l.Work.Start)
+		case l.Type == "work_end" && l.End != nil:
+			if l.Seq < 0 || int(l.Seq) >= len(h.work) {
+				return nil, fmt.Errorf("journal line %d: the end of work run %d of %s, which never started", n, l.Seq, l.Scenario)
+			}
+			w := &h.work[l.Seq]
+			w.End, w.Failed, w.ChargeID = l.End.End, l.End.Failed, l.End.ChargeID
+			p.ended[int(l.Seq)] = true
+			seen(p, l.End.End)
+		case l.Type == "fault" && l.Fault != nil:
+			h.faults = append(h.faults, *l.Fault)
+			seen(p, l.Fault.Start, l.Fault.End)
+		case l.Type == "answer" && l.Answer != nil:
+			h.answers = append(h.answers, *l.Answer)
+			seen(p, l.Answer.At)
+		case l.Type == "charge" && l.Charge != nil:
+			p.charges = append(p.charges, *l.Charge)
+			seen(p, l.Charge.At)
+		default:
+			return nil, fmt.Errorf("journal line %d: unknown record type %q", n, l.Type)
+		}
+	}
+	for _, j := range out.Scenarios {
+		p := index[j.Scenario]
+		for _, seq := range p.order {
+			op, ok := p.pending[seq]
+			if !ok {
+				continue
+			}
+			op.Output, op.Return, op.ErrAt = models.Output{Unknown: true}, Never, 0
+			op.Err = "the run's process ended before the call returned"
+			j.Hist.push(op)
+			j.Hist.nextID = max(j.Hist.nextID, op.Input.ID)
+			j.InFlight++
+			j.InFlightPrune = j.InFlightPrune || op.Input.Kind == models.Prune
+		}
+		for i := range j.Hist.work {
+			if !p.ended[i] {
+				j.Hist.work[i].End = max(p.last, j.Hist.work[i].Start)
+				j.Unended++
+			}
+		}
+		j.Ledger = LedgerOf(p.charges)
+	}
+	return out, nil
+}

@@ -1,0 +1,100 @@
+package history
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+type journalBuf struct{ bytes.Buffer }
+
+func (*journalBuf) Close() error { return nil }
+
+// fixedStore answers every Begin with a claim, and blocks in Complete
+// until release is closed (a call in flight when the process dies).
+type fixedStore struct {
+	stores.Store
+	release chan struct{}
+}
+
+func (fixedStore) Begin(context.Context, stores.Request) (stores.Decision, error) {
+	return stores.Decision{Outcome: stores.Claimed, Token: "tok"}, nil
+}
+
+func (f fixedStore) Complete(context.Context, stores.KeyRef, stores.Token, stores.Response) error {
+	<-f.release
+	return nil
+}
+
+// TestJournalReadsBack: what a journal holds reads back as the history
+// recorded it; a call announced and never returned reads back of unknown
+// outcome, a work run never ended ends at the last recorded time, a torn
+// last line is left out, and a broken line before it is an error naming
+// it.
+func TestJournalReadsBack(t *testing.T) {
+	var b journalBuf
+	j := NewJournal(&b)
+	h, l := New(), NewLedger()
+	h.JournalTo(j, "s")
+	l.JournalTo(j, "s")
+	j.Note("", "run", map[string]int{"n": 1})
+	st := fixedStore{release: make(chan struct{})}
+	r := &Recorder{Store: st, Client: 1, Hist: h, Clock: faults.RealClock{}}
+	key := stores.KeyRef{Tenant: "t", Key: "k"}
+	if _, err := r.Begin(context.Background(), stores.Request{KeyRef: key, Fingerprint: "f"}); err != nil {
+		t.Fatal(err)
+	}
+	h.AddWork(WorkRun{Client: 1, Key: key, Order: "o", Token: "tok", Start: h.Now(), End: Never})
+	l.Charge("o", "", 1, h.Now())
+	h.AddAnswer(Answer{Client: 1, Key: key, Order: "o", Status: 201})
+	done := make(chan struct{})
+	go func() { r.Complete(context.Background(), key, "tok", stores.Response{Status: 201}); close(done) }()
+	for !strings.Contains(journalText(j, &b), `"type":"call","seq":2`) {
+		time.Sleep(time.Millisecond) // the Complete is announced, then blocks
+	}
+	got, err := ReadJournal(strings.NewReader(journalText(j, &b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Scenarios) != 1 || got.Notes["run"] == nil || got.Torn {
+		t.Fatalf("read %d scenarios, run note %s, torn %v", len(got.Scenarios), got.Notes["run"], got.Torn)
+	}
+	s := got.Scenarios[0]
+	ops := s.Hist.Ops()
+	if len(ops) != 2 || !ops[0].IsClaim() || ops[1].Input.Kind != models.Complete || !ops[1].Output.Unknown || ops[1].Return != Never || s.InFlight != 1 {
+		t.Errorf("ops %+v, in flight %d: want the claim and the Complete in flight, unknown", ops, s.InFlight)
+	}
+	if ws := s.Hist.Work(); len(ws) != 1 || ws[0].End == Never || ws[0].End < ws[0].Start || s.Unended != 1 {
+		t.Errorf("work %+v: want it ended at the last recorded time", ws)
+	}
+	if len(s.Ledger.Charges()) != 1 || len(s.Hist.Answers()) != 1 {
+		t.Errorf("%d charges, %d answers", len(s.Ledger.Charges()), len(s.Hist.Answers()))
+	}
+	close(st.release)
+	<-done
+	j.Close()
+
+	full := b.Bytes()
+	torn, err := ReadJournal(bytes.NewReader(full[:len(full)-3]))
+	if err != nil || !torn.Torn {
+		t.Errorf("a torn last line: torn %v, err %v", torn != nil && torn.Torn, err)
+	}
+	broken := bytes.Replace(full, []byte(`"type":"answer"`), []byte(`"type":"answer`), 1)
+	if _, err := ReadJournal(bytes.NewReader(broken)); err == nil || !strings.Contains(err.Error(), "journal line") {
+		t.Errorf("a broken line: %v, want an error naming it", err)
+	}
+}
+
+// journalText is what j has written to b so far.
+func journalText(j *Journal, b *journalBuf) string {
+	j.flush()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return b.String()
+}
