@@ -27,14 +27,13 @@ import (
 // own. A write that fails (a full disk) stops the journal, not the run:
 // Err says why.
 type Journal struct {
-	mu    sync.Mutex
-	buf   []byte // lines made since the last write
-	spare []byte
-	w     io.WriteCloser
-	err   error
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	mu   sync.Mutex
+	buf  []byte // lines made since the last write
+	w    io.WriteCloser
+	err  error
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
 }
 
 // JournalEvery is how far behind the record the journal's writes are: a
@@ -87,18 +86,28 @@ func (j *Journal) writeLocked() {
 	j.buf = j.buf[:0]
 }
 
-// add queues one line built by line (j.mu held while it builds).
+// add queues one line built by line. The line is built outside the
+// lock (recording goroutines encode side by side) and queued whole under
+// it, before add returns: a call's line is queued before the call is made.
 func (j *Journal) add(line func(b []byte) []byte) {
+	bp := linePool.Get().(*[]byte)
+	b := line((*bp)[:0])
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.err != nil {
-		return
+	if j.err == nil {
+		j.buf = append(j.buf, b...)
+		if len(j.buf) > journalBuffer {
+			j.writeLocked()
+		}
 	}
-	j.buf = line(j.buf)
-	if len(j.buf) > journalBuffer {
-		j.writeLocked()
+	j.mu.Unlock()
+	if cap(b) <= 64<<10 {
+		*bp = b
+		linePool.Put(bp)
 	}
 }
+
+// linePool holds the buffers lines are built in.
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // Note journals a line of the harness's own (kind: what it is; v: its
 // data, encoded as JSON under "data"), for scenario ("" for the run).
