@@ -111,6 +111,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	if !*asJSON {
 		warnCost(stderr, o)
+		sayCrashed(stderr, *out)
 	}
 	journal, err := openRunJournal(dir)
 	if err != nil {
@@ -546,6 +547,10 @@ func openRunJournal(dir *report.RunDir) (*history.Journal, error) {
 	f, err := os.Create(filepath.Join(dir.Path, harness.JournalFile))
 	if err != nil {
 		return nil, fmt.Errorf("cannot write results to %s: %v", dir.Path, unwrapPath(err))
+	}
+	if err := lockJournal(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot lock the run's journal in %s: %v", dir.Path, err)
 	}
 	return history.NewJournal(f), nil
 }

@@ -17,7 +17,8 @@ import (
 // reports the run from it: undecided, never a failure of the correct
 // store, the scenarios that finished with their verdicts, the one cut
 // short judged on what it recorded, the rest listed as never run, in
-// summary.json, report.md and report.html.
+// summary.json, report.md and report.html. Until then the next check
+// names it (crashedRuns), and never a run still running.
 func TestRecheckRecoversAKilledRun(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -42,12 +43,20 @@ func TestRecheckRecoversAKilledRun(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Running, it holds its journal: not taken for a crashed run.
+	if got := crashedRuns(out); len(got) != 0 {
+		t.Errorf("a running run taken for a crashed one: %v", got)
+	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
 	if dir == "" {
 		t.Fatal("the run made no results directory")
+	}
+	// Dead, it is: the next check names it.
+	if got := crashedRuns(out); len(got) != 1 || got[0] != dir {
+		t.Errorf("crashed runs %v, want %s", got, dir)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err == nil {
 		t.Fatal("the run finished before it was killed: nothing to recover")
@@ -103,6 +112,9 @@ func TestRecheckRecoversAKilledRun(t *testing.T) {
 		if f != "history.jsonl" && !strings.Contains(string(b), "ended before the run finished") {
 			t.Errorf("%s does not say the run's process ended", f)
 		}
+	}
+	if got := crashedRuns(out); len(got) != 0 {
+		t.Errorf("a recovered run still taken for a crashed one: %v", got)
 	}
 	// Recovered, it is a run like any other: recheck judges it again.
 	if code, stdout, _ := runCLI(t, "recheck", dir); code != exitUnknown || strings.Contains(stdout, "(changed)") {

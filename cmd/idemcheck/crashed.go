@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/report"
+)
+
+// A run holds an exclusive lock on its journal while it runs (lockJournal);
+// the kernel drops it when the process dies, however it dies. So a
+// journal nobody holds, in a directory with no summary.json, is a run
+// whose process died, while one held is a run still running beside this
+// one in the same --out.
+
+// lockJournal takes the running run's lock on its journal f.
+func lockJournal(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+}
+
+// crashedRuns lists the run directories under root whose process died
+// before writing their files: each has a journal nobody holds and no
+// summary.json.
+func crashedRuns(root string) []string {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		dir := filepath.Join(root, e.Name())
+		if !e.IsDir() || !crashed(dir) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, report.Marker)); err != nil {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, harness.JournalFile))
+		if err != nil {
+			continue
+		}
+		if lockJournal(f) == nil { // nobody holds it: its run is gone
+			out = append(out, dir)
+		}
+		f.Close()
+	}
+	return out
+}
+
+// sayCrashed tells, before a run, of the runs under root whose process
+// died: their evidence is on disk, and recheck reports it.
+func sayCrashed(w io.Writer, root string) {
+	for _, dir := range crashedRuns(root) {
+		fmt.Fprintf(w, "idemcheck: the run in %s ended before it finished (its process died); `idemcheck recheck %s` reports what it recorded\n", dir, dir)
+	}
+}
