@@ -15,10 +15,12 @@ import (
 // written when a run ends, stays the run's record; a finished run's
 // journal is removed.
 //
-// A store call is journaled twice: a "call" line before the call is made
-// and a "ret" line once it returned. Lines are queued in the order they
-// are made and written in that order, a little behind (JournalEvery), so
-// a journal cut anywhere (a torn last line included) holds a prefix of the
+// A store call is announced before it is made and journaled when it
+// returns: as one "op" line when it returned before the journal's next
+// write, else as a "call" line at that write and a "ret" line after.
+// Lines are queued in the order they are made and written in that order,
+// a little behind (JournalEvery), a write's "call" lines first, so a
+// journal cut anywhere (a torn last line included) holds a prefix of the
 // run: every call whose effect a recorded answer shows was announced
 // before that answer was recorded, and a call announced but never
 // returned is read back as of unknown outcome, as a killed worker's is.
@@ -27,13 +29,18 @@ import (
 // own. A write that fails (a full disk) stops the journal, not the run:
 // Err says why.
 type Journal struct {
-	mu   sync.Mutex
-	buf  []byte // lines made since the last write
-	w    io.WriteCloser
-	err  error
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	mu  sync.Mutex
+	buf []byte // lines made since the last write
+	// pending are the calls announced since the last write and not yet
+	// returned: a call that returns before the next write is journaled
+	// once, whole (an "op" line), and only one still in flight at a write
+	// gets its "call" line, written ahead of that write's lines.
+	pending map[pendKey]Op
+	w       io.WriteCloser
+	err     error
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
 }
 
 // JournalEvery is how far behind the record the journal's writes are: a
@@ -47,7 +54,7 @@ const journalBuffer = 8 << 20
 
 // NewJournal starts a journal writing to w, which it closes on Close.
 func NewJournal(w io.WriteCloser) *Journal {
-	j := &Journal{w: w, stop: make(chan struct{}), done: make(chan struct{})}
+	j := &Journal{w: w, stop: make(chan struct{}), done: make(chan struct{}), pending: map[pendKey]Op{}}
 	go j.loop()
 	return j
 }
@@ -74,16 +81,31 @@ func (j *Journal) flush() {
 	j.writeLocked()
 }
 
-// writeLocked writes the queue (j.mu held, so lines stay in order).
+// writeLocked writes the queue (j.mu held, so lines stay in order),
+// after the "call" lines of the calls still in flight: each was made
+// after every line written before, so ahead of this write's lines it
+// still comes before any answer that could show its effect.
 func (j *Journal) writeLocked() {
-	if len(j.buf) == 0 || j.err != nil {
+	var head []byte
+	for k, op := range j.pending {
+		head = k.jo.appendLine(head, "call", k.seq, false, &op)
+	}
+	clear(j.pending)
+	if len(head) == 0 && len(j.buf) == 0 || j.err != nil {
 		j.buf = j.buf[:0]
 		return
 	}
-	if _, err := j.w.Write(j.buf); err != nil {
+	if _, err := j.w.Write(append(head, j.buf...)); err != nil {
 		j.err = err
 	}
 	j.buf = j.buf[:0]
+}
+
+// pendKey names a call announced to the journal: its history's and its
+// sequence there.
+type pendKey struct {
+	jo  *journalOf
+	seq int64
 }
 
 // add queues one line built by line. The line is built outside the
@@ -209,24 +231,64 @@ func (h *History) journalOf() *journalOf {
 	return h.journal
 }
 
-// op journals a store call: announced ("call"), returned ("ret", drop:
-// it never reached the store) or recorded whole ("op").
+// op journals a store call: announced ("call", or "announce" for a
+// worker process's), returned ("ret", drop: it never reached the store)
+// or recorded whole ("op"). A call is held until the journal's next write
+// (Journal.pending): one that returned by then is journaled as one "op"
+// line, or not at all when dropped.
 func (jo *journalOf) op(kind string, seq int64, drop bool, op *Op) {
-	jo.j.add(func(b []byte) []byte {
-		b = appendJournalHead(b, jo.name, kind, seq)
-		if drop {
-			b = append(b, `"drop":true,`...)
+	j := jo.j
+	switch kind {
+	case "call":
+		j.mu.Lock()
+		if j.err == nil {
+			j.pending[pendKey{jo, seq}] = *op
 		}
-		b = append(b, `"op":`...)
-		if body, ok := appendOp(b, op); ok {
-			return append(body, "}\n"...)
+		j.mu.Unlock()
+		return
+	case "ret":
+		var whole []byte // the op's line, built outside the lock
+		if !drop {
+			bp := linePool.Get().(*[]byte)
+			defer linePool.Put(bp)
+			whole = jo.appendLine((*bp)[:0], "op", 0, false, op)
+			*bp = whole[:0]
 		}
-		data, err := json.Marshal(op)
-		if err != nil { // a time encoding/json refuses: the line says so
-			data, _ = json.Marshal(map[string]string{"error": err.Error()})
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if j.err != nil {
+			return
 		}
-		return append(append(b, data...), "}\n"...)
-	})
+		k := pendKey{jo, seq}
+		if _, ok := j.pending[k]; ok {
+			delete(j.pending, k)
+			j.buf = append(j.buf, whole...)
+		} else { // its call line is written: the return's own line
+			j.buf = jo.appendLine(j.buf, "ret", seq, drop, op)
+		}
+		if len(j.buf) > journalBuffer {
+			j.writeLocked()
+		}
+		return
+	}
+	j.add(func(b []byte) []byte { return jo.appendLine(b, kind, seq, drop, op) })
+}
+
+// appendLine appends the journal line of a store call.
+func (jo *journalOf) appendLine(b []byte, kind string, seq int64, drop bool, op *Op) []byte {
+	b = appendJournalHead(b, jo.name, kind, seq)
+	if drop {
+		b = append(b, `"drop":true,`...)
+	}
+	b = append(b, `"op":`...)
+	if body, ok := appendOp(b, op); ok {
+		return append(body, "}\n"...)
+	}
+	data, err := json.Marshal(op)
+	if err != nil { // a time encoding/json refuses: the line says so
+		data, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	return append(append(b, data...), "}\n"...)
 }
 
 // record journals any other record as JSON under field.
