@@ -63,12 +63,10 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
-// Write writes the run's files and points <root>/latest at the directory.
+// Write writes the run's files, summary.json last, and points
+// <root>/latest at the directory.
 func (d *RunDir) Write(sum *results.Summary) error {
 	sum.Dir = d.Path
-	if err := writeJSON(filepath.Join(d.Path, "summary.json"), sum); err != nil {
-		return err
-	}
 	if err := writeFile(filepath.Join(d.Path, "history.jsonl"), func(w io.Writer) error { return writeHistory(w, sum) }); err != nil {
 		return err
 	}
@@ -85,6 +83,12 @@ func (d *RunDir) Write(sum *results.Summary) error {
 		}
 	}
 	if err := writeFile(filepath.Join(d.Path, "report.md"), func(w io.Writer) error { return writeReport(w, sum) }); err != nil {
+		return err
+	}
+	// summary.json last: a directory that has one has its history whole.
+	// A process that dies while it writes them leaves no summary, and its
+	// journal (harness.JournalFile) says what the run recorded.
+	if err := writeJSON(filepath.Join(d.Path, "summary.json"), sum); err != nil {
 		return err
 	}
 	if d.Older {

@@ -78,3 +78,23 @@ func TestRunsEndingAtOnceShareARoot(t *testing.T) {
 		t.Errorf("latest -> %s, which has no summary: %v", link, err)
 	}
 }
+
+// TestSummaryIsWrittenLast: a run directory whose history could not be
+// written has no summary.json, so it is never read as a whole run (the
+// run's journal, kept, is recovered instead).
+func TestSummaryIsWrittenLast(t *testing.T) {
+	d, err := report.PrepareRunDir(t.TempDir(), "memory", "correct", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A directory where the history goes: its file cannot be created.
+	if err := os.Mkdir(filepath.Join(d.Path, "history.jsonl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Write(&results.Summary{Store: "memory", Variant: "correct"}); err == nil {
+		t.Fatal("Write succeeded without its history")
+	}
+	if _, err := os.Stat(filepath.Join(d.Path, "summary.json")); err == nil {
+		t.Error("summary.json written though the history was not")
+	}
+}
