@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -191,4 +192,12 @@ func lastTime(h *history.History) int64 {
 		}
 	}
 	return t
+}
+
+// CreateJournal starts the journal of a run whose results go to dir
+// (JournalFile there; Options.Journal): held by this process while it
+// lives (history.CreateJournal), removed once the run's files are
+// written.
+func CreateJournal(dir string) (*history.Journal, error) {
+	return history.CreateJournal(filepath.Join(dir, JournalFile))
 }

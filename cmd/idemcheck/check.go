@@ -544,15 +544,11 @@ func printProgress(w io.Writer, p harness.Progress) {
 // (harness.JournalFile): what a run records goes to disk as it is
 // recorded, so a run whose process dies still reports (recheck).
 func openRunJournal(dir *report.RunDir) (*history.Journal, error) {
-	f, err := os.Create(filepath.Join(dir.Path, harness.JournalFile))
+	j, err := harness.CreateJournal(dir.Path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot write results to %s: %v", dir.Path, unwrapPath(err))
 	}
-	if err := lockJournal(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cannot lock the run's journal in %s: %v", dir.Path, err)
-	}
-	return history.NewJournal(f), nil
+	return j, nil
 }
 
 // closeRunJournal ends the run's journal: removed once the run's files are

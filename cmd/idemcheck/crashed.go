@@ -5,22 +5,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
 )
 
-// A run holds an exclusive lock on its journal while it runs (lockJournal);
-// the kernel drops it when the process dies, however it dies. So a
-// journal nobody holds, in a directory with no summary.json, is a run
-// whose process died, while one held is a run still running beside this
-// one in the same --out.
-
-// lockJournal takes the running run's lock on its journal f.
-func lockJournal(f *os.File) error {
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-}
+// A run holds a lock on its journal while it runs
+// (history.CreateJournal); the kernel drops it when the process dies,
+// however it dies. So a journal nobody holds, in a directory with no
+// summary.json, is a run whose process died, while one held is a run
+// still running beside this one in the same --out.
 
 // crashedRuns lists the run directories under root whose process died
 // before writing their files: each has a journal nobody holds and no
@@ -39,14 +34,9 @@ func crashedRuns(root string) []string {
 		if _, err := os.Stat(filepath.Join(dir, report.Marker)); err != nil {
 			continue
 		}
-		f, err := os.Open(filepath.Join(dir, harness.JournalFile))
-		if err != nil {
-			continue
+		if held, err := history.JournalHeld(filepath.Join(dir, harness.JournalFile)); err == nil && !held {
+			out = append(out, dir) // nobody holds it: its run is gone
 		}
-		if lockJournal(f) == nil { // nobody holds it: its run is gone
-			out = append(out, dir)
-		}
-		f.Close()
 	}
 	return out
 }

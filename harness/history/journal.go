@@ -132,7 +132,8 @@ func (j *Journal) add(line func(b []byte) []byte) {
 var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // Note journals a line of the harness's own (kind: what it is; v: its
-// data, encoded as JSON under "data"), for scenario ("" for the run).
+// data, encoded as JSON under "data"), for scenario ("" for the run), and
+// writes what is queued.
 func (j *Journal) Note(scenario, kind string, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -144,6 +145,9 @@ func (j *Journal) Note(scenario, kind string, v any) {
 		b = append(b, data...)
 		return append(b, "}\n"...)
 	})
+	// Written at once: a process that dies in its first moments still
+	// leaves the run's plan and what each scenario is judged by.
+	j.flush()
 }
 
 // Err is why the journal stopped writing (nil: it did not).

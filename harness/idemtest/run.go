@@ -119,10 +119,6 @@ func options(f Factory) harness.Options {
 func CheckScenario(ctx context.Context, f Factory, scenario string) (*results.Summary, string, error) {
 	o := options(f)
 	o.Scenarios = []string{scenario}
-	sum, err := harness.Run(ctx, o)
-	if err != nil {
-		return nil, "", err
-	}
 	root := os.Getenv("IDEM_RESULTS")
 	if root == "" {
 		root = filepath.Join(os.TempDir(), "idemtest")
@@ -133,12 +129,32 @@ func CheckScenario(ctx context.Context, f Factory, scenario string) (*results.Su
 		}
 		return r
 	}, f.Name)
+	// The directory is made first and the run journaled into it: a store
+	// that brings the test binary down (a panic in a client's goroutine,
+	// a fatal error) leaves what the run recorded, which `idemcheck
+	// recheck <dir>` reports.
 	dir, err := report.PrepareRunDir(root, name, scenario, time.Now())
 	if err != nil {
-		return sum, "", err
+		return nil, "", err
 	}
-	if err := dir.Write(sum); err != nil {
-		return sum, dir.Path, err
+	journal := filepath.Join(dir.Path, harness.JournalFile)
+	if o.Journal, err = harness.CreateJournal(dir.Path); err != nil {
+		os.RemoveAll(dir.Path)
+		return nil, "", err
 	}
+	sum, err := harness.Run(ctx, o)
+	if err != nil {
+		o.Journal.Close()
+		os.RemoveAll(dir.Path)
+		return nil, "", err
+	}
+	werr := dir.Write(sum)
+	if jerr := o.Journal.Close(); werr == nil {
+		werr = jerr
+	}
+	if werr != nil {
+		return sum, dir.Path, werr
+	}
+	os.Remove(journal)
 	return sum, dir.Path, nil
 }

@@ -1,0 +1,36 @@
+package history
+
+import (
+	"os"
+	"syscall"
+)
+
+// CreateJournal creates the journal file at path and starts a Journal on
+// it, holding an exclusive lock on the file for as long as the process
+// lives: the kernel drops the lock when the process dies, however it dies,
+// so JournalHeld tells a run still running from one whose process died.
+func CreateJournal(path string) (*Journal, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "lock", Path: path, Err: err}
+	}
+	return NewJournal(f), nil
+}
+
+// JournalHeld reports whether a live process holds the journal at path
+// (CreateJournal): false for one whose process died.
+func JournalHeld(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true, nil
+	}
+	return false, nil
+}
