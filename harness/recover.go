@@ -51,6 +51,14 @@ func (o Options) journalRunStart(sum *results.Summary, plan []string) {
 	}
 }
 
+// journalResult journals a scenario's result (one skipped, too): a run
+// recovered from its journal keeps it.
+func (o Options) journalResult(res *results.ScenarioResult) {
+	if o.Journal != nil {
+		o.Journal.Note(res.ID().String(), noteResult, res)
+	}
+}
+
 // Crashed is results.Summary.Stopped of a run recovered from its journal.
 const Crashed = "the run's process ended before the run finished (killed, out of memory, or the machine stopped); this report was recovered from its journal, " + JournalFile
 

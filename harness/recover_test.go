@@ -55,7 +55,7 @@ func recoverBytes(t testing.TB, b []byte) (*results.Summary, error) {
 // recovered without a violation; whole, it gives back the run's own
 // verdicts, undecided overall.
 func TestRecoverNeverFailsACorrectStore(t *testing.T) {
-	sum, b := journaledRun(t, stores.Correct, "race", "takeover", "crash", "retention", "sched-takeover", "skew")
+	sum, b := journaledRun(t, stores.Correct, "race", "takeover", "crash", "retention", "sched-takeover", "skew", "heartbeat")
 	if sum.Verdict != check.Pass {
 		t.Fatalf("the correct store's run: %s", sum.Verdict)
 	}

@@ -85,6 +85,7 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 		report := pr.reporter(sl.sc.Name)
 		if why := sl.sc.WhyNot(caps); why != "" {
 			sl.res = skippedResult(sl.sc, sl.rep, why)
+			o.journalResult(sl.res)
 			report(Progress{Skipped: why, Done: true})
 			return nil
 		}

@@ -129,7 +129,9 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	j := o.Finish(ctx, env, stopWatch, true, true)
 	res.Attach(env.Hist, env.Ledger)
 	if j.Verdict == check.Skipped {
-		return skippedResult(sc, rep, j.Record.Skipped), nil
+		sk := skippedResult(sc, rep, j.Record.Skipped)
+		o.journalResult(sk)
+		return sk, nil
 	}
 	res.Retention, res.LockTTL = results.Duration(env.Config.Retention), results.Duration(env.Config.LockTTL)
 	res.Schedule, res.Episodes = j.Record.Schedule, j.Record.Episodes
@@ -156,9 +158,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	}
 	res.Seconds = time.Since(start).Seconds()
 	measure(res, env.Hist, env.Ledger, j.Record)
-	if o.Journal != nil {
-		o.Journal.Note(id, noteResult, res)
-	}
+	o.journalResult(res)
 	return res, nil
 }
 

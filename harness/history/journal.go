@@ -95,7 +95,11 @@ func (j *Journal) writeLocked() {
 		j.buf = j.buf[:0]
 		return
 	}
-	if _, err := j.w.Write(append(head, j.buf...)); err != nil {
+	out := j.buf
+	if len(head) > 0 {
+		out = append(head, j.buf...)
+	}
+	if _, err := j.w.Write(out); err != nil {
 		j.err = err
 	}
 	j.buf = j.buf[:0]
