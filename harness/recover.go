@@ -209,3 +209,15 @@ func lastTime(h *history.History) int64 {
 func CreateJournal(dir string) (*history.Journal, error) {
 	return history.CreateJournal(filepath.Join(dir, JournalFile))
 }
+
+// EndJournal ends a run's journal (CreateJournal): closed, and removed
+// when the run's files are written (written, they are the record). The
+// error is why the journal stopped writing, if it did: the run stands,
+// but had it crashed it would have been lost.
+func EndJournal(j *history.Journal, dir string, written bool) error {
+	err := j.Close()
+	if written {
+		os.Remove(filepath.Join(dir, JournalFile))
+	}
+	return err
+}

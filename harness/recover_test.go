@@ -42,7 +42,7 @@ func journaledRun(t *testing.T, variant string, scenarios ...string) (*results.S
 // recoverBytes recovers a run from journal bytes, as `recheck` does from
 // the file a killed run left.
 func recoverBytes(t testing.TB, b []byte) (*results.Summary, error) {
-	path := filepath.Join(t.(interface{ TempDir() string }).TempDir(), harness.JournalFile)
+	path := filepath.Join(t.TempDir(), harness.JournalFile)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}

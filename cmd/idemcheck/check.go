@@ -556,11 +556,7 @@ func openRunJournal(dir *report.RunDir) (*history.Journal, error) {
 // stopped writing is said: the verdict stands, but a crash would have
 // lost the run.
 func closeRunJournal(stderr io.Writer, dir *report.RunDir, j *history.Journal, written bool) {
-	err := j.Close()
-	if err != nil {
+	if err := harness.EndJournal(j, dir.Path, written); err != nil {
 		fmt.Fprintf(stderr, "idemcheck: the run's journal stopped: %v (the verdict stands; had the run crashed, it would have been lost)\n", err)
-	}
-	if written {
-		os.Remove(filepath.Join(dir.Path, harness.JournalFile))
 	}
 }

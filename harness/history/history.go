@@ -359,10 +359,11 @@ func (h *History) AddAnswer(a Answer) {
 	if h.sink != nil {
 		h.sink.Answer(a)
 	}
-	if h.journal != nil {
-		h.journal.j.add(func(b []byte) []byte { return appendAnswerLine(b, h.journal.name, &a) })
-	}
+	jo := h.journal
 	h.mu.Unlock()
+	if jo != nil { // encoded outside the lock every client records through
+		jo.j.add(func(b []byte) []byte { return appendAnswerLine(b, jo.name, &a) })
+	}
 }
 
 // OpCount is the number of store calls recorded so far.

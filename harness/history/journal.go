@@ -139,19 +139,26 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b
 // data, encoded as JSON under "data"), for scenario ("" for the run), and
 // writes what is queued.
 func (j *Journal) Note(scenario, kind string, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		data, _ = json.Marshal(err.Error())
-	}
-	j.add(func(b []byte) []byte {
-		b = appendJournalHead(b, scenario, kind, 0)
-		b = append(b, `"data":`...)
-		b = append(b, data...)
-		return append(b, "}\n"...)
-	})
+	j.record(scenario, kind, 0, "data", v)
 	// Written at once: a process that dies in its first moments still
 	// leaves the run's plan and what each scenario is judged by.
 	j.flush()
+}
+
+// record journals v as JSON under field, in a line of scenario's.
+func (j *Journal) record(scenario, kind string, seq int64, field string, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	j.add(func(b []byte) []byte {
+		b = appendJournalHead(b, scenario, kind, seq)
+		b = append(b, '"')
+		b = append(b, field...)
+		b = append(b, `":`...)
+		b = append(b, data...)
+		return append(b, "}\n"...)
+	})
 }
 
 // Err is why the journal stopped writing (nil: it did not).
@@ -299,20 +306,9 @@ func (jo *journalOf) appendLine(b []byte, kind string, seq int64, drop bool, op 
 	return append(append(b, data...), "}\n"...)
 }
 
-// record journals any other record as JSON under field.
+// record journals any other record of jo's history as JSON under field.
 func (jo *journalOf) record(kind string, seq int64, field string, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		data, _ = json.Marshal(map[string]string{"error": err.Error()})
-	}
-	jo.j.add(func(b []byte) []byte {
-		b = appendJournalHead(b, jo.name, kind, seq)
-		b = append(b, '"')
-		b = append(b, field...)
-		b = append(b, `":`...)
-		b = append(b, data...)
-		return append(b, "}\n"...)
-	})
+	jo.j.record(jo.name, kind, seq, field, v)
 }
 
 // workEnd is a journaled end of a work run.

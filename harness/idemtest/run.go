@@ -137,7 +137,6 @@ func CheckScenario(ctx context.Context, f Factory, scenario string) (*results.Su
 	if err != nil {
 		return nil, "", err
 	}
-	journal := filepath.Join(dir.Path, harness.JournalFile)
 	if o.Journal, err = harness.CreateJournal(dir.Path); err != nil {
 		os.RemoveAll(dir.Path)
 		return nil, "", err
@@ -149,12 +148,8 @@ func CheckScenario(ctx context.Context, f Factory, scenario string) (*results.Su
 		return nil, "", err
 	}
 	werr := dir.Write(sum)
-	if jerr := o.Journal.Close(); werr == nil {
+	if jerr := harness.EndJournal(o.Journal, dir.Path, werr == nil); werr == nil {
 		werr = jerr
 	}
-	if werr != nil {
-		return sum, dir.Path, werr
-	}
-	os.Remove(journal)
-	return sum, dir.Path, nil
+	return sum, dir.Path, werr
 }

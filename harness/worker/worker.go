@@ -49,10 +49,9 @@ type Worker struct {
 	started time.Time
 
 	mu        sync.Mutex
-	pending   map[int64]history.Op // announced calls without a return yet
-	hseq      map[int64]int64      // their sequence in the history (History.Announce)
-	work      map[int]int          // the worker's work index -> the history's
-	open      map[int]bool         // history indices of work not ended
+	pending   map[int64]announced // announced calls without a return yet, by the worker's sequence
+	work      map[int]int         // the worker's work index -> the history's
+	open      map[int]bool        // history indices of work not ended
 	submitted []workload.Order
 	answered  map[string]bool // orders with a definite answer
 	nanswers  int             // answers of any kind
@@ -122,7 +121,7 @@ func Start(ctx context.Context, spec Spec, wo Options) (*Worker, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w := &Worker{ID: id, hist: spec.Hist, ledger: spec.Ledger, cmd: cmd, decide: wo.Decide, onCall: wo.OnCall,
 		ready: make(chan error, 1), exited: make(chan struct{}),
-		pending: map[int64]history.Op{}, hseq: map[int64]int64{}, work: map[int]int{}, open: map[int]bool{}, answered: map[string]bool{},
+		pending: map[int64]announced{}, work: map[int]int{}, open: map[int]bool{}, answered: map[string]bool{},
 		answers: make(chan struct{}, 1)}
 	cmd.Stderr = &w.stderr
 	var err error
@@ -320,8 +319,7 @@ func (w *Worker) handle(m fromWorker) {
 		op.Input.ID = h.NextID() // ids are unique across the whole history
 		seq := h.Announce(op)
 		w.mu.Lock()
-		w.pending[m.Call.Seq] = op
-		w.hseq[m.Call.Seq] = seq
+		w.pending[m.Call.Seq] = announced{op, seq}
 		if op.Input.Key != (stores.KeyRef{}) {
 			w.key = op.Input.Key
 		}
@@ -332,16 +330,14 @@ func (w *Worker) handle(m fromWorker) {
 	case m.Ret != nil:
 		w.mu.Lock()
 		call, ok := w.pending[m.Ret.Seq]
-		seq := w.hseq[m.Ret.Seq]
 		delete(w.pending, m.Ret.Seq)
-		delete(w.hseq, m.Ret.Seq)
 		w.mu.Unlock()
 		if !ok {
 			return
 		}
 		op := m.Ret.Op
-		op.Client, op.Input.ID = w.ID, call.Input.ID
-		h.Returned(seq, op, m.Ret.Drop)
+		op.Client, op.Input.ID = w.ID, call.op.Input.ID
+		h.Returned(call.seq, op, m.Ret.Drop)
 	case m.Work != nil:
 		run := m.Work.Run
 		run.Client = w.ID
@@ -409,6 +405,13 @@ func (w *Worker) atFailpoint(ev failpointEvent) {
 	w.send(toWorker{Go: ev.Seq})
 }
 
+// announced is a call a worker announced: the op, and its sequence in
+// the harness's history (History.Announce).
+type announced struct {
+	op  history.Op
+	seq int64
+}
+
 // finish records the end of the worker: calls still in flight are unknown
 // outcomes, work still running stopped when the process died, and a kill
 // is recorded as a fault.
@@ -417,8 +420,8 @@ func (w *Worker) finish(waitErr error) {
 	dead := h.Now()
 	w.mu.Lock()
 	killed, kill := w.killed, w.kill
-	pending, hseq := w.pending, w.hseq
-	w.pending, w.hseq = map[int64]history.Op{}, map[int64]int64{}
+	pending := w.pending
+	w.pending = map[int64]announced{}
 	open := w.open
 	w.open = map[int]bool{}
 	if !killed && waitErr != nil && w.exitErr == nil {
@@ -429,9 +432,10 @@ func (w *Worker) finish(waitErr error) {
 	if !killed {
 		why = fmt.Sprintf("worker exited (%v)", waitErr)
 	}
-	for seq, op := range pending {
+	for _, call := range pending {
+		op := call.op
 		op.Output.Unknown, op.Return, op.Err = true, history.Never, why
-		h.Returned(hseq[seq], op, false)
+		h.Returned(call.seq, op, false)
 	}
 	for i := range open {
 		h.EndWorkAt(i, dead, true, "")
