@@ -224,12 +224,14 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 
 // reduceKey applies the exact reductions to one key's porcupine
 // operations before porcupine searches them: the unanswered Begins that
-// nothing tells apart (mergeUnknowns), then the replays that no order
-// tells apart (mergeReplays). It returns how many calls each left out.
-func reduceKey(m models.Config, part []porcupine.Operation) (out []porcupine.Operation, unknowns, replays int) {
+// nothing tells apart (mergeUnknowns), then the replays and the 409s that
+// no order tells apart (mergeReplays, mergeInFlights). It returns how
+// many unanswered Begins it left out, and how many replays and 409s.
+func reduceKey(m models.Config, part []porcupine.Operation) (out []porcupine.Operation, unknowns, reads int) {
 	part, unknowns = mergeUnknowns(m, part)
-	part, replays = mergeReplays(part)
-	return part, unknowns, replays
+	part, replays := mergeReplays(part)
+	part, inflight := mergeInFlights(m, part)
+	return part, unknowns, replays + inflight
 }
 
 // reduceAll is reduceKey on every key of pops.
@@ -243,14 +245,14 @@ func reduceAll(m models.Config, pops []porcupine.Operation) []porcupine.Operatio
 }
 
 // mergedNote says how many unanswered Begins mergeUnknowns left out, and
-// how many replays mergeReplays did.
+// how many replays and 409s mergeReplays and mergeInFlights did.
 func mergedNote(n, replays int) string {
 	var parts []string
 	if n > 0 {
 		parts = append(parts, fmt.Sprintf("%d unanswered Begins that nothing tells apart merged", n))
 	}
 	if replays > 0 {
-		parts = append(parts, fmt.Sprintf("%d replays that no order tells apart merged", replays))
+		parts = append(parts, fmt.Sprintf("%d replays and 409s that no order tells apart merged", replays))
 	}
 	if len(parts) == 0 {
 		return ""
