@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,10 +12,13 @@ import (
 
 // checkAtMostOnce proves [AtMostOnce]: the ledger shows no order charged
 // twice, and no key saved done is claimed again inside its retention.
-func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
-	var vs []Violation
+// Each order's charges are in its key's part, so an order's count in the
+// part's ledger is its count in the run's.
+func checkAtMostOnce(e Evidence, g grouped) atMostOnceTally {
+	effective := e.Ledger.EffectiveByOrder()
+	t := atMostOnceTally{orders: len(effective), keys: len(g.order)}
 	charges := e.Ledger.Charges()
-	for order, n := range e.Ledger.EffectiveByOrder() {
+	for order, n := range effective {
 		if n > 1 {
 			var ids []string
 			for _, c := range charges {
@@ -22,7 +26,7 @@ func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
 					ids = append(ids, fmt.Sprintf("%s by client %d at %s", c.ID, c.Client, ms(c.At)))
 				}
 			}
-			vs = append(vs, Violation{AtMostOnce, order, fmt.Sprintf("order %s charged %d times: %s", order, n, strings.Join(ids, ", "))})
+			t.charged = append(t.charged, Violation{AtMostOnce, order, fmt.Sprintf("order %s charged %d times: %s", order, n, strings.Join(ids, ", "))})
 		}
 	}
 	// A key that was saved done must never be claimed again while it is
@@ -59,14 +63,37 @@ func checkAtMostOnce(e Evidence, ops []history.Op, g grouped) Result {
 			if done != nil && op.IsClaim() && op.Call > done.Return &&
 				time.Duration(op.Return-created.Call) < e.Model.Retention-e.Model.Slack-time.Duration(done.Return-done.Call) &&
 				!mayBeExpired(e.Model, created, op, g.prunes) {
-				vs = append(vs, Violation{AtMostOnce, k.String(), fmt.Sprintf(
+				t.reran = append(t.reran, Violation{AtMostOnce, k.String(), fmt.Sprintf(
 					"%s was claimed again by client %d at %s (token %s), after client %d saved it done at %s and inside the retention window: the work runs twice",
 					k, op.Client, ms(op.Return), tok(op.Output.Decision.Token), done.Client, ms(done.Return))})
 				break
 			}
 		}
 	}
+	return t
+}
+
+// atMostOnceTally is what checkAtMostOnce found in a part, or in the
+// parts merged so far: the orders charged and the keys judged, the
+// orders charged twice (charged) and the keys claimed again after they
+// were saved done (reran), kept apart so that merged parts list them as
+// one history would: the orders first.
+type atMostOnceTally struct {
+	orders, keys   int
+	charged, reran []Violation
+}
+
+// add merges o, the next part's tally, into t.
+func (t *atMostOnceTally) add(o atMostOnceTally) {
+	t.orders += o.orders
+	t.keys += o.keys
+	t.charged = append(t.charged, o.charged...)
+	t.reran = append(t.reran, o.reran...)
+}
+
+// decide is the [AtMostOnce] result of a run's merged tally.
+func (t atMostOnceTally) decide() Result {
+	vs := slices.Concat(t.charged, t.reran)
 	sortViolations(vs)
-	return judged(result(AtMostOnce, vs, fmt.Sprintf("%d orders charged, none twice; no work re-ran after done", len(e.Ledger.EffectiveByOrder()))),
-		len(e.Ledger.EffectiveByOrder())+len(order))
+	return judged(result(AtMostOnce, vs, fmt.Sprintf("%d orders charged, none twice; no work re-ran after done", t.orders)), t.orders+t.keys)
 }

@@ -37,10 +37,14 @@ const AvailabilityPatience = time.Second
 // kept every promise of safety (the other checkers judge those), and a
 // correct store on a loaded machine may time out; what it reports is a
 // cost, to be seen.
-func checkAvailability(e Evidence, ops []history.Op, g grouped) Result {
+//
+// A part counts its Begins (the faults, every one of them, are in every
+// part); the tolerance is applied once, to the whole run's counts
+// (availabilityTally.decide): judged part by part, a rate could pass the
+// tolerance in one small part and fail a correct store in strict mode.
+func checkAvailability(e Evidence, g grouped) availabilityTally {
 	faults := e.Hist.Faults()
-	due, erred, declared := 0, 0, 0
-	var first, firstKey string
+	var t availabilityTally
 	for _, k := range g.order {
 		kops := g.keyed[k]
 		for _, b := range kops {
@@ -57,38 +61,64 @@ func checkAvailability(e Evidence, ops []history.Op, g grouped) Result {
 			if !metLiveClaim(e.Model, kops, b, end) || faultDuring(faults, b.Call, end) {
 				continue
 			}
-			due++
+			t.due++
 			if b.Output.Decided() {
 				continue
 			}
-			erred++
+			t.erred++
 			if b.Output.NotApplied {
-				declared++
+				t.declared++
 			}
-			if first == "" {
-				firstKey = k.String()
-				first = fmt.Sprintf("client %d's Begin of %s at %s: %s", b.Client, k, ms(b.Call), b.Err)
+			if key := k.String(); t.first == "" || key < t.firstKey {
+				t.firstKey = key
+				t.first = fmt.Sprintf("client %d's Begin of %s at %s: %s", b.Client, k, ms(b.Call), b.Err)
 			}
 		}
 	}
-	if due == 0 {
+	return t
+}
+
+// availabilityTally is what checkAvailability found in a part, or in the
+// parts merged so far: the Begins owed an answer (due), those that got
+// an error (erred) and those of them declared not applied, and the
+// first error, of the first key by name (first, on firstKey), as the
+// other checkers name their first violation, whatever part it is in.
+type availabilityTally struct {
+	due, erred, declared int
+	first, firstKey      string
+}
+
+// add merges o, the next part's tally, into t.
+func (t *availabilityTally) add(o availabilityTally) {
+	if o.first != "" && (t.first == "" || o.firstKey < t.firstKey) {
+		t.first, t.firstKey = o.first, o.firstKey
+	}
+	t.due += o.due
+	t.erred += o.erred
+	t.declared += o.declared
+}
+
+// decide is the [Availability] result of a run's merged tally: its error
+// rate against [AvailabilityTolerance], once for the whole run.
+func (t availabilityTally) decide(e Evidence) Result {
+	if t.due == 0 {
 		return Result{Checker: Availability, Verdict: Pass, Detail: "no Begin met a live claim of its parameters"}
 	}
-	rate := float64(erred) / float64(due)
+	rate := float64(t.erred) / float64(t.due)
 	if rate <= AvailabilityTolerance {
-		return Result{Checker: Availability, Verdict: Pass, Judged: due, Detail: fmt.Sprintf(
+		return Result{Checker: Availability, Verdict: Pass, Judged: t.due, Detail: fmt.Sprintf(
 			"%d Begins met a live claim of their parameters (409 due), %d got an error (%.1f%%, within the %.0f%% tolerance)",
-			due, erred, 100*rate, 100*AvailabilityTolerance)}
+			t.due, t.erred, 100*rate, 100*AvailabilityTolerance)}
 	}
 	detail := fmt.Sprintf("%d of %d Begins that met a live claim of their parameters got an error instead of 409 (%.1f%%, past the %.0f%% tolerance; %d declared not applied, %d of unknown outcome): the store is unavailable under contention; first: %s",
-		erred, due, 100*rate, 100*AvailabilityTolerance, declared, erred-declared, first)
+		t.erred, t.due, 100*rate, 100*AvailabilityTolerance, t.declared, t.erred-t.declared, t.first)
 	if e.StrictAvailability {
 		detail += " (strict availability makes it a failure)"
-		return Result{Checker: Availability, Verdict: Fail, Detail: detail, Judged: due,
-			Violations: []Violation{{Availability, firstKey, detail}}}
+		return Result{Checker: Availability, Verdict: Fail, Detail: detail, Judged: t.due,
+			Violations: []Violation{{Availability, t.firstKey, detail}}}
 	}
 	detail = findingPrefix + detail
-	return Result{Checker: Availability, Verdict: Pass, Detail: detail, Judged: due}
+	return Result{Checker: Availability, Verdict: Pass, Detail: detail, Judged: t.due}
 }
 
 // metLiveClaim reports whether b, a Begin of kops's key whose answer or

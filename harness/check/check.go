@@ -3,6 +3,7 @@ package check
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 	"sort"
 	"strings"
@@ -112,6 +113,11 @@ type Evidence struct {
 	// record, for a store that declares FenceRestartsPerLife). Numbers a
 	// store gives as stores.Decision.Fence are checked so without it.
 	Fence stores.Fence
+	// FencesGiven says that the store gave a fencing number as a field
+	// (stores.Decision.Fence) on some claim of the run: one part of a run
+	// ([RunParts]) may hold none, and its claims are held to the numbers
+	// all the same. Without it, each part's own claims say.
+	FencesGiven bool
 	// LeakProbe, if set, is the client id of the probes sent once every
 	// key was past its retention and pruned, with a fingerprint no order
 	// uses: a key that is still there leaked. StrictRetention makes a leak
@@ -133,20 +139,117 @@ type Evidence struct {
 	Done <-chan struct{}
 }
 
-// Run runs every checker on the evidence, in the order of [Docs].
+// Part is one part of a run's evidence: the calls, work runs, answers
+// and charges of some of its keys (each key in exactly one part), with
+// every Prune and every fault of the run. A run too large to hold in
+// memory is judged part by part ([RunParts]): every promise a checker
+// proves is a promise about one key, and a Prune or a fault, which acts
+// on every key, is in every part. Hist and Ledger are both required (an
+// empty ledger for a part without charges).
+type Part struct {
+	Hist   *history.History
+	Ledger *history.Ledger
+}
+
+// Run runs every checker on the evidence, in the order of [Docs]: it is
+// [RunParts] on one part, e.Hist and e.Ledger.
 func Run(e Evidence) []Result {
+	return RunParts(e, slices.Values([]Part{{Hist: e.Hist, Ledger: e.Ledger}}))
+}
+
+// RunParts runs every checker on a run given in parts ([Part]), in the
+// order of [Docs], and gives the results [Run] gives on the whole run:
+// each part is checked with a copy of e whose Hist and Ledger are the
+// part's (e's own are not read, and may be nil) into a small tally of
+// what each checker found (counts, violations, the first it names), and
+// the tallies, merged, are judged once. So a rate (the availability
+// tolerance) or a finding (a leak) is decided on the whole run, never on
+// one part, and a checker's first violation is the run's first by key,
+// whichever part holds it.
+//
+// The parts are visited once, in order, one at a time, and a part is
+// dropped once tallied (its calls are not kept): the memory a check
+// takes is bounded by its largest part, and the violations it finds. The
+// linearizability search has one deadline, linCap LinTimeouts from the start of RunParts, shared by
+// every part. Its drawing for a page (Evidence.Keep) is the whole
+// history's only when the run is one part; a passing run of several is
+// too large to draw as one page, and a failing one keeps the failing keys
+// of the first part that has any. A part none of whose claims gives a
+// fencing number is held to the numbers other parts give when
+// e.FencesGiven says so.
+func RunParts(e Evidence, parts iter.Seq[Part]) []Result {
+	deadline := time.Now().Add(linCap * e.LinTimeout)
+	var t tally
+	first := true
+	for p := range parts {
+		pe := e
+		pe.Hist, pe.Ledger = p.Hist, p.Ledger
+		t.add(checkPart(pe, deadline, first))
+		first = false
+	}
+	return t.decide(e)
+}
+
+// tally is what every checker found in one part of a run, or in the
+// parts merged so far: small beside the part's calls, which are dropped
+// once it is made. Each checker's tally adds another part's (add) and is
+// judged once every part is in (decide).
+type tally struct {
+	atMostOnce   atMostOnceTally
+	exclusive    exclusiveTally
+	fencing      fencingTally
+	replay       replayTally
+	mismatch     mismatchTally
+	lin          linTally
+	liveness     livenessTally
+	retention    retentionTally
+	availability availabilityTally
+}
+
+// checkPart runs every checker on one part, e's Hist and Ledger; first
+// says it is the run's first part (linTally).
+func checkPart(e Evidence, deadline time.Time, first bool) tally {
 	ops := e.Hist.Ops()
 	g := groupByKey(ops)
+	return tally{
+		atMostOnce:   checkAtMostOnce(e, g),
+		exclusive:    checkExclusive(e, ops),
+		fencing:      checkFencing(e, ops, g),
+		replay:       checkReplay(e, ops, g),
+		mismatch:     checkMismatch(e, ops, g),
+		lin:          checkLinearizable(e, ops, g, deadline, first),
+		liveness:     checkLiveness(e, ops),
+		retention:    checkRetention(e, ops),
+		availability: checkAvailability(e, g),
+	}
+}
+
+// add merges o, the next part's tally, into t.
+func (t *tally) add(o tally) {
+	t.atMostOnce.add(o.atMostOnce)
+	t.exclusive.add(o.exclusive)
+	t.fencing.add(o.fencing)
+	t.replay.add(o.replay)
+	t.mismatch.add(o.mismatch)
+	t.lin.add(o.lin)
+	t.liveness.add(o.liveness)
+	t.retention.add(o.retention)
+	t.availability.add(o.availability)
+}
+
+// decide judges the merged tally of a run: every checker's result, in
+// the order of [Docs].
+func (t tally) decide(e Evidence) []Result {
 	return []Result{
-		checkAtMostOnce(e, ops, g),
-		checkExclusive(e, ops),
-		checkFencing(e, ops, g),
-		checkReplay(e, ops, g),
-		checkMismatch(e, ops, g),
-		checkLinearizable(e, ops, g),
-		checkLiveness(e, ops),
-		checkRetention(e, ops),
-		checkAvailability(e, ops, g),
+		t.atMostOnce.decide(),
+		t.exclusive.decide(e),
+		t.fencing.decide(e),
+		t.replay.decide(),
+		t.mismatch.decide(),
+		t.lin.decide(e),
+		t.liveness.decide(),
+		t.retention.decide(e),
+		t.availability.decide(e),
 	}
 }
 
@@ -188,8 +291,8 @@ func onePerKey(vs []Violation) []Violation {
 
 var ms = history.Millis
 
-// grouped is the history's ops by key (Prunes left out), with the keys in
-// order of first appearance: made once per Run and shared by the
+// grouped is a part's ops by key (Prunes left out), with the keys in
+// order of first appearance: made once per part and shared by the
 // checkers that go key by key.
 type grouped struct {
 	keyed map[stores.KeyRef][]history.Op

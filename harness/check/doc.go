@@ -3,16 +3,20 @@
 // three-valued [Verdict] (pass, fail, or unknown when the evidence cannot
 // decide) in a [Result] that lists each [Violation] found. [Run] runs them
 // all on a scenario's [Evidence], in the order of [Docs]; [Preference]
-// ranks them by how directly they name a bug. Checkers read the history
-// and the ledger only; they never import what produced them. They write
-// no HTML either: the linearizability checker keeps what a page of
-// porcupine's visualisation needs ([Linearization]), and
+// ranks them by how directly they name a bug. A run too large to hold in
+// memory is given in parts ([Part]: the calls of some keys, with every
+// Prune and fault) to [RunParts], which tallies each part and decides
+// once on the merged tallies; [Run] is [RunParts] on one part. Checkers
+// read the history and the ledger only; they never import what produced
+// them. They write no HTML either: the linearizability checker keeps
+// what a page of porcupine's visualisation needs ([Linearization]), and
 // [github.com/idemcheck/idemcheck/harness/report.WriteLinearization] draws it.
 //
 // # Files
 //
-// One file per property, each holding its checker and the helpers only it
-// uses (the layout of etcd's tests/robustness/validate):
+// One file per property, each holding its checker (a part's tally, how
+// tallies merge, and the result decided from them) and the helpers only
+// it uses (the layout of etcd's tests/robustness/validate):
 //
 //   - atmostonce.go: [AtMostOnce], each order charged at most once, and no
 //     work run again after its key was saved done.
@@ -42,7 +46,9 @@
 //   - explain.go: why a key's history is not linearizable, in words, and
 //     the labels of its keys in porcupine's picture.
 //   - check.go: the verdicts, results and checker names, [Preference],
-//     [Docs], [Evidence], [Run], and the helpers several checkers share.
+//     [Docs], [Evidence], [Part], [Run] and [RunParts] (each part's
+//     tally, merged, then decided), and the helpers several checkers
+//     share.
 //   - model.go: the model a store is judged by ([ModelFor]) and what a
 //     saved run keeps to be checked again ([Params]).
 package check

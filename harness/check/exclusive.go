@@ -252,7 +252,11 @@ func covered(spans []span, from, to int64) time.Duration {
 // can have been taken over legitimately, and fencing judges its writes;
 // an owner whose own work outlasts the LockTTL (the lock-shorter-than-work
 // mutant) is not excused.
-func checkExclusive(e Evidence, ops []history.Op) Result {
+//
+// Work runs are in their key's part, and the faults (stalls, a client's
+// pause or crash on a key) in every part: a part judges its keys as the
+// whole run would.
+func checkExclusive(e Evidence, ops []history.Op) exclusiveTally {
 	var vs []Violation
 	fs := e.Hist.Faults()
 	var stalls []history.Fault
@@ -363,13 +367,33 @@ func checkExclusive(e Evidence, ops []history.Op) Result {
 		}
 	}
 	vs = append(vs, earlyTakeovers(e.Model, ops)...)
-	sortViolations(vs)
-	detail := fmt.Sprintf("%d work runs, none overlapping a healthy owner", runs)
+	return exclusiveTally{runs: runs, excused: excused, vs: vs}
+}
+
+// exclusiveTally is what checkExclusive found in a part, or in the parts
+// merged so far: the work runs judged, the overlaps excused, and the
+// violations.
+type exclusiveTally struct {
+	runs, excused int
+	vs            []Violation
+}
+
+// add merges o, the next part's tally, into t.
+func (t *exclusiveTally) add(o exclusiveTally) {
+	t.runs += o.runs
+	t.excused += o.excused
+	t.vs = append(t.vs, o.vs...)
+}
+
+// decide is the [Exclusive] result of a run's merged tally.
+func (t exclusiveTally) decide(e Evidence) Result {
+	sortViolations(t.vs)
+	detail := fmt.Sprintf("%d work runs, none overlapping a healthy owner", t.runs)
 	if e.Model.Clock == stores.ServerClock {
 		detail += ", no claim taken over inside its lease by the server's clock"
 	}
-	if excused > 0 {
-		detail += fmt.Sprintf(" (%d overlaps excused: the owner whose claim came first was paused or crashed by the harness, or lost half its lease or more to a late answer, a late start of its work or the harness's own stalls)", excused)
+	if t.excused > 0 {
+		detail += fmt.Sprintf(" (%d overlaps excused: the owner whose claim came first was paused or crashed by the harness, or lost half its lease or more to a late answer, a late start of its work or the harness's own stalls)", t.excused)
 	}
-	return judged(result(Exclusive, vs, detail), runs)
+	return judged(result(Exclusive, t.vs, detail), t.runs)
 }

@@ -13,11 +13,17 @@ import (
 // superseded, and (with a declared [stores.Fence], or numbers the store
 // gives as [stores.Decision.Fence]) the fencing numbers of a key's claims
 // increase.
-func checkFencing(e Evidence, ops []history.Op, g grouped) Result {
+//
+// Fences are on when the store declares a Fence, or gives a number on
+// any claim of the run: of the part's own claims (fencesGiven), or of any
+// part's (Evidence.FencesGiven, which whoever cut the run into parts
+// says, since a part may hold no claim that gives one). The numbers are
+// compared only within a key, and a key is in one part.
+func checkFencing(e Evidence, ops []history.Op, g grouped) fencingTally {
 	var vs []Violation
 	keyed, order := g.keyed, g.order
 	writes, fenced := 0, 0
-	fenceOn := e.Fence != nil || fencesGiven(ops)
+	fenceOn := e.Fence != nil || e.FencesGiven || fencesGiven(ops)
 	for _, k := range order {
 		kops := keyed[k]
 		var claims []history.Op
@@ -70,15 +76,37 @@ func checkFencing(e Evidence, ops []history.Op, g grouped) Result {
 			}
 		}
 	}
-	sortViolations(vs)
-	detail := fmt.Sprintf("%d accepted writes, all from the current token; no token repeated", writes)
-	if fenceOn {
-		detail += fmt.Sprintf("; the fencing numbers of %d claims increase", fenced)
+	return fencingTally{writes: writes, fenced: fenced, fenceOn: fenceOn, vs: vs}
+}
+
+// fencingTally is what checkFencing found in a part, or in the parts
+// merged so far: the accepted writes judged, the claims whose fencing
+// numbers were judged, whether fences were on, and the violations.
+type fencingTally struct {
+	writes, fenced int
+	fenceOn        bool
+	vs             []Violation
+}
+
+// add merges o, the next part's tally, into t.
+func (t *fencingTally) add(o fencingTally) {
+	t.writes += o.writes
+	t.fenced += o.fenced
+	t.fenceOn = t.fenceOn || o.fenceOn
+	t.vs = append(t.vs, o.vs...)
+}
+
+// decide is the [Fencing] result of a run's merged tally.
+func (t fencingTally) decide(e Evidence) Result {
+	sortViolations(t.vs)
+	detail := fmt.Sprintf("%d accepted writes, all from the current token; no token repeated", t.writes)
+	if t.fenceOn {
+		detail += fmt.Sprintf("; the fencing numbers of %d claims increase", t.fenced)
 		if e.Model.Semantics.FenceRestartsPerLife {
 			detail += " within each life of their record"
 		}
 	}
-	return judged(result(Fencing, vs, detail), writes)
+	return judged(result(Fencing, t.vs, detail), t.writes)
 }
 
 // fencesGiven reports whether the store gave a fencing number as a field

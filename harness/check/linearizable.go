@@ -197,16 +197,18 @@ func (sp keySpan) prunable(m models.Config, prune history.Op) bool {
 	return sp.creates && prune.Input.Now.Sub(sp.created) >= m.Retention-m.Slack
 }
 
-// checkLinearizable judges the history key by key
-// (checkLinearizableByKey), and, when a page is asked for (Evidence.Keep),
-// keeps porcupine's drawing of a passing history small enough to draw.
-// The verdict never depends on the drawing: a drawing that runs out of
-// time leaves the page without it, the verdict as it was.
-func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
+// checkLinearizable judges a part key by key (checkLinearizableByKey,
+// within the run's deadline), and, when a page is asked for
+// (Evidence.Keep) and the part is the run's first, keeps porcupine's
+// drawing of it if it passes and is small enough to draw: the drawing of
+// the whole history when the run is this one part (see linTally). The
+// verdict never depends on the drawing: a drawing that runs out of time
+// leaves the page without it, the verdict as it was.
+func checkLinearizable(e Evidence, ops []history.Op, g grouped, deadline time.Time, first bool) linTally {
 	model := models.Porcupine(e.Model)
-	r := checkLinearizableByKey(e, model, ops, g)
-	if r.Verdict != Pass || !e.Keep || len(ops) > VisualizeCap {
-		return r
+	t := checkLinearizableByKey(e, model, ops, g, deadline)
+	if !first || t.failed || t.interrupted || t.timedOut || !e.Keep || len(ops) > VisualizeCap {
+		return t
 	}
 	pops, _ := porcupineOps(e.Model, ops)
 	pops = reduceAll(e.Model, pops) // as the verdict's search: without them the drawing repeats a search that blew up
@@ -214,10 +216,99 @@ func checkLinearizable(e Evidence, ops []history.Op, g grouped) Result {
 		res, info := porcupine.CheckOperationsVerbose(model, pops, e.LinTimeout)
 		return verbose{res, info}
 	})
+	t.drew = true
 	if done && v.res == porcupine.Ok {
-		r.Linearization = keep(model, v.info, pops)
-	} else {
-		r.Linearization = nil
+		t.whole = keep(model, v.info, pops)
+	}
+	return t
+}
+
+// linTally is what the linearizability check found in a part, or in the
+// parts merged so far: the calls on keys (ops) and the run's Prunes
+// (prunes: every part has them all, so they are counted once), the keys,
+// the calls the exact reductions merged, the keys a witness order
+// settled, and how the search ended: some key not linearizable (failed,
+// with the violations and, for a page, the drawing of the first failing
+// part's failing keys), a key out of time (timedOut, naming the first
+// part's slowKey), or an interrupt.
+//
+// A page (Evidence.Keep) of a run of one part is what it was before runs
+// came in parts: the failing keys, or the whole history when it passes
+// and is small enough to draw (whole: the first part, of at most
+// VisualizeCap operations, draws itself, drew, and the drawing is dropped
+// if a second part comes). A run of several parts passes on more calls
+// than one history can hold, by definition too large to draw as one
+// page: it keeps the note that it is (tooLargeToDraw), or, failing, the
+// first failing part's drawing.
+type linTally struct {
+	ops, prunes, keys          int
+	merged, replays, witnesses int
+	failed                     bool
+	vs                         []Violation
+	failing                    *Linearization
+	timedOut, interrupted      bool
+	slowKey                    string
+	drew                       bool
+	whole                      *Linearization
+}
+
+// add merges o, the next part's tally, into t.
+func (t *linTally) add(o linTally) {
+	t.ops += o.ops
+	t.prunes = max(t.prunes, o.prunes)
+	t.keys += o.keys
+	t.merged += o.merged
+	t.replays += o.replays
+	t.witnesses += o.witnesses
+	if o.failed && !t.failed {
+		t.failing = o.failing
+	}
+	t.failed = t.failed || o.failed
+	t.vs = append(t.vs, o.vs...)
+	t.timedOut = t.timedOut || o.timedOut
+	if t.slowKey == "" {
+		t.slowKey = o.slowKey
+	}
+	t.interrupted = t.interrupted || o.interrupted
+	// Only the first part draws the whole of itself: a second part drops
+	// that drawing, for the run is then more than the first part.
+	t.drew, t.whole = o.drew, o.whole
+}
+
+// decide is the [Linearizable] result of a run's merged tally: a key
+// that is not linearizable fails the run, even when another part's key
+// ran out of time or the search was interrupted; otherwise an interrupt
+// or a key out of time leaves it unknown. The failing keys are listed
+// by key, as every checker lists its violations, whatever part they
+// were in.
+func (t linTally) decide(e Evidence) Result {
+	switch {
+	case t.failed:
+		vs := t.vs
+		if len(vs) == 0 {
+			vs = []Violation{{Linearizable, "", "the history is not linearizable"}}
+		}
+		sortViolations(vs)
+		r := result(Linearizable, vs, "")
+		r.Linearization = t.failing
+		return r
+	case t.interrupted:
+		return interruptedLin
+	case t.timedOut:
+		why := fmt.Sprintf("the check of %d keys ran out of its %v", t.keys, linCap*e.LinTimeout)
+		if t.slowKey != "" {
+			why = fmt.Sprintf("porcupine timed out after %v on the key %s", e.LinTimeout, t.slowKey)
+		}
+		return Result{Checker: Linearizable, Verdict: Unknown, Detail: why + mergedNote(t.merged, t.replays)}
+	}
+	ops := t.ops + t.prunes
+	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable%s%s", ops, t.keys,
+		mergedNote(t.merged, t.replays), witnessNote(t.witnesses, t.keys)), Judged: ops}
+	if e.Keep {
+		r.Linearization = tooLargeToDraw(ops)
+		if t.drew {
+			r.Linearization = t.whole
+		}
 	}
 	return r
 }
@@ -260,7 +351,7 @@ func mergedNote(n, replays int) string {
 	return " (" + strings.Join(parts, "; ") + ")"
 }
 
-// checkLinearizableByKey checks a history one key at a time: each key's
+// checkLinearizableByKey checks a part one key at a time: each key's
 // porcupine operations are made, checked and dropped, a few keys at once
 // (one per CPU). A million calls then never exist as porcupine operations
 // all at once (they were about half the peak memory of checking).
@@ -272,16 +363,21 @@ func mergedNote(n, replays int) string {
 // search exploded, never because it has many keys or the machine is
 // loaded. With one budget for the whole, a correct SQLite store's race of
 // 454 keys at load 36 (11,643 calls) ended undecided. The whole check
-// still stops after linCap LinTimeouts, so that no history keeps a run
-// for hours.
-func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op, g grouped) Result {
+// still stops at deadline, linCap LinTimeouts after it began, shared by
+// every part of a run, so that no history keeps a run for hours.
+func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op, g grouped, deadline time.Time) linTally {
+	t := linTally{keys: len(g.order)}
 	var prunes []history.Op
 	for _, op := range ops {
-		if op.Input.Kind == models.Prune && !op.Output.NotApplied {
+		if op.Input.Kind != models.Prune {
+			continue
+		}
+		t.prunes++
+		if !op.Output.NotApplied {
 			prunes = append(prunes, op)
 		}
 	}
-	deadline := time.Now().Add(linCap * e.LinTimeout)
+	t.ops = len(ops) - t.prunes
 	failing := make([][]porcupine.Operation, len(g.order))
 	var slowKey atomic.Value // the first key that timed out
 	var timedOut, interrupted atomic.Bool
@@ -324,6 +420,9 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 		}()
 	}
 	wg.Wait()
+	t.merged, t.replays, t.witnesses = int(merged.Load()), int(replays.Load()), int(witnesses.Load())
+	t.timedOut, t.interrupted = timedOut.Load(), interrupted.Load()
+	t.slowKey, _ = slowKey.Load().(string)
 	var parts [][]porcupine.Operation
 	n := 0
 	for _, p := range failing {
@@ -332,24 +431,11 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 			n += len(p)
 		}
 	}
-	switch {
-	case len(parts) > 0:
-		return linViolations(e, model, parts, n)
-	case interrupted.Load():
-		return interruptedLin
-	case timedOut.Load():
-		why := fmt.Sprintf("the check of %d keys ran out of its %v", len(g.order), linCap*e.LinTimeout)
-		if k, ok := slowKey.Load().(string); ok {
-			why = fmt.Sprintf("porcupine timed out after %v on the key %s", e.LinTimeout, k)
-		}
-		return Result{Checker: Linearizable, Verdict: Unknown, Detail: why + mergedNote(int(merged.Load()), int(replays.Load()))}
+	if len(parts) > 0 {
+		t.failed = true
+		t.vs, t.failing = linViolations(e, model, parts, n)
 	}
-	r := Result{Checker: Linearizable, Verdict: Pass, Detail: fmt.Sprintf("%d operations on %d keys linearizable%s%s", len(ops), len(g.order),
-		mergedNote(int(merged.Load()), int(replays.Load())), witnessNote(int(witnesses.Load()), len(g.order))), Judged: len(ops)}
-	if e.Keep {
-		r.Linearization = tooLargeToDraw(len(ops))
-	}
-	return r
+	return t
 }
 
 // witnessNote says how many of the keys a witness order settled (see
@@ -364,8 +450,8 @@ func witnessNote(n, keys int) string {
 // linViolations names the keys of parts (the partitions to look at, of n
 // operations in all) whose histories are not linearizable, and in each the
 // first call that no order allows, and keeps the failing keys for a page
-// (Evidence.Keep).
-func linViolations(e Evidence, model porcupine.Model, parts [][]porcupine.Operation, n int) Result {
+// (Evidence.Keep; nil otherwise).
+func linViolations(e Evidence, model porcupine.Model, parts [][]porcupine.Operation, n int) ([]Violation, *Linearization) {
 	var vs []Violation
 	var failing []porcupine.Operation
 	for _, part := range parts {
@@ -378,30 +464,26 @@ func linViolations(e Evidence, model porcupine.Model, parts [][]porcupine.Operat
 		vs = append(vs, Violation{Linearizable, k.String(), fmt.Sprintf(
 			"the history of %s (%d calls) has no order the decision table allows: %s", k, len(part), explain(e.Model, part, info))})
 	}
-	if len(vs) == 0 {
-		vs = append(vs, Violation{Linearizable, "", "the history is not linearizable"})
+	if !e.Keep {
+		return vs, nil
 	}
-	r := result(Linearizable, vs, "")
-	if e.Keep {
-		// The failing keys only, whatever their size: they are the
-		// evidence. Without a failing key (a timeout in the per-key
-		// checks), the whole history is too large to draw: say so.
-		if len(failing) > 0 {
-			_, info := porcupine.CheckOperationsVerbose(model, failing, e.LinTimeout)
-			info.AddAnnotations(keyLabels(failing))
-			r.Linearization = &Linearization{Model: model, Info: info, Ops: len(failing)}
-		} else if n <= VisualizeCap {
-			all := make([]porcupine.Operation, 0, n)
-			for _, p := range parts {
-				all = append(all, p...)
-			}
-			_, info := porcupine.CheckOperationsVerbose(model, all, e.LinTimeout)
-			r.Linearization = keep(model, info, all)
-		} else {
-			r.Linearization = tooLargeToDraw(n)
+	// The failing keys only, whatever their size: they are the evidence.
+	// Without a failing key (a timeout in the per-key checks), the whole
+	// history is too large to draw: say so.
+	if len(failing) > 0 {
+		_, info := porcupine.CheckOperationsVerbose(model, failing, e.LinTimeout)
+		info.AddAnnotations(keyLabels(failing))
+		return vs, &Linearization{Model: model, Info: info, Ops: len(failing)}
+	}
+	if n <= VisualizeCap {
+		all := make([]porcupine.Operation, 0, n)
+		for _, p := range parts {
+			all = append(all, p...)
 		}
+		_, info := porcupine.CheckOperationsVerbose(model, all, e.LinTimeout)
+		return vs, keep(model, info, all)
 	}
-	return r
+	return vs, tooLargeToDraw(n)
 }
 
 // linCap bounds a whole linearizability check, in LinTimeouts: each key

@@ -11,7 +11,8 @@ import (
 // checkLiveness judges each key by its last final probe: the probe asks
 // again (after LockTTL) when an answer is lost, so only a key whose every
 // probe went unanswered, or whose probe found it still in flight, fails.
-func checkLiveness(e Evidence, ops []history.Op) Result {
+// A key's probes are in its part.
+func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 	var vs []Violation
 	last := map[stores.KeyRef]history.Op{}
 	tries := map[stores.KeyRef]int{}
@@ -40,9 +41,28 @@ func checkLiveness(e Evidence, ops []history.Op) Result {
 				op.Input.Key, e.Model.LockTTL)})
 		}
 	}
-	if probes == 0 {
+	return livenessTally{probes: probes, vs: vs}
+}
+
+// livenessTally is what checkLiveness found in a part, or in the parts
+// merged so far: the keys probed and the violations.
+type livenessTally struct {
+	probes int
+	vs     []Violation
+}
+
+// add merges o, the next part's tally, into t.
+func (t *livenessTally) add(o livenessTally) {
+	t.probes += o.probes
+	t.vs = append(t.vs, o.vs...)
+}
+
+// decide is the [Liveness] result of a run's merged tally: unknown when
+// no part had a final probe.
+func (t livenessTally) decide() Result {
+	if t.probes == 0 {
 		return Result{Checker: Liveness, Verdict: Unknown, Detail: "no final probe ran"}
 	}
-	sortViolations(vs)
-	return judged(result(Liveness, vs, fmt.Sprintf("%d keys probed after LockTTL, none stuck", probes)), probes)
+	sortViolations(t.vs)
+	return judged(result(Liveness, t.vs, fmt.Sprintf("%d keys probed after LockTTL, none stuck", t.probes)), t.probes)
 }

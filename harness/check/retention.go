@@ -15,31 +15,73 @@ import (
 // store forever and keeps a reused key from ever being new. The contract
 // allows a store to keep a key longer (retention is a minimum), so a leak
 // is a finding (the verdict passes, the detail counts it) unless
-// StrictRetention asks for it to fail.
-func checkRetention(e Evidence, ops []history.Op) Result {
+// StrictRetention asks for it to fail. Whether it is one is decided once,
+// on the whole run (retentionTally.decide).
+func checkRetention(e Evidence, ops []history.Op) retentionTally {
+	var t retentionTally
 	if e.LeakProbe == nil {
-		return Result{Checker: Retention, Verdict: Pass, Detail: "no leak probe in this scenario"}
+		return t
 	}
-	var vs []Violation
-	probes := 0
 	for _, op := range ops {
 		if op.Client != *e.LeakProbe || op.Input.Kind != models.Begin || !op.Output.Decided() {
 			continue
 		}
-		probes++
+		t.probes++
 		if d := op.Output.Decision; d.Outcome != stores.Claimed || d.Takeover {
 			what := d.Outcome.String()
 			if d.Takeover {
 				what = "a takeover of a claim still there"
 			}
-			vs = append(vs, Violation{Retention, op.Input.Key.String(), fmt.Sprintf(
+			t.leak(e, Violation{Retention, op.Input.Key.String(), fmt.Sprintf(
 				"%s was still there past its retention (%v) and a prune: a new request got %s", op.Input.Key, e.Model.Retention, what)})
 		}
 	}
-	sortViolations(vs)
-	if len(vs) > 0 && !e.StrictRetention {
-		return Result{Checker: Retention, Verdict: Pass, Judged: probes, Detail: findingPrefix + fmt.Sprintf(
-			"%d of %d keys kept past their retention (a leak; strict retention makes it a failure); first: %s", len(vs), probes, vs[0].Detail)}
+	return t
+}
+
+// retentionTally is what checkRetention found in a part, or in the parts
+// merged so far: the keys probed, the leaks, the leak of the first key
+// (by key, as the violations are sorted) for a finding to name, and,
+// under StrictRetention only, every leak, for the result to list: a
+// finding lists none, so a run that leaks every key keeps no more than
+// its count.
+type retentionTally struct {
+	probes, leaks int
+	first         Violation
+	vs            []Violation
+}
+
+// leak counts v, a leak found in a part.
+func (t *retentionTally) leak(e Evidence, v Violation) {
+	t.leaks++
+	if t.leaks == 1 || v.Key < t.first.Key {
+		t.first = v
 	}
-	return judged(result(Retention, vs, fmt.Sprintf("%d keys probed past their retention, all gone", probes)), probes)
+	if e.StrictRetention {
+		t.vs = append(t.vs, v)
+	}
+}
+
+// add merges o, the next part's tally, into t.
+func (t *retentionTally) add(o retentionTally) {
+	if o.leaks > 0 && (t.leaks == 0 || o.first.Key < t.first.Key) {
+		t.first = o.first
+	}
+	t.probes += o.probes
+	t.leaks += o.leaks
+	t.vs = append(t.vs, o.vs...)
+}
+
+// decide is the [Retention] result of a run's merged tally: a leak is a
+// finding, or under StrictRetention a violation.
+func (t retentionTally) decide(e Evidence) Result {
+	if e.LeakProbe == nil {
+		return Result{Checker: Retention, Verdict: Pass, Detail: "no leak probe in this scenario"}
+	}
+	if t.leaks > 0 && !e.StrictRetention {
+		return Result{Checker: Retention, Verdict: Pass, Judged: t.probes, Detail: findingPrefix + fmt.Sprintf(
+			"%d of %d keys kept past their retention (a leak; strict retention makes it a failure); first: %s", t.leaks, t.probes, t.first.Detail)}
+	}
+	sortViolations(t.vs)
+	return judged(result(Retention, t.vs, fmt.Sprintf("%d keys probed past their retention, all gone", t.probes)), t.probes)
 }
