@@ -127,6 +127,13 @@ type History struct {
 	sink Sink
 	// journal, when set, hears every record too (JournalTo).
 	journal *journalOf
+	// spill, when set, holds the calls and answers moved to disk
+	// (SpillTo); prunes are the Prunes among the calls moved, kept here.
+	spill  *spill
+	prunes []Op
+	// fencesGiven: a claim recorded gave a fencing number as a field
+	// (FencesGiven).
+	fencesGiven bool
 }
 
 // Sink hears each record of a History as it is made. A worker process's
@@ -169,8 +176,12 @@ func (h *History) Has(match func(Op) bool) bool {
 	return h.scan(0, match)
 }
 
-// scan reports whether an op from the from'th on matches (h.mu held).
+// scan reports whether an op from the from'th on matches (h.mu held);
+// calls moved to disk (SpillTo) are not scanned.
 func (h *History) scan(from int, match func(Op) bool) bool {
+	if h.spill != nil {
+		from = max(from-h.spill.moved, 0)
+	}
 	for i := from; i < len(h.ops); i++ {
 		if match(h.ops[i]) {
 			return true
@@ -244,6 +255,12 @@ func (h *History) push(op Op) {
 	n := len(h.chunks) - 1
 	h.chunks[n] = append(h.chunks[n], op)
 	h.nops++
+	if !h.fencesGiven && op.IsClaim() && op.Output.Decision.Fence != 0 {
+		h.fencesGiven = true
+	}
+	if h.spill != nil {
+		h.spillCalls()
+	}
 }
 
 // last is the op recorded last (h.mu held; there is one).
@@ -356,6 +373,9 @@ func (h *History) AddFault(f Fault) {
 func (h *History) AddAnswer(a Answer) {
 	h.mu.Lock()
 	h.answers = append(h.answers, a)
+	if h.spill != nil {
+		h.spillAnswers()
+	}
 	if h.sink != nil {
 		h.sink.Answer(a)
 	}
@@ -373,6 +393,16 @@ func (h *History) OpCount() int {
 	return h.nops
 }
 
+// FencesGiven reports whether a claim recorded gave a fencing number as
+// a field (stores.Decision.Fence): a store that gives them is held to
+// them on every claim, and a part of a spilled history (EachPart) may
+// hold no claim that says so.
+func (h *History) FencesGiven() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fencesGiven
+}
+
 // FaultCount is the number of faults recorded so far.
 func (h *History) FaultCount() int {
 	h.mu.Lock()
@@ -388,9 +418,20 @@ func (h *History) FaultCount() int {
 // once, not once per reader. Calls recorded later are appended beyond
 // every slice already returned (its capacity ends at its length), and a
 // new sort makes a new array, so a returned slice never changes.
+//
+// A spilled history (SpillTo) reads every call back from disk into a new
+// array each time, or nil if it cannot: a reader that must stay within
+// memory goes part by part instead ([History.EachPart]).
 func (h *History) Ops() []Op {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.spilled() {
+		ops, _, err := h.spilledAll()
+		if err != nil {
+			return nil
+		}
+		return ops
+	}
 	if len(h.chunks) == 0 && !h.unsorted {
 		return h.ops[:len(h.ops):len(h.ops)]
 	}
@@ -441,10 +482,18 @@ func (h *History) Faults() []Fault {
 	return append([]Fault(nil), h.faults...)
 }
 
-// Answers returns the clients' final answers.
+// Answers returns the clients' final answers (of a spilled history, read
+// back from disk; nil if they cannot be).
 func (h *History) Answers() []Answer {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.spilled() {
+		_, answers, err := h.spilledAll()
+		if err != nil {
+			return nil
+		}
+		return answers
+	}
 	return append([]Answer(nil), h.answers...)
 }
 

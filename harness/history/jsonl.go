@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/idemcheck/idemcheck/models"
 )
 
 // Line is one line of history.jsonl: one record of one scenario's history.
@@ -19,20 +21,40 @@ type Line struct {
 	Exchange *Exchange `json:"exchange,omitempty"`
 }
 
-// Write writes one scenario's history and ledger as JSON lines: ops in
-// call order, then work, faults, answers, HTTP exchanges and charges.
+// Write writes one scenario's history and ledger as JSON lines: the ops
+// in call order and the answers, then work, faults, HTTP exchanges and
+// charges. A spilled history ([History.SpillTo]) is written part by part
+// ([History.EachPart]), each part's ops in call order, so that writing it
+// holds one part at once; Load reads either back.
 func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 	enc := json.NewEncoder(w)
 	var b []byte
-	for _, op := range h.Ops() {
-		var ok bool
-		if b, ok = appendOpLine(b[:0], scenario, &op); ok {
+	first := true
+	err := h.EachPart(func(p *History) error {
+		for _, op := range p.Ops() {
+			if op.Input.Kind == models.Prune && !first {
+				continue // every part holds every Prune: written with the first
+			}
+			var ok bool
+			if b, ok = appendOpLine(b[:0], scenario, &op); ok {
+				if _, err := w.Write(b); err != nil {
+					return err
+				}
+			} else if err := enc.Encode(Line{Scenario: scenario, Type: "op", Op: &op}); err != nil {
+				return err
+			}
+		}
+		first = false
+		for _, a := range p.Answers() {
+			b = appendAnswerLine(b[:0], scenario, &a)
 			if _, err := w.Write(b); err != nil {
 				return err
 			}
-		} else if err := enc.Encode(Line{Scenario: scenario, Type: "op", Op: &op}); err != nil {
-			return err
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, wr := range h.Work() {
 		if err := enc.Encode(Line{Scenario: scenario, Type: "work", Work: &wr}); err != nil {
@@ -41,12 +63,6 @@ func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 	}
 	for _, f := range h.Faults() {
 		if err := enc.Encode(Line{Scenario: scenario, Type: "fault", Fault: &f}); err != nil {
-			return err
-		}
-	}
-	for _, a := range h.Answers() {
-		b = appendAnswerLine(b[:0], scenario, &a)
-		if _, err := w.Write(b); err != nil {
 			return err
 		}
 	}
