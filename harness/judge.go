@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"errors"
+	"iter"
 	"slices"
 	"time"
 
@@ -92,16 +94,81 @@ func (j *Judged) cutProbes() {
 // is the store's declared fence (nil: none); keep keeps what a page of the
 // history needs. Once ctx is done (an interrupt) the checkers stop what
 // can take long and answer unknown for it (check.Evidence.Done).
+//
+// A spilled history (history.History.SpillTo) is judged part by part
+// (check.RunParts), each part with the charges of its keys' orders: memory
+// then holds one part at once. A part that cannot be read back makes the
+// verdict undecided, the error said.
 func Judge(ctx context.Context, p check.Params, hist *history.History, ledger *history.Ledger, fence stores.Fence, keep bool) Judged {
-	res := check.Run(check.Evidence{Hist: hist, Ledger: ledger, Model: p.Model(), ProbeClient: p.ProbeClient,
-		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, StrictAvailability: p.StrictAvailability, Fence: fence, LinTimeout: LinTimeout, Keep: keep, Done: ctx.Done()})
+	e := check.Evidence{Model: p.Model(), ProbeClient: p.ProbeClient,
+		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, StrictAvailability: p.StrictAvailability, Fence: fence, LinTimeout: LinTimeout, Keep: keep, Done: ctx.Done(), FencesGiven: hist.FencesGiven()}
+	parts, readErr := evidenceParts(hist, ledger)
+	res := check.RunParts(e, parts)
 	v, vs := check.Overall(res)
 	j := Judged{Params: p, Checkers: res, Violations: vs, Verdict: v}
 	if v == check.Unknown && !slices.ContainsFunc(res, func(r check.Result) bool { return r.Verdict == check.Unknown }) {
 		j.Why = check.NothingJudged
 	}
+	if err := *readErr; err != nil {
+		if j.Verdict == check.Pass {
+			j.Verdict = check.Unknown
+		}
+		j.Why = "the history could not be read back whole: " + err.Error()
+	}
 	return j
 }
+
+// evidenceParts gives hist and ledger to the checkers in parts
+// (history.History.EachPart): each part with the charges of the orders
+// its work runs and answers name, and the last with every charge no part
+// named, so that each charge is judged once. *err says afterwards why the
+// parts stopped short, if they did.
+func evidenceParts(hist *history.History, ledger *history.Ledger) (iter.Seq[check.Part], *error) {
+	var err error
+	if !hist.Spilled() {
+		return func(yield func(check.Part) bool) { yield(check.Part{Hist: hist, Ledger: ledger}) }, &err
+	}
+	charges := ledger.Charges()
+	used := make([]bool, len(charges))
+	byOrder := map[string][]int{}
+	for i, c := range charges {
+		byOrder[c.Order] = append(byOrder[c.Order], i)
+	}
+	return func(yield func(check.Part) bool) {
+		n := 0
+		err = hist.EachPart(func(p *history.History) error {
+			n++
+			mine := map[int]bool{}
+			for _, w := range p.Work() {
+				for _, i := range byOrder[w.Order] {
+					mine[i] = true
+				}
+			}
+			for _, a := range p.Answers() {
+				for _, i := range byOrder[a.Order] {
+					mine[i] = true
+				}
+			}
+			var cs []history.Charge
+			for i, c := range charges {
+				if !used[i] && (mine[i] || n == history.SpillParts) {
+					used[i] = true
+					cs = append(cs, c)
+				}
+			}
+			if !yield(check.Part{Hist: p, Ledger: history.LedgerOf(cs)}) {
+				return errStopped
+			}
+			return nil
+		})
+		if errors.Is(err, errStopped) {
+			err = nil
+		}
+	}, &err
+}
+
+// errStopped ends EachPart when the checkers stop asking for parts.
+var errStopped = errors.New("stopped")
 
 // LockTTLFor is the LockTTL of sc's store, decided here alone: the run's
 // LockTTL, or for a scheduled scenario on a server-clock store

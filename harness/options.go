@@ -99,6 +99,16 @@ type Options struct {
 	// (history.Journal): a run whose process dies is judged from it
 	// afterwards (Recover). nil: nothing is journaled.
 	Journal *history.Journal `json:"-"`
+	// SpillDir, if set, is where a scenario's history goes once it holds
+	// more than SpillAfter calls (history.History.SpillTo): a run of
+	// millions of calls is then held on disk and checked part by part, so
+	// that its memory is bounded by its largest part, not by the run. ""
+	// keeps every history in memory (and MaxMemory stops a run too large).
+	SpillDir string `json:"-"`
+	// SpillAfter is how many calls (and answers) a scenario's history
+	// holds in memory before the older ones go to SpillDir; 0 is
+	// DefaultSpillAfter.
+	SpillAfter int `json:"-"`
 	// WorkerCommand starts an `idemcheck worker` process (argv), for the
 	// scenarios that run clients in processes the harness kills; empty
 	// means no worker processes (those scenarios skip, or do without).
@@ -130,6 +140,12 @@ func DefaultOptions() Options {
 		LockTTL: 250 * time.Millisecond, Retention: 10 * time.Second, Parallel: DefaultParallel,
 		ScheduledLockTTL: ScheduledServerLockTTL, MaxMemory: DefaultMaxMemory()}
 }
+
+// DefaultSpillAfter is Options.SpillAfter's default: a quarter of a
+// million calls, about 90 MB of them, past any run of the default size
+// (a full check of 8 keys makes a few thousand) and a small share of the
+// largest allowed (MaxClients by MaxKeys: millions).
+const DefaultSpillAfter = 1 << 18
 
 // ScheduledServerLockTTL is the LockTTL of scheduled scenarios on
 // server-clock stores (Options.ScheduledLockTTL, and the mutant hunts):
@@ -259,8 +275,9 @@ func (o Options) Estimate() time.Duration {
 // EstimateCalls is a rough upper bound on the store calls a run of o
 // records: each scenario's measured calls per key and client
 // (scenario.Scenario.EstimateCalls), and --duration repeats the rounds.
-// Every call is kept in memory until the run ends (BytesPerCall), so this
-// bounds what a run can hold.
+// Every call is kept in memory until the run ends (BytesPerCall), or on
+// disk past SpillAfter (DiskBytesPerCall), so this bounds what a run can
+// hold.
 func (o Options) EstimateCalls() int64 {
 	caps := o.Caps()
 	var n int64
@@ -285,7 +302,14 @@ func (o Options) EstimateCalls() int64 {
 // BytesPerCall is the memory a recorded call costs until the run ends
 // (its history, checking and report), as measured on the memory store:
 // 137,187 calls of race at 1,000 keys and 60 clients peaked at 697 MB.
+// A history that spills (Options.SpillDir) holds at most SpillAfter
+// calls so, and the rest on disk (DiskBytesPerCall).
 const BytesPerCall = 5 << 10
+
+// DiskBytesPerCall is the disk a recorded call takes while a run that
+// spills runs (its journal line and its spilled copy), as measured on
+// the memory store's race at 256 clients and 10,000 keys.
+const DiskBytesPerCall = 2 << 10
 
 // ScenarioCost is a rough forecast of one run of sc's wall time under o:
 // the longer of its LockTTLs and retention periods

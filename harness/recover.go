@@ -21,6 +21,12 @@ import (
 // run whose process died: Recover reports it.
 const JournalFile = "journal.jsonl"
 
+// SpillDir is the folder of a run's results directory where its largest
+// histories go while it runs (Options.SpillDir): removed once the run's
+// files are written, and by Recover, since a spilled history is only
+// whole with the memory of the process that wrote it.
+const SpillDir = "spill"
+
 // The kinds of the harness's own journal lines (history.Journal.Note).
 const (
 	noteRun    = "run"    // the run: its summary before any scenario ran, and its plan
@@ -75,13 +81,15 @@ var prefixSound = []string{check.AtMostOnce, check.Fencing, check.Replay, check.
 // is judged on what it recorded (Judge), its calls in flight of unknown
 // outcome, and is at best undecided (a violation that a cut cannot fake
 // still fails it, see prefixSound); the rest never ran. The summary is
-// cut short (Summary.Stopped is [Crashed]) and never a pass.
+// cut short (Summary.Stopped is [Crashed]) and never a pass. The dead
+// run's [SpillDir] beside the journal goes: the journal holds every call.
 func Recover(ctx context.Context, path string) (*results.Summary, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	_ = os.RemoveAll(filepath.Join(filepath.Dir(path), SpillDir))
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err

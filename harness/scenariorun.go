@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -109,6 +110,11 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 		o.Journal.Note(id, noteStart, journalStart{Doc: sc.Doc, Repetition: rep,
 			Retention: results.Duration(env.Config.Retention), LockTTL: results.Duration(env.Config.LockTTL), Params: o.params(env, -1)})
 	}
+	if o.SpillDir != "" {
+		if err := env.Hist.SpillTo(filepath.Join(o.SpillDir, id), cmp.Or(o.SpillAfter, DefaultSpillAfter)); err != nil {
+			return nil, fmt.Errorf("history of %s: %w", id, err)
+		}
+	}
 	start := time.Now()
 	report(Progress{})
 	stopTicker := scenario.Every(context.Background(), o.ProgressEvery, func() {
@@ -168,10 +174,9 @@ func skippedResult(sc scenario.Scenario, rep int, why string) *results.ScenarioR
 		Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}}
 }
 
-// measure fills in the counts the summary shows.
+// measure fills in the counts the summary shows, part by part
+// (history.History.EachPart): a spilled history is never held whole.
 func measure(res *results.ScenarioResult, hist *history.History, ledger *history.Ledger, rec scenario.Record) {
-	ops := hist.Ops()
-	res.Ops = len(ops)
 	res.Faults = map[string]int{}
 	for _, f := range hist.Faults() {
 		res.Faults[string(f.Kind)]++
@@ -181,50 +186,67 @@ func measure(res *results.ScenarioResult, hist *history.History, ledger *history
 	}
 	res.Findings = rec.Findings
 	res.Outcomes = map[string]int{}
+	res.Ops, res.MaxConcurrentBegins = 0, 0
 	clients := map[int]bool{}
-	keys := map[stores.KeyRef]bool{}
+	keys := 0
+	first := true
 	type edge struct {
 		t     int64
 		delta int
 	}
-	edges := map[stores.KeyRef][]edge{}
-	for _, op := range ops {
-		clients[op.Client] = true
-		if op.Input.Kind == models.Prune {
-			res.Outcomes["prune"]++
-			continue
-		}
-		keys[op.Input.Key] = true
-		switch {
-		case op.Output.Unknown:
-			res.Outcomes["unknown"]++
-		case op.Output.NotApplied:
-			res.Outcomes["not-applied"]++
-		case op.Input.Kind == models.Begin:
-			res.Outcomes[op.Output.Decision.Outcome.String()]++
-			edges[op.Input.Key] = append(edges[op.Input.Key], edge{op.Call, 1}, edge{op.Return, -1})
-		case op.Output.Fenced:
-			res.Outcomes["fenced"]++
-		default:
-			res.Outcomes[map[models.Kind]string{models.Complete: "completed", models.Release: "released"}[op.Input.Kind]]++
-		}
-	}
-	for _, es := range edges {
-		sort.Slice(es, func(i, j int) bool {
-			if es[i].t != es[j].t {
-				return es[i].t < es[j].t
+	err := hist.EachPart(func(p *history.History) error {
+		edges := map[stores.KeyRef][]edge{}
+		for _, op := range p.Ops() {
+			if op.Input.Kind == models.Prune {
+				if first { // every part holds every Prune
+					res.Ops++
+					clients[op.Client] = true
+					res.Outcomes["prune"]++
+				}
+				continue
 			}
-			return es[i].delta > es[j].delta
-		})
-		n := 0
-		for _, e := range es {
-			n += e.delta
-			if n > res.MaxConcurrentBegins {
-				res.MaxConcurrentBegins = n
+			res.Ops++
+			clients[op.Client] = true
+			if _, ok := edges[op.Input.Key]; !ok {
+				edges[op.Input.Key] = nil
+				keys++
+			}
+			switch {
+			case op.Output.Unknown:
+				res.Outcomes["unknown"]++
+			case op.Output.NotApplied:
+				res.Outcomes["not-applied"]++
+			case op.Input.Kind == models.Begin:
+				res.Outcomes[op.Output.Decision.Outcome.String()]++
+				edges[op.Input.Key] = append(edges[op.Input.Key], edge{op.Call, 1}, edge{op.Return, -1})
+			case op.Output.Fenced:
+				res.Outcomes["fenced"]++
+			default:
+				res.Outcomes[map[models.Kind]string{models.Complete: "completed", models.Release: "released"}[op.Input.Kind]]++
 			}
 		}
+		first = false
+		for _, es := range edges {
+			sort.Slice(es, func(i, j int) bool {
+				if es[i].t != es[j].t {
+					return es[i].t < es[j].t
+				}
+				return es[i].delta > es[j].delta
+			})
+			n := 0
+			for _, e := range es {
+				n += e.delta
+				if n > res.MaxConcurrentBegins {
+					res.MaxConcurrentBegins = n
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil && res.Error == "" {
+		res.Error = "counting the history: " + err.Error()
 	}
-	res.Clients, res.Keys = len(clients), len(keys)
+	res.Clients, res.Keys = len(clients), keys
 	res.WorkRuns = len(hist.Work())
 	res.Charges = len(ledger.Charges())
 }

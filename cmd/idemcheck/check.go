@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,6 +110,8 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err != nil {
 		return exitUsage, err
 	}
+	o.SpillDir = filepath.Join(dir.Path, harness.SpillDir)
+	defer os.RemoveAll(o.SpillDir)
 	if !*asJSON {
 		warnCost(stderr, o)
 		sayCrashed(stderr, *out)
@@ -185,7 +188,13 @@ func warnCost(w io.Writer, o harness.Options) {
 	if est := o.Estimate(); est > time.Minute {
 		fmt.Fprintf(w, "idemcheck: this run will take about %v (%d scenario runs, LockTTL %v)\n", est.Round(time.Second), len(o.Plan()), o.LockTTL)
 	}
-	if calls := o.EstimateCalls(); calls*harness.BytesPerCall > 2<<30 {
+	calls := o.EstimateCalls()
+	if spill := int64(cmp.Or(o.SpillAfter, harness.DefaultSpillAfter)); o.SpillDir != "" && calls > spill {
+		fmt.Fprintf(w, "idemcheck: this run may record about %d store calls: past %d, a scenario's history goes to disk as it grows (about %.1f GB in %s while it runs) and is checked part by part\n",
+			calls, spill, float64(calls*harness.DiskBytesPerCall)/(1<<30), o.SpillDir)
+		return
+	}
+	if calls*harness.BytesPerCall > 2<<30 {
 		fmt.Fprintf(w, "idemcheck: this run may record about %d store calls and hold about %.1f GB in memory until it ends; fewer --keys, --clients or --count hold less\n",
 			calls, float64(calls*harness.BytesPerCall)/(1<<30))
 		if o.MaxMemory > 0 && uint64(calls*harness.BytesPerCall) > o.MaxMemory {

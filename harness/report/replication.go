@@ -64,6 +64,17 @@ func LostInFailover(h *history.History, retention time.Duration) []Lost {
 	if len(fos) == 0 {
 		return nil
 	}
+	var out []Lost
+	_ = h.EachPart(func(p *history.History) error { // a spilled history part by part
+		out = append(out, lostInPart(p, fos, retention)...)
+		return nil
+	})
+	return out
+}
+
+// lostInPart is LostInFailover on one part of a history
+// (history.History.EachPart), fos its failovers.
+func lostInPart(h *history.History, fos []history.Fault, retention time.Duration) []Lost {
 	byKey, order := history.ByKey(h.Ops())
 	var out []Lost
 	for _, k := range order {

@@ -268,7 +268,11 @@ type traceLine struct {
 // line each: the calls and their answers, the work runs, the faults, the
 // provider's charges of the key's order, and the clients' final answers.
 // Prunes, which touch every key, are listed too.
+//
+// Of a spilled history (history.History.SpillTo) it reads the part that
+// holds the key, never the whole.
 func TraceLines(h *history.History, l *history.Ledger, key string) []string {
+	h = partWith(h, key)
 	var ls []traceLine
 	order := ""
 	for _, op := range h.Ops() {
@@ -347,3 +351,23 @@ func TraceLines(h *history.History, l *history.Ledger, key string) []string {
 	}
 	return out
 }
+
+// partWith is the part of h (history.History.EachPart) that holds key's
+// calls: h itself unless it spilled; an empty history if no part does.
+func partWith(h *history.History, key string) *history.History {
+	if !h.Spilled() {
+		return h
+	}
+	found := history.New()
+	_ = h.EachPart(func(p *history.History) error {
+		if p.Has(func(op history.Op) bool { return op.Input.Kind != models.Prune && op.Input.Key.String() == key }) {
+			found = p
+			return errFound
+		}
+		return nil
+	})
+	return found
+}
+
+// errFound ends a search of the parts (partWith).
+var errFound = errors.New("found")

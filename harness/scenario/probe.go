@@ -21,10 +21,15 @@ import (
 // spent 7 s in its probe, one key after another).
 func (e *Env) Probe(ctx context.Context, probeID int) {
 	rec := e.Recorder(probeID, e.Store, e.clock)
-	keyed, order := history.ByKey(e.Hist.Ops())
-	_ = pool.Each(len(order), probeAtOnce, func(i int) error {
-		e.probeKey(ctx, rec, order[i], keyed[order[i]])
-		return nil
+	// Part by part: a spilled history is never held whole
+	// (history.History.EachPart). The probes' own calls, recorded
+	// meanwhile, are not read back.
+	_ = e.Hist.EachPart(func(p *history.History) error {
+		keyed, order := history.ByKey(p.Ops())
+		return pool.Each(len(order), probeAtOnce, func(i int) error {
+			e.probeKey(ctx, rec, order[i], keyed[order[i]])
+			return nil
+		})
 	})
 }
 

@@ -61,6 +61,7 @@ func keyViews(s *results.ScenarioResult, anchorPrefix string) (views []*keyView,
 	if h == nil {
 		return nil, s.Violations
 	}
+	h, _ = h.Drawable()
 	ops := h.Ops()
 	work := h.Work()
 	faults := h.Faults()

@@ -169,14 +169,17 @@ type scenarioView struct {
 	Timeline          *timeline
 	Keys              []*keyView
 	TotalKeys         int
-	HiddenViolated    int
-	HiddenOther       int
-	Wide              []check.Violation
-	Lin, Trace        string
-	Skipped           string
-	Findings          string
-	Schedule          []string
-	MoreSchedule      int
+	// Part says that the keys and timeline drawn are one part of a run
+	// too large to draw whole ("" when they are all of it).
+	Part           string
+	HiddenViolated int
+	HiddenOther    int
+	Wide           []check.Violation
+	Lin, Trace     string
+	Skipped        string
+	Findings       string
+	Schedule       []string
+	MoreSchedule   int
 }
 
 func buildPage(dir string, sum *results.Summary, lim Limits) *page {
@@ -223,6 +226,12 @@ func buildPage(dir string, sum *results.Summary, lim Limits) *page {
 		views, wide := keyViews(s, sv.Anchor)
 		sv.Wide = wide
 		sv.TotalKeys = len(views)
+		if h := s.History(); h != nil {
+			if _, whole := h.Drawable(); !whole {
+				sv.Part = fmt.Sprintf("The run was too large to draw whole (%d calls, held on disk while it ran): the keys and the timeline below are those of one part of it, %d of its %d keys, each key whole; every call is in history.jsonl, every violation in the list above.",
+					s.Ops, len(views), s.Keys)
+			}
+		}
 		violated := map[string]bool{}
 		nv, no := 0, 0
 		for _, v := range views {
@@ -244,6 +253,7 @@ func buildPage(dir string, sum *results.Summary, lim Limits) *page {
 			no++
 		}
 		if h := s.History(); h != nil {
+			h, _ = h.Drawable()
 			tl := buildTimeline(h, tlCap, violated)
 			sv.Timeline = &tl
 		}
