@@ -198,10 +198,10 @@ type tally struct {
 	atMostOnce   atMostOnceTally
 	exclusive    exclusiveTally
 	fencing      fencingTally
-	replay       replayTally
-	mismatch     mismatchTally
+	replay       countTally
+	mismatch     countTally
 	lin          linTally
-	liveness     livenessTally
+	liveness     countTally
 	retention    retentionTally
 	availability availabilityTally
 }
@@ -224,6 +224,26 @@ func checkPart(e Evidence, deadline time.Time, first bool) tally {
 	}
 }
 
+// countTally is the tally of a checker that counts what it judged and
+// lists its violations (replay-fidelity, mismatch, liveness).
+type countTally struct {
+	n  int
+	vs []Violation
+}
+
+// add merges o, the next part's tally, into t.
+func (t *countTally) add(o countTally) {
+	t.n += o.n
+	t.vs = append(t.vs, o.vs...)
+}
+
+// decide is checker's result of a run's merged tally: its violations, or
+// a pass whose detail is passed, a format of the count.
+func (t countTally) decide(checker, passed string) Result {
+	sortViolations(t.vs)
+	return judged(result(checker, t.vs, fmt.Sprintf(passed, t.n)), t.n)
+}
+
 // add merges o, the next part's tally, into t.
 func (t *tally) add(o tally) {
 	t.atMostOnce.add(o.atMostOnce)
@@ -244,10 +264,10 @@ func (t tally) decide(e Evidence) []Result {
 		t.atMostOnce.decide(),
 		t.exclusive.decide(e),
 		t.fencing.decide(e),
-		t.replay.decide(),
-		t.mismatch.decide(),
+		t.replay.decide(Replay, "%d replays, all of a saved response; every client got the same answer"),
+		t.mismatch.decide(Mismatch, "%d reuses with other parameters, all answered 422; no 422 to a key's own parameters"),
 		t.lin.decide(e),
-		t.liveness.decide(),
+		decideLiveness(t.liveness),
 		t.retention.decide(e),
 		t.availability.decide(e),
 	}

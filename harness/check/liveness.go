@@ -12,7 +12,7 @@ import (
 // again (after LockTTL) when an answer is lost, so only a key whose every
 // probe went unanswered, or whose probe found it still in flight, fails.
 // A key's probes are in its part.
-func checkLiveness(e Evidence, ops []history.Op) livenessTally {
+func checkLiveness(e Evidence, ops []history.Op) countTally {
 	var vs []Violation
 	last := map[stores.KeyRef]history.Op{}
 	tries := map[stores.KeyRef]int{}
@@ -41,28 +41,14 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 				op.Input.Key, e.Model.LockTTL)})
 		}
 	}
-	return livenessTally{probes: probes, vs: vs}
+	return countTally{n: probes, vs: vs}
 }
 
-// livenessTally is what checkLiveness found in a part, or in the parts
-// merged so far: the keys probed and the violations.
-type livenessTally struct {
-	probes int
-	vs     []Violation
-}
-
-// add merges o, the next part's tally, into t.
-func (t *livenessTally) add(o livenessTally) {
-	t.probes += o.probes
-	t.vs = append(t.vs, o.vs...)
-}
-
-// decide is the [Liveness] result of a run's merged tally: unknown when
-// no part had a final probe.
-func (t livenessTally) decide() Result {
-	if t.probes == 0 {
+// decideLiveness is the [Liveness] result of a run's merged tally (the
+// keys probed): unknown when no part had a final probe.
+func decideLiveness(t countTally) Result {
+	if t.n == 0 {
 		return Result{Checker: Liveness, Verdict: Unknown, Detail: "no final probe ran"}
 	}
-	sortViolations(t.vs)
-	return judged(result(Liveness, t.vs, fmt.Sprintf("%d keys probed after LockTTL, none stuck", t.probes)), t.probes)
+	return t.decide(Liveness, "%d keys probed after LockTTL, none stuck")
 }

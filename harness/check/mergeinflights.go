@@ -110,33 +110,7 @@ func mergeInFlights(m models.Config, part []porcupine.Operation) ([]porcupine.Op
 		k := class{in.Fingerprint, legal}
 		groups[k] = append(groups[k], i)
 	}
-	drop := make([]bool, len(part))
-	merged := 0
-	out := slices.Clone(part)
-	for _, idx := range groups {
-		slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(part[a].Call, part[b].Call) })
-		head := idx[0]
-		for _, i := range idx[1:] {
-			if part[i].Call <= out[head].Return {
-				out[head].Call = part[i].Call // the latest call so far: sorted
-				out[head].Return = min(out[head].Return, part[i].Return)
-				drop[i] = true
-				merged++
-				continue
-			}
-			head = i
-		}
-	}
-	if merged == 0 {
-		return part, 0
-	}
-	kept := out[:0]
-	for i, op := range out {
-		if !drop[i] {
-			kept = append(kept, op)
-		}
-	}
-	return kept, merged
+	return mergeOverlapping(part, groups)
 }
 
 // consecutive reports whether the set bits of b (not 0) are one run.

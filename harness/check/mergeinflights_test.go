@@ -25,77 +25,39 @@ import (
 // a verdict, and must merge in many histories of both verdicts.
 func TestMergeInFlightsIsExact(t *testing.T) {
 	m := models.Config{LockTTL: 10 * time.Second, Retention: 40 * time.Second, Slack: time.Second}
-	model := models.Porcupine(m)
-	r := rand.New(rand.NewSource(1))
-	verdicts := map[bool]int{}
-	mergedIn := map[bool]int{}
-	for trial := range 4000 {
-		part, ops := inFlightHistory(t, trial, r, m)
-		want := porcupine.CheckOperations(model, part)
-		merged, n := mergeInFlights(m, part)
-		if got := porcupine.CheckOperations(model, merged); got != want {
-			t.Fatalf("trial %d: linearizable %v with %d 409s merged, %v without\n%v", trial, got, n, want, ops)
-		}
-		verdicts[want]++
-		if n > 0 {
-			mergedIn[want]++
-		}
-	}
-	if mergedIn[true] < 300 || mergedIn[false] < 100 {
-		t.Fatalf("the trials did not exercise the merge both ways: merged in %v, verdicts %v", mergedIn, verdicts)
-	}
-	t.Logf("verdicts %v; merged in %v", verdicts, mergedIn)
+	exactOnTrials(t, m, 2000, 300, 150, inFlightHistory, func(part []porcupine.Operation) ([]porcupine.Operation, int) { return mergeInFlights(m, part) })
 }
 
 // inFlightHistory is one trial of TestMergeInFlightsIsExact: its
 // porcupine operations, and its calls.
 func inFlightHistory(t *testing.T, trial int, r *rand.Rand, m models.Config) ([]porcupine.Operation, []history.Op) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	k := stores.KeyRef{Tenant: "t", Key: "k"}
-	var ops []history.Op
-	s := models.State{}
-	clock := t0
-	tokens := 0
+	p := newKeyPlay(m)
 	for i := range 8 + r.Intn(16) {
-		clock = clock.Add(time.Duration(r.Intn(3000)) * time.Millisecond)
+		p.clock = p.clock.Add(time.Duration(r.Intn(3000)) * time.Millisecond)
 		if r.Intn(40) == 0 { // past the retention: a second life may begin
-			clock = clock.Add(m.Retention)
+			p.clock = p.clock.Add(m.Retention)
 		}
-		in := models.Input{Key: k, Now: clock}
+		in := models.Input{Key: p.key, Now: p.clock}
 		var out models.Output
 		switch x := r.Intn(40); {
 		case x < 36: // Begins, mostly 409s while a claim is in flight
 			in.Kind, in.Fingerprint = models.Begin, "fp"
-			exp := models.Decide(m, s, "fp", clock)
-			out.Decision = stores.Decision{Outcome: exp.Outcome, Response: exp.Response, DecidedAt: clock, Takeover: exp.Takeover}
-			if exp.Outcome == stores.Claimed {
-				tokens++
-				out.Decision.Token = stores.Token(fmt.Sprint(tokens))
-			}
+			out = p.decide(in)
 			if r.Intn(60) == 0 {
 				out = models.Output{Unknown: true}
 			}
 		case x < 39:
-			in.Kind, in.Token = models.Complete, s.Token
+			in.Kind, in.Token = models.Complete, p.s.Token
 			if r.Intn(3) == 0 { // a stale owner's save
-				in.Token = stores.Token(fmt.Sprint(1 + r.Intn(tokens+1)))
+				in.Token = stores.Token(fmt.Sprint(1 + r.Intn(p.tokens+1)))
 			}
 			in.Response = stores.Response{Status: 201, Body: fmt.Sprint("x", in.Token)}
 		default:
-			in.Kind, in.Token = models.Release, s.Token
+			in.Kind, in.Token = models.Release, p.s.Token
 		}
-		next := models.Step(m, s, in, out)
-		if len(next) == 0 && in.Kind != models.Begin {
-			out.Fenced = true
-			next = models.Step(m, s, in, out)
-		}
-		if len(next) == 0 {
-			t.Fatalf("trial %d: the generator's own call %v → %v is illegal in %v", trial, in, out, s)
-		}
-		s = next[r.Intn(len(next))]
-		p := int64(10 * i)
-		ops = append(ops, history.Op{Input: in, Output: out, Call: p - int64(r.Intn(60)), Return: p + int64(r.Intn(60))})
+		p.play(t, trial, r, in, out, 10*int64(i), 60)
 	}
+	ops := p.ops
 	if r.Intn(2) == 0 { // change one answer
 		op := &ops[r.Intn(len(ops))]
 		d := &op.Output.Decision
@@ -112,11 +74,7 @@ func inFlightHistory(t *testing.T, trial int, r *rand.Rand, m models.Config) ([]
 			op.Output.Fenced = !op.Output.Fenced
 		}
 	}
-	part := make([]porcupine.Operation, 0, len(ops))
-	for _, op := range ops {
-		part = append(part, porcupineOp(op))
-	}
-	return part, ops
+	return porcupineOpsOf(ops), ops
 }
 
 // TestInFlightsAroundTakeoversMerge: the recorded shape that left the

@@ -68,6 +68,16 @@ func mergeReplays(part []porcupine.Operation) ([]porcupine.Operation, int) {
 			groups[c] = append(groups[c], i)
 		}
 	}
+	return mergeOverlapping(part, groups)
+}
+
+// mergeOverlapping merges, in each group of part's calls (indices), the
+// calls whose calls share a moment into one call over it: greedily by
+// call time, each call joining the one before while it was made before
+// that one's (narrowed) return. It returns the calls left, and how many
+// it left out. The groups are calls that no order tells apart (replays of
+// one answer, 409s legal in one stretch): see mergeReplays.
+func mergeOverlapping[K comparable](part []porcupine.Operation, groups map[K][]int) ([]porcupine.Operation, int) {
 	drop := make([]bool, len(part))
 	merged := 0
 	out := slices.Clone(part)

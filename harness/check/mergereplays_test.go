@@ -64,23 +64,34 @@ func TestReplaysOfOneAnswerMerge(t *testing.T) {
 // merge must leave alone. It must never change a verdict, and must
 // happen in many histories of both verdicts.
 func TestMergeReplaysIsExact(t *testing.T) {
-	m, model := trialModel()
+	m, _ := trialModel()
+	exactOnTrials(t, m, 3000, 200, 100, randomKeyHistory, func(part []porcupine.Operation) ([]porcupine.Operation, int) { return mergeReplays(part) })
+}
+
+// exactOnTrials checks that merge never changes porcupine's verdict on
+// trials of gen's one-key histories under m, and that it merges in at
+// least minPass linearizable and minFail non-linearizable ones.
+func exactOnTrials(t *testing.T, m models.Config, trials, minPass, minFail int,
+	gen func(*testing.T, int, *rand.Rand, models.Config) ([]porcupine.Operation, []history.Op),
+	merge func([]porcupine.Operation) ([]porcupine.Operation, int)) {
+	t.Helper()
+	model := models.Porcupine(m)
 	r := rand.New(rand.NewSource(1))
 	verdicts := map[bool]int{}
 	mergedIn := map[bool]int{}
-	for trial := range 3000 {
-		part, ops := randomKeyHistory(t, trial, r, m)
+	for trial := range trials {
+		part, ops := gen(t, trial, r, m)
 		want := porcupine.CheckOperations(model, part)
-		merged, n := mergeReplays(part)
+		merged, n := merge(part)
 		if got := porcupine.CheckOperations(model, merged); got != want {
-			t.Fatalf("trial %d: linearizable %v with %d replays merged, %v without\n%v", trial, got, n, want, ops)
+			t.Fatalf("trial %d: linearizable %v with %d calls merged, %v without\n%v", trial, got, n, want, ops)
 		}
 		verdicts[want]++
 		if n > 0 {
 			mergedIn[want]++
 		}
 	}
-	if mergedIn[true] < 200 || mergedIn[false] < 100 {
+	if mergedIn[true] < minPass || mergedIn[false] < minFail {
 		t.Fatalf("the trials did not exercise the merge both ways: merged in %v, verdicts %v", mergedIn, verdicts)
 	}
 	t.Logf("verdicts %v; merged in %v", verdicts, mergedIn)
@@ -95,57 +106,38 @@ func trialModel() (models.Config, porcupine.Model) {
 // randomKeyHistory is one trial of the decision table on one key (see
 // TestMergeReplaysIsExact): its porcupine operations, and its calls.
 func randomKeyHistory(t *testing.T, trial int, r *rand.Rand, m models.Config) ([]porcupine.Operation, []history.Op) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	k := stores.KeyRef{Tenant: "t", Key: "k"}
-	var ops []history.Op
-	s := models.State{}
-	clock := t0
-	tokens := 0
+	p := newKeyPlay(m)
 	for i := range 6 + r.Intn(14) {
-		clock = clock.Add(time.Duration(r.Intn(4)) * time.Second)
+		p.clock = p.clock.Add(time.Duration(r.Intn(4)) * time.Second)
 		if r.Intn(6) == 0 { // past the retention: the record may be gone
-			clock = clock.Add(m.Retention)
+			p.clock = p.clock.Add(m.Retention)
 		}
-		in := models.Input{Key: k, Now: clock}
+		in := models.Input{Key: p.key, Now: p.clock}
 		var out models.Output
 		switch x := r.Intn(10); {
 		case x < 6: // a Begin, the most common call
 			in.Kind, in.Fingerprint = models.Begin, "fp"
-			exp := models.Decide(m, s, "fp", clock)
-			out.Decision = stores.Decision{Outcome: exp.Outcome, Response: exp.Response, DecidedAt: clock, Takeover: exp.Takeover}
-			if exp.Outcome == stores.Claimed {
-				tokens++
-				out.Decision.Token = stores.Token(fmt.Sprint(tokens))
-			}
+			out = p.decide(in)
 		case x < 8:
-			in.Kind, in.Token = models.Complete, s.Token
+			in.Kind, in.Token = models.Complete, p.s.Token
 			if r.Intn(4) == 0 {
-				in.Token = stores.Token(fmt.Sprint(1 + r.Intn(tokens+1)))
+				in.Token = stores.Token(fmt.Sprint(1 + r.Intn(p.tokens+1)))
 			}
 			in.Response = stores.Response{Status: 201, Body: fmt.Sprint("x", in.Token)}
 			if r.Intn(3) == 0 { // an answer other saves may write too
 				in.Response.Body = "same"
 			}
 		default:
-			in.Kind, in.Token = models.Release, s.Token
+			in.Kind, in.Token = models.Release, p.s.Token
 		}
-		next := models.Step(m, s, in, out)
-		if len(next) == 0 && in.Kind != models.Begin {
-			out.Fenced = true
-			next = models.Step(m, s, in, out)
-		}
-		if len(next) == 0 {
-			t.Fatalf("trial %d: the generator's own call %v → %v is illegal in %v", trial, in, out, s)
-		}
-		s = next[r.Intn(len(next))]
-		p := int64(10 * i)
-		ops = append(ops, history.Op{Input: in, Output: out, Call: p - int64(r.Intn(35)), Return: p + int64(r.Intn(35))})
+		p.play(t, trial, r, in, out, 10*int64(i), 35)
 	}
+	ops := p.ops
 	if r.Intn(2) == 0 { // change one answer
 		op := &ops[r.Intn(len(ops))]
 		switch {
 		case op.Input.Kind == models.Begin && op.Output.Decision.Outcome == stores.Replay && r.Intn(2) == 0:
-			op.Output.Decision.Response.Body = fmt.Sprint("x", 1+r.Intn(tokens+1))
+			op.Output.Decision.Response.Body = fmt.Sprint("x", 1+r.Intn(p.tokens+1))
 		case op.Input.Kind == models.Begin && op.Output.Decision.Outcome == stores.Replay:
 			op.Output.Decision.Outcome = stores.InFlight
 		case op.Input.Kind == models.Begin:
@@ -154,11 +146,59 @@ func randomKeyHistory(t *testing.T, trial int, r *rand.Rand, m models.Config) ([
 			op.Output.Fenced = !op.Output.Fenced
 		}
 	}
+	return porcupineOpsOf(ops), ops
+}
+
+// keyPlay plays the decision table on one key, call by call, as a correct
+// store would answer (randomKeyHistory, inFlightHistory).
+type keyPlay struct {
+	m      models.Config
+	key    stores.KeyRef
+	s      models.State
+	clock  time.Time
+	tokens int
+	ops    []history.Op
+}
+
+func newKeyPlay(m models.Config) *keyPlay {
+	return &keyPlay{m: m, key: stores.KeyRef{Tenant: "t", Key: "k"}, clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// decide is what the decision table answers a Begin in the key's state
+// now, a fresh token for a claim.
+func (p *keyPlay) decide(in models.Input) models.Output {
+	exp := models.Decide(p.m, p.s, in.Fingerprint, p.clock)
+	out := models.Output{Decision: stores.Decision{Outcome: exp.Outcome, Response: exp.Response, DecidedAt: p.clock, Takeover: exp.Takeover}}
+	if exp.Outcome == stores.Claimed {
+		p.tokens++
+		out.Decision.Token = stores.Token(fmt.Sprint(p.tokens))
+	}
+	return out
+}
+
+// play records the call in → out at point at, stretched up to spread
+// either way so that calls overlap, and moves the key to one of the
+// states it may then be in; a write the state does not allow is fenced.
+func (p *keyPlay) play(t *testing.T, trial int, r *rand.Rand, in models.Input, out models.Output, at, spread int64) {
+	next := models.Step(p.m, p.s, in, out)
+	if len(next) == 0 && in.Kind != models.Begin {
+		out.Fenced = true
+		next = models.Step(p.m, p.s, in, out)
+	}
+	if len(next) == 0 {
+		t.Fatalf("trial %d: the generator's own call %v → %v is illegal in %v", trial, in, out, p.s)
+	}
+	p.s = next[r.Intn(len(next))]
+	p.ops = append(p.ops, history.Op{Input: in, Output: out, Call: at - r.Int63n(spread), Return: at + r.Int63n(spread)})
+}
+
+// porcupineOpsOf is ops as porcupine operations.
+func porcupineOpsOf(ops []history.Op) []porcupine.Operation {
 	part := make([]porcupine.Operation, 0, len(ops))
 	for _, op := range ops {
 		part = append(part, porcupineOp(op))
 	}
-	return part, ops
+	return part
 }
 
 // TestReplaysOfAnswersSavedTwiceStayApart: the answer "same" is saved by

@@ -11,7 +11,7 @@ import (
 // checkMismatch proves [Mismatch]: a reuse of a key with other
 // parameters is answered 422 (and never taken over), and no request is
 // answered 422 for parameters that are the key's own.
-func checkMismatch(e Evidence, ops []history.Op, g grouped) mismatchTally {
+func checkMismatch(e Evidence, ops []history.Op, g grouped) countTally {
 	var vs []Violation
 	flagged := map[int]bool{} // Begins already reported, by input id
 	keyed, order := g.keyed, g.order
@@ -108,24 +108,5 @@ func checkMismatch(e Evidence, ops []history.Op, g grouped) mismatchTally {
 			}
 		}
 	}
-	return mismatchTally{checked: checked, vs: vs}
-}
-
-// mismatchTally is what checkMismatch found in a part, or in the parts
-// merged so far: the reuses judged and the violations.
-type mismatchTally struct {
-	checked int
-	vs      []Violation
-}
-
-// add merges o, the next part's tally, into t.
-func (t *mismatchTally) add(o mismatchTally) {
-	t.checked += o.checked
-	t.vs = append(t.vs, o.vs...)
-}
-
-// decide is the [Mismatch] result of a run's merged tally.
-func (t mismatchTally) decide() Result {
-	sortViolations(t.vs)
-	return judged(result(Mismatch, t.vs, fmt.Sprintf("%d reuses with other parameters, all answered 422; no 422 to a key's own parameters", t.checked)), t.checked)
+	return countTally{n: checked, vs: vs}
 }

@@ -14,7 +14,7 @@ import (
 // Complete had saved, and every client with the same parameters got the
 // same answer for a key within one life of it. A key's answers are in its
 // part, as are its calls.
-func checkReplay(e Evidence, ops []history.Op, g grouped) replayTally {
+func checkReplay(e Evidence, ops []history.Op, g grouped) countTally {
 	var vs []Violation
 	keyed, order := g.keyed, g.order
 	replays := 0
@@ -111,24 +111,5 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) replayTally {
 				f.Client, a.Client, a.Key, f.Response.Status, f.Response.Body, a.Response.Status, a.Response.Body)})
 		}
 	}
-	return replayTally{replays: replays, vs: vs}
-}
-
-// replayTally is what checkReplay found in a part, or in the parts merged
-// so far: the replays judged and the violations.
-type replayTally struct {
-	replays int
-	vs      []Violation
-}
-
-// add merges o, the next part's tally, into t.
-func (t *replayTally) add(o replayTally) {
-	t.replays += o.replays
-	t.vs = append(t.vs, o.vs...)
-}
-
-// decide is the [Replay] result of a run's merged tally.
-func (t replayTally) decide() Result {
-	sortViolations(t.vs)
-	return judged(result(Replay, t.vs, fmt.Sprintf("%d replays, all of a saved response; every client got the same answer", t.replays)), t.replays)
+	return countTally{n: replays, vs: vs}
 }
