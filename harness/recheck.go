@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -18,6 +19,30 @@ import (
 // calls but whose history is not in history.jsonl is an error: a re-check
 // must judge what was run, never pass on nothing.
 func LoadRun(dir string) (*results.Summary, error) {
+	return loadRun(dir, history.Load)
+}
+
+// LoadRunSpilled is LoadRun for a run of millions of calls: each
+// scenario's history spills to a folder of the run's [SpillDir] as it
+// loads (history.LoadSpilled), so that loading and judging it hold a
+// part at a time. Call done once the histories are no longer read: it
+// removes that folder.
+func LoadRunSpilled(dir string) (sum *results.Summary, done func(), err error) {
+	spill := filepath.Join(dir, SpillDir, fmt.Sprintf("load-%d", os.Getpid()))
+	done = func() {
+		_ = os.RemoveAll(spill)
+		_ = os.Remove(filepath.Join(dir, SpillDir)) // only when empty: a live run's stays
+	}
+	sum, err = loadRun(dir, func(r io.Reader) ([]history.Saved, error) { return history.LoadSpilled(r, spill, DefaultSpillAfter) })
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return sum, done, nil
+}
+
+// loadRun is LoadRun, its history.jsonl read by load.
+func loadRun(dir string, load func(io.Reader) ([]history.Saved, error)) (*results.Summary, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
 		return nil, err
@@ -31,7 +56,7 @@ func LoadRun(dir string) (*results.Summary, error) {
 		return nil, err
 	}
 	defer f.Close()
-	saved, err := history.Load(f)
+	saved, err := load(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "history.jsonl"), err)
 	}

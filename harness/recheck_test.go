@@ -127,3 +127,24 @@ func TestRecheckMissingHistory(t *testing.T) {
 		t.Errorf("an empty history.jsonl loaded without error (%v)", err)
 	}
 }
+
+// TestLoadRunSpilledLeavesNothing: a saved run loaded to spill as it
+// loads (LoadRunSpilled, what recheck and replay do) rechecks as LoadRun's
+// does, and its done leaves the run's folder as it was (a run small
+// enough spills nothing; history.TestSpillKeepsEveryRecord loads one that
+// does).
+func TestLoadRunSpilledLeavesNothing(t *testing.T) {
+	dir := filepath.Join("testdata", "runs", "select-then-insert")
+	saved, done, err := harness.LoadRunSpilled(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := harness.Recheck(context.Background(), saved)
+	done()
+	if got.Verdict != check.Fail {
+		t.Errorf("verdict %s, want %s", got.Verdict, check.Fail)
+	}
+	if _, err := os.Stat(filepath.Join(dir, harness.SpillDir)); !os.IsNotExist(err) {
+		t.Errorf("LoadRunSpilled left %s: %v", harness.SpillDir, err)
+	}
+}

@@ -52,10 +52,11 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if crashed(dir) {
 		return recoverRun(ctx, dir, *asJSON, stdout, stderr)
 	}
-	saved, err := harness.LoadRun(dir)
+	saved, done, err := harness.LoadRunSpilled(dir)
 	if err != nil {
 		return exitUsage, fmt.Errorf("recheck: %v", err)
 	}
+	defer done()
 	sum := harness.Recheck(ctx, saved)
 	sum.Dir, _ = filepath.Abs(dir)
 	if *asJSON {

@@ -40,10 +40,11 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if dir == "" {
 		return exitUsage, usagef("replay: name a run directory (results/latest, or one under results/)")
 	}
-	saved, err := harness.LoadRun(dir)
+	saved, done, err := harness.LoadRunSpilled(dir)
 	if err != nil {
 		return exitUsage, fmt.Errorf("replay: %v", err)
 	}
+	defer done()
 	backend, ex, err := replayBackend(ctx, saved.Store, *line, saved.Argv)
 	if err != nil {
 		return exitUsage, fmt.Errorf("replay: %v", err)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strconv"
 
 	"github.com/idemcheck/idemcheck/models"
 )
@@ -93,6 +95,28 @@ type Saved struct {
 // appearance. A line that does not parse is an error naming its number:
 // nothing is silently skipped.
 func Load(r io.Reader) ([]Saved, error) {
+	return load(r, func(int) *History { return &History{} })
+}
+
+// LoadSpilled is Load for a history.jsonl of millions of calls: each
+// scenario's history spills past keep calls and answers, the i'th (in
+// order of first appearance) to dir/<i> ([History.SpillTo]), so that
+// loading and judging it (part by part) hold at most about keep of them
+// in memory. Remove dir once the histories are no longer read.
+func LoadSpilled(r io.Reader, dir string, keep int) ([]Saved, error) {
+	if keep < opChunk {
+		return nil, fmt.Errorf("history: keep %d calls in memory at least (%d)", keep, opChunk)
+	}
+	return load(r, func(i int) *History {
+		h := &History{}
+		h.spill = &spill{dir: filepath.Join(dir, strconv.Itoa(i)), keep: keep}
+		return h
+	})
+}
+
+// load is Load with each scenario's history made by fresh (given its
+// index).
+func load(r io.Reader, fresh func(int) *History) ([]Saved, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	type parts struct {
@@ -108,7 +132,7 @@ func Load(r io.Reader) ([]Saved, error) {
 			i = len(all)
 			index[name] = i
 			names = append(names, name)
-			all = append(all, &parts{h: &History{}})
+			all = append(all, &parts{h: fresh(i)})
 		}
 		return all[i]
 	}
@@ -132,7 +156,7 @@ func Load(r io.Reader) ([]Saved, error) {
 		case l.Type == "fault" && l.Fault != nil:
 			p.h.faults = append(p.h.faults, *l.Fault)
 		case l.Type == "answer" && l.Answer != nil:
-			p.h.answers = append(p.h.answers, *l.Answer)
+			p.h.addAnswer(*l.Answer)
 		case l.Type == "exchange" && l.Exchange != nil:
 			p.h.exchanges = append(p.h.exchanges, *l.Exchange)
 		case l.Type == "charge" && l.Charge != nil:

@@ -53,8 +53,8 @@ type spillRec struct {
 }
 
 // SpillTo makes the history hold at most about keep store calls and keep
-// answers in memory: past that, the oldest go to files in dir (created,
-// and removed by RemoveSpill), cut into [SpillParts] parts by key. A run
+// answers in memory: past that, the oldest go to files in dir (created
+// when the first record moves, removed by RemoveSpill), cut into [SpillParts] parts by key. A run
 // of millions of calls then holds its calls on disk, not in memory, and
 // is checked part by part ([History.EachPart]). Prunes, which have no
 // key, are kept in memory (every part needs them), as are work runs and
@@ -65,22 +65,32 @@ func (h *History) SpillTo(dir string, keep int) error {
 	if keep < opChunk {
 		return fmt.Errorf("history: keep %d calls in memory at least (%d)", keep, opChunk)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.spill = &spill{dir: dir, keep: keep}
+	return nil
+}
+
+// open creates the folder and the parts' files, the first time a record
+// moves out: a history that never grows past keep leaves nothing on disk.
+func (s *spill) open() error {
+	if s.parts != nil || s.err != nil {
+		return s.err
+	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		s.err = err
 		return err
 	}
-	s := &spill{dir: dir, keep: keep}
 	for i := range SpillParts {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("part-%02d.gob", i)))
+		f, err := os.Create(filepath.Join(s.dir, fmt.Sprintf("part-%02d.gob", i)))
 		if err != nil {
 			s.close()
+			s.err = err
 			return err
 		}
 		w := bufio.NewWriterSize(f, 32<<10)
 		s.parts = append(s.parts, &spillPart{f: f, w: w, enc: gob.NewEncoder(w)})
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.spill = s
 	return nil
 }
 
@@ -128,6 +138,9 @@ func partOf(k stores.KeyRef) int {
 func (h *History) spillCalls() {
 	s := h.spill
 	for s.err == nil && h.nops-s.moved > s.keep+opChunk {
+		if s.open() != nil {
+			return
+		}
 		var out []Op
 		if len(h.ops) > 0 {
 			out, h.ops = h.ops, nil
@@ -154,7 +167,7 @@ func (h *History) spillCalls() {
 // held (h.mu held).
 func (h *History) spillAnswers() {
 	s := h.spill
-	if s.err != nil || len(h.answers) <= s.keep {
+	if s.err != nil || len(h.answers) <= s.keep || s.open() != nil {
 		return
 	}
 	for i := range h.answers {
@@ -343,4 +356,13 @@ func (h *History) Drawable() (*History, bool) {
 		return New(), false
 	}
 	return first, first == h
+}
+
+// addAnswer appends a loaded answer (h.mu not needed: the history is
+// being loaded), spilling as AddAnswer does.
+func (h *History) addAnswer(a Answer) {
+	h.answers = append(h.answers, a)
+	if h.spill != nil {
+		h.spillAnswers()
+	}
 }

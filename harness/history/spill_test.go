@@ -133,6 +133,18 @@ func TestSpillKeepsEveryRecord(t *testing.T) {
 	if !reflect.DeepEqual(saved[0].Hist.Ops(), whole.Ops()) {
 		t.Fatal("the history.jsonl of a spilled history loads back to other calls")
 	}
+	loadDir := t.TempDir() + "/load"
+	spilledBack, err := history.LoadSpilled(strings.NewReader(buf.String()), loadDir, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !spilledBack[0].Hist.Spilled() || !reflect.DeepEqual(spilledBack[0].Hist.Ops(), whole.Ops()) ||
+		!reflect.DeepEqual(sortAnswers(spilledBack[0].Hist.Answers()), sortAnswers(whole.Answers())) {
+		t.Fatalf("LoadSpilled: spilled %v, or its calls or answers differ", spilledBack[0].Hist.Spilled())
+	}
+	if _, err := os.Stat(loadDir + "/0"); err != nil {
+		t.Fatalf("LoadSpilled spilled nothing to its folder: %v", err)
+	}
 	if err := h.RemoveSpill(); err != nil {
 		t.Fatal(err)
 	}
