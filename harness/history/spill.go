@@ -276,35 +276,36 @@ func (h *History) EachPart(f func(part *History) error) error {
 	if err != nil {
 		return err
 	}
+	// What memory holds, sorted into the parts once.
+	memOps := make([][]Op, SpillParts)
 	for _, op := range mem {
 		if op.Input.Kind == models.Prune {
 			prunes = append(prunes, op)
+			continue
 		}
+		i := partOf(op.Input.Key)
+		memOps[i] = append(memOps[i], op)
+	}
+	memByPart := make([][]Answer, SpillParts)
+	for _, a := range memAnswers {
+		i := partOf(a.Key)
+		memByPart[i] = append(memByPart[i], a)
+	}
+	workByPart := make([][]WorkRun, SpillParts)
+	for _, w := range work {
+		i := partOf(w.Key)
+		workByPart[i] = append(workByPart[i], w)
 	}
 	for i := range SpillParts {
 		ops, answers, err := s.readPart(i, sizes[i])
 		if err != nil {
 			return err
 		}
-		ops = append(ops, prunes...)
-		for _, op := range mem {
-			if op.Input.Kind != models.Prune && partOf(op.Input.Key) == i {
-				ops = append(ops, op)
-			}
-		}
+		ops = append(append(ops, prunes...), memOps[i]...)
+		memOps[i] = nil
 		slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
-		for _, a := range memAnswers {
-			if partOf(a.Key) == i {
-				answers = append(answers, a)
-			}
-		}
-		part := &History{start: start, nextID: nextID, ops: ops, faults: faults, answers: answers}
-		for _, w := range work {
-			if partOf(w.Key) == i {
-				part.work = append(part.work, w)
-			}
-		}
-		part.nops = len(ops)
+		part := &History{start: start, nextID: nextID, ops: ops, nops: len(ops), faults: faults,
+			answers: append(answers, memByPart[i]...), work: workByPart[i]}
 		if err := f(part); err != nil {
 			return err
 		}
