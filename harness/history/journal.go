@@ -17,13 +17,15 @@ import (
 //
 // A store call is announced before it is made and journaled when it
 // returns: as one "op" line when it returned before the journal's next
-// write, else as a "call" line at that write and a "ret" line after.
-// Lines are queued in the order they are made and written in that order,
-// a little behind (JournalEvery), a write's "call" lines first, so a
-// journal cut anywhere (a torn last line included) holds a prefix of the
-// run: every call whose effect a recorded answer shows was announced
-// before that answer was recorded, and a call announced but never
-// returned is read back as of unknown outcome, as a killed worker's is.
+// write and no other call's answer was queued since it was announced,
+// else as a "call" line at that write and a "ret" line after. Lines are
+// queued in the order they are made and written in that order, a little
+// behind (JournalEvery), a write's "call" lines first, so a journal cut
+// anywhere (a torn last line included) holds a prefix of the run: every
+// call whose effect a recorded answer shows was announced before that
+// answer was recorded, and its line (one "op", or its "call") comes
+// before the answer's; a call announced but never returned is read back
+// as of unknown outcome, as a killed worker's is.
 //
 // Encoding happens in the recording goroutine, writing in the Journal's
 // own. A write that fails (a full disk) stops the journal, not the run:
@@ -35,12 +37,16 @@ type Journal struct {
 	// returned: a call that returns before the next write is journaled
 	// once, whole (an "op" line), and only one still in flight at a write
 	// gets its "call" line, written ahead of that write's lines.
-	pending map[pendKey]Op
-	w       io.WriteCloser
-	err     error
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	pending map[pendKey]pendingCall
+	// answered counts the answers queued since the last write (lines of
+	// calls that returned): a call announced before one of them keeps
+	// its "call" line, so that line comes first (see journalOf.op).
+	answered int
+	w        io.WriteCloser
+	err      error
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
 }
 
 // JournalEvery is how far behind the record the journal's writes are: a
@@ -54,7 +60,7 @@ const journalBuffer = 8 << 20
 
 // NewJournal starts a journal writing to w, which it closes on Close.
 func NewJournal(w io.WriteCloser) *Journal {
-	j := &Journal{w: w, stop: make(chan struct{}), done: make(chan struct{}), pending: map[pendKey]Op{}}
+	j := &Journal{w: w, stop: make(chan struct{}), done: make(chan struct{}), pending: map[pendKey]pendingCall{}}
 	go j.loop()
 	return j
 }
@@ -87,10 +93,11 @@ func (j *Journal) flush() {
 // still comes before any answer that could show its effect.
 func (j *Journal) writeLocked() {
 	var head []byte
-	for k, op := range j.pending {
-		head = k.jo.appendLine(head, "call", k.seq, false, &op)
+	for k, p := range j.pending {
+		head = k.jo.appendLine(head, "call", k.seq, false, &p.op)
 	}
 	clear(j.pending)
+	j.answered = 0
 	if len(head) == 0 && len(j.buf) == 0 || j.err != nil {
 		j.buf = j.buf[:0]
 		return
@@ -103,6 +110,13 @@ func (j *Journal) writeLocked() {
 		j.err = err
 	}
 	j.buf = j.buf[:0]
+}
+
+// pendingCall is a call announced since the journal's last write: the
+// call, and how many answers were queued before it was announced.
+type pendingCall struct {
+	op       Op
+	answered int
 }
 
 // pendKey names a call announced to the journal: its history's and its
@@ -257,7 +271,7 @@ func (jo *journalOf) op(kind string, seq int64, drop bool, op *Op) {
 	case "call":
 		j.mu.Lock()
 		if j.err == nil {
-			j.pending[pendKey{jo, seq}] = *op
+			j.pending[pendKey{jo, seq}] = pendingCall{*op, j.answered}
 		}
 		j.mu.Unlock()
 		return
@@ -275,11 +289,23 @@ func (jo *journalOf) op(kind string, seq int64, drop bool, op *Op) {
 			return
 		}
 		k := pendKey{jo, seq}
-		if _, ok := j.pending[k]; ok {
+		p, ok := j.pending[k]
+		switch {
+		case ok && p.answered == j.answered:
+			// No answer was queued since the call was announced: its one
+			// line, queued now, comes after everything made before it.
 			delete(j.pending, k)
 			j.buf = append(j.buf, whole...)
-		} else { // its call line is written: the return's own line
+		case ok:
+			// Another call's answer was queued meanwhile, and may show
+			// this call's effect: this call keeps its "call" line, ahead
+			// of the next write's lines, and its return follows.
 			j.buf = jo.appendLine(j.buf, "ret", seq, drop, op)
+		default: // its call line is written: the return's own line
+			j.buf = jo.appendLine(j.buf, "ret", seq, drop, op)
+		}
+		if !drop {
+			j.answered++
 		}
 		if len(j.buf) > journalBuffer {
 			j.writeLocked()
@@ -287,6 +313,11 @@ func (jo *journalOf) op(kind string, seq int64, drop bool, op *Op) {
 		return
 	}
 	j.add(func(b []byte) []byte { return jo.appendLine(b, kind, seq, drop, op) })
+	if kind == "op" { // an answer, recorded whole
+		j.mu.Lock()
+		j.answered++
+		j.mu.Unlock()
+	}
 }
 
 // appendLine appends the journal line of a store call.

@@ -98,3 +98,48 @@ func journalText(j *Journal, b *journalBuf) string {
 	defer j.mu.Unlock()
 	return b.String()
 }
+
+// TestJournalCutNeverShowsAnAnswerWithoutItsCause: A's claim is
+// announced, B's Begin is announced and answered 409 (it saw A's claim),
+// and only then A's answer comes back, all between two of the journal's
+// writes. Cut at every byte, the journal never holds B's 409 without A's
+// call: A's line (its "call", as another's answer was queued after it was
+// announced) comes first. Queued at its return, A's one line came after
+// B's, and a recovered cut failed a correct store's race (409 with no
+// claim).
+func TestJournalCutNeverShowsAnAnswerWithoutItsCause(t *testing.T) {
+	var b journalBuf
+	j := NewJournal(&b)
+	h := New()
+	h.JournalTo(j, "s")
+	key := stores.KeyRef{Tenant: "t", Key: "k"}
+	a := Op{Client: 1, Input: models.Input{Kind: models.Begin, Key: key, Fingerprint: "f", ID: 1}, Call: 10}
+	bop := Op{Client: 2, Input: models.Input{Kind: models.Begin, Key: key, Fingerprint: "f", ID: 2}, Call: 20}
+	seqA := h.call(a)
+	seqB := h.call(bop)
+	bop.Output, bop.Return = models.Output{Decision: stores.Decision{Outcome: stores.InFlight}}, 30
+	h.ret(seqB, bop, false)
+	a.Output, a.Return = models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "tok"}}, 40
+	h.ret(seqA, a, false)
+	j.Close()
+	full := b.Bytes()
+	saw409 := false
+	for cut := range len(full) + 1 {
+		got, err := ReadJournal(bytes.NewReader(full[:cut]))
+		if err != nil || len(got.Scenarios) == 0 {
+			continue
+		}
+		var hasA, hasB bool
+		for _, op := range got.Scenarios[0].Hist.Ops() {
+			hasA = hasA || op.Client == 1
+			hasB = hasB || op.Client == 2 && op.Output.Decided()
+		}
+		if hasB && !hasA {
+			t.Fatalf("cut at %d of %d: B's 409 without A's claim\n%s", cut, len(full), full[:cut])
+		}
+		saw409 = saw409 || hasB
+	}
+	if !saw409 {
+		t.Fatal("no cut held B's answer: the test judges nothing")
+	}
+}
