@@ -83,6 +83,9 @@ var prefixSound = []string{check.AtMostOnce, check.Fencing, check.Replay, check.
 // still fails it, see prefixSound); the rest never ran. The summary is
 // cut short (Summary.Stopped is [Crashed]) and never a pass. The dead
 // run's [SpillDir] beside the journal goes: the journal holds every call.
+// A scenario of millions of calls is read back spilling into a new one
+// (history.ReadJournalSpilled), which the caller removes once the
+// recovered run's files are written.
 func Recover(ctx context.Context, path string) (*results.Summary, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -94,7 +97,7 @@ func Recover(ctx context.Context, path string) (*results.Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	jr, err := history.ReadJournal(f)
+	jr, err := history.ReadJournalSpilled(f, filepath.Join(filepath.Dir(path), SpillDir, "recover"), DefaultSpillAfter)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
@@ -198,15 +201,19 @@ func JudgeCut(ctx context.Context, p check.Params, hist *history.History, ledger
 	return j
 }
 
-// lastTime is the latest time a history recorded (0 for none).
+// lastTime is the latest time a history recorded (0 for none), read part
+// by part (history.History.EachPart).
 func lastTime(h *history.History) int64 {
 	var t int64
-	for _, op := range h.Ops() {
-		t = max(t, op.Call)
-		if op.Return != history.Never {
-			t = max(t, op.Return)
+	_ = h.EachPart(func(p *history.History) error {
+		for _, op := range p.Ops() {
+			t = max(t, op.Call)
+			if op.Return != history.Never {
+				t = max(t, op.Return)
+			}
 		}
-	}
+		return nil
+	})
 	return t
 }
 

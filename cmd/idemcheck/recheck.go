@@ -138,6 +138,7 @@ func crashed(dir string) bool {
 // (harness.Recover), and writes its files into dir.
 func recoverRun(ctx context.Context, dir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
 	sum, err := harness.Recover(ctx, filepath.Join(dir, harness.JournalFile))
+	defer os.RemoveAll(filepath.Join(dir, harness.SpillDir)) // once the files below are written
 	if err != nil {
 		return exitUsage, fmt.Errorf("recheck: %v", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strconv"
 
 	"github.com/idemcheck/idemcheck/models"
 )
@@ -69,6 +71,25 @@ type journalLine struct {
 // running. A last line cut short is left out (Torn); any other line that
 // does not parse is an error naming it: nothing is silently skipped.
 func ReadJournal(r io.Reader) (*JournalRead, error) {
+	return readJournal(r, func(int) *History { return &History{} })
+}
+
+// ReadJournalSpilled is ReadJournal for the journal of a run of millions
+// of calls: each scenario's history spills past keep calls and answers,
+// the i'th to dir/<i> (see LoadSpilled), so that recovering it holds a
+// part at a time. Remove dir once the histories are no longer read.
+func ReadJournalSpilled(r io.Reader, dir string, keep int) (*JournalRead, error) {
+	if keep < opChunk {
+		return nil, fmt.Errorf("history: keep %d calls in memory at least (%d)", keep, opChunk)
+	}
+	return readJournal(r, func(i int) *History {
+		return &History{spill: &spill{dir: filepath.Join(dir, strconv.Itoa(i)), keep: keep}}
+	})
+}
+
+// readJournal is ReadJournal with each scenario's history made by fresh
+// (given its index).
+func readJournal(r io.Reader, fresh func(int) *History) (*JournalRead, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	out := &JournalRead{Notes: map[string]json.RawMessage{}}
 	type parts struct {
@@ -83,7 +104,7 @@ func ReadJournal(r io.Reader) (*JournalRead, error) {
 	get := func(name string) *parts {
 		p, ok := index[name]
 		if !ok {
-			p = &parts{j: &Journaled{Scenario: name, Hist: &History{}, Notes: map[string]json.RawMessage{}},
+			p = &parts{j: &Journaled{Scenario: name, Hist: fresh(len(out.Scenarios)), Notes: map[string]json.RawMessage{}},
 				pending: map[int64]Op{}, ended: map[int]bool{}}
 			index[name] = p
 			out.Scenarios = append(out.Scenarios, p.j)
@@ -161,7 +182,7 @@ func ReadJournal(r io.Reader) (*JournalRead, error) {
 			h.faults = append(h.faults, *l.Fault)
 			seen(p, l.Fault.Start, l.Fault.End)
 		case l.Type == "answer" && l.Answer != nil:
-			h.answers = append(h.answers, *l.Answer)
+			h.addAnswer(*l.Answer)
 			seen(p, l.Answer.At)
 		case l.Type == "charge" && l.Charge != nil:
 			p.charges = append(p.charges, *l.Charge)

@@ -3,6 +3,8 @@ package history
 import (
 	"bytes"
 	"context"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +143,36 @@ func TestJournalCutNeverShowsAnAnswerWithoutItsCause(t *testing.T) {
 	}
 	if !saw409 {
 		t.Fatal("no cut held B's answer: the test judges nothing")
+	}
+}
+
+// TestJournalReadsBackSpilled: a journal of thousands of calls read back
+// spilling past 1,024 (what Recover does, for a killed run of millions)
+// gives the calls and answers ReadJournal gives, from disk.
+func TestJournalReadsBackSpilled(t *testing.T) {
+	var b journalBuf
+	j := NewJournal(&b)
+	h := New()
+	h.JournalTo(j, "s")
+	for i := range 5000 {
+		key := stores.KeyRef{Tenant: "t", Key: strconv.Itoa(i % 97)}
+		h.AddOp(Op{Client: i % 5, Input: models.Input{Kind: models.Begin, Key: key, Fingerprint: "f", ID: i + 1},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.InFlight}}, Call: int64(i), Return: int64(i + 3)})
+		if i%4 == 0 {
+			h.AddAnswer(Answer{Client: i % 5, Key: key, Order: key.Key, Status: 409, At: int64(i + 4)})
+		}
+	}
+	j.Close()
+	whole, err := ReadJournal(bytes.NewReader(b.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spilled, err := ReadJournalSpilled(bytes.NewReader(b.Bytes()), t.TempDir(), 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, s := whole.Scenarios[0].Hist, spilled.Scenarios[0].Hist
+	if !s.Spilled() || len(s.Ops()) != 5000 || !reflect.DeepEqual(s.Ops(), w.Ops()) || len(s.Answers()) != len(w.Answers()) {
+		t.Fatalf("spilled %v: %d calls and %d answers read back, want 5000 and %d, the same", s.Spilled(), len(s.Ops()), len(s.Answers()), len(w.Answers()))
 	}
 }
