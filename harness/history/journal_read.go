@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
-	"strconv"
 
 	"github.com/idemcheck/idemcheck/models"
 )
@@ -79,12 +77,11 @@ func ReadJournal(r io.Reader) (*JournalRead, error) {
 // the i'th to dir/<i> (see LoadSpilled), so that recovering it holds a
 // part at a time. Remove dir once the histories are no longer read.
 func ReadJournalSpilled(r io.Reader, dir string, keep int) (*JournalRead, error) {
-	if keep < opChunk {
-		return nil, fmt.Errorf("history: keep %d calls in memory at least (%d)", keep, opChunk)
+	fresh, err := spilling(dir, keep)
+	if err != nil {
+		return nil, err
 	}
-	return readJournal(r, func(i int) *History {
-		return &History{spill: &spill{dir: filepath.Join(dir, strconv.Itoa(i)), keep: keep}}
-	})
+	return readJournal(r, fresh)
 }
 
 // readJournal is ReadJournal with each scenario's history made by fresh

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
-	"strconv"
 
 	"github.com/idemcheck/idemcheck/models"
 )
@@ -104,14 +102,11 @@ func Load(r io.Reader) ([]Saved, error) {
 // loading and judging it (part by part) hold at most about keep of them
 // in memory. Remove dir once the histories are no longer read.
 func LoadSpilled(r io.Reader, dir string, keep int) ([]Saved, error) {
-	if keep < opChunk {
-		return nil, fmt.Errorf("history: keep %d calls in memory at least (%d)", keep, opChunk)
+	fresh, err := spilling(dir, keep)
+	if err != nil {
+		return nil, err
 	}
-	return load(r, func(i int) *History {
-		h := &History{}
-		h.spill = &spill{dir: filepath.Join(dir, strconv.Itoa(i)), keep: keep}
-		return h
-	})
+	return load(r, fresh)
 }
 
 // load is Load with each scenario's history made by fresh (given its

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
@@ -366,4 +367,15 @@ func (h *History) addAnswer(a Answer) {
 	if h.spill != nil {
 		h.spillAnswers()
 	}
+}
+
+// spilling makes the histories of a reader that spills (LoadSpilled,
+// ReadJournalSpilled): the i'th spills past keep calls to dir/<i>.
+func spilling(dir string, keep int) (func(int) *History, error) {
+	if keep < opChunk {
+		return nil, fmt.Errorf("history: keep %d calls in memory at least (%d)", keep, opChunk)
+	}
+	return func(i int) *History {
+		return &History{spill: &spill{dir: filepath.Join(dir, strconv.Itoa(i)), keep: keep}}
+	}, nil
 }
