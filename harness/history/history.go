@@ -423,15 +423,12 @@ func (h *History) FaultCount() int {
 // array each time, or nil if it cannot: a reader that must stay within
 // memory goes part by part instead ([History.EachPart]).
 func (h *History) Ops() []Op {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.spilled() {
-		ops, _, err := h.spilledAll()
-		if err != nil {
-			return nil
-		}
+	if h.Spilled() {
+		ops, _ := h.readBack()
 		return ops
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if len(h.chunks) == 0 && !h.unsorted {
 		return h.ops[:len(h.ops):len(h.ops)]
 	}
@@ -485,15 +482,12 @@ func (h *History) Faults() []Fault {
 // Answers returns the clients' final answers (of a spilled history, read
 // back from disk; nil if they cannot be).
 func (h *History) Answers() []Answer {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.spilled() {
-		_, answers, err := h.spilledAll()
-		if err != nil {
-			return nil
-		}
+	if h.Spilled() {
+		_, answers := h.readBack()
 		return answers
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	return append([]Answer(nil), h.answers...)
 }
 

@@ -276,33 +276,32 @@ func (jo *journalOf) op(kind string, seq int64, drop bool, op *Op) {
 		j.mu.Unlock()
 		return
 	case "ret":
-		var whole []byte // the op's line, built outside the lock
-		if !drop {
-			bp := linePool.Get().(*[]byte)
-			defer linePool.Put(bp)
-			whole = jo.appendLine((*bp)[:0], "op", 0, false, op)
-			*bp = whole[:0]
-		}
+		// The line's tail (the call and its answer), encoded outside the
+		// lock; under it, the head says which line it is.
+		bp := linePool.Get().(*[]byte)
+		defer linePool.Put(bp)
+		tail := appendCallTail((*bp)[:0], drop, op)
+		*bp = tail[:0]
 		j.mu.Lock()
 		defer j.mu.Unlock()
 		if j.err != nil {
 			return
 		}
 		k := pendKey{jo, seq}
-		p, ok := j.pending[k]
-		switch {
-		case ok && p.answered == j.answered:
+		if p, ok := j.pending[k]; ok && p.answered == j.answered {
 			// No answer was queued since the call was announced: its one
-			// line, queued now, comes after everything made before it.
+			// line ("op"; none when dropped), queued now, comes after
+			// everything made before it.
 			delete(j.pending, k)
-			j.buf = append(j.buf, whole...)
-		case ok:
-			// Another call's answer was queued meanwhile, and may show
-			// this call's effect: this call keeps its "call" line, ahead
-			// of the next write's lines, and its return follows.
-			j.buf = jo.appendLine(j.buf, "ret", seq, drop, op)
-		default: // its call line is written: the return's own line
-			j.buf = jo.appendLine(j.buf, "ret", seq, drop, op)
+			if !drop {
+				j.buf = append(appendJournalHead(j.buf, jo.name, "op", 0), tail...)
+			}
+		} else {
+			// Its "call" line is written, or, still pending, will be ahead
+			// of the next write's lines (another call's answer was queued
+			// meanwhile, and may show this call's effect): the return's
+			// own line follows.
+			j.buf = append(appendJournalHead(j.buf, jo.name, "ret", seq), tail...)
 		}
 		if !drop {
 			j.answered++
@@ -322,7 +321,12 @@ func (jo *journalOf) op(kind string, seq int64, drop bool, op *Op) {
 
 // appendLine appends the journal line of a store call.
 func (jo *journalOf) appendLine(b []byte, kind string, seq int64, drop bool, op *Op) []byte {
-	b = appendJournalHead(b, jo.name, kind, seq)
+	return appendCallTail(appendJournalHead(b, jo.name, kind, seq), drop, op)
+}
+
+// appendCallTail appends the rest of a store call's journal line after
+// its head: drop, if set, and the call.
+func appendCallTail(b []byte, drop bool, op *Op) []byte {
 	if drop {
 		b = append(b, `"drop":true,`...)
 	}

@@ -55,21 +55,31 @@ type spillRec struct {
 
 // SpillTo makes the history hold at most about keep store calls and keep
 // answers in memory: past that, the oldest go to files in dir (created
-// when the first record moves, removed by RemoveSpill), cut into [SpillParts] parts by key. A run
-// of millions of calls then holds its calls on disk, not in memory, and
-// is checked part by part ([History.EachPart]). Prunes, which have no
-// key, are kept in memory (every part needs them), as are work runs and
-// faults (few). Has and HasSince see only the calls still in memory: a
-// scenario that waits on them for an event of its run (a takeover) waits
-// out its bound instead when the event has moved to disk.
+// when the first record moves), cut into [SpillParts] parts by key. A
+// run of millions of calls then holds its calls on disk, not in memory,
+// and is checked part by part ([History.EachPart]). Prunes, which have
+// no key, are kept in memory (every part needs them), as are work runs
+// and faults (few). Has and HasSince see only the calls still in memory:
+// a scenario that waits on them for an event of its run (a takeover)
+// waits out its bound instead when the event has moved to disk. Remove
+// dir once nothing reads the history.
 func (h *History) SpillTo(dir string, keep int) error {
-	if keep < opChunk {
-		return fmt.Errorf("history: keep %d calls in memory at least (%d)", keep, opChunk)
+	s, err := newSpill(dir, keep)
+	if err != nil {
+		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.spill = &spill{dir: dir, keep: keep}
+	h.spill = s
 	return nil
+}
+
+// newSpill is where a history spills past keep calls: dir.
+func newSpill(dir string, keep int) (*spill, error) {
+	if keep < opChunk {
+		return nil, fmt.Errorf("history: keep %d calls in memory at least (%d)", keep, opChunk)
+	}
+	return &spill{dir: dir, keep: keep}, nil
 }
 
 // open creates the folder and the parts' files, the first time a record
@@ -104,19 +114,7 @@ func (h *History) Spilled() bool {
 	return h.spilled()
 }
 
-// RemoveSpill removes the files of a spilled history (SpillTo): call it
-// once nothing reads the history any more.
-func (h *History) RemoveSpill() error {
-	h.mu.Lock()
-	s := h.spill
-	h.mu.Unlock()
-	if s == nil {
-		return nil
-	}
-	s.close()
-	return os.RemoveAll(s.dir)
-}
-
+// close closes the parts' files (open failed half way).
 func (s *spill) close() {
 	for _, p := range s.parts {
 		_ = p.f.Close()
@@ -237,17 +235,6 @@ func (s *spill) flush() error {
 	return nil
 }
 
-// memOps is every call held in memory but the Prunes moved aside (h.mu
-// held).
-func (h *History) memOps() []Op {
-	out := make([]Op, 0, len(h.ops)+len(h.chunks)*opChunk)
-	out = append(out, h.ops...)
-	for _, c := range h.chunks {
-		out = append(out, c...)
-	}
-	return out
-}
-
 // EachPart calls f with the history cut into parts, one at a time: each
 // part a History of its own holding every call and answer of some keys
 // (each key in exactly one part, its calls in call order), with every
@@ -267,35 +254,34 @@ func (h *History) EachPart(f func(part *History) error) error {
 	if err == nil {
 		sizes, err = s.sizes()
 	}
-	mem := h.memOps()
-	memAnswers := slices.Clone(h.answers)
+	// What memory holds, sorted into the parts once.
 	prunes := slices.Clone(h.prunes)
-	work := slices.Clone(h.work)
+	memOps := make([][]Op, SpillParts)
+	for _, c := range append([][]Op{h.ops}, h.chunks...) {
+		for _, op := range c {
+			if op.Input.Kind == models.Prune {
+				prunes = append(prunes, op)
+				continue
+			}
+			i := partOf(op.Input.Key)
+			memOps[i] = append(memOps[i], op)
+		}
+	}
+	memByPart := make([][]Answer, SpillParts)
+	for _, a := range h.answers {
+		i := partOf(a.Key)
+		memByPart[i] = append(memByPart[i], a)
+	}
+	workByPart := make([][]WorkRun, SpillParts)
+	for _, w := range h.work {
+		i := partOf(w.Key)
+		workByPart[i] = append(workByPart[i], w)
+	}
 	faults := slices.Clone(h.faults)
 	start, nextID := h.start, h.nextID
 	h.mu.Unlock()
 	if err != nil {
 		return err
-	}
-	// What memory holds, sorted into the parts once.
-	memOps := make([][]Op, SpillParts)
-	for _, op := range mem {
-		if op.Input.Kind == models.Prune {
-			prunes = append(prunes, op)
-			continue
-		}
-		i := partOf(op.Input.Key)
-		memOps[i] = append(memOps[i], op)
-	}
-	memByPart := make([][]Answer, SpillParts)
-	for _, a := range memAnswers {
-		i := partOf(a.Key)
-		memByPart[i] = append(memByPart[i], a)
-	}
-	workByPart := make([][]WorkRun, SpillParts)
-	for _, w := range work {
-		i := partOf(w.Key)
-		workByPart[i] = append(workByPart[i], w)
 	}
 	for i := range SpillParts {
 		ops, answers, err := s.readPart(i, sizes[i])
@@ -314,30 +300,28 @@ func (h *History) EachPart(f func(part *History) error) error {
 	return nil
 }
 
-// spilledAll reads every call and answer back, Prunes and what memory
-// holds included, the calls in call order (h.mu held): Ops and Answers of
-// a spilled history, for a reader that needs all of them at once.
-func (h *History) spilledAll() ([]Op, []Answer, error) {
-	s := h.spill
-	if err := s.flush(); err != nil {
-		return nil, nil, err
-	}
-	sizes, err := s.sizes()
-	if err != nil {
-		return nil, nil, err
-	}
-	ops := append(h.memOps(), h.prunes...)
-	answers := slices.Clone(h.answers)
-	for i := range SpillParts {
-		o, a, err := s.readPart(i, sizes[i])
-		if err != nil {
-			return nil, nil, err
+// readBack reads every call and answer of a spilled history back, part
+// by part, the calls in call order: its Ops and Answers, for a reader
+// that needs all of them at once; nil if a part cannot be read.
+func (h *History) readBack() ([]Op, []Answer) {
+	var ops []Op
+	var answers []Answer
+	first := true
+	err := h.EachPart(func(p *History) error {
+		for _, op := range p.ops {
+			if op.Input.Kind != models.Prune || first { // every part holds every Prune
+				ops = append(ops, op)
+			}
 		}
-		ops = append(ops, o...)
-		answers = append(answers, a...)
+		answers = append(answers, p.answers...)
+		first = false
+		return nil
+	})
+	if err != nil {
+		return nil, nil
 	}
 	slices.SortStableFunc(ops, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
-	return ops, answers, nil
+	return ops, answers
 }
 
 // errFirstPart stops EachPart after the first part (Drawable).
@@ -372,10 +356,11 @@ func (h *History) addAnswer(a Answer) {
 // spilling makes the histories of a reader that spills (LoadSpilled,
 // ReadJournalSpilled): the i'th spills past keep calls to dir/<i>.
 func spilling(dir string, keep int) (func(int) *History, error) {
-	if keep < opChunk {
-		return nil, fmt.Errorf("history: keep %d calls in memory at least (%d)", keep, opChunk)
+	if _, err := newSpill(dir, keep); err != nil {
+		return nil, err
 	}
 	return func(i int) *History {
-		return &History{spill: &spill{dir: filepath.Join(dir, strconv.Itoa(i)), keep: keep}}
+		s, _ := newSpill(filepath.Join(dir, strconv.Itoa(i)), keep)
+		return &History{spill: s}
 	}, nil
 }

@@ -52,16 +52,15 @@ type saved struct {
 	At     string
 }
 
-// keyViews builds the views of a scenario's keys, with the violations that
-// name them, violated keys first. A violation that names an order rather
+// keyViews builds the views of a scenario's keys, from h, what the page
+// draws of its history, with the violations that name them, violated keys
+// first. A violation that names an order rather
 // than a key (at-most-once counts charges per order) goes to the order's
 // keys; one that names neither is returned apart, as scenario-wide.
-func keyViews(s *results.ScenarioResult, anchorPrefix string) (views []*keyView, wide []check.Violation) {
-	h := s.History()
+func keyViews(s *results.ScenarioResult, h *history.History, anchorPrefix string) (views []*keyView, wide []check.Violation) {
 	if h == nil {
 		return nil, s.Violations
 	}
-	h, _ = h.Drawable()
 	ops := h.Ops()
 	work := h.Work()
 	faults := h.Faults()

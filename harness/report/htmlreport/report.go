@@ -223,14 +223,18 @@ func buildPage(dir string, sum *results.Summary, lim Limits) *page {
 			sv.Trace = f
 			p.Files = append(p.Files, link{"trace: " + s.ID().String(), f})
 		}
-		views, wide := keyViews(s, sv.Anchor)
+		// What the page draws of the history: all of it, or one part of
+		// one too large to draw (history.History.Drawable).
+		h, whole := s.History(), true
+		if h != nil {
+			h, whole = h.Drawable()
+		}
+		views, wide := keyViews(s, h, sv.Anchor)
 		sv.Wide = wide
 		sv.TotalKeys = len(views)
-		if h := s.History(); h != nil {
-			if _, whole := h.Drawable(); !whole {
-				sv.Part = fmt.Sprintf("The run was too large to draw whole (%d calls, held on disk while it ran): the keys and the timeline below are those of one part of it, %d of its %d keys, each key whole; every call is in history.jsonl, every violation in the list above.",
-					s.Ops, len(views), s.Keys)
-			}
+		if !whole {
+			sv.Part = fmt.Sprintf("The run was too large to draw whole (%d calls, held on disk while it ran): the keys and the timeline below are those of one part of it, %d of its %d keys, each key whole; every call is in history.jsonl, every violation in the list above.",
+				s.Ops, len(views), s.Keys)
 		}
 		violated := map[string]bool{}
 		nv, no := 0, 0
@@ -252,8 +256,7 @@ func buildPage(dir string, sum *results.Summary, lim Limits) *page {
 			}
 			no++
 		}
-		if h := s.History(); h != nil {
-			h, _ = h.Drawable()
+		if h != nil {
 			tl := buildTimeline(h, tlCap, violated)
 			sv.Timeline = &tl
 		}
