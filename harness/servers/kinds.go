@@ -269,7 +269,12 @@ func postgresStreaming(ctx context.Context, p, sb *node) error {
 	return nil
 }
 
-// redisStreaming waits until the replica sb's link to its master p is up.
+// redisStreaming waits until the replica sb's link to its master p is up
+// and the master has seen sb acknowledge a write: a WAIT for one replica
+// after a write on p returns 1. The replica reports its link up once it
+// has loaded the master's snapshot, which can be before the master counts
+// it online; a store that WAITs for the replica (the correct replicated
+// one) would time out on its first calls in that gap.
 func redisStreaming(ctx context.Context, p, sb *node) error {
 	if err := waitUntil(ctx, func(ctx context.Context) error {
 		info, err := redisInfo(ctx, sb.srv.Addr)
@@ -279,6 +284,20 @@ func redisStreaming(ctx context.Context, p, sb *node) error {
 		return err
 	}); err != nil {
 		return fmt.Errorf("redis replica %s does not replicate %s: %w", sb.name, p.name, err)
+	}
+	if err := waitUntil(ctx, func(ctx context.Context) error {
+		c := goredis.NewClient(&goredis.Options{Addr: p.srv.Addr, MaxRetries: -1, PoolSize: 1, DisableIdentity: true})
+		defer c.Close()
+		if err := c.Set(ctx, "idemcheck:replica-probe", sb.name, time.Minute).Err(); err != nil {
+			return err
+		}
+		n, err := c.Do(ctx, "WAIT", 1, 1000).Int64()
+		if err == nil && n < 1 {
+			err = errors.New("no replica acknowledged a write within 1s")
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("redis replica %s does not acknowledge %s's writes: %w", sb.name, p.name, err)
 	}
 	return nil
 }
