@@ -12,7 +12,19 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-// Begin decides per the decision table, in one BEGIN IMMEDIATE transaction.
+// Begin decides per the decision table. The correct store decides in at
+// most three steps, each one atomic decision or none: the claim alone
+// (claimAlone: one INSERT, claimed or not), the read alone (replayOnRead:
+// a replay, a 409 or a 422 from a committed snapshot, or nothing), and
+// the write transaction (decide, under BEGIN IMMEDIATE), which decides
+// whatever the first two left open: a takeover, or a key claimed or
+// removed between them. A key this Store has not seen (seenKeys) is
+// claimed first, a seen one read first. Either order gives the same
+// answers; the hint saves a round trip: a new key's claim skips the read
+// (under 8 writers it cost a claim a fifth of its time), and a retry's
+// replay, 409 or 422 does not wait for the write lock. The first call
+// on a key another process claimed does wait for it, once per process,
+// as every call did before replays were read (docs/DESIGN.md §8).
 func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	if err := stores.ValidateKey(req.KeyRef); err != nil {
 		return stores.Decision{}, err
@@ -31,20 +43,74 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	case "blind-takeover", "stale-overwrite", "takeover-by-state":
 		return s.beginTakeoverOnRead(ctx, req)
 	}
-	if d, ok, err := s.replayOnRead(ctx, req); err != nil || ok {
+	key := stores.StoredKey(s.variant, req.KeyRef)
+	seen := s.seen.has(key.Tenant, key.Key)
+	s.seen.add(key.Tenant, key.Key)
+	if !seen {
+		// Most likely a new key: claim it, and read only if it is there.
+		if d, ok, err := s.claimAlone(ctx, req); err != nil || ok {
+			return d, err
+		}
+	}
+	d, ok, absent, err := s.replayOnRead(ctx, req)
+	if err != nil || ok {
 		return d, err
 	}
+	if absent && seen {
+		if d, ok, err := s.claimAlone(ctx, req); err != nil || ok {
+			return d, err
+		}
+	}
 	return s.inTx(ctx, func(tx *writeTx) (stores.Decision, error) { return s.decide(ctx, tx, req) })
+}
+
+// claimAlone claims a key that is likely absent (not seen, or found absent
+// by the read) with the claim statement alone, in autocommit on the
+// writer's connection, in the writer's turn: one INSERT … ON CONFLICT DO
+// NOTHING is one atomic decision, as the same statement first in a write
+// transaction is, and saves that transaction's BEGIN IMMEDIATE and COMMIT
+// round trips (a claim of a new key is the commonest write). One row
+// changed: claimed. None: the key is there, and ok is false: the caller
+// reads it, or decides in a write transaction, which reads the row under
+// the write lock. The failpoint a
+// harness crashes a claim at before its commit is hit before the
+// statement: either way the caller fails having written nothing.
+func (s *Store) claimAlone(ctx context.Context, req stores.Request) (stores.Decision, bool, error) {
+	done, err := s.write(ctx)
+	if err != nil {
+		return stores.Decision{}, false, fmt.Errorf("sqlite: begin: %w", err)
+	}
+	defer done()
+	tx, err := s.writerConn(ctx)
+	if err != nil {
+		return stores.Decision{}, false, fmt.Errorf("sqlite: begin: %w", err)
+	}
+	if err := faults.Hit(ctx, faults.BeginBeforeCommit); err != nil {
+		return stores.Decision{}, false, err
+	}
+	tok := s.tokenFor(req.Now)
+	args := s.beginArgs(req, tok)
+	res, err := tx.claim.ExecContext(ctx, args...)
+	n, err := changed(res, err)
+	if err != nil {
+		return stores.Decision{}, false, fmt.Errorf("sqlite: begin: claim: %w", busy(err))
+	}
+	if n == 0 {
+		faults.TraceBound(ctx, s.sql.claim, args, "0 rows: the key is there")
+		return stores.Decision{}, false, nil
+	}
+	faults.TraceBoundf(ctx, s.sql.claim, args, "1 row: claimed, token %s", faults.ShortToken(string(tok)))
+	return stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: req.Now}, true, nil
 }
 
 // replayOnRead decides a Begin without the write lock when the key's row
 // settles it: one SELECT in autocommit, which in WAL mode reads a
 // committed snapshot beside the writer instead of queueing behind it. ok
-// is false, and nothing is decided, when there is no row or the row is a
-// stale claim of the same fingerprint: a claim or a takeover, which writes,
-// and goes to the write transaction, whose claim and takeover stay one
-// atomic decision. Otherwise the answer is what decide would answer on
-// that row: Mismatch (another fingerprint), Replay (done) or InFlight (a
+// is false, and nothing is decided, when there is no row (absent: a
+// claim, see claimAlone) or the row is a stale claim of the same
+// fingerprint (a takeover, decided in the write transaction, whose read
+// and compare-and-set stay one atomic decision). Otherwise the answer is
+// what decide would answer on that row: Mismatch (another fingerprint), Replay (done) or InFlight (a
 // live claim), judged by the replay statement as the read statement judges
 // them (readPair), so a mutant's judgement is kept.
 //
@@ -57,11 +123,11 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 // read-only, and it holds for a 409 and a 422 on a claim in flight too: a
 // retry storm's 409s no longer queue for the file's write lock behind the
 // owner's save.
-func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (stores.Decision, bool, error) {
+func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (d stores.Decision, ok, absent bool, err error) {
 	// A round trip of its own: a harness may interleave a caller between
 	// this read and the write transaction that follows it.
 	if err := faults.Hit(ctx, faults.BeforeRoundTrip); err != nil {
-		return stores.Decision{}, false, err
+		return stores.Decision{}, false, false, err
 	}
 	var (
 		sameFP, done, stale bool
@@ -73,27 +139,27 @@ func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (stores.De
 	key := stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
 	args := []any{sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)), sql.Named("fingerprint", blob(req.Fingerprint)),
 		sql.Named("now", req.Now.UnixNano()), sql.Named("lock_ttl", s.cfg.LockTTL.Nanoseconds())}
-	err := s.replayStmt.QueryRowContext(ctx, args...).Scan(&sameFP, &done, &respStatus, &respBody, &stale)
+	err = s.replayStmt.QueryRowContext(ctx, args...).Scan(&sameFP, &done, &respStatus, &respBody, &stale)
 	if errors.Is(err, sql.ErrNoRows) {
-		faults.TraceBound(ctx, s.sql.replay, args, "no row: decide in a write transaction")
-		return stores.Decision{}, false, nil
+		faults.TraceBound(ctx, s.sql.replay, args, "no row: claim")
+		return stores.Decision{}, false, true, nil
 	}
 	if err != nil {
-		return stores.Decision{}, false, fmt.Errorf("sqlite: begin: read: %w", err)
+		return stores.Decision{}, false, false, fmt.Errorf("sqlite: begin: read: %w", err)
 	}
 	switch {
 	case !sameFP:
 		faults.TraceBound(ctx, s.sql.replay, args, "another fingerprint: mismatch")
-		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: req.Now}, true, nil
+		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: req.Now}, true, false, nil
 	case done:
 		faults.TraceBound(ctx, s.sql.replay, args, "done: replay")
-		return stores.Decision{Outcome: stores.Replay, Response: stores.Response{Status: int(respStatus.Int64), Body: string(respBody)}, DecidedAt: req.Now}, true, nil
+		return stores.Decision{Outcome: stores.Replay, Response: stores.Response{Status: int(respStatus.Int64), Body: string(respBody)}, DecidedAt: req.Now}, true, false, nil
 	case !stale:
 		faults.TraceBound(ctx, s.sql.replay, args, "in flight, live: 409")
-		return stores.Decision{Outcome: stores.InFlight, DecidedAt: req.Now}, true, nil
+		return stores.Decision{Outcome: stores.InFlight, DecidedAt: req.Now}, true, false, nil
 	}
 	faults.TraceBound(ctx, s.sql.replay, args, "in flight, stale: take over in a write transaction")
-	return stores.Decision{}, false, nil
+	return stores.Decision{}, false, false, nil
 }
 
 // writeTx is Begin's write transaction: the Store's writer connection

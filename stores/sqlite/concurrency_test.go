@@ -173,8 +173,10 @@ func TestConcurrentRun(t *testing.T) {
 	}
 }
 
-// TestBusy: a writer stuck inside Begin's transaction (held at the failpoint)
-// makes the other writers fail with ErrBusy once the busy timeout runs out,
+// TestBusy: a writer stuck inside Begin's write transaction (a takeover,
+// held at the failpoint before its commit; a new key's claim is one
+// statement, with no transaction to be stuck in) makes the other writers
+// fail with ErrBusy once the busy timeout runs out,
 // in the same Store (its writer queue) and in another Store on the file
 // (SQLite's busy timeout), without writing anything; once it commits,
 // everyone goes on.
@@ -191,6 +193,13 @@ func TestBusy(t *testing.T) {
 		ss[i] = s
 	}
 	other := mustClaim(t, ss[1], req(key("other"), "fp", t0), false)
+	unseen := mustClaim(t, ss[1], req(key("unseen"), "fp", t0), false)
+	mustClaim(t, ss[0], req(key("held"), "fp", t0), false)
+	// Store 0 meets "other" (claimed by store 1) before the lock is held:
+	// its first call claims first, then reads.
+	if d := begin(t, ss[0], req(key("other"), "fp", t0)); d.Outcome != stores.InFlight {
+		t.Fatalf("store 0: Begin(other) = %+v, want in-flight", d)
+	}
 
 	inside, release := make(chan struct{}), make(chan struct{})
 	hold := faults.WithHandler(context.Background(), faults.HandlerFunc(func(_ context.Context, name string) error {
@@ -202,9 +211,9 @@ func TestBusy(t *testing.T) {
 	}))
 	held := make(chan error, 1)
 	go func() {
-		d, err := ss[0].Begin(hold, req(key("held"), "fp", t0))
-		if err == nil && d.Outcome != stores.Claimed {
-			err = fmt.Errorf("held Begin = %+v, want claimed", d)
+		d, err := ss[0].Begin(hold, req(key("held"), "fp", t0.Add(lockTTL)))
+		if err == nil && (d.Outcome != stores.Claimed || !d.Takeover) {
+			err = fmt.Errorf("held Begin = %+v, want taken over", d)
 		}
 		held <- err
 	}()
@@ -222,8 +231,9 @@ func TestBusy(t *testing.T) {
 		}
 		t.Logf("store %d: %v", i, err)
 	}
-	// A 409 on a live claim and a 422 on another fingerprint only read:
-	// they are answered beside the writer, from either store.
+	// A 409 on a live claim and a 422 on another fingerprint of a key the
+	// store has seen only read: they are answered beside the writer, from
+	// either store.
 	for i, s := range ss {
 		for fp, want := range map[string]stores.Outcome{"fp": stores.InFlight, "other-fp": stores.Mismatch} {
 			d, err := s.Begin(ctx, req(key("other"), fp, t0))
@@ -231,6 +241,11 @@ func TestBusy(t *testing.T) {
 				t.Fatalf("store %d: Begin(other, %s) while another writer holds the lock = %+v, %v; want %v from the read", i, fp, d, err, want)
 			}
 		}
+	}
+	// The first call of a store on a key it has not seen claims first, and
+	// waits for the write lock: busy, having written nothing.
+	if _, err := ss[0].Begin(ctx, req(key("unseen"), "fp", t0)); !errors.Is(err, ErrBusy) {
+		t.Fatalf("store 0: Begin(unseen) while another writer holds the lock = %v, want ErrBusy", err)
 	}
 	if err := ss[1].Complete(ctx, key("other"), other, stores.Response{Status: 200}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Complete while another writer holds the lock = %v, want ErrBusy", err)
@@ -252,5 +267,8 @@ func TestBusy(t *testing.T) {
 	mustClaim(t, ss[1], req(key("blocked"), "fp", t0), false)
 	if err := ss[0].Complete(ctx, key("other"), other, stores.Response{Status: 200}); err != nil {
 		t.Fatalf("Complete after the lock was released: %v", err)
+	}
+	if err := ss[1].Complete(ctx, key("unseen"), unseen, stores.Response{Status: 200}); err != nil {
+		t.Fatalf("Complete of unseen after the lock was released: %v", err)
 	}
 }

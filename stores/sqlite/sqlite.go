@@ -113,6 +113,8 @@ type Store struct {
 	// begin opens Begin's write transaction: BEGIN IMMEDIATE, from the
 	// settings (see settings).
 	begin string
+	// seen says which order Begin tries its steps in (a hint only).
+	seen *seenKeys
 	// processLock is the process-lock mutant's lock in process memory.
 	processLock sync.Mutex
 	// replayStmt is sql.replay, prepared: Begin's read outside the write
@@ -260,7 +262,7 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	// idle ones, or every burst of concurrent readers opens (and configures)
 	// new connections and closes them again.
 	db.SetMaxIdleConns(idleConns)
-	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v).hooked(cfg), writer: make(chan struct{}, 1), busyTimeout: busyTimeout,
+	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v).hooked(cfg), writer: make(chan struct{}, 1), busyTimeout: busyTimeout, seen: newSeenKeys(),
 		begin: "BEGIN " + stores.SettingValue(ss, "transaction")}
 	if err := s.init(ctx); err != nil {
 		db.Close()

@@ -1,0 +1,60 @@
+package sqlite
+
+import (
+	"hash/maphash"
+	"sync/atomic"
+)
+
+// seenKeys is a hint of the keys this Store has decided a Begin on: a
+// bit per hash of the stored key, in a fixed table. It only chooses which
+// of two correct orders Begin tries first (see Store.Begin): a key not
+// seen is most likely new, and is claimed first and read only if the
+// claim finds it there; a key seen (a retry) is read first, so that a
+// replay, a 409 or a 422 never waits for the write lock. A wrong hint
+// costs one round trip, never a wrong answer: another process's keys are
+// not seen here, a hash collision makes a new key look seen, and a
+// cleared table forgets every key.
+//
+// Bounds: the table is seenBits bits (128 KiB); once half of them are
+// set it is cleared, so that it does not fill up and call every key seen.
+type seenKeys struct {
+	seed maphash.Seed
+	bits [seenBits / 64]atomic.Uint64
+	set  atomic.Int64 // bits set since the last clear
+}
+
+const seenBits = 1 << 20
+
+func newSeenKeys() *seenKeys { return &seenKeys{seed: maphash.MakeSeed()} }
+
+func (s *seenKeys) slot(tenant, key string) (word int, bit uint64) {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(tenant)
+	h.WriteByte(0)
+	h.WriteString(key)
+	n := h.Sum64() % seenBits
+	return int(n / 64), 1 << (n % 64)
+}
+
+// has reports whether the key may have been seen (false: surely not, since
+// the last clear).
+func (s *seenKeys) has(tenant, key string) bool {
+	w, b := s.slot(tenant, key)
+	return s.bits[w].Load()&b != 0
+}
+
+// add marks the key seen, clearing the table first once it is half full.
+func (s *seenKeys) add(tenant, key string) {
+	w, b := s.slot(tenant, key)
+	if s.bits[w].Or(b)&b != 0 {
+		return
+	}
+	if s.set.Add(1) < seenBits/2 {
+		return
+	}
+	s.set.Store(0)
+	for i := range s.bits {
+		s.bits[i].Store(0)
+	}
+}
