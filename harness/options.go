@@ -246,13 +246,13 @@ func (o Options) Caps() scenario.Caps {
 // machine, phase by phase as Run runs them: the shared ones Parallel at a
 // time (their sum shared out, but never less than the longest), the others
 // one after another, and the server-fault scenarios on a server of their
-// own (Options.OwnServer) beside the shared ones. Enough to warn before a
-// run that will take long.
+// own (Options.OwnServer) beside the shared and scheduled ones. Enough to
+// warn before a run that will take long.
 func (o Options) Estimate() time.Duration {
 	sum := make([]time.Duration, scenario.Alone+1)
 	longest := make([]time.Duration, scenario.Alone+1)
 	caps := o.Caps()
-	var own time.Duration // the lane of the server-fault scenarios, beside the shared phase
+	var own time.Duration // the lane of the server-fault scenarios, beside the shared and scheduled phases
 	for _, name := range o.Plan() {
 		sc, ok := scenario.Lookup(name)
 		if !ok || sc.WhyNot(caps) != "" {
@@ -267,9 +267,8 @@ func (o Options) Estimate() time.Duration {
 		sum[ph] += c
 		longest[ph] = max(longest[ph], c)
 	}
-	d := sum[scenario.Scheduled] + sum[scenario.Alone]
-	d += max(sum[scenario.Shared]/time.Duration(max(o.Parallel, 1)), longest[scenario.Shared], own)
-	return d
+	shared := max(sum[scenario.Shared]/time.Duration(max(o.Parallel, 1)), longest[scenario.Shared])
+	return max(shared+sum[scenario.Scheduled], own) + sum[scenario.Alone]
 }
 
 // EstimateCalls is a rough upper bound on the store calls a run of o

@@ -25,7 +25,8 @@ import (
 // a Postgres soaked at load 30); then those that must run alone (they
 // pause or restart the server the others use). With Options.OwnServer,
 // the scenarios that fault the server run instead each on a server of its
-// own, beside the shared phase, and the scheduled phase waits for them.
+// own, beside the shared and the scheduled phases, and the scenarios that
+// run alone wait for them.
 // The summary lists the results in plan order whatever order they
 // finished in. An error means the run could not be set up (a store could
 // not be opened); violations are in the summary, not errors. Once ctx is
@@ -130,20 +131,25 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 		ownDone <- err
 	}()
 	for ph := range phases {
-		idx := phases[ph]
 		n := max(o.Parallel, 1)
 		if scenario.Phase(ph) != scenario.Shared {
 			n = 1
 		}
-		err := pool.Each(len(idx), n, func(j int) error { return runOne(o, idx[j], false) })
-		if scenario.Phase(ph) == scenario.Shared {
-			// The lane ends before the scheduled phase, which runs apart
-			// from everything else.
-			if lerr := <-ownDone; err == nil {
-				err = lerr
+		if scenario.Phase(ph) == scenario.Alone {
+			// The lane ends before the scenarios that run alone, which
+			// fault the server (those whose own server could not start
+			// among them). The scheduled phase runs beside it: on
+			// servers of their own, the lane's faults never reach the
+			// scheduled scenarios' store.
+			if err := <-ownDone; err != nil {
+				return nil, err
 			}
 		}
-		if err != nil {
+		idx := phases[ph]
+		if err := pool.Each(len(idx), n, func(j int) error { return runOne(o, idx[j], false) }); err != nil {
+			if scenario.Phase(ph) != scenario.Alone {
+				<-ownDone // the lane's scenarios hold servers and the summary
+			}
 			return nil, err
 		}
 	}

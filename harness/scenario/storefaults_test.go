@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	redisstore "github.com/idemcheck/idemcheck/stores/redis"
 
@@ -21,15 +23,40 @@ import (
 // every kind of fault really injected. On Redis the server-fault scenarios
 // run each on a server of its own (Options.OwnServer); on Postgres the
 // second server cannot start, so they run alone on the run's server, and
-// the summary says why.
+// the summary says why. A scheduled scenario (sched-race) runs beside the
+// servers of their own, not after them: each own server is closed only
+// once sched-race has started.
 func TestFaultScenariosOnServers(t *testing.T) {
 	for _, kind := range []servers.Kind{servers.Postgres, servers.Redis} {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
-			o := harnesstest.ServerOptions(t, kind, stores.Correct, "workers", "store-faults", "chaos")
+			o := harnesstest.ServerOptions(t, kind, stores.Correct, "workers", "store-faults", "chaos", "sched-race")
 			own := kind == servers.Redis
 			if own {
-				o.OwnServer = harnesstest.OwnServer(kind)
+				schedStarted := make(chan struct{})
+				var once sync.Once
+				o.Progress = func(p harness.Progress) {
+					if p.Scenario == "sched-race" {
+						once.Do(func() { close(schedStarted) })
+					}
+				}
+				start := harnesstest.OwnServer(kind)
+				o.OwnServer = func(ctx context.Context) (*harness.OwnedServer, error) {
+					srv, err := start(ctx)
+					if err != nil {
+						return nil, err
+					}
+					closeSrv := srv.Close
+					srv.Close = func() {
+						select {
+						case <-schedStarted:
+						case <-time.After(time.Minute):
+							t.Errorf("sched-race had not started a minute after a server-fault scenario ended on its own server: the scheduled phase waits for them")
+						}
+						closeSrv()
+					}
+					return srv, nil
+				}
 			} else {
 				o.OwnServer = func(context.Context) (*harness.OwnedServer, error) {
 					return nil, errors.New("no second server in this test")
@@ -43,8 +70,8 @@ func TestFaultScenariosOnServers(t *testing.T) {
 			if own == (sum.OwnServerError != "") {
 				t.Errorf("OwnServerError %q with a second server that can start: %v", sum.OwnServerError, own)
 			}
-			if len(sum.Scenarios) != 3 {
-				t.Fatalf("%d scenarios ran, want 3", len(sum.Scenarios))
+			if len(sum.Scenarios) != 4 {
+				t.Fatalf("%d scenarios ran, want 4", len(sum.Scenarios))
 			}
 			want := map[string][]history.FaultKind{
 				"workers":      {history.FaultWorkerKill},
@@ -53,7 +80,7 @@ func TestFaultScenariosOnServers(t *testing.T) {
 			}
 			for _, s := range sum.Scenarios {
 				harnesstest.Log(t, s)
-				if wantOwn := own && s.Name != "workers"; s.OwnServer != wantOwn {
+				if wantOwn := own && s.Name != "workers" && s.Name != "sched-race"; s.OwnServer != wantOwn {
 					t.Errorf("%s: OwnServer %v, want %v", s.Name, s.OwnServer, wantOwn)
 				}
 				if s.Verdict != check.Pass {
