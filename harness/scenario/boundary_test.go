@@ -67,19 +67,25 @@ func TestSchedCrashLandsOnTheBoundary(t *testing.T) {
 
 // beginsByAge lists the answers of the Begins of a key that was claimed,
 // by the age of the key's latest claim on the caller's clock (the requests'
-// Now) when they were asked, in call order (an episode runs one client at a
-// time).
+// Now) when they were asked, in call order. A Begin that overlaps another
+// Begin's claim of the key is left out: the scheduler may run two takers
+// at once, and the one that loses answers 409 at any age, rightly.
 func beginsByAge(ops []history.Op) map[time.Duration][]stores.Outcome {
 	out := map[time.Duration][]stores.Outcome{}
 	keyed, order := history.ByKey(ops)
 	for _, k := range order {
 		kops := slices.SortedStableFunc(slices.Values(keyed[k]), func(a, b history.Op) int { return cmp.Compare(a.Call, b.Call) })
+		racesAClaim := func(op history.Op) bool {
+			return slices.ContainsFunc(kops, func(o history.Op) bool {
+				return o.Call != op.Call && o.Input.Kind == models.Begin && o.IsClaim() && o.Call < op.Return && op.Call < o.Return
+			})
+		}
 		var claimed time.Time
 		for _, op := range kops {
 			if op.Input.Kind != models.Begin || op.Output.Unknown {
 				continue
 			}
-			if !claimed.IsZero() {
+			if !claimed.IsZero() && !racesAClaim(op) {
 				age := op.Input.Now.Sub(claimed)
 				out[age] = append(out[age], op.Output.Decision.Outcome)
 			}
