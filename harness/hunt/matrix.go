@@ -151,7 +151,23 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 	hunts := len(mutants) * mo.Seeds
 	cjobs := correctJobs(o, KillScenarios(mutants), mo)
 	cruns := make([]*CorrectRun, len(cjobs))
-	err := pool.Each(hunts+len(cjobs), mo.Parallel, func(j int) error {
+	// A job that restarts the server the others share, with no server of
+	// its own to do it on, runs after the others, alone.
+	var shared, alone []int
+	for j := range hunts + len(cjobs) {
+		name := ""
+		if j >= hunts {
+			name = cjobs[j-hunts].name
+		} else {
+			name, _, _ = MutantScenario(mutants[j/mo.Seeds])
+		}
+		if sc, ok := scenario.Lookup(name); ok && SharesAFaultedServer(o, sc) {
+			alone = append(alone, j)
+		} else {
+			shared = append(shared, j)
+		}
+	}
+	job := func(j int) error {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -192,7 +208,11 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 		}
 		kills[i][s] = k
 		return nil
-	})
+	}
+	err := pool.Each(len(shared), mo.Parallel, func(j int) error { return job(shared[j]) })
+	if err == nil {
+		err = pool.Each(len(alone), 1, func(j int) error { return job(alone[j]) })
+	}
 	if err != nil && ctx.Err() == nil {
 		return nil, err
 	}
@@ -269,6 +289,10 @@ func correctJobs(o harness.Options, scenarios []string, mo MutantsOptions) []cor
 func runCorrect(ctx context.Context, o harness.Options, j correctJob, mo MutantsOptions) *CorrectRun {
 	oo := OptionsFor(o)
 	oo.Variant, oo.Scenarios, oo.Seed, oo.Keys = stores.Correct, []string{j.name}, j.seed, mo.CorrectKeys
+	// A scenario that restarts the server runs on a server of its own
+	// when o can start one (harness.Run does so only with Parallel above
+	// 1): the hunts beside it share this one.
+	oo.Parallel = max(oo.Parallel, 2)
 	run := CorrectRun{Scenario: j.name, Seed: j.seed}
 	sum, err := harness.Run(ctx, oo)
 	switch {

@@ -496,23 +496,15 @@ func runMutant(ctx context.Context, o harness.Options, scenarios []string, budge
 	}
 }
 
-// huntScenario is hunt.HuntScenario, with a server of its own
-// (harness.Options.OwnServer) for a scenario that kills and restarts the
-// server (scenario.FaultsServer): mutants and the baseline run beside
-// each other on the run's server, where a restart would be another run's
-// error with no fault of its own recorded. Without a way to start one,
-// or when it does not start, the scenario is skipped.
+// huntScenario is hunt.HuntScenario, which runs a scenario that kills and
+// restarts the server (scenario.FaultsServer) on a server of its own
+// (harness.Options.OwnServer): mutants and the baseline run beside each
+// other on the run's server, where a restart would be another run's error
+// with no fault of its own recorded. Without a way to start one, the
+// scenario is skipped.
 func huntScenario(ctx context.Context, o harness.Options, name string, h hunt.Options) (*hunt.Kill, error) {
-	if sc, ok := scenario.Lookup(name); ok && sc.FaultsServer && sc.WhyNot(o.Caps()) == "" {
-		if o.OwnServer == nil {
-			return &hunt.Kill{Scenario: name, Skipped: "it restarts the server, which other mutants share, and this run cannot start one of its own"}, nil
-		}
-		srv, err := o.OwnServer(ctx)
-		if err != nil {
-			return &hunt.Kill{Scenario: name, Skipped: "its server of its own did not start: " + err.Error()}, nil
-		}
-		defer srv.Close()
-		o.Addr, o.Net, o.Server, o.NoServer = srv.Addr, srv.Net, srv.Server, ""
+	if sc, ok := scenario.Lookup(name); ok && hunt.SharesAFaultedServer(o, sc) {
+		return &hunt.Kill{Scenario: name, Skipped: "it restarts the server, which other mutants share, and this run cannot start one of its own"}, nil
 	}
 	return hunt.HuntScenario(ctx, o, name, h)
 }
