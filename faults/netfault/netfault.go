@@ -63,6 +63,7 @@ type Proxy struct {
 	upstream string
 	id       string
 	px       *toxiproxy.Proxy
+	relay    *relay // between px and the upstream: see relay
 
 	mu       sync.Mutex // serialises switching toxics on and off
 	closed   bool
@@ -94,19 +95,25 @@ func Start(name, upstream string) (*Proxy, error) {
 	if _, _, err := net.SplitHostPort(upstream); err != nil {
 		return nil, fmt.Errorf("netfault: upstream %q is not host:port: %v", upstream, err)
 	}
+	rl, err := startRelay(upstream)
+	if err != nil {
+		return nil, fmt.Errorf("netfault: proxy %s cannot listen on 127.0.0.1: %v", name, err)
+	}
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	px := toxiproxy.NewProxy(srv, name, "127.0.0.1:0", upstream)
-	p := &Proxy{name: name, upstream: upstream, id: strconv.FormatInt(ids.Add(1), 10), px: px,
+	px := toxiproxy.NewProxy(srv, name, "127.0.0.1:0", rl.Addr())
+	p := &Proxy{name: name, upstream: upstream, id: strconv.FormatInt(ids.Add(1), 10), px: px, relay: rl,
 		toxics: map[string]string{}, switches: map[string]int{}}
 	registry.Store(p.id, p)
 	if err := px.Start(); err != nil {
 		registry.Delete(p.id)
+		rl.close()
 		return nil, fmt.Errorf("netfault: proxy %s cannot listen on 127.0.0.1: %v", name, err)
 	}
 	for _, stream := range []string{"upstream", "downstream"} {
 		if err := p.add(tapType+"_"+stream, tapType, stream, map[string]any{"proxy": p.id, "stream": stream}); err != nil {
 			px.Stop()
 			registry.Delete(p.id)
+			rl.close()
 			return nil, err
 		}
 	}
@@ -231,6 +238,7 @@ func (p *Proxy) Close() error {
 	p.closed = true
 	p.mu.Unlock()
 	p.px.Stop()
+	p.relay.close()
 	registry.Delete(p.id)
 	if errors.Is(err, ErrClosed) {
 		err = nil

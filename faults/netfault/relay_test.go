@@ -1,0 +1,99 @@
+package netfault
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// smallBacklog listens on 127.0.0.1 with a listen backlog of 1, which Go's
+// net.Listen does not offer: a full accept queue drops the next SYN, and
+// its dial waits for the kernel's retransmit (about 1 s).
+func smallBacklog(t *testing.T) net.Listener {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Skipf("raw socket: %v", err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// TestADialThatWaitsHoldsNoOneElse: a client whose connection the proxy
+// cannot yet open upstream (the upstream's accept queue is full) does not
+// hold the next client waiting. toxiproxy dials the upstream inside its
+// accept loop, one connection at a time: a Python service (listen
+// backlog 5) under a retry storm through the proxy stopped answering
+// anything through it while it answered at once directly, and idemcheck
+// http failed a correct service on liveness. Through the relay, the
+// client that came second is answered first.
+func TestADialThatWaitsHoldsNoOneElse(t *testing.T) {
+	up := smallBacklog(t)
+	// Fill the upstream's accept queue with connections of our own.
+	var fill []net.Conn
+	for len(fill) < 2 {
+		c, err := net.DialTimeout("tcp", up.Addr().String(), 200*time.Millisecond)
+		if err != nil {
+			break
+		}
+		fill = append(fill, c)
+	}
+	p, err := Start("backlog", up.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	answered := make(chan string, 2)
+	get := func(name string) {
+		resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Get("http://" + p.Addr() + "/" + name)
+		if err != nil {
+			answered <- name + ": " + err.Error()
+			return
+		}
+		resp.Body.Close()
+		answered <- name
+	}
+	go get("first") // its dial meets the full queue, and waits for a retransmit
+	time.Sleep(100 * time.Millisecond)
+	// Free the queue and serve: from now on a dial lands at once.
+	for _, c := range fill {
+		c.Close()
+	}
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+					_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+				}
+			}()
+		}
+	}()
+	go get("second")
+	if got := <-answered; got != "second" {
+		t.Errorf("answered first: %q; want the second client, whose dial could land at once, not held behind the first's", got)
+	}
+	if got := <-answered; got != "first" {
+		t.Errorf("then: %q, want first", got)
+	}
+}
