@@ -69,7 +69,17 @@ def db():
 
 def init():
     c = db()
-    c.execute("PRAGMA journal_mode=WAL")
+    # Instances started at once on a new file meet here: switching the
+    # journal mode takes the file's lock without the busy timeout, so the
+    # loser of the race tries again rather than exit.
+    for attempt in range(100):
+        try:
+            c.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or attempt == 99:
+                raise
+            time.sleep(0.05)
     c.execute(
         """CREATE TABLE IF NOT EXISTS idem (
         key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, token TEXT NOT NULL,
