@@ -7,6 +7,10 @@
 // holds an unknown outcome). Every request, reply or connection a fault
 // actually hit is counted, by kind.
 //
+// Between the proxy and the server sits a relay of this package
+// (relay.go): toxiproxy dials the server inside its accept loop, one
+// connection at a time, and one dial that waits would hold every other.
+//
 // The faults are toxiproxy's own toxics: latency (downstream), reset_peer
 // (upstream, timeout 0) and limit_data (downstream, 0 bytes). A small
 // pass-through toxic of this package sits at the head of each direction's

@@ -1,6 +1,7 @@
 package netfault
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -24,6 +25,8 @@ import (
 type relay struct {
 	ln       net.Listener
 	upstream string
+	ctx      context.Context // ended by close: it ends the dials in progress
+	cancel   context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool
@@ -43,6 +46,7 @@ func startRelay(upstream string) (*relay, error) {
 		return nil, err
 	}
 	r := &relay{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(1)
 	go r.serve()
 	return r, nil
@@ -90,7 +94,7 @@ func (r *relay) pipe(c net.Conn) {
 	defer r.wg.Done()
 	defer r.untrack(c)
 	defer c.Close()
-	u, err := net.DialTimeout("tcp", r.upstream, relayDialTimeout)
+	u, err := (&net.Dialer{Timeout: relayDialTimeout}).DialContext(r.ctx, "tcp", r.upstream)
 	if err != nil {
 		return
 	}
@@ -125,6 +129,7 @@ func forward(dst, src net.Conn) {
 // close stops listening, closes every connection and waits for the
 // relay's goroutines.
 func (r *relay) close() {
+	r.cancel()
 	r.mu.Lock()
 	r.closed = true
 	conns := make([]net.Conn, 0, len(r.conns))
