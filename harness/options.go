@@ -356,8 +356,18 @@ type OwnedServer struct {
 // (not a cluster), the run can start another (Options.OwnServer), and
 // scenarios may run at once (Parallel 1 runs them one after another).
 func (o Options) onOwnServer(sc scenario.Scenario, caps scenario.Caps) bool {
-	return o.OwnServer != nil && o.Parallel > 1 && caps.Server != nil && caps.Cluster == nil &&
-		sc.FaultsServer && sc.Phase(caps) == scenario.Alone && sc.WhyNot(caps) == ""
+	return o.OwnServer != nil && o.Parallel > 1 && faultsItsServer(sc, caps) && sc.Phase(caps) == scenario.Alone
+}
+
+// FaultsItsServer says whether sc, run on o, pauses and restarts o's one
+// server (not a cluster's): nothing else may use that server meanwhile,
+// so it runs on a server of its own (OwnServer) or alone.
+func (o Options) FaultsItsServer(sc scenario.Scenario) bool {
+	return faultsItsServer(sc, o.Caps())
+}
+
+func faultsItsServer(sc scenario.Scenario, caps scenario.Caps) bool {
+	return sc.FaultsServer && caps.Server != nil && caps.Cluster == nil && sc.WhyNot(caps) == ""
 }
 
 // OwnServersAhead is how many servers of their own (Options.OwnServer)

@@ -103,19 +103,16 @@ func (r *relay) pipe(c net.Conn) {
 		return
 	}
 	defer r.untrack(u)
-	defer u.Close()
-	done := make(chan struct{}, 2)
-	go func() { forward(u, c); done <- struct{}{} }()
-	go func() { forward(c, u); done <- struct{}{} }()
-	<-done
-	// Either side ended: end both, as toxiproxy's links do.
-	_ = c.Close()
-	_ = u.Close()
+	// Either side ending closes the other (forward), as toxiproxy's
+	// links do, and so ends the other direction's copy.
+	done := make(chan struct{})
+	go func() { forward(u, c); close(done) }()
+	forward(c, u)
 	<-done
 }
 
-// forward copies from src to dst until src ends. A reset of src is
-// passed on: dst is closed with a reset too.
+// forward copies from src to dst until src ends, then closes dst. A
+// reset of src is passed on: dst is closed with a reset too.
 func forward(dst, src net.Conn) {
 	_, err := io.Copy(dst, src)
 	if errors.Is(err, syscall.ECONNRESET) {

@@ -168,11 +168,12 @@ func HuntScenario(ctx context.Context, o harness.Options, name string, h Options
 	if sc.Scheduled {
 		return k, huntEpisodes(ctx, o, sc, h, k)
 	}
-	if OwnServerFor(o, sc) {
+	if o.OwnServer != nil && o.FaultsItsServer(sc) {
 		// It kills and restarts the server, which other hunts and runs
 		// beside this one share: a restart (and a configuration mutant's
 		// settings, as redis-no-persistence's) would be their loss, with
-		// no fault of theirs recorded.
+		// no fault of theirs recorded. A caller that runs hunts side by
+		// side without a way to start a server runs this one alone.
 		srv, err := o.OwnServer(ctx)
 		if err != nil {
 			k.Skipped = "its server of its own did not start: " + err.Error()
@@ -182,24 +183,6 @@ func HuntScenario(ctx context.Context, o harness.Options, name string, h Options
 		o.Addr, o.Net, o.Server, o.NoServer = srv.Addr, srv.Net, srv.Server, ""
 	}
 	return k, huntRounds(ctx, o, sc, h, k)
-}
-
-// OwnServerFor says whether a hunt of sc on o runs on a server of its own
-// (harness.Options.OwnServer): sc faults the run's one server, and o can
-// start another. [HuntScenario] starts it; a caller that runs hunts side
-// by side runs a hunt that faults the server and cannot have one alone
-// ([SharesAFaultedServer]).
-func OwnServerFor(o harness.Options, sc scenario.Scenario) bool {
-	caps := o.Caps()
-	return o.OwnServer != nil && sc.FaultsServer && caps.Server != nil && caps.Cluster == nil && sc.WhyNot(caps) == ""
-}
-
-// SharesAFaultedServer says whether a hunt or run of sc on o faults the
-// server other hunts and runs use: it restarts it, and o cannot start a
-// server of its own for it. Such a job must run when nothing else does.
-func SharesAFaultedServer(o harness.Options, sc scenario.Scenario) bool {
-	caps := o.Caps()
-	return sc.FaultsServer && caps.Server != nil && caps.Cluster == nil && o.OwnServer == nil && sc.WhyNot(caps) == ""
 }
 
 // Episodes runs one scheduled scenario's episodes, one at a time, on one

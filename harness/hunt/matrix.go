@@ -161,7 +161,7 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 		} else {
 			name, _, _ = MutantScenario(mutants[j/mo.Seeds])
 		}
-		if sc, ok := scenario.Lookup(name); ok && SharesAFaultedServer(o, sc) {
+		if sc, ok := scenario.Lookup(name); ok && o.OwnServer == nil && o.FaultsItsServer(sc) {
 			alone = append(alone, j)
 		} else {
 			shared = append(shared, j)

@@ -503,7 +503,7 @@ func runMutant(ctx context.Context, o harness.Options, scenarios []string, budge
 // with no fault of its own recorded. Without a way to start one, the
 // scenario is skipped.
 func huntScenario(ctx context.Context, o harness.Options, name string, h hunt.Options) (*hunt.Kill, error) {
-	if sc, ok := scenario.Lookup(name); ok && hunt.SharesAFaultedServer(o, sc) {
+	if sc, ok := scenario.Lookup(name); ok && o.OwnServer == nil && o.FaultsItsServer(sc) {
 		return &hunt.Kill{Scenario: name, Skipped: "it restarts the server, which other mutants share, and this run cannot start one of its own"}, nil
 	}
 	return hunt.HuntScenario(ctx, o, name, h)

@@ -44,8 +44,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return s.beginTakeoverOnRead(ctx, req)
 	}
 	key := stores.StoredKey(s.variant, req.KeyRef)
-	seen := s.seen.has(key.Tenant, key.Key)
-	s.seen.add(key.Tenant, key.Key)
+	seen := s.seen.see(key.Tenant, key.Key)
 	if !seen {
 		// Most likely a new key: claim it, and read only if it is there.
 		if d, ok, err := s.claimAlone(ctx, req); err != nil || ok {
@@ -72,9 +71,9 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 // round trips (a claim of a new key is the commonest write). One row
 // changed: claimed. None: the key is there, and ok is false: the caller
 // reads it, or decides in a write transaction, which reads the row under
-// the write lock. The failpoint a
-// harness crashes a claim at before its commit is hit before the
-// statement: either way the caller fails having written nothing.
+// the write lock. The failpoint a harness crashes a claim at before its
+// commit is hit before the statement: either way the caller fails having
+// written nothing.
 func (s *Store) claimAlone(ctx context.Context, req stores.Request) (stores.Decision, bool, error) {
 	done, err := s.write(ctx)
 	if err != nil {
@@ -110,9 +109,10 @@ func (s *Store) claimAlone(ctx context.Context, req stores.Request) (stores.Deci
 // claim, see claimAlone) or the row is a stale claim of the same
 // fingerprint (a takeover, decided in the write transaction, whose read
 // and compare-and-set stay one atomic decision). Otherwise the answer is
-// what decide would answer on that row: Mismatch (another fingerprint), Replay (done) or InFlight (a
-// live claim), judged by the replay statement as the read statement judges
-// them (readPair), so a mutant's judgement is kept.
+// what decide would answer on that row: Mismatch (another fingerprint),
+// Replay (done) or InFlight (a live claim), judged by the replay
+// statement as the read statement judges them (readPair), so a mutant's
+// judgement is kept.
 //
 // Answering from the snapshot, writing nothing, is linearized at the read:
 // the snapshot is a committed state the key was in during the call, and in

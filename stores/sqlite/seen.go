@@ -37,24 +37,19 @@ func (s *seenKeys) slot(tenant, key string) (word int, bit uint64) {
 	return int(n / 64), 1 << (n % 64)
 }
 
-// has reports whether the key may have been seen (false: surely not, since
-// the last clear).
-func (s *seenKeys) has(tenant, key string) bool {
-	w, b := s.slot(tenant, key)
-	return s.bits[w].Load()&b != 0
-}
-
-// add marks the key seen, clearing the table first once it is half full.
-func (s *seenKeys) add(tenant, key string) {
+// see marks the key seen and says whether it was seen before (false:
+// surely not, since the last clear). The key that makes the table half
+// full clears it, itself included.
+func (s *seenKeys) see(tenant, key string) (before bool) {
 	w, b := s.slot(tenant, key)
 	if s.bits[w].Or(b)&b != 0 {
-		return
+		return true
 	}
-	if s.set.Add(1) < seenBits/2 {
-		return
+	if s.set.Add(1) >= seenBits/2 {
+		s.set.Store(0)
+		for i := range s.bits {
+			s.bits[i].Store(0)
+		}
 	}
-	s.set.Store(0)
-	for i := range s.bits {
-		s.bits[i].Store(0)
-	}
+	return false
 }
