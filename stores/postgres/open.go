@@ -234,6 +234,16 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID str
 	}()
 	ddl := strings.NewReplacer("{s}", schemaID, "{t}", tableID).Replace(schemaSQL)
 	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// The schema is committed as durably as the server allows, whatever
+		// the session's synchronous_commit: on a replicated server with a
+		// synchronous standby it waits for the standby. A store set up to
+		// lose acknowledged claims (postgres-async-replication, a
+		// mutate-weakened setting) must not lose its table: a failover soon
+		// after the open, on a loaded machine, once left the standby
+		// without it, and every call after the failover failed.
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+			return err
+		}
 		_, err := tx.Exec(ctx, ddl)
 		return err
 	}); err != nil {
