@@ -63,7 +63,20 @@ psql_init() {
 	psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --no-password --no-psqlrc "$@"
 }
 
-if [ ! -s "$PGDATA/PG_VERSION" ]; then
+# The image carries a cluster that initdb made at build time for the
+# default contract (superuser postgres, no initdb arguments, UTC), in
+# $PGDATA itself (a VOLUME: the daemon gives each container its own copy),
+# marked by $template_mark until it is first configured. Used where it
+# is, it costs nothing more; initdb takes two seconds or more, and copying
+# it here file by file through the storage driver about one. Its superuser
+# has no password yet; the temporary server below sets it. Anything else
+# empties the directory and gets a real initdb.
+template_mark="$PGDATA/idemcheck-template"
+if [ -e "$template_mark" ] && { [ "$POSTGRES_USER" != postgres ] || [ -n "${POSTGRES_INITDB_ARGS:-}" ] || [ -n "${TZ:-}" ]; }; then
+	find "$PGDATA" -mindepth 1 -delete
+fi
+
+if [ ! -s "$PGDATA/PG_VERSION" ] || [ -e "$template_mark" ]; then
 	if [ -z "${POSTGRES_PASSWORD:-}" ] && [ "${POSTGRES_HOST_AUTH_METHOD:-}" != 'trust' ]; then
 		cat >&2 <<-'EOM'
 			Error: Database is uninitialized and superuser password is not specified.
@@ -75,18 +88,9 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 		exit 1
 	fi
 
-	# The image carries a cluster that initdb made at build time for the
-	# default contract (superuser postgres, no initdb arguments, UTC): copying
-	# it takes a tenth of a second where initdb takes two or more, and every
-	# test and `make check` starts a fresh server. Its superuser has no
-	# password yet; the temporary server below sets it. Anything else gets a
-	# real initdb, as before.
-	template=/var/lib/postgresql/template
 	set_password=0
-	if [ -s "$template/PG_VERSION" ] && [ "$POSTGRES_USER" = postgres ] && [ -z "${POSTGRES_INITDB_ARGS:-}" ] &&
-		[ -z "${TZ:-}" ] && [ -z "$(ls -A "$PGDATA")" ]; then
-		echo "copying the cluster initialised at build time ($template) into $PGDATA"
-		cp -a "$template/." "$PGDATA/"
+	if [ -e "$template_mark" ]; then
+		echo "using the cluster initialised at build time in $PGDATA"
 		set_password=1
 	else
 		# initdb reads the password from a file so it never shows in `ps`.
@@ -159,6 +163,8 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	shopt -u nullglob
 
 	PGUSER="$POSTGRES_USER" pg_ctl -D "$PGDATA" -m fast -w stop
+	# Configured: a restart of this container starts the server as it is.
+	rm -f "$template_mark"
 	echo
 	echo 'PostgreSQL init process complete; ready for start up.'
 	echo

@@ -136,11 +136,15 @@ func unknownKind(kind Kind) error {
 // runPostgres runs a Postgres container. The module's own wait
 // (tcpostgres.BasicWaitStrategies) gives initdb 60 s, whatever the start
 // timeout: on a loaded machine (a soak beside CPU hogs) initdb took
-// longer. The same waits, bounded by the start timeout instead.
+// longer. The same waits, bounded by the start timeout instead, and the
+// port tried from outside only (SkipInternalCheck): the log line already
+// says the server listens, and the check inside the container is a
+// process started there (docker exec), which costs more than the rest of
+// the wait on a machine where starting a process is slow.
 func runPostgres(ctx context.Context, img string, timeout time.Duration, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error) {
 	pc, err := tcpostgres.Run(ctx, img, append(opts, testcontainers.WithWaitStrategyAndDeadline(timeout,
 		wait.ForLog("database system is ready to accept connections").WithOccurrence(2).WithStartupTimeout(timeout),
-		wait.ForListeningPort(postgresPort+"/tcp").WithStartupTimeout(timeout)))...)
+		wait.ForListeningPort(postgresPort+"/tcp").WithStartupTimeout(timeout).SkipInternalCheck()))...)
 	if pc == nil {
 		return nil, "", err
 	}
@@ -156,9 +160,10 @@ func runPostgres(ctx context.Context, img string, timeout time.Duration, opts []
 func runRedis(ctx context.Context, img string, timeout time.Duration, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error) {
 	rc, err := tcredis.Run(ctx, img, append(opts,
 		testcontainers.WithCmd(redisServer()...),
-		// The module waits 10 s for the port; the start timeout here.
+		// The module waits 10 s for the port; the start timeout here, and
+		// from outside only, as runPostgres does.
 		testcontainers.WithWaitStrategyAndDeadline(timeout,
-			wait.ForListeningPort(redisPort+"/tcp").WithStartupTimeout(timeout),
+			wait.ForListeningPort(redisPort+"/tcp").WithStartupTimeout(timeout).SkipInternalCheck(),
 			wait.ForLog("* Ready to accept connections").WithStartupTimeout(timeout)))...)
 	if rc == nil {
 		return nil, "", err
@@ -192,10 +197,12 @@ func postgresPrimary(password string) (map[string]string, []string) {
 }
 
 // postgresStandby copies the primary (pg_basebackup, retried until the
-// primary lets it) and streams from it.
+// primary lets it) into an emptied data directory (the image's holds the
+// cluster it made at build time) and streams from it.
 func postgresStandby(from, password string) (map[string]string, []string) {
 	as := "setpriv --reuid=postgres --regid=postgres --init-groups"
 	return map[string]string{"PGPASSWORD": password}, []string{"bash", "-c", `d=/var/lib/postgresql/data
+find "$d" -mindepth 1 -delete
 until ` + as + ` pg_basebackup -h ` + from + ` -U postgres -D "$d" -R -X stream -c fast -w; do
 	find "$d" -mindepth 1 -delete; sleep 0.3
 done

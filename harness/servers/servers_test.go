@@ -19,6 +19,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
 // clearEnv makes Start ignore any server named by the developer's environment.
@@ -70,6 +72,16 @@ func TestPostgresContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = conn.Close(ctx)
+	// The cluster made at build time got the password: any other is refused.
+	if u, err := url.Parse(s.Addr); err == nil {
+		u.User = url.UserPassword("postgres", "not-the-password")
+		if c, err := pgx.Connect(ctx, u.String()); err == nil {
+			_ = c.Close(ctx)
+			t.Error("a wrong password was let in")
+		} else if !strings.Contains(err.Error(), "28P01") {
+			t.Errorf("a wrong password: want SQLSTATE 28P01, got %v", err)
+		}
+	}
 
 	// A restarted container keeps its address and its data.
 	restart(t, s)
@@ -86,6 +98,7 @@ func TestPostgresContainer(t *testing.T) {
 	if n := ourContainers(t); n != 1 {
 		t.Errorf("%d containers of ours while one server runs, want 1", n)
 	}
+	vols := volumesOf(t, s)
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +107,94 @@ func TestPostgresContainer(t *testing.T) {
 	}
 	if n := ourContainers(t); n != 0 {
 		t.Errorf("%d containers left after Close", n)
+	}
+	volumesGone(t, vols)
+}
+
+// volumesOf names the volumes of s's container (its data directory, a
+// VOLUME of the image), after checking it has one.
+func volumesOf(t *testing.T, s *Server) []string {
+	t.Helper()
+	info, err := s.Container().Inspect(ctx15(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range info.Mounts {
+		if m.Type == "volume" {
+			names = append(names, m.Name)
+		}
+	}
+	if len(names) == 0 {
+		t.Errorf("the %s container has no volume: its data is written through the storage driver", s.Kind)
+	}
+	return names
+}
+
+// volumesGone fails the test if any of the volumes is still there: a
+// server's data must leave the disk with its container.
+func volumesGone(t *testing.T, names []string) {
+	t.Helper()
+	cli, err := dockerClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for _, n := range names {
+		if _, err := cli.VolumeInspect(ctx15(t), n, client.VolumeInspectOptions{}); err == nil {
+			t.Errorf("volume %s left behind by the closed server", n)
+		}
+	}
+}
+
+// TestPostgresImageOffTheDefaultContract: the local image uses its
+// build-time cluster only for the default contract; another superuser, a
+// database of its own and initdb arguments get a real initdb, as with the
+// official image, and a restart starts that cluster as it is.
+func TestPostgresImageOffTheDefaultContract(t *testing.T) {
+	clearEnv(t)
+	requireDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ctr, addr, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), 60*time.Second, []testcontainers.ContainerCustomizer{
+		testcontainers.WithLabels(map[string]string{LabelManaged: "1", LabelSession: session, LabelOwner: owner()}),
+		tcpostgres.WithUsername("alice"), tcpostgres.WithPassword("s3cret"), tcpostgres.WithDatabase("shop"),
+		testcontainers.WithEnv(map[string]string{"POSTGRES_INITDB_ARGS": "--data-checksums"}),
+	})
+	if ctr != nil {
+		defer func() { _ = ctr.Terminate(context.WithoutCancel(ctx)) }()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(dsn string) (user, db, checksums string) {
+		t.Helper()
+		conn, err := connectRetry(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if err := conn.QueryRow(ctx, "SELECT current_user, current_database(), current_setting('data_checksums')").Scan(&user, &db, &checksums); err != nil {
+			t.Fatal(err)
+		}
+		return user, db, checksums
+	}
+	if u, d, c := ask(addr); u != "alice" || d != "shop" || c != "on" {
+		t.Errorf("got user %q, database %q, data_checksums %s: want alice, shop, on (a real initdb)", u, d, c)
+	}
+	timeout := 5 * time.Second
+	if err := ctr.Stop(ctx, &timeout); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr2, err := ctr.(*tcpostgres.PostgresContainer).ConnectionString(ctx, "sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, d, _ := ask(addr2); u != "alice" || d != "shop" {
+		t.Errorf("after a restart: user %q, database %q", u, d)
 	}
 }
 
@@ -151,12 +252,14 @@ func TestRedisContainer(t *testing.T) {
 		t.Fatalf("after restart: GET durable = %q, %v", v, err)
 	}
 	_ = c.Close()
+	vols := volumesOf(t, s)
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := ourContainers(t); n != 0 {
 		t.Errorf("%d containers left after Close", n)
 	}
+	volumesGone(t, vols)
 }
 
 // TestEnvServers checks that a server named in the environment is used as is
@@ -378,7 +481,7 @@ func TestCloseAllAndReap(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			_, _ = cli.ContainerRemove(context.Background(), res.ID, client.ContainerRemoveOptions{Force: true})
+			_, _ = cli.ContainerRemove(context.Background(), res.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		})
 		return res.ID
 	}
