@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -83,6 +84,9 @@ func (r Request) Normalize() (Request, error) {
 	if r.OrderAt == r.AmountAt {
 		return r, fmt.Errorf("the order and the amount are both at %q", r.OrderAt)
 	}
+	if err := r.distinctPaths(); err != nil {
+		return r, err
+	}
 	switch r.KeyFormat {
 	case KeyUUID, KeyULID:
 	default:
@@ -104,6 +108,31 @@ func (r Request) Normalize() (Request, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// distinctPaths checks that a JSON body's two paths name two places: no
+// empty name in either (a..b, .a, a.), and neither inside the other (with
+// the amount at payment and the order at payment.ref, the amount would
+// overwrite the object that holds the order, and every request would go
+// without one). A form's names are taken whole, dots and all.
+func (r Request) distinctPaths() error {
+	if r.BodyType == BodyForm {
+		return nil
+	}
+	order, amount := strings.Split(r.OrderAt, "."), strings.Split(r.AmountAt, ".")
+	for _, p := range [][]string{order, amount} {
+		if slices.Contains(p, "") {
+			return fmt.Errorf("JSON path %q: an empty name (want names joined by single dots, such as payment.ref)", strings.Join(p, "."))
+		}
+	}
+	short, long := order, amount
+	if len(short) > len(long) {
+		short, long = long, short
+	}
+	if slices.Equal(short, long[:len(short)]) {
+		return fmt.Errorf("JSON paths %q and %q: %q is inside %q, so one value would overwrite the other", r.OrderAt, r.AmountAt, strings.Join(long, "."), strings.Join(short, "."))
+	}
+	return nil
 }
 
 // body builds one request body from the template.

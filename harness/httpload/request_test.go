@@ -64,6 +64,10 @@ func TestBodies(t *testing.T) {
 	if err != nil || v.Get("reference") != "o2" || v.Get("amount_cents") != "7" || v.Get("currency") != "EUR" || !strings.HasPrefix(r.contentType(), "application/x-www-form-urlencoded") {
 		t.Errorf("form body %q: %v", b, err)
 	}
+	// A form's names are whole: dots in them name nothing inside.
+	if _, err := (Request{BodyType: BodyForm, OrderAt: "payment", AmountAt: "payment.cents"}).Normalize(); err != nil {
+		t.Errorf("form names with dots: %v", err)
+	}
 	if r.Method != "POST" || r.KeyFormat != KeyUUID {
 		t.Errorf("defaults: %+v", r)
 	}
@@ -74,6 +78,11 @@ func TestBodies(t *testing.T) {
 		{Body: `[1,2]`},
 		{Body: `{"payment":"x"}`, OrderAt: "payment.ref"},
 		{OrderAt: "x", AmountAt: "x"},
+		{OrderAt: "a..b"},
+		{OrderAt: ".a"},
+		{AmountAt: "cents."},
+		{OrderAt: "payment.ref", AmountAt: "payment"},
+		{OrderAt: "payment", AmountAt: "payment.cents.value"},
 	} {
 		if _, err := bad.Normalize(); err == nil {
 			t.Errorf("%+v: accepted", bad)
