@@ -29,7 +29,10 @@
 //     key, 422 (or 409 while the key is in flight) for a key reused with
 //     another body and never a success, and 409 only while another request
 //     of the key is in flight. A success for a reused key ran as new when
-//     the ledger charged the reused body's order, else it is an old answer.
+//     the ledger charged the reused body's order, else it is an old answer;
+//     ran as new, it is a violation only if the service had the key (its
+//     own order charged, or a success for it): a key whose every request
+//     was lost is new to the service.
 //   - liveness: once every fault has healed (every killed instance started
 //     again), every key left unsettled gets a definite answer
 //     ([history.Final]); a 5xx is one only when the provider failed the
@@ -366,6 +369,23 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, p Policy) Resu
 			answers[x.Key] = append(answers[x.Key], x)
 		}
 	}
+	// Whether the service ever had each key with its own body: a charge
+	// of the key's own order, or a success for it. A reuse that ran as
+	// new is a violation only then; otherwise the reuse may be the first
+	// request of its key the service saw (every attempt with the key's
+	// own body lost on the way, as with --attempts 1 through faults), and
+	// running it is what the service must do.
+	ownOrder := map[string]string{}
+	for _, x := range xs {
+		if keyedOwn(x) {
+			ownOrder[x.Key] = x.Order
+		}
+	}
+	chargedAtAll := map[string]bool{}
+	for _, c := range charges {
+		chargedAtAll[c.Order] = true
+	}
+	known := func(key string) bool { return len(answers[key]) > 0 || chargedAtAll[ownOrder[key]] }
 	counts := map[string]int{}
 	var vs []Violation
 	for _, x := range xs {
@@ -387,7 +407,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, p Policy) Resu
 			}
 		case x.Purpose == history.PurposeReuse:
 			counts["key reused with another body"]++
-			if success(x.Status) {
+			if success(x.Status) && (!charged[x.Order] || known(x.Key)) {
 				cause, why := CauseReuseRan, fmt.Sprintf("the provider charged its order %s: it ran as a new request (the instance did not know the key)", x.Order)
 				if !charged[x.Order] {
 					cause, why = CauseReuse, "the provider never charged its order: it got an earlier answer of the key (the service does not fingerprint the request)"

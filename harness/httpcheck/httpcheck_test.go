@@ -223,6 +223,21 @@ func TestStatusCauses(t *testing.T) {
 	e.charge("o2", "i2", 65)
 	wantCause(t, e.result(t, Status), CauseReuseRan)
 
+	// The key's only request with its own body was lost on the way and
+	// its order never charged: to the service the reuse was the key's
+	// first request, and running it was right.
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 200, "C")
+	e.charge("o2", "i2", 65)
+	if r := e.result(t, Status); !r.Pass {
+		t.Errorf("a reuse of a key the service never saw failed: %s", r.Detail)
+	}
+	// The same, but the lost request did reach the service, which
+	// charged its order: the reuse ran as new on a key it had.
+	e.charge("o", "i1", 30)
+	wantCause(t, e.result(t, Status), CauseReuseRan)
+
 	// Was ran-as-new: the key ran twice (A, then B), and the reuse got
 	// the second execution's answer, not the first's; the ledger never
 	// charged the reuse's order.
