@@ -41,8 +41,11 @@ func recheckHTTP(dir string, sum *httpreport.Summary, asJSON bool, stdout io.Wri
 	}
 	results := httpcheck.Run(httpcheck.Evidence{Hist: saved[0].Hist, Ledger: saved[0].Ledger, Policy: sum.Run.Policy})
 	code := exitPass
-	if !httpreport.Pass(results) {
+	switch {
+	case !httpreport.Pass(results):
 		code = exitFail
+	case httpreport.Undecided(results):
+		code = exitUnknown
 	}
 	if asJSON {
 		return code, printJSON(stdout, map[string]any{"dir": dir, "pass": code == exitPass, "results": results})
@@ -67,9 +70,4 @@ func recheckHTTP(dir string, sum *httpreport.Summary, asJSON bool, stdout io.Wri
 	return code, httpreport.Write(stdout, sum.Run, saved[0].Hist, saved[0].Ledger, results)
 }
 
-func verdictWord(r httpcheck.Result) string {
-	if r.Pass {
-		return "PASS"
-	}
-	return "FAIL"
-}
+func verdictWord(r httpcheck.Result) string { return httpreport.Word(r) }

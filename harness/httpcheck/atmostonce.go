@@ -46,6 +46,11 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 					order, second.ID, first.ID, via(first)))
 				continue
 			}
+			if pausedAcross(fs, first, second) && !succeeded(oxs, first.At, second.At) {
+				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) while idemcheck paused an instance across one of the charges, and no client got a success for the order in between: at-least-once after a pause that outlived the service's lease, excused",
+					order, second.ID, first.ID))
+				continue
+			}
 			cause, why := Classify(oxs, fs, first, second)
 			if d := stalled(fs, first.At, second.At); d > 0 {
 				why += fmt.Sprintf(" (idemcheck itself stood still for %v between them: a charge held that long may outlive a lock TTL that is too short)", d)
@@ -94,6 +99,40 @@ func stalled(fs []history.Fault, from, to int64) time.Duration {
 func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
 	for _, f := range fs {
 		if f.Kind == history.FaultInstanceKill && (inst == "" || f.Failpoint == inst) && f.End >= from && f.Start <= to {
+			return true
+		}
+	}
+	return false
+}
+
+// pauseSlack is how near a pause must come to a charge to be the reason
+// its instance could not act on it: the time a paused process would have
+// taken to record the provider's answer, or to call the provider after
+// resuming, on a loaded machine.
+const pauseSlack = int64(500 * time.Millisecond)
+
+// pausedAcross reports whether idemcheck paused (SIGSTOP) the instance
+// of either charge at the moment it mattered: the first's instance when
+// the provider answered it (it could not record the outcome, and once
+// its lease ran out another instance took the key over), or the second's
+// from before the first charge until just before its own (it resumed
+// holding a claim that had been taken over meanwhile, and went on). To a service whose claims expire, an owner
+// paused past its lease is an owner that died: the same at-least-once as
+// after a kill. A short pause between two charges away from either
+// excuses nothing.
+func pausedAcross(fs []history.Fault, first, second history.Charge) bool {
+	answered := first.End
+	if answered == 0 {
+		answered = first.At
+	}
+	for _, f := range fs {
+		if f.Kind != history.FaultInstancePause {
+			continue
+		}
+		if (first.Via == "" || f.Failpoint == first.Via) && f.Start <= answered+pauseSlack && f.End >= answered {
+			return true
+		}
+		if (second.Via == "" || f.Failpoint == second.Via) && f.Start <= first.At && f.End <= second.At && f.End >= second.At-pauseSlack {
 			return true
 		}
 	}

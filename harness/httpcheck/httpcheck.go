@@ -115,11 +115,15 @@ type Violation struct {
 // evidence it judges (a checker that did not apply passes vacuously and
 // says so).
 type Result struct {
-	Checker    string      `json:"checker"`
-	Applied    bool        `json:"applied"`
-	Pass       bool        `json:"pass"`
-	Detail     string      `json:"detail"`
-	Notes      []string    `json:"notes,omitempty"` // findings that are not violations
+	Checker string   `json:"checker"`
+	Applied bool     `json:"applied"`
+	Pass    bool     `json:"pass"`
+	Detail  string   `json:"detail"`
+	Notes   []string `json:"notes,omitempty"` // findings that are not violations
+	// Unjudged says what the checker saw but could not judge either way
+	// ("" when it judged everything it saw): a run whose checkers found
+	// no violation but left something unjudged is undecided, not a pass.
+	Unjudged   string      `json:"unjudged,omitempty"`
 	Violations []Violation `json:"violations,omitempty"`
 }
 
@@ -481,7 +485,9 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if !r.Applied {
 		r.Detail = "every key was settled before the end: nothing to probe"
 	}
+	orphaned := orphans(xs, fs)
 	saved := 0
+	var unjudged []string
 	var vs []Violation
 	for _, k := range order {
 		x := last[k]
@@ -490,6 +496,10 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		if x.Status >= 500 && errored[x.Order] {
 			saved++
+			continue
+		}
+		if (x.Status == http.StatusConflict || x.Status == http.StatusLocked) && p.InFlightTTL == 0 && orphaned[k] {
+			unjudged = append(unjudged, k)
 			continue
 		}
 		cause, got := CauseNoAnswer, "no answer ("+x.Err+")"
@@ -517,7 +527,38 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if saved > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider failed: a saved error, replayed (the charge went through, so it is never run again)", saved))
 	}
+	if len(unjudged) > 0 {
+		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-len(unjudged), len(order), crashes)
+		r.Unjudged = fmt.Sprintf("%d keys (first %s) were still in flight at the end of the probes, each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl) to judge them", len(unjudged), unjudged[0])
+	}
 	return finish(r, vs)
+}
+
+// orphans names the keys that may have been left in flight by an owner
+// that died: a request of the key was at an instance (sent, not yet
+// answered) when idemcheck killed it or it exited by itself. A correct
+// service keeps such a key in flight until its own TTL runs out, which
+// only the service knows.
+func orphans(xs []history.Exchange, fs []history.Fault) map[string]bool {
+	deaths := map[string][]int64{}
+	for _, f := range fs {
+		if f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit {
+			deaths[f.Failpoint] = append(deaths[f.Failpoint], f.Start)
+		}
+	}
+	out := map[string]bool{}
+	for _, x := range xs {
+		if !x.HasKey || x.Purpose == history.PurposeProbe || out[x.Key] {
+			continue
+		}
+		for _, at := range deaths[x.Instance] {
+			if x.Call <= at && (!x.Answered() || x.Return >= at) {
+				out[x.Key] = true
+				break
+			}
+		}
+	}
+	return out
 }
 
 // ends is when an exchange was certainly over for the service as far as

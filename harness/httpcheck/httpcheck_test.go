@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 )
@@ -209,6 +210,40 @@ func TestAtMostOnceCauses(t *testing.T) {
 	})
 }
 
+// TestAtMostOncePausedPastTheLease: a second charge while the first's
+// instance was paused across the provider's answer (or after the second's
+// instance resumed from a pause that spanned the first charge) is
+// at-least-once after a pause, excused with a note; a pause away from the
+// charges, or a success in between, excuses nothing.
+func TestAtMostOncePausedPastTheLease(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	build := func(pause history.Fault, successBetween bool) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10*ms, 0, 0, "")
+		e.chargeOutcome("o", "i1", 20*ms, 40*ms, history.OutcomeCharged)
+		if successBetween {
+			e.x(1, "i1", history.PurposeReplay, "k", "o", "b", 100*ms, 120*ms, 200, `{"charge":"ch_1"}`)
+		}
+		e.h.AddFault(pause)
+		e.x(0, "i2", history.PurposeRetry, "k", "o", "b", 6000*ms, 6100*ms, 200, `{"charge":"ch_2"}`)
+		cs := append(e.l.Charges(), history.Charge{ID: "ch_2", Order: "o", Via: "i2", At: 6050 * ms, End: 6060 * ms,
+			Outcome: history.OutcomeCharged, Effective: true, Client: -1})
+		e.l = history.LedgerOf(cs)
+		return e.result(t, AtMostOnce)
+	}
+	pause := func(inst string, from, to int64) history.Fault {
+		return history.Fault{Client: -1, Kind: history.FaultInstancePause, Failpoint: inst, Start: from * ms, End: to * ms}
+	}
+	if r := build(pause("i1", 35, 6500), false); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "pause") {
+		t.Fatalf("the owner paused across the provider's answer: %+v", r)
+	}
+	if r := build(pause("i1", 35, 6500), true); r.Pass {
+		t.Fatalf("a success between the charges was excused by the pause: %+v", r)
+	}
+	wantCause(t, build(pause("i1", 1000, 1200), false), CauseConcurrent)
+	wantCause(t, build(pause("i2", 35, 6500), false), CauseConcurrent)
+}
+
 func TestStatusCauses(t *testing.T) {
 	e := newEv()
 	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
@@ -313,6 +348,38 @@ func TestLivenessCauses(t *testing.T) {
 	if r := e.result(t, Liveness); !r.Pass {
 		t.Fatalf("%+v", r)
 	}
+}
+
+// TestLivenessOrphans: a key still in flight after its request was at an
+// instance when that instance was killed is not judged without a declared
+// in-flight TTL (a correct service holds it until its TTL, unknown here),
+// and the result says so; with a TTL declared, or without a death, it is
+// a violation.
+func TestLivenessOrphans(t *testing.T) {
+	build := func(killed string) *ev {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 0, 0, "") // sent at 5, never answered
+		if killed != "" {
+			e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: killed, Start: 7, End: 9})
+		}
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, 409, "busy")
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 40, 409, "busy")
+		return e
+	}
+	r := build("i1").result(t, Liveness)
+	if !r.Pass || !strings.HasPrefix(r.Unjudged, "1 keys (first k)") {
+		t.Fatalf("an orphaned key without a declared TTL: %+v", r)
+	}
+	wantCause(t, build("i2").result(t, Liveness), CauseInFlight) // another instance died: no excuse
+	wantCause(t, build("").result(t, Liveness), CauseInFlight)
+	e := build("i1")
+	var ttl Result
+	for _, r := range Run(Evidence{Hist: e.h, Ledger: e.l, Policy: Policy{InFlightTTL: time.Second}}) {
+		if r.Checker == Liveness {
+			ttl = r
+		}
+	}
+	wantCause(t, ttl, CauseInFlight)
 }
 
 // TestAnswers: a service that answers 500 to every keyed request fails

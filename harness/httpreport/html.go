@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/httpcheck"
@@ -77,14 +78,11 @@ type pageTimeline struct {
 // is one self-contained file: no script or style is fetched.
 func WriteHTML(w io.Writer, run Run, h *history.History, l *history.Ledger, results []httpcheck.Result) error {
 	xs, fs, cs := h.Exchanges(), h.Faults(), l.Charges()
-	p := page{Verdict: "PASS", Run: run}
-	if !Pass(results) {
-		p.Verdict = "FAIL"
-	}
+	p := page{Verdict: Overall(results), Run: run}
 	for _, r := range results {
-		pr := pageResult{Checker: r.Checker, Verdict: "pass", Applied: "applied", Detail: r.Detail, Notes: r.Notes}
-		if !r.Pass {
-			pr.Verdict = "fail"
+		pr := pageResult{Checker: r.Checker, Verdict: strings.ToLower(Word(r)), Applied: "applied", Detail: r.Detail, Notes: r.Notes}
+		if r.Unjudged != "" {
+			pr.Notes = append([]string{"not judged: " + r.Unjudged}, pr.Notes...)
 		}
 		if !r.Applied {
 			pr.Applied = "did not apply"

@@ -40,12 +40,15 @@ type Run struct {
 
 // Summary is summary.json.
 type Summary struct {
-	Run      Run                `json:"run"`
-	Pass     bool               `json:"pass"`
-	Requests int                `json:"requests"`
-	Charges  int                `json:"charges"`
-	Faults   map[string]int     `json:"faults"`
-	Results  []httpcheck.Result `json:"results"`
+	Run  Run  `json:"run"`
+	Pass bool `json:"pass"`
+	// Undecided: no violation, but a checker left something unjudged
+	// (Pass is then false).
+	Undecided bool               `json:"undecided,omitempty"`
+	Requests  int                `json:"requests"`
+	Charges   int                `json:"charges"`
+	Faults    map[string]int     `json:"faults"`
+	Results   []httpcheck.Result `json:"results"`
 }
 
 // maxNotes bounds the notes printed per checker.
@@ -92,10 +95,7 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 		fmt.Fprintf(&b, "  fault not injected: %s\n", p)
 	}
 	for _, r := range results {
-		verdict := "PASS"
-		if !r.Pass {
-			verdict = "FAIL"
-		}
+		verdict := Word(r)
 		applied := "applied"
 		if !r.Applied {
 			applied = "did not apply"
@@ -103,6 +103,9 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 		fmt.Fprintf(&b, "%-4s %-16s (%s) %s\n", verdict, r.Checker, applied, r.Detail)
 		if c := r.CauseCounts(); len(r.Causes()) > 0 {
 			fmt.Fprintf(&b, "     causes: %s\n", joinCounts(c))
+		}
+		if r.Unjudged != "" {
+			fmt.Fprintf(&b, "     not judged: %s\n", r.Unjudged)
 		}
 		for i, n := range r.Notes {
 			if i == maxNotes {
@@ -222,7 +225,7 @@ func WriteDir(dir string, run Run, h *history.History, l *history.Ledger, result
 		HTMLFile:        func(w io.Writer) error { return WriteHTML(w, run, h, l, results) },
 		"history.jsonl": func(w io.Writer) error { return history.Write(w, "http", h, l) },
 		"summary.json": func(w io.Writer) error {
-			s := Summary{Run: run, Pass: Pass(results), Requests: len(h.Exchanges()), Charges: len(l.Charges()),
+			s := Summary{Run: run, Pass: Overall(results) == "PASS", Undecided: Undecided(results), Requests: len(h.Exchanges()), Charges: len(l.Charges()),
 				Faults: map[string]int{}, Results: results}
 			for _, f := range h.Faults() {
 				s.Faults[string(f.Kind)]++
@@ -256,6 +259,44 @@ func Pass(results []httpcheck.Result) bool {
 		}
 	}
 	return true
+}
+
+// Undecided reports whether no checker found a violation but some left
+// what it saw unjudged ([httpcheck.Result.Unjudged]): the run is neither
+// a pass nor a failure.
+func Undecided(results []httpcheck.Result) bool {
+	if !Pass(results) {
+		return false
+	}
+	for _, r := range results {
+		if r.Unjudged != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// Word is one checker's verdict: FAIL (a violation), UNDECIDED (none,
+// but something left unjudged) or PASS.
+func Word(r httpcheck.Result) string {
+	switch {
+	case !r.Pass:
+		return "FAIL"
+	case r.Unjudged != "":
+		return "UNDECIDED"
+	}
+	return "PASS"
+}
+
+// Overall is the run's verdict: FAIL, UNDECIDED or PASS (see [Word]).
+func Overall(results []httpcheck.Result) string {
+	switch {
+	case !Pass(results):
+		return "FAIL"
+	case Undecided(results):
+		return "UNDECIDED"
+	}
+	return "PASS"
 }
 
 func ms(t int64) string { return history.Millis(t) }

@@ -111,3 +111,37 @@ func TestWriteDir(t *testing.T) {
 		t.Fatalf("history did not load back: %v %+v", err, saved)
 	}
 }
+
+// TestUndecided: no violation with something unjudged is UNDECIDED, in
+// the verdict words, the text report and summary.json (pass false); a
+// violation anywhere is FAIL whatever else was unjudged.
+func TestUndecided(t *testing.T) {
+	pass := httpcheck.Result{Checker: httpcheck.AtMostOnce, Applied: true, Pass: true, Detail: "fine"}
+	open := httpcheck.Result{Checker: httpcheck.Liveness, Applied: true, Pass: true, Detail: "2 of 3 keys", Unjudged: "1 keys (first k) still in flight"}
+	fail := httpcheck.Result{Checker: httpcheck.Status, Applied: true, Pass: false, Detail: "1 violation(s)"}
+	for _, tc := range []struct {
+		rs   []httpcheck.Result
+		want string
+	}{
+		{[]httpcheck.Result{pass}, "PASS"},
+		{[]httpcheck.Result{pass, open}, "UNDECIDED"},
+		{[]httpcheck.Result{fail, open}, "FAIL"},
+	} {
+		if got := Overall(tc.rs); got != tc.want {
+			t.Errorf("Overall = %s, want %s", got, tc.want)
+		}
+	}
+	run, h, l := fixture()
+	dir := t.TempDir()
+	if err := WriteDir(dir, run, h, l, []httpcheck.Result{pass, open}); err != nil {
+		t.Fatal(err)
+	}
+	txt, _ := os.ReadFile(filepath.Join(dir, "report.txt"))
+	if !strings.Contains(string(txt), "UNDECIDED liveness") || !strings.Contains(string(txt), "not judged: 1 keys (first k)") {
+		t.Errorf("report.txt:\n%s", txt)
+	}
+	sum, _ := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if !strings.Contains(string(sum), `"pass": false`) || !strings.Contains(string(sum), `"undecided": true`) {
+		t.Errorf("summary.json:\n%s", sum)
+	}
+}
