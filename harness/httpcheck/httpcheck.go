@@ -35,10 +35,13 @@
 //     was lost is new to the service.
 //   - liveness: once every fault has healed (every killed instance started
 //     again), every key left unsettled gets a definite answer
-//     ([history.Final]); a 5xx is one only when the provider failed the
-//     key's charge (a saved error, replayed); 409, 423, 429, a 5xx
-//     without a failed charge, or no answer is a violation with its
-//     status.
+//     ([history.Final]); a 5xx is one only when the key's charge went
+//     through and the service may lack its outcome (the provider failed
+//     it, the service hung up, or no client ever got a success for the
+//     key): a saved error, replayed; 409, 423, 429, any other 5xx, or
+//     no answer is a violation with its status, except a key held in
+//     flight after its owner died with no in-flight TTL declared, which
+//     is not judged ([Result.Unjudged]).
 //
 // It reads the history and the ledger only.
 package httpcheck
@@ -468,10 +471,26 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		last[x.Key] = x
 	}
-	errored := map[string]bool{}
+	// The orders whose charge took effect but whose outcome the service
+	// may not have: the provider failed it or the service hung up first
+	// (errored), or the provider answered it but no client ever got a
+	// success for the key (unanswered: the service's own deadline may
+	// have passed as the answer was on its way, and the provider cannot
+	// tell a written answer from a read one). Either way the charge went
+	// through, so a correct service must never run it again, and a saved
+	// error replayed is its definite answer.
+	errored, unanswered := map[string]bool{}, map[string]bool{}
+	succeededKey := map[string]bool{}
+	for _, x := range xs {
+		if keyedOwn(x) && success(x.Status) {
+			succeededKey[x.Key] = true
+		}
+	}
 	for _, c := range charges {
 		if c.Effective && c.Errored() {
 			errored[c.Order] = true
+		} else if c.Effective {
+			unanswered[c.Order] = true
 		}
 	}
 	crashes := 0
@@ -486,7 +505,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		r.Detail = "every key was settled before the end: nothing to probe"
 	}
 	orphaned := orphans(xs, fs)
-	saved := 0
+	saved, lostAnswer := 0, 0
 	var unjudged []string
 	var vs []Violation
 	for _, k := range order {
@@ -496,6 +515,10 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		if x.Status >= 500 && errored[x.Order] {
 			saved++
+			continue
+		}
+		if x.Status >= 500 && unanswered[x.Order] && !succeededKey[k] {
+			lostAnswer++
 			continue
 		}
 		if (x.Status == http.StatusConflict || x.Status == http.StatusLocked) && p.InFlightTTL == 0 && orphaned[k] {
@@ -526,6 +549,9 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	if saved > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider failed: a saved error, replayed (the charge went through, so it is never run again)", saved))
+	}
+	if lostAnswer > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider made and answered, though no client ever got a success for them: the service did not get the charge id (its deadline passed as the answer came) and replays its saved error; the charge went through, so it is never run again", lostAnswer))
 	}
 	if len(unjudged) > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-len(unjudged), len(order), crashes)

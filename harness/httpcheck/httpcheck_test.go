@@ -348,6 +348,25 @@ func TestLivenessCauses(t *testing.T) {
 	if r := e.result(t, Liveness); !r.Pass {
 		t.Fatalf("%+v", r)
 	}
+	// The provider charged and answered, but the service's deadline
+	// passed first (no client ever got a success): its saved error,
+	// replayed, is a definite answer. Once a client got a success for the
+	// key, a 5xx after healing is not.
+	lost := func(success bool) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 30, 500, "deadline exceeded")
+		e.chargeOutcome("o", "i1", 10, 29, history.OutcomeCharged)
+		if success {
+			e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 31, 33, 200, "A")
+		}
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 40, 50, 500, "deadline exceeded")
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 60, 70, 500, "deadline exceeded")
+		return e.result(t, Liveness)
+	}
+	if r := lost(false); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "did not get the charge id") {
+		t.Fatalf("a saved error after a lost answer failed liveness: %+v", r)
+	}
+	wantCause(t, lost(true), CauseServerError)
 }
 
 // TestLivenessOrphans: a key still in flight after its request was at an
