@@ -449,4 +449,21 @@ func TestAnswers(t *testing.T) {
 	if r := e.result(t, Answers); r.Pass || !strings.Contains(r.Detail, "none of an order idemcheck sent") {
 		t.Errorf("charges of unknown orders passed: %+v", r)
 	}
+
+	// A provider that fails most charges (--provider-fail 0.9): most keys
+	// answer their saved 500, each after its charge went through; they
+	// were tested.
+	e = newEv()
+	for i := 0; i < 10; i++ {
+		k := fmt.Sprintf("k%d", i)
+		st, outcome := 500, history.OutcomeFailed
+		if i == 0 {
+			st, outcome = 200, history.OutcomeCharged
+		}
+		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), st, "x")
+		e.chargeOutcome("o"+k, "i1", int64(10*i+1), int64(10*i+2), outcome)
+	}
+	if r := e.result(t, Answers); !r.Pass || !strings.Contains(r.Detail, "9 more an error after the provider charged") {
+		t.Errorf("saved errors of failed charges counted as nothing tested: %+v", r)
+	}
 }
