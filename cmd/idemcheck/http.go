@@ -251,6 +251,8 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, usagef("http: --server %q: want redis or postgres", *server)
 	case *clients < 1 || *duration <= 0 || *gap <= 0 || *window <= 0 || *provFail < 0 || *provFail > 1:
 		return exitUsage, usagef("http: --clients, --duration, --fault-gap and --fault-window must be positive and --provider-fail in [0, 1]")
+	case *attempts < 1 || *timeout <= 0 || *provLatency < 0 || *startTimeout <= 0:
+		return exitUsage, usagef("http: --attempts, --timeout and --start-timeout must be positive and --provider-latency not negative")
 	}
 	var expChecker, expCause string
 	if *expect != "" {
@@ -296,9 +298,12 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}
 		env := []string{"IDEM_NAMESPACE=" + runID}
 		if *server != "" {
-			stop := servers.CloseAllOnSignal()
-			defer stop()
+			// An interrupt ends the run's context (and this start); the
+			// deferred Close removes the server once the report is out.
 			srv, err := servers.Start(ctx, servers.Kind(*server), servers.Options{})
+			if err != nil && ctx.Err() != nil {
+				return interruptedAtStart(stderr, dir)
+			}
 			if err != nil {
 				return exitUsage, fmt.Errorf("http: --server %s: %w", *server, err)
 			}
@@ -329,6 +334,9 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		defer sup.Stop() // before the instances' kills: nothing restarted behind them
 		for _, in := range insts {
 			if err := ready(ctx, in); err != nil {
+				if ctx.Err() != nil {
+					return interruptedAtStart(stderr, dir)
+				}
 				return exitUsage, fmt.Errorf("http: %v (its log: %s)", err, filepath.Join(dir, in.Name+".log"))
 			}
 			sup.Watch(in) // from now on an exit is a crash: recorded and restarted
@@ -340,6 +348,9 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 				return exitUsage, usagef("http: --target %q: want an http:// URL", t)
 			}
 			if err := httpload.Ping(ctx, t, 3*time.Second); err != nil {
+				if ctx.Err() != nil {
+					return interruptedAtStart(stderr, dir)
+				}
 				return exitUsage, err
 			}
 			names = append(names, "i"+strconv.Itoa(i+1))
@@ -394,20 +405,30 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	stopFaults()
 	wg.Wait()
 	sup.Wait() // restarts after crashes: the probes come once every instance is back
+	// An interrupt still reports: what was recorded is judged, and what
+	// the interrupt cut short (the final probes, a run too short to say
+	// whether anything was tested) is not (httpcheck.Interrupted).
+	interrupted, probed := "", 0
 	if ctx.Err() != nil {
-		fmt.Fprintln(stderr, "idemcheck http: interrupted")
-		return exitUnknown, nil
+		interrupted = "during the load"
+	} else {
+		probed = load.Probe(ctx, settleDur)
+		sup.Wait()
+		if ctx.Err() != nil {
+			interrupted = "during the final probes"
+		}
 	}
-	probed := load.Probe(ctx, settleDur)
-	sup.Wait()
-	if !anyAnswer(h.Exchanges()) {
+	if interrupted == "" && !anyAnswer(h.Exchanges()) {
 		return exitUsage, fmt.Errorf("http: the service never answered a request (see the instance logs in %s)", dir)
 	}
 
 	results := httpcheck.Run(httpcheck.Evidence{Hist: h, Ledger: ledger, Policy: policy})
+	if interrupted != "" {
+		results = httpcheck.Interrupted(results, interrupted)
+	}
 	run := httpreport.Run{Targets: direct, Seed: *seed, Duration: duration.String(), Clients: *clients, Command: *command,
 		Declared: declarations(reqShape, *path, *command != "", *maxKey, *inflightTTL, settleDur), Policy: policy,
-		Crashes: sup.Crashes(), Problems: problems}
+		Crashes: sup.Crashes(), Problems: problems, Interrupted: interrupted}
 	if err := httpreport.Write(stdout, run, h, ledger, results); err != nil {
 		return exitUsage, err
 	}
@@ -415,6 +436,13 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, fmt.Errorf("http: writing %s: %v", dir, err)
 	}
 	fmt.Fprintf(stdout, "probed %d unsettled keys after the faults; results in %s\n", probed, dir)
+	if interrupted != "" {
+		if !httpreport.Pass(results) {
+			return exitFail, nil // a violation in what was recorded stands
+		}
+		fmt.Fprintf(stdout, "INTERRUPTED %s: no violation in what was recorded, and not everything was judged\n", interrupted)
+		return exitUnknown, nil
+	}
 	if expChecker == "" {
 		switch httpreport.Overall(results) {
 		case "PASS":
@@ -503,4 +531,11 @@ func orNone(s string) string {
 		return "{}"
 	}
 	return s
+}
+
+// interruptedAtStart is the end of a run interrupted while its server or
+// its instances started: nothing ran, so nothing was judged (exit 3).
+func interruptedAtStart(stderr io.Writer, dir string) (int, error) {
+	fmt.Fprintf(stderr, "idemcheck http: interrupted while the service started: nothing ran (instance logs in %s)\n", dir)
+	return exitUnknown, nil
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHTTPBadTarget: a refused port and a server that does not speak HTTP
@@ -56,10 +59,20 @@ func TestHTTPBadTarget(t *testing.T) {
 // stdout and the report.
 func blackbox(t *testing.T, mode string, env []string, args ...string) (int, string, string) {
 	t.Helper()
+	code, stdout, report, _ := blackboxIn(context.Background(), t, mode, env, args...)
+	return code, stdout, report
+}
+
+// blackboxIn is blackbox under ctx (cancel it for an interrupt); it
+// also returns the results directory.
+func blackboxIn(ctx context.Context, t *testing.T, mode string, env []string, args ...string) (int, string, string, string) {
+	t.Helper()
 	out := t.TempDir()
 	base := []string{"http", "--cmd", serviceCmd(t, mode, env...), "--instances", "1", "--duration", "2s", "--settle", "3s",
 		"--clients", "4", "--out", out, "--seed", "3"}
-	code, stdout, stderr := runCLI(t, append(base, args...)...)
+	var so, se bytes.Buffer
+	code := run(ctx, append(base, args...), &so, &se)
+	stdout, stderr := so.String(), se.String()
 	report, err := os.ReadFile(filepath.Join(out, "report.txt"))
 	if err != nil {
 		t.Fatalf("%s: no report (exit %d, stderr %q): %v", mode, code, stderr, err)
@@ -67,7 +80,46 @@ func blackbox(t *testing.T, mode string, env []string, args ...string) (int, str
 	if _, err := os.Stat(filepath.Join(out, "report.html")); err != nil {
 		t.Errorf("%s: no report.html: %v", mode, err)
 	}
-	return code, stdout, string(report)
+	return code, stdout, string(report), out
+}
+
+// TestHTTPInterruptReports: an interrupt during the load or during the
+// final probes still writes the report, history and summary: what was
+// recorded is judged (a violation stands: exit 1), what was cut short is
+// not (liveness, and whether anything was tested), and without a
+// violation the run is undecided (exit 3); recheck judges it the same way.
+func TestHTTPInterruptReports(t *testing.T) {
+	strict := []string{"--process-faults=false", "-H", "Authorization: Bearer s3cret", "--body-type", "form", "--body", "currency=EUR",
+		"--order-at", "ref", "--amount-at", "cents", "--duration", "20s"}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	code, stdout, report, dir := blackboxIn(ctx, t, "strict", nil, strict...)
+	if code != exitUnknown || !strings.HasPrefix(report, "INTERRUPTED during the load") || !strings.Contains(report, "UNDECIDED liveness") ||
+		!strings.Contains(stdout, "INTERRUPTED during the load") {
+		t.Fatalf("interrupted during the load: exit %d, report:\n%s", code, report)
+	}
+	for _, f := range []string{"summary.json", "history.jsonl", "report.html"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("interrupted run: %v", err)
+		}
+	}
+	if code, out, _ := runCLI(t, "recheck", dir); code != exitUnknown {
+		t.Errorf("recheck of the interrupted run: exit %d:\n%s", code, out)
+	}
+
+	// lock423 holds the keys of killed owners: with a declared TTL the
+	// probes go on long after the load; an interrupt lands among them.
+	ctx, cancel = context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	code, _, report, _ = blackboxIn(ctx, t, "lock423", []string{"IDEM_TEST_DIR=" + t.TempDir()}, "--net-faults=false",
+		"--fault-gap", "250ms", "--fault-window", "100ms", "--provider-fail", "0", "--inflight-ttl", "30s")
+	if !strings.HasPrefix(report, "INTERRUPTED during the final probes") || strings.Contains(report, "FAIL liveness") ||
+		!strings.Contains(report, "the final probes did not run to their end") {
+		t.Fatalf("interrupted during the probes: exit %d, report:\n%s", code, report)
+	}
+	if code != exitFail || !strings.Contains(report, "FAIL status-codes") { // lock423 does not fingerprint
+		t.Errorf("a violation recorded before the interrupt: exit %d, report:\n%s", code, report)
+	}
 }
 
 // TestHTTPRequestShapeFromFlags: a service that accepts only UUID keys,

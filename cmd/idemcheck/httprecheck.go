@@ -40,6 +40,9 @@ func recheckHTTP(dir string, sum *httpreport.Summary, asJSON bool, stdout io.Wri
 		return exitUsage, fmt.Errorf("recheck: %s/history.jsonl: want one black-box history (%v)", dir, err)
 	}
 	results := httpcheck.Run(httpcheck.Evidence{Hist: saved[0].Hist, Ledger: saved[0].Ledger, Policy: sum.Run.Policy})
+	if sum.Run.Interrupted != "" {
+		results = httpcheck.Interrupted(results, sum.Run.Interrupted)
+	}
 	code := exitPass
 	switch {
 	case !httpreport.Pass(results):

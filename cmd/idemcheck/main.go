@@ -15,6 +15,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/servers"
 )
 
 // Exit codes, as docs/DESIGN.md §7 defines them (3 is ours: undecided).
@@ -55,7 +58,13 @@ Exit codes: 0 pass, 1 violation found, 2 bad usage or setup error, 3 undecided.
 `
 
 func main() {
-	ctx, stop := interruptible(os.Stderr, func() { os.Exit(exitUnknown) })
+	ctx, stop := interruptible(os.Stderr, func() {
+		// Stopped at once: the servers this run started go with it.
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = servers.CloseAll(cctx)
+		os.Exit(exitUnknown)
+	})
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -179,6 +179,28 @@ func finish(r Result, vs []Violation) Result {
 	return r
 }
 
+// Interrupted is results of a run an interrupt cut short (during says
+// when): liveness judged final probes that did not run to their end, and
+// a failed answers judged a run too short to say whether anything was
+// tested, so neither judges ([Result.Unjudged]); the other checkers keep
+// what they found in what was recorded, a violation there being one
+// whatever came after.
+func Interrupted(results []Result, during string) []Result {
+	out := make([]Result, len(results))
+	for i, r := range results {
+		switch {
+		case r.Checker == Liveness:
+			r.Pass, r.Violations = true, nil
+			r.Unjudged = "the run was interrupted " + during + ": the final probes did not run to their end"
+		case r.Checker == Answers && !r.Pass:
+			r.Pass, r.Violations = true, nil
+			r.Unjudged = "the run was interrupted " + during + ", too soon to say whether anything was tested"
+		}
+		out[i] = r
+	}
+	return out
+}
+
 // Causes lists the distinct causes of a result's violations.
 func (r Result) Causes() []string {
 	seen := map[string]bool{}

@@ -36,6 +36,10 @@ type Run struct {
 	Crashes []history.Crash `json:"crashes,omitempty"`
 	// Problems are faults that could not be injected or healed.
 	Problems []string `json:"problems,omitempty"`
+	// Interrupted says when an interrupt cut the run short ("during the
+	// load", "during the final probes"; "" when it ran to its end):
+	// recheck judges such a run as it was judged ([httpcheck.Interrupted]).
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // Summary is summary.json.
@@ -61,6 +65,9 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 	xs := h.Exchanges()
 	charges := l.Charges()
 	var b strings.Builder
+	if run.Interrupted != "" {
+		fmt.Fprintf(&b, "INTERRUPTED %s: what was recorded until then is judged below; what the interrupt cut short is not\n\n", run.Interrupted)
+	}
 	for _, r := range results {
 		if r.Checker == httpcheck.Answers && !r.Pass {
 			fmt.Fprintf(&b, "NOTHING TESTED: %s\n\n", r.Violations[0].Detail)
