@@ -1,0 +1,105 @@
+package httpcheck
+
+import (
+	"fmt"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+// checkAnswers fails a run in which most keys never got a success: the
+// service refused what idemcheck sent (a key format it rejects, a missing
+// header, a body it cannot read) or was down, and the other verdicts
+// judged next to nothing. It fails too when keys got successes but the
+// provider saw no charge of any order idemcheck sent: the service never
+// called it, or told it something else than the order, and at-most-once
+// judged nothing.
+func checkAnswers(xs []history.Exchange, charges []history.Charge) Result {
+	ok := map[string]bool{}
+	statuses := map[string]int{}
+	requests := 0
+	for _, x := range xs {
+		if !keyedOwn(x) {
+			continue
+		}
+		requests++
+		if _, seen := ok[x.Key]; !seen {
+			ok[x.Key] = false
+		}
+		if success(x.Status) {
+			ok[x.Key] = true
+			continue
+		}
+		s := "no answer"
+		if x.Answered() {
+			s = fmt.Sprint(x.Status)
+		}
+		statuses[s]++
+	}
+	// A key without a success whose own order the provider charged was
+	// tested all the same: the service ran it once and answers the error
+	// it saved when the provider failed the charge, or when its deadline
+	// passed first (--provider-fail, --provider-latency).
+	ownOrder := map[string]string{}
+	for _, x := range xs {
+		if keyedOwn(x) {
+			ownOrder[x.Key] = x.Order
+		}
+	}
+	chargedOrder := map[string]bool{}
+	for _, c := range charges {
+		chargedOrder[c.Order] = true
+	}
+	failed, savedErr := 0, 0
+	for k, v := range ok {
+		switch {
+		case v:
+		case chargedOrder[ownOrder[k]]:
+			savedErr++
+		default:
+			failed++
+		}
+	}
+	r := Result{Checker: Answers, Applied: len(ok) > 0}
+	if len(ok) == 0 {
+		r.Detail = "no keyed request was sent"
+		return finish(r, nil)
+	}
+	r.Detail = fmt.Sprintf("%d of %d keys got a success", len(ok)-failed-savedErr, len(ok))
+	if savedErr > 0 {
+		r.Detail += fmt.Sprintf(", %d more an error after the provider charged their order", savedErr)
+	}
+	if 2*failed <= len(ok) {
+		orders := map[string]bool{}
+		for _, x := range xs {
+			orders[x.Order] = true
+		}
+		known := 0
+		for _, c := range charges {
+			if orders[c.Order] {
+				known++
+			}
+		}
+		if known > 0 {
+			return finish(r, nil)
+		}
+		why := "the provider saw no charge: the service never called it (is IDEM_PROVIDER_URL passed?)"
+		if len(charges) > 0 {
+			why = fmt.Sprintf("the provider saw %d charges, none of an order idemcheck sent (does the service send the order it got at --order-at as \"order\"?)", len(charges))
+		}
+		return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
+			"%d of %d keys got a success, but %s: nothing was tested", len(ok)-failed-savedErr, len(ok), why)}})
+	}
+	top, n := "", 0
+	for s, c := range statuses {
+		if c > n || c == n && s < top {
+			top, n = s, c
+		}
+	}
+	verb := "answered " + top + " to"
+	if top == "no answer" {
+		verb = "gave no answer to"
+	}
+	return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
+		"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested (see the answers in history.jsonl: a key format, a header or a body the service refuses?)",
+		verb, 100*n/requests, n, requests, failed, len(ok))}})
+}

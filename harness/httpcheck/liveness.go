@@ -1,0 +1,146 @@
+package httpcheck
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+// checkLiveness reads the final probes: each key probed after every fault
+// healed must have got a definite answer ([history.Final]), or the same
+// 5xx for an order whose charge went through while the service may lack
+// its outcome (a saved error, replayed). A key still refused with 409,
+// 423 or 429, answered a 5xx the ledger does not explain, or not
+// answered at all, is stuck; one held in flight after its owner died,
+// with no in-flight TTL declared, is not judged ([orphans]).
+func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, p Policy) Result {
+	last := map[string]history.Exchange{}
+	first := map[string]int64{}
+	var order []string
+	for _, x := range xs {
+		if x.Purpose != history.PurposeProbe {
+			continue
+		}
+		if _, ok := last[x.Key]; !ok {
+			order = append(order, x.Key)
+			first[x.Key] = x.Call
+		}
+		last[x.Key] = x
+	}
+	// The orders whose charge took effect but whose outcome the service
+	// may not have: the provider failed it or the service hung up first
+	// (errored), or the provider answered it but no client ever got a
+	// success for the key (unanswered: the service's own deadline may
+	// have passed as the answer was on its way, and the provider cannot
+	// tell a written answer from a read one). Either way the charge went
+	// through, so a correct service must never run it again, and a saved
+	// error replayed is its definite answer.
+	errored, unanswered := map[string]bool{}, map[string]bool{}
+	succeededKey := map[string]bool{}
+	for _, x := range xs {
+		if keyedOwn(x) && success(x.Status) {
+			succeededKey[x.Key] = true
+		}
+	}
+	for _, c := range charges {
+		if c.Effective && c.Errored() {
+			errored[c.Order] = true
+		} else if c.Effective {
+			unanswered[c.Order] = true
+		}
+	}
+	crashes := 0
+	for _, f := range fs {
+		if f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstancePause || f.Kind == history.FaultInstanceExit {
+			crashes++
+		}
+	}
+	r := Result{Checker: Liveness, Applied: len(order) > 0,
+		Detail: fmt.Sprintf("%d keys left unsettled by the faults all got a definite answer once healed (%d instance kills, pauses or exits)", len(order), crashes)}
+	if !r.Applied {
+		r.Detail = "every key was settled before the end: nothing to probe"
+	}
+	orphaned := orphans(xs, fs)
+	saved, lostAnswer := 0, 0
+	var unjudged []string
+	var vs []Violation
+	for _, k := range order {
+		x := last[k]
+		if history.Final(x.Status) {
+			continue
+		}
+		if x.Status >= 500 && errored[x.Order] {
+			saved++
+			continue
+		}
+		if x.Status >= 500 && unanswered[x.Order] && !succeededKey[k] {
+			lostAnswer++
+			continue
+		}
+		if (x.Status == http.StatusConflict || x.Status == http.StatusLocked) && p.InFlightTTL == 0 && orphaned[k] {
+			unjudged = append(unjudged, k)
+			continue
+		}
+		cause, got := CauseNoAnswer, "no answer ("+x.Err+")"
+		switch {
+		case x.Status == http.StatusConflict:
+			cause, got = CauseInFlight, "409 (still in flight)"
+		case x.Status == http.StatusLocked:
+			cause, got = CauseLocked, "423 (still locked)"
+		case x.Status >= 500:
+			cause, got = CauseServerError, fmt.Sprintf("%d %q, and the provider failed no charge of its order %s", x.Status, clip(x.Reply), x.Order)
+		case x.Answered():
+			cause, got = CauseThrottled, fmt.Sprintf("%d (try again later)", x.Status)
+		}
+		span := time.Duration(x.Call - first[k]).Round(time.Millisecond)
+		ttl := ""
+		switch {
+		case p.InFlightTTL > 0:
+			ttl = fmt.Sprintf("; the declared in-flight TTL is %v", p.InFlightTTL)
+		case cause == CauseInFlight || cause == CauseLocked:
+			ttl = "; no in-flight TTL declared: if the service releases the key later, declare it (--inflight-ttl)"
+		}
+		vs = append(vs, Violation{Checker: Liveness, Key: k, Cause: cause, At: x.Call, Detail: fmt.Sprintf(
+			"key %s still got %s from %s at %s, after every fault had healed (%d probes over %v%s)", k, got, x.Instance, ms(x.Call), x.Attempt, span, ttl)})
+	}
+	if saved > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider failed: a saved error, replayed (the charge went through, so it is never run again)", saved))
+	}
+	if lostAnswer > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider made and answered, though no client ever got a success for them: the service did not get the charge id (its deadline passed as the answer came) and replays its saved error; the charge went through, so it is never run again", lostAnswer))
+	}
+	if len(unjudged) > 0 {
+		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-len(unjudged), len(order), crashes)
+		r.Unjudged = fmt.Sprintf("%d keys (first %s) were still in flight at the end of the probes, each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl) to judge them", len(unjudged), unjudged[0])
+	}
+	return finish(r, vs)
+}
+
+// orphans names the keys that may have been left in flight by an owner
+// that died: a request of the key was at an instance (sent, not yet
+// answered) when idemcheck killed it or it exited by itself. A correct
+// service keeps such a key in flight until its own TTL runs out, which
+// only the service knows.
+func orphans(xs []history.Exchange, fs []history.Fault) map[string]bool {
+	deaths := map[string][]int64{}
+	for _, f := range fs {
+		if f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit {
+			deaths[f.Failpoint] = append(deaths[f.Failpoint], f.Start)
+		}
+	}
+	out := map[string]bool{}
+	for _, x := range xs {
+		if !x.HasKey || x.Purpose == history.PurposeProbe || out[x.Key] {
+			continue
+		}
+		for _, at := range deaths[x.Instance] {
+			if x.Call <= at && (!x.Answered() || x.Return >= at) {
+				out[x.Key] = true
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,122 @@
+package httpcheck
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+// outstanding reports whether another exchange of x's key was in flight
+// when x was answered: sent before x's answer and not answered before x
+// was sent (a request with no answer may still be running).
+func outstanding(same []history.Exchange, x history.Exchange) bool {
+	for _, o := range same {
+		if o.Call == x.Call && o.Client == x.Client {
+			continue
+		}
+		if o.Call < x.Return && ends(o) > x.Call {
+			return true
+		}
+	}
+	return false
+}
+
+// checkStatus judges the draft's status codes.
+func checkStatus(xs []history.Exchange, charges []history.Charge, p Policy) Result {
+	charged := map[string]bool{}
+	for _, c := range charges {
+		if c.Effective {
+			charged[c.Order] = true
+		}
+	}
+	byKey := map[string][]history.Exchange{}
+	for _, x := range xs {
+		if x.HasKey {
+			byKey[x.Key] = append(byKey[x.Key], x)
+		}
+	}
+	// Every success of each key with its own body, to say which earlier
+	// answer a reuse got.
+	answers := map[string][]history.Exchange{}
+	for _, x := range xs {
+		if keyedOwn(x) && success(x.Status) {
+			answers[x.Key] = append(answers[x.Key], x)
+		}
+	}
+	// Whether the service ever had each key with its own body: a charge
+	// of the key's own order, or a success for it. A reuse that ran as
+	// new is a violation only then; otherwise the reuse may be the first
+	// request of its key the service saw (every attempt with the key's
+	// own body lost on the way, as with --attempts 1 through faults), and
+	// running it is what the service must do.
+	ownOrder := map[string]string{}
+	for _, x := range xs {
+		if keyedOwn(x) {
+			ownOrder[x.Key] = x.Order
+		}
+	}
+	chargedAtAll := map[string]bool{}
+	for _, c := range charges {
+		chargedAtAll[c.Order] = true
+	}
+	known := func(key string) bool { return len(answers[key]) > 0 || chargedAtAll[ownOrder[key]] }
+	counts := map[string]int{}
+	var vs []Violation
+	for _, x := range xs {
+		if !x.Answered() {
+			continue
+		}
+		switch {
+		case x.Purpose == history.PurposeMissing && !p.KeyOptional:
+			counts["missing key"]++
+			if x.Status != http.StatusBadRequest {
+				vs = append(vs, Violation{Checker: Status, Key: "(none)", Cause: CauseMissing, At: x.Return, Detail: fmt.Sprintf(
+					"a request with no Idempotency-Key got %d from %s at %s, not 400", x.Status, x.Instance, ms(x.Return))})
+			}
+		case x.Purpose == history.PurposeLong:
+			counts["over-long key"]++
+			if x.Status != http.StatusBadRequest {
+				vs = append(vs, Violation{Checker: Status, Key: clip(x.Key), Cause: CauseLong, At: x.Return, Detail: fmt.Sprintf(
+					"a %d-byte key got %d from %s at %s, not 400", len(x.Key), x.Status, x.Instance, ms(x.Return))})
+			}
+		case x.Purpose == history.PurposeReuse:
+			counts["key reused with another body"]++
+			if success(x.Status) && (!charged[x.Order] || known(x.Key)) {
+				cause, why := CauseReuseRan, fmt.Sprintf("the provider charged its order %s: it ran as a new request (the instance did not know the key)", x.Order)
+				if !charged[x.Order] {
+					cause, why = CauseReuse, "the provider never charged its order: it got an earlier answer of the key (the service does not fingerprint the request)"
+					for _, a := range answers[x.Key] {
+						if a.Reply == x.Reply && a.Return < x.Return {
+							why = fmt.Sprintf("the provider never charged its order, and the answer is the one client %d got at %s: the service does not fingerprint the request", a.Client, ms(a.Return))
+							break
+						}
+					}
+				}
+				vs = append(vs, Violation{Checker: Status, Key: x.Key, Cause: cause, At: x.Return, Detail: fmt.Sprintf(
+					"key %s reused with another body (order %s) got %d %q from %s at %s, not 422: %s",
+					x.Key, x.Order, x.Status, clip(x.Reply), x.Instance, ms(x.Return), why)})
+			}
+		}
+		if x.Status == http.StatusConflict && x.HasKey {
+			counts["409"]++
+			if !outstanding(byKey[x.Key], x) {
+				vs = append(vs, Violation{Checker: Status, Key: x.Key, Cause: Cause409, At: x.Return, Detail: fmt.Sprintf(
+					"key %s got 409 from %s at %s while no other request of the key was in flight", x.Key, x.Instance, ms(x.Return))})
+			}
+		}
+	}
+	r := Result{Checker: Status, Applied: len(counts) > 0}
+	var parts []string
+	for _, k := range []string{"missing key", "over-long key", "key reused with another body", "409"} {
+		if counts[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+	}
+	r.Detail = "judged " + strings.Join(parts, ", ")
+	if !r.Applied {
+		r.Detail = "no answer to a missing, over-long or reused key, and no 409"
+	}
+	return finish(r, vs)
+}
