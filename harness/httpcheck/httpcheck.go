@@ -191,10 +191,12 @@ func Interrupted(results []Result, during string) []Result {
 	for i, r := range results {
 		switch {
 		case r.Checker == Liveness:
-			r.Pass, r.Violations = true, nil
+			r.Pass, r.Violations, r.Notes = true, nil, nil
+			r.Detail = "not judged: the run was interrupted " + during
 			r.Unjudged = "the run was interrupted " + during + ": the final probes did not run to their end"
 		case r.Checker == Answers && !r.Pass:
 			r.Pass, r.Violations = true, nil
+			r.Detail = "not judged: the run was interrupted " + during
 			r.Unjudged = "the run was interrupted " + during + ", too soon to say whether anything was tested"
 		}
 		out[i] = r

@@ -467,3 +467,22 @@ func TestAnswers(t *testing.T) {
 		t.Errorf("saved errors of failed charges counted as nothing tested: %+v", r)
 	}
 }
+
+// TestInterrupted: an interrupted run's liveness and failed answers say
+// they were not judged, with no violation text left from the judging
+// that was cut short; the other checkers keep their verdicts.
+func TestInterrupted(t *testing.T) {
+	rs := Interrupted([]Result{
+		{Checker: Answers, Applied: true, Detail: "1 violation(s); first: nothing", Violations: []Violation{{Checker: Answers, Cause: CauseNothingTested}}},
+		{Checker: AtMostOnce, Applied: true, Detail: "1 violation(s); first: twice", Violations: []Violation{{Checker: AtMostOnce, Cause: CauseConcurrent}}},
+		{Checker: Liveness, Applied: true, Detail: "3 violation(s); first: key k still got 409", Violations: []Violation{{Checker: Liveness, Cause: CauseInFlight}}},
+	}, "during the final probes")
+	for _, r := range []Result{rs[0], rs[2]} {
+		if !r.Pass || len(r.Violations) != 0 || !strings.HasPrefix(r.Detail, "not judged: the run was interrupted during the final probes") || r.Unjudged == "" {
+			t.Errorf("%s: %+v", r.Checker, r)
+		}
+	}
+	if rs[1].Pass || len(rs[1].Violations) != 1 {
+		t.Errorf("a recorded violation was dropped: %+v", rs[1])
+	}
+}
