@@ -59,9 +59,9 @@ func recheckHTTP(dir string, sum *httpreport.Summary, asJSON bool, stdout io.Wri
 	}
 	fmt.Fprintf(stdout, "recheck of the black-box run %s, with this build's checkers\n\n", dir)
 	for _, r := range results {
-		was, now := "-", verdictWord(r)
+		was, now := "-", httpreport.Word(r)
 		if t, ok := then[r.Checker]; ok {
-			was = verdictWord(t)
+			was = httpreport.Word(t)
 		}
 		mark := ""
 		if was != now {
@@ -72,5 +72,3 @@ func recheckHTTP(dir string, sum *httpreport.Summary, asJSON bool, stdout io.Wri
 	fmt.Fprintln(stdout)
 	return code, httpreport.Write(stdout, sum.Run, saved[0].Hist, saved[0].Ledger, results)
 }
-
-func verdictWord(r httpcheck.Result) string { return httpreport.Word(r) }

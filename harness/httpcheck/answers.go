@@ -13,7 +13,7 @@ import (
 // provider saw no charge of any order idemcheck sent: the service never
 // called it, or told it something else than the order, and at-most-once
 // judged nothing.
-func checkAnswers(xs []history.Exchange, charges []history.Charge) Result {
+func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts) Result {
 	ok := map[string]bool{}
 	statuses := map[string]int{}
 	requests := 0
@@ -39,21 +39,11 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge) Result {
 	// tested all the same: the service ran it once and answers the error
 	// it saved when the provider failed the charge, or when its deadline
 	// passed first (--provider-fail, --provider-latency).
-	ownOrder := map[string]string{}
-	for _, x := range xs {
-		if keyedOwn(x) {
-			ownOrder[x.Key] = x.Order
-		}
-	}
-	chargedOrder := map[string]bool{}
-	for _, c := range charges {
-		chargedOrder[c.Order] = true
-	}
 	failed, savedErr := 0, 0
 	for k, v := range ok {
 		switch {
 		case v:
-		case chargedOrder[ownOrder[k]]:
+		case keys.ownCharged(k):
 			savedErr++
 		default:
 			failed++

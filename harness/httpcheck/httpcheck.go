@@ -157,16 +157,17 @@ func Run(e Evidence) []Result {
 	xs := e.Hist.Exchanges()
 	fs := e.Hist.Faults()
 	charges := e.Ledger.Charges()
+	keys := factsOf(xs, charges)
 	replay := checkReplay(xs)
 	if w := Weakened(xs, charges); w != "" {
 		replay.Notes = append(replay.Notes, w)
 	}
 	return []Result{
-		checkAnswers(xs, charges),
+		checkAnswers(xs, charges, keys),
 		checkAtMostOnce(xs, charges, fs),
 		replay,
-		checkStatus(xs, charges, e.Policy),
-		checkLiveness(xs, charges, fs, e.Policy),
+		checkStatus(xs, charges, keys, e.Policy),
+		checkLiveness(xs, charges, fs, keys, e.Policy),
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // 423 or 429, answered a 5xx the ledger does not explain, or not
 // answered at all, is stuck; one held in flight after its owner died,
 // with no in-flight TTL declared, is not judged ([orphans]).
-func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, p Policy) Result {
+func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, keys keyFacts, p Policy) Result {
 	last := map[string]history.Exchange{}
 	first := map[string]int64{}
 	var order []string
@@ -38,12 +38,6 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	// through, so a correct service must never run it again, and a saved
 	// error replayed is its definite answer.
 	errored, unanswered := map[string]bool{}, map[string]bool{}
-	succeededKey := map[string]bool{}
-	for _, x := range xs {
-		if keyedOwn(x) && success(x.Status) {
-			succeededKey[x.Key] = true
-		}
-	}
 	for _, c := range charges {
 		if c.Effective && c.Errored() {
 			errored[c.Order] = true
@@ -75,7 +69,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			saved++
 			continue
 		}
-		if x.Status >= 500 && unanswered[x.Order] && !succeededKey[k] {
+		if x.Status >= 500 && unanswered[x.Order] && !keys.succeeded[k] {
 			lostAnswer++
 			continue
 		}

@@ -24,7 +24,7 @@ func outstanding(same []history.Exchange, x history.Exchange) bool {
 }
 
 // checkStatus judges the draft's status codes.
-func checkStatus(xs []history.Exchange, charges []history.Charge, p Policy) Result {
+func checkStatus(xs []history.Exchange, charges []history.Charge, keys keyFacts, p Policy) Result {
 	charged := map[string]bool{}
 	for _, c := range charges {
 		if c.Effective {
@@ -45,23 +45,6 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, p Policy) Resu
 			answers[x.Key] = append(answers[x.Key], x)
 		}
 	}
-	// Whether the service ever had each key with its own body: a charge
-	// of the key's own order, or a success for it. A reuse that ran as
-	// new is a violation only then; otherwise the reuse may be the first
-	// request of its key the service saw (every attempt with the key's
-	// own body lost on the way, as with --attempts 1 through faults), and
-	// running it is what the service must do.
-	ownOrder := map[string]string{}
-	for _, x := range xs {
-		if keyedOwn(x) {
-			ownOrder[x.Key] = x.Order
-		}
-	}
-	chargedAtAll := map[string]bool{}
-	for _, c := range charges {
-		chargedAtAll[c.Order] = true
-	}
-	known := func(key string) bool { return len(answers[key]) > 0 || chargedAtAll[ownOrder[key]] }
 	counts := map[string]int{}
 	var vs []Violation
 	for _, x := range xs {
@@ -83,7 +66,12 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, p Policy) Resu
 			}
 		case x.Purpose == history.PurposeReuse:
 			counts["key reused with another body"]++
-			if success(x.Status) && (!charged[x.Order] || known(x.Key)) {
+			// A reuse that ran as new is a violation only if the service
+			// had the key ([keyFacts.had]); otherwise it may be the first
+			// request of its key the service saw (every attempt with the
+			// key's own body lost on the way, as with --attempts 1
+			// through faults), and running it is what the service must do.
+			if success(x.Status) && (!charged[x.Order] || keys.had(x.Key)) {
 				cause, why := CauseReuseRan, fmt.Sprintf("the provider charged its order %s: it ran as a new request (the instance did not know the key)", x.Order)
 				if !charged[x.Order] {
 					cause, why = CauseReuse, "the provider never charged its order: it got an earlier answer of the key (the service does not fingerprint the request)"
