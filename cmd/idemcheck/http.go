@@ -18,12 +18,14 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults/netfault"
+	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/httpcheck"
 	"github.com/idemcheck/idemcheck/harness/httpfault"
 	"github.com/idemcheck/idemcheck/harness/httpload"
 	"github.com/idemcheck/idemcheck/harness/httpreport"
 	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/servers"
 )
 
@@ -269,7 +271,15 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if dir == "" {
 		dir = filepath.Join("results", "http-"+time.Now().UTC().Format("20060102-150405.000"))
 	}
+	if *out == "" {
+		sayCrashed(stderr, filepath.Dir(dir))
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return exitUsage, usagef("http: --out: %v", err)
+	}
+	// Marked as a run's directory: a later run says when it crashed
+	// (sayCrashed), as it does for a store run's.
+	if err := os.WriteFile(filepath.Join(dir, report.Marker), nil, 0o644); err != nil {
 		return exitUsage, usagef("http: --out: %v", err)
 	}
 	runID := fmt.Sprintf("r%d_%d", *seed, time.Now().UnixNano()%1e9)
@@ -378,6 +388,25 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		loadTargets = append(loadTargets, httpload.Target{Name: names[i], URL: u.String()})
 	}
 
+	// The run journals what it records as it goes (harness.CreateJournal):
+	// a run whose process dies leaves its evidence, and `idemcheck
+	// recheck` reports it (recoverHTTP). Its first line is the run.
+	run := httpreport.Run{Targets: direct, Seed: *seed, Duration: duration.String(), Clients: *clients, Command: *command,
+		Declared: declarations(reqShape, *path, *command != "", *maxKey, *inflightTTL, settleDur), Policy: policy}
+	journal, err := harness.CreateJournal(dir)
+	if err != nil {
+		return exitUsage, fmt.Errorf("http: the run's journal: %v", err)
+	}
+	written := false
+	defer func() {
+		if err := harness.EndJournal(journal, dir, written); err != nil {
+			fmt.Fprintf(stderr, "idemcheck http: the run's journal stopped: %v (the run stands; had it crashed, it would have been lost)\n", err)
+		}
+	}()
+	journal.Note("", httpreport.JournalNote, run)
+	h.JournalTo(journal, "http")
+	ledger.JournalTo(journal, "http")
+
 	load, err := httpload.New(httpload.Config{Targets: loadTargets, Clients: *clients, Duration: *duration, Seed: *seed,
 		RunID: runID, Random: *random, MaxKeyLen: *maxKey, Timeout: *timeout, MaxAttempts: *attempts, Mix: httpload.DefaultMix,
 		Request: reqShape}, h)
@@ -419,6 +448,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}
 	}
 	if interrupted == "" && !anyAnswer(h.Exchanges()) {
+		written = true // nothing to recover: no answer was recorded
 		return exitUsage, fmt.Errorf("http: the service never answered a request (see the instance logs in %s)", dir)
 	}
 
@@ -426,15 +456,14 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if interrupted != "" {
 		results = httpcheck.Interrupted(results, interrupted)
 	}
-	run := httpreport.Run{Targets: direct, Seed: *seed, Duration: duration.String(), Clients: *clients, Command: *command,
-		Declared: declarations(reqShape, *path, *command != "", *maxKey, *inflightTTL, settleDur), Policy: policy,
-		Crashes: sup.Crashes(), Problems: problems, Interrupted: interrupted}
+	run.Crashes, run.Problems, run.Interrupted = sup.Crashes(), problems, interrupted
 	if err := httpreport.Write(stdout, run, h, ledger, results); err != nil {
 		return exitUsage, err
 	}
 	if err := httpreport.WriteDir(dir, run, h, ledger, results); err != nil {
 		return exitUsage, fmt.Errorf("http: writing %s: %v", dir, err)
 	}
+	written = true
 	fmt.Fprintf(stdout, "probed %d unsettled keys after the faults; results in %s\n", probed, dir)
 	if interrupted != "" {
 		if !httpreport.Pass(results) {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/httpcheck"
 	"github.com/idemcheck/idemcheck/harness/httpreport"
@@ -71,4 +73,65 @@ func recheckHTTP(dir string, sum *httpreport.Summary, asJSON bool, stdout io.Wri
 	}
 	fmt.Fprintln(stdout)
 	return code, httpreport.Write(stdout, sum.Run, saved[0].Hist, saved[0].Ledger, results)
+}
+
+// httpJournal reports whether the journal at path is a black-box run's:
+// its first line is the run (httpreport.JournalNote).
+func httpJournal(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadBytes('\n')
+	var l struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(line, &l) == nil && l.Type == httpreport.JournalNote
+}
+
+// crashedHTTP is what a black-box run recovered from its journal says of
+// when it was cut short (httpreport.Run.Interrupted).
+const crashedHTTP = "when its process died (killed, out of memory, or the machine stopped): this report was recovered from its journal, " + harness.JournalFile
+
+// recoverHTTP reports a black-box run whose process died, from its
+// journal, and writes its files into dir. What the journal holds is
+// judged as an interrupted run's is (httpcheck.Interrupted): requests
+// sent and never answered are unanswered, faults and the provider's
+// charges in progress last to the journal's end, so that a violation in
+// it stands (exit 1), and liveness, which the final probes judge, is
+// not judged (exit 3 otherwise).
+func recoverHTTP(dir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
+	path := filepath.Join(dir, harness.JournalFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return exitUsage, fmt.Errorf("recheck: %v", err)
+	}
+	defer f.Close()
+	jr, err := history.ReadJournal(f)
+	if err != nil {
+		return exitUsage, fmt.Errorf("recheck: %s: %v", path, err)
+	}
+	var run httpreport.Run
+	if err := json.Unmarshal(jr.Notes[httpreport.JournalNote], &run); err != nil {
+		return exitUsage, fmt.Errorf("recheck: %s: the run's line: %v", path, err)
+	}
+	h, ledger := history.New(), history.NewLedger()
+	for _, s := range jr.Scenarios {
+		h, ledger, run.Crashes = s.Hist, s.Ledger, s.Crashes
+	}
+	run.Interrupted = crashedHTTP
+	results := httpcheck.Interrupted(httpcheck.Run(httpcheck.Evidence{Hist: h, Ledger: ledger, Policy: run.Policy}), run.Interrupted)
+	if err := httpreport.WriteDir(dir, run, h, ledger, results); err != nil {
+		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)
+	}
+	code := exitUnknown
+	if !httpreport.Pass(results) {
+		code = exitFail
+	}
+	if asJSON {
+		return code, printJSON(stdout, map[string]any{"dir": dir, "pass": false, "recovered": true, "results": results})
+	}
+	fmt.Fprintf(stdout, "recovered the black-box run %s from its journal\n\n", dir)
+	return code, httpreport.Write(stdout, run, h, ledger, results)
 }

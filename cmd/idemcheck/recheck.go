@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
 )
@@ -26,7 +27,9 @@ left no summary.json but its journal, journal.jsonl: recheck then
 recovers it. Each scenario that finished keeps its result; the one cut
 short is judged on what it recorded, its calls in flight of unknown
 outcome, and is at best undecided; the run's files are written into
-<run-dir>.
+<run-dir>. A black-box run (idemcheck http) recovered so is judged as an
+interrupted one: its requests in flight unanswered, a violation in what
+it recorded standing, liveness not judged.
 
 Prints the summary as check does, with each scenario's verdict then and
 now. Exit codes: 0 pass, 1 a violation, 2 bad usage or an unreadable run,
@@ -50,6 +53,12 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return recheckHTTP(dir, hs, *asJSON, stdout)
 	}
 	if crashed(dir) {
+		if held, err := history.JournalHeld(filepath.Join(dir, harness.JournalFile)); err == nil && held {
+			return exitUsage, fmt.Errorf("recheck: the run in %s is still running (its process holds its journal): recheck it once it ends", dir)
+		}
+		if httpJournal(filepath.Join(dir, harness.JournalFile)) {
+			return recoverHTTP(dir, *asJSON, stdout, stderr)
+		}
 		return recoverRun(ctx, dir, *asJSON, stdout, stderr)
 	}
 	saved, done, err := harness.LoadRunSpilled(dir)

@@ -356,6 +356,17 @@ func (h *History) EndWorkAt(i int, t int64, failed bool, chargeID string) {
 	}
 }
 
+// Faulting journals a fault about to be injected (f with its Start and
+// kind, no End yet), when h has a journal: a run whose process dies
+// during the fault leaves it on disk, read back as lasting to the end of
+// the journal (ReadJournal), so that what it excuses (a second charge
+// after a kill) stays excused. [History.AddFault] records it once over.
+func (h *History) Faulting(f Fault) {
+	if jo := h.journalOf(); jo != nil {
+		jo.record("fault_start", 0, "fault", f)
+	}
+}
+
 // AddFault records an injected fault.
 func (h *History) AddFault(f Fault) {
 	h.mu.Lock()

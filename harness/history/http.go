@@ -59,11 +59,35 @@ type Exchange struct {
 // Answered reports whether an HTTP answer came back.
 func (x Exchange) Answered() bool { return x.Status != 0 }
 
+// Sending journals an HTTP request about to be sent (x with its Call
+// set, no answer yet), when h has a journal: a run whose process dies
+// before the answer comes leaves the request on disk, read back as
+// unanswered (ReadJournal), so that what it may have caused (a charge)
+// never looks uncaused. [History.AddExchange] records it once answered.
+func (h *History) Sending(x Exchange) {
+	if jo := h.journalOf(); jo != nil {
+		jo.record("sending", 0, "exchange", x)
+	}
+}
+
 // AddExchange records one HTTP exchange.
 func (h *History) AddExchange(x Exchange) {
 	h.mu.Lock()
 	h.exchanges = append(h.exchanges, x)
+	jo := h.journal
 	h.mu.Unlock()
+	if jo != nil {
+		jo.record("exchange", 0, "exchange", x)
+	}
+}
+
+// NoteCrash journals an instance's exit by itself (a black-box run's
+// supervisor keeps the crashes; this leaves them on disk too): a run
+// recovered from its journal reports them (Journaled.Crashes).
+func (h *History) NoteCrash(c Crash) {
+	if jo := h.journalOf(); jo != nil {
+		jo.record("crash", 0, "crash", c)
+	}
 }
 
 // Exchanges returns the HTTP exchanges sorted by call time.
@@ -85,6 +109,9 @@ func (l *Ledger) Effect(order, via string, at int64) string {
 	l.made++
 	id := fmt.Sprintf("ch_%d", l.made)
 	l.charges = append(l.charges, Charge{ID: id, Order: order, Client: -1, Via: via, At: at, Effective: true})
+	if l.journal != nil {
+		l.journal.record("effect", 0, "charge", l.charges[len(l.charges)-1])
+	}
 	return id
 }
 
@@ -96,6 +123,9 @@ func (l *Ledger) Answer(id, outcome string, end int64) {
 	for i := len(l.charges) - 1; i >= 0; i-- {
 		if l.charges[i].ID == id && l.charges[i].Effective {
 			l.charges[i].Outcome, l.charges[i].End = outcome, end
+			if l.journal != nil {
+				l.journal.record("effect_end", 0, "charge", l.charges[i])
+			}
 			return
 		}
 	}

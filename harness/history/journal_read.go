@@ -26,6 +26,15 @@ type Journaled struct {
 	// Prune: it may have run at any time up to the crash, by a clock the
 	// journal never saw.
 	InFlightPrune bool
+	// Unanswered counts the HTTP requests sent (History.Sending) and never
+	// answered: read back as requests with no answer, ended at the
+	// journal's last time. Unhealed counts the faults begun
+	// (History.Faulting) and never ended, and Unfinished the provider's
+	// charges never answered (Ledger.Effect): both last to that time.
+	Unanswered, Unhealed, Unfinished int
+	// Crashes are a black-box run's instances that exited by themselves
+	// (History.NoteCrash).
+	Crashes []Crash
 	// Announced reports whether calls were announced for another process
 	// (History.Announce): a worker's call reaches the harness through a
 	// pipe, so the journal's order is not the order the calls were made
@@ -59,6 +68,8 @@ type journalLine struct {
 	Fault    *Fault          `json:"fault"`
 	Answer   *Answer         `json:"answer"`
 	Charge   *Charge         `json:"charge"`
+	Exchange *Exchange       `json:"exchange"`
+	Crash    *Crash          `json:"crash"`
 	Data     json.RawMessage `json:"data"`
 }
 
@@ -66,7 +77,9 @@ type journalLine struct {
 // Calls announced and never returned are of unknown outcome (Return =
 // Never), as when a worker process dies; work runs never ended end at the
 // scenario's last recorded time, the latest the journal shows them
-// running. A last line cut short is left out (Torn); any other line that
+// running. So do a black-box run's faults begun and never over and the
+// provider's charges never answered, and its HTTP requests sent and
+// never answered read back unanswered, their error at that time. A last line cut short is left out (Torn); any other line that
 // does not parse is an error naming it: nothing is silently skipped.
 func ReadJournal(r io.Reader) (*JournalRead, error) {
 	return readJournal(r, func(int) *History { return &History{} })
@@ -84,6 +97,12 @@ func ReadJournalSpilled(r io.Reader, dir string, keep int) (*JournalRead, error)
 	return readJournal(r, fresh)
 }
 
+// sentKey names an HTTP request in flight: a client sends one at a time.
+type sentKey struct {
+	client int
+	call   int64
+}
+
 // readJournal is ReadJournal with each scenario's history made by fresh
 // (given its index).
 func readJournal(r io.Reader, fresh func(int) *History) (*JournalRead, error) {
@@ -96,13 +115,23 @@ func readJournal(r io.Reader, fresh func(int) *History) (*JournalRead, error) {
 		ended   map[int]bool
 		charges []Charge
 		last    int64
+		// sent are the HTTP requests sent and not yet answered, by
+		// client and call time (a client sends one at a time); open the
+		// faults begun and not yet over; effects the provider's charges
+		// not yet answered, by their index in charges.
+		sent    map[sentKey]Exchange
+		sentOrd []sentKey
+		open    map[Fault]bool
+		openOrd []Fault
+		effects map[string]int
 	}
 	index := map[string]*parts{}
 	get := func(name string) *parts {
 		p, ok := index[name]
 		if !ok {
 			p = &parts{j: &Journaled{Scenario: name, Hist: fresh(len(out.Scenarios)), Notes: map[string]json.RawMessage{}},
-				pending: map[int64]Op{}, ended: map[int]bool{}}
+				pending: map[int64]Op{}, ended: map[int]bool{}, sent: map[sentKey]Exchange{}, open: map[Fault]bool{},
+				effects: map[string]int{}}
 			index[name] = p
 			out.Scenarios = append(out.Scenarios, p.j)
 		}
@@ -176,6 +205,9 @@ func readJournal(r io.Reader, fresh func(int) *History) (*JournalRead, error) {
 			p.ended[int(l.Seq)] = true
 			seen(p, l.End.End)
 		case l.Type == "fault" && l.Fault != nil:
+			begun := *l.Fault
+			begun.End = 0
+			delete(p.open, begun)
 			h.faults = append(h.faults, *l.Fault)
 			seen(p, l.Fault.Start, l.Fault.End)
 		case l.Type == "answer" && l.Answer != nil:
@@ -184,6 +216,34 @@ func readJournal(r io.Reader, fresh func(int) *History) (*JournalRead, error) {
 		case l.Type == "charge" && l.Charge != nil:
 			p.charges = append(p.charges, *l.Charge)
 			seen(p, l.Charge.At)
+		case l.Type == "effect" && l.Charge != nil:
+			p.effects[l.Charge.ID] = len(p.charges)
+			p.charges = append(p.charges, *l.Charge)
+			seen(p, l.Charge.At)
+		case l.Type == "effect_end" && l.Charge != nil:
+			i, ok := p.effects[l.Charge.ID]
+			if !ok {
+				return nil, fmt.Errorf("journal line %d: the answer to charge %s of %s, which was never made", n, l.Charge.ID, l.Scenario)
+			}
+			delete(p.effects, l.Charge.ID)
+			p.charges[i] = *l.Charge
+			seen(p, l.Charge.At, l.Charge.End)
+		case l.Type == "sending" && l.Exchange != nil:
+			k := sentKey{l.Exchange.Client, l.Exchange.Call}
+			p.sent[k] = *l.Exchange
+			p.sentOrd = append(p.sentOrd, k)
+			seen(p, l.Exchange.Call)
+		case l.Type == "exchange" && l.Exchange != nil:
+			delete(p.sent, sentKey{l.Exchange.Client, l.Exchange.Call})
+			h.exchanges = append(h.exchanges, *l.Exchange)
+			seen(p, l.Exchange.Call, l.Exchange.Return, l.Exchange.ErrAt)
+		case l.Type == "fault_start" && l.Fault != nil:
+			p.open[*l.Fault] = true
+			p.openOrd = append(p.openOrd, *l.Fault)
+			seen(p, l.Fault.Start)
+		case l.Type == "crash" && l.Crash != nil:
+			p.j.Crashes = append(p.j.Crashes, *l.Crash)
+			seen(p, l.Crash.At, l.Crash.Restarted)
 		default:
 			return nil, fmt.Errorf("journal line %d: unknown record type %q", n, l.Type)
 		}
@@ -207,6 +267,30 @@ func readJournal(r io.Reader, fresh func(int) *History) (*JournalRead, error) {
 				j.Hist.work[i].End = max(p.last, j.Hist.work[i].Start)
 				j.Unended++
 			}
+		}
+		for _, k := range p.sentOrd {
+			x, ok := p.sent[k]
+			if !ok {
+				continue
+			}
+			delete(p.sent, k) // a key sent twice (it cannot be) counts once
+			x.Return, x.ErrAt = Never, max(p.last, x.Call)
+			x.Err = "the run's process ended before the answer came"
+			j.Hist.exchanges = append(j.Hist.exchanges, x)
+			j.Unanswered++
+		}
+		for _, f := range p.openOrd {
+			if !p.open[f] {
+				continue
+			}
+			delete(p.open, f)
+			f.End = max(p.last, f.Start)
+			j.Hist.faults = append(j.Hist.faults, f)
+			j.Unhealed++
+		}
+		for _, i := range p.effects {
+			p.charges[i].End = max(p.last, p.charges[i].At)
+			j.Unfinished++
 		}
 		j.Ledger = LedgerOf(p.charges)
 	}

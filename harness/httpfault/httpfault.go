@@ -276,6 +276,7 @@ func (s Schedule) Run(ctx context.Context, h *history.History, names []string, i
 			f.Start = h.Now()
 			if kind == "kill" {
 				f.Kind = history.FaultInstanceKill
+				h.Faulting(f)
 				if err = in.Kill(); err == nil {
 					sleep(ctx, d)
 					if err = in.Start(); err == nil {
@@ -284,6 +285,7 @@ func (s Schedule) Run(ctx context.Context, h *history.History, names []string, i
 				}
 			} else {
 				f.Kind = history.FaultInstancePause
+				h.Faulting(f)
 				if err = in.Pause(); err == nil {
 					sleep(ctx, d)
 					err = in.Resume()
@@ -293,6 +295,7 @@ func (s Schedule) Run(ctx context.Context, h *history.History, names []string, i
 		default:
 			f.Start = h.Now()
 			f.Kind = history.NetFault(kind)
+			h.Faulting(f)
 			if err = nemesis.NetOn(proxies[i], kind, 50*time.Millisecond, 30*time.Millisecond); err == nil {
 				sleep(ctx, d)
 				err = proxies[i].Heal()
@@ -352,6 +355,8 @@ func (s *Supervisor) exited(in *Instance, err error) {
 	n, stopped := s.count[in.Name], s.stopped
 	s.mu.Unlock()
 	c := history.Crash{Instance: in.Name, At: at, Status: status, LogTail: in.LogTail()}
+	exit := history.Fault{Client: -1, Kind: history.FaultInstanceExit, Failpoint: in.Name, Start: at}
+	s.h.Faulting(exit)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -377,7 +382,9 @@ func (s *Supervisor) exited(in *Instance, err error) {
 		if end == 0 {
 			end = s.h.Now()
 		}
-		s.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceExit, Failpoint: in.Name, Start: at, End: end})
+		exit.End = end
+		s.h.AddFault(exit)
+		s.h.NoteCrash(c)
 		s.mu.Lock()
 		s.crashes = append(s.crashes, c)
 		s.mu.Unlock()

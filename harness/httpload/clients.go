@@ -228,6 +228,7 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 		req.Header.Set("Idempotency-Key", key)
 	}
 	x.Call = l.hist.Now()
+	l.hist.Sending(x)
 	resp, err := l.http.Do(req)
 	if err == nil {
 		var b []byte

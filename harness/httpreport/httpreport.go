@@ -221,6 +221,11 @@ func Timeline(xs []history.Exchange, charges []history.Charge, fs []history.Faul
 	return out
 }
 
+// JournalNote is the kind of a black-box run's first journal line: its
+// [Run] as it started (no crashes, problems or interrupt yet), which a
+// run recovered from its journal is reported and judged by.
+const JournalNote = "http_run"
+
 // WriteDir writes report.txt, report.html, history.jsonl and
 // summary.json into dir.
 func WriteDir(dir string, run Run, h *history.History, l *history.Ledger, results []httpcheck.Result) error {
