@@ -399,6 +399,38 @@ func TestLivenessOrphans(t *testing.T) {
 		}
 	}
 	wantCause(t, ttl, CauseInFlight)
+
+	// A key held is held whatever the service answers while it is: a
+	// 429, 425 or 408 (try again later), or a request kept waiting past
+	// the client's timeout (a service that makes duplicates wait for the
+	// first). A reset or a 5xx says nothing of the key: judged.
+	for _, tc := range []struct {
+		status   int
+		err      string
+		unjudged bool
+		cause    string
+	}{{429, "", true, ""}, {425, "", true, ""}, {408, "", true, ""}, {0, "timeout", true, ""},
+		{0, "connection closed without an answer", false, CauseNoAnswer}, {502, "", false, CauseServerError}} {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 0, 0, "")
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 7, End: 9})
+		for _, at := range []int64{10, 30} {
+			x := history.Exchange{Client: -1, Instance: "i2", Purpose: history.PurposeProbe, Key: "k", HasKey: true, Order: "o", Body: "b",
+				Attempt: 1, Call: at, Return: at + 5, Status: tc.status, Reply: "busy"}
+			if tc.status == 0 {
+				x.Return, x.Err, x.ErrAt = history.Never, tc.err, at+5
+			}
+			e.h.AddExchange(x)
+		}
+		r := e.result(t, Liveness)
+		if tc.unjudged {
+			if !r.Pass || r.Unjudged == "" {
+				t.Errorf("an orphaned key answered %d %q: %+v, want it not judged", tc.status, tc.err, r)
+			}
+			continue
+		}
+		wantCause(t, r, tc.cause)
+	}
 }
 
 // TestAnswers: a service that answers 500 to every keyed request fails

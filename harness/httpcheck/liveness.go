@@ -13,7 +13,7 @@ import (
 // 5xx for an order whose charge went through while the service may lack
 // its outcome (a saved error, replayed). A key still refused with 409,
 // 423 or 429, answered a 5xx the ledger does not explain, or not
-// answered at all, is stuck; one held in flight after its owner died,
+// answered at all, is stuck; one held ([held]) after its owner died,
 // with no in-flight TTL declared, is not judged ([orphans]).
 func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, keys keyFacts, p Policy) Result {
 	last := map[string]history.Exchange{}
@@ -73,7 +73,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			lostAnswer++
 			continue
 		}
-		if (x.Status == http.StatusConflict || x.Status == http.StatusLocked) && p.InFlightTTL == 0 && orphaned[k] {
+		if held(x) && p.InFlightTTL == 0 && orphaned[k] {
 			unjudged = append(unjudged, k)
 			continue
 		}
@@ -107,9 +107,22 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	if len(unjudged) > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-len(unjudged), len(order), crashes)
-		r.Unjudged = fmt.Sprintf("%d keys (first %s) were still in flight at the end of the probes, each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl) to judge them", len(unjudged), unjudged[0])
+		r.Unjudged = fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl) to judge them", len(unjudged), unjudged[0])
 	}
 	return finish(r, vs)
+}
+
+// held reports whether a probe's answer says its key is held by another
+// request: a status asking to try again later (409, 423, 425, 429, 408:
+// services answer an in-flight key with any of them), or no answer within
+// the client's timeout (a service that makes a duplicate wait for the
+// first request, and a first that died, waits until its lock expires). A
+// refused or reset connection, or a 5xx, says nothing of the key.
+func held(x history.Exchange) bool {
+	if !x.Answered() {
+		return x.Err == "timeout"
+	}
+	return !history.Final(x.Status) && x.Status < 500
 }
 
 // orphans names the keys that may have been left in flight by an owner
