@@ -46,6 +46,11 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 					order, second.ID, first.ID, via(first)))
 				continue
 			}
+			if staleResumed(fs, oxs, first, second) {
+				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) by %s, which idemcheck had paused from before the first charge, with a request of the order there, until just before its own: an owner whose lease ran out while it stood still, acting on its claim after another instance took the key over (only a provider that checks fencing tokens can refuse it): at-least-once after a pause, excused",
+					order, second.ID, first.ID, via(second)))
+				continue
+			}
 			if pausedAcross(fs, first, second) && !succeeded(oxs, first.At, second.At) {
 				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) while idemcheck paused an instance across one of the charges, and no client got a success for the order in between: at-least-once after a pause that outlived the service's lease, excused",
 					order, second.ID, first.ID))
@@ -111,29 +116,49 @@ func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
 // resuming, on a loaded machine.
 const pauseSlack = int64(500 * time.Millisecond)
 
-// pausedAcross reports whether idemcheck paused (SIGSTOP) the instance
-// of either charge at the moment it mattered: the first's instance when
-// the provider answered it (it could not record the outcome, and once
-// its lease ran out another instance took the key over), or the second's
-// from before the first charge until just before its own (it resumed
-// holding a claim that had been taken over meanwhile, and went on). To a service whose claims expire, an owner
-// paused past its lease is an owner that died: the same at-least-once as
-// after a kill. A short pause between two charges away from either
-// excuses nothing.
+// pausedAcross reports whether idemcheck paused (SIGSTOP) the first
+// charge's instance when the provider answered it: it could not record
+// the outcome, and once its lease ran out another instance took the key
+// over. To a service whose claims expire, an owner paused past its lease
+// is an owner that died: the same at-least-once as after a kill. A short
+// pause between two charges away from either excuses nothing.
 func pausedAcross(fs []history.Fault, first, second history.Charge) bool {
 	answered := first.End
 	if answered == 0 {
 		answered = first.At
 	}
 	for _, f := range fs {
-		if f.Kind != history.FaultInstancePause {
+		if f.Kind == history.FaultInstancePause && (first.Via == "" || f.Failpoint == first.Via) &&
+			f.Start <= answered+pauseSlack && f.End >= answered {
+			return true
+		}
+	}
+	return false
+}
+
+// staleResumed reports whether the second charge came from an owner
+// that stood still while another took its key over: idemcheck paused
+// the second's instance from before the first charge until just before
+// its own (pauseSlack), and a request of the order was at that instance
+// when the pause began (sent before it, not yet answered). The owner had
+// its claim (or was about to charge) when it stopped; its lease ran out,
+// another instance took the key over, charged and may have answered a
+// client; resumed, the owner charges as it was about to. No check before
+// the charge closes that window, and a provider that deduplicates nothing
+// cannot refuse the stale charge, so a success for the order in between
+// does not make it a violation, as it does after a kill. A request that
+// reached the instance only during the pause (the kernel queues it) must
+// find the key done: not excused.
+func staleResumed(fs []history.Fault, xs []history.Exchange, first, second history.Charge) bool {
+	for _, f := range fs {
+		if f.Kind != history.FaultInstancePause || second.Via == "" || f.Failpoint != second.Via ||
+			f.Start > first.At || f.End > second.At || f.End < second.At-pauseSlack {
 			continue
 		}
-		if (first.Via == "" || f.Failpoint == first.Via) && f.Start <= answered+pauseSlack && f.End >= answered {
-			return true
-		}
-		if (second.Via == "" || f.Failpoint == second.Via) && f.Start <= first.At && f.End <= second.At && f.End >= second.At-pauseSlack {
-			return true
+		for _, x := range xs {
+			if x.Instance == f.Failpoint && x.Purpose != history.PurposeReuse && x.Call < f.Start && ends(x) > f.Start {
+				return true
+			}
 		}
 	}
 	return false

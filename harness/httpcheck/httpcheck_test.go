@@ -242,6 +242,27 @@ func TestAtMostOncePausedPastTheLease(t *testing.T) {
 	}
 	wantCause(t, build(pause("i1", 1000, 1200), false), CauseConcurrent)
 	wantCause(t, build(pause("i2", 35, 6500), false), CauseConcurrent)
+
+	// The owner i1 got the key's request, and stood still (paused) before
+	// charging; its lease ran out, i2 took the key over, charged, and a
+	// client got the success; i1 resumed and charged as it was about to:
+	// at-least-once after a pause, excused whatever came in between. A
+	// request that reached i1 only during the pause must find the key done.
+	resumed := func(sentAt int64) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", sentAt*ms, 0, 0, "")
+		e.h.AddFault(pause("i1", 15, 4000))
+		e.x(1, "i2", history.PurposeRetry, "k", "o", "b", 2000*ms, 2100*ms, 200, `{"charge":"ch_1"}`)
+		e.chargeOutcome("o", "i2", 2050*ms, 2060*ms, history.OutcomeCharged)
+		e.chargeOutcome("o", "i1", 4004*ms, 4010*ms, history.OutcomeCharged)
+		return e.result(t, AtMostOnce)
+	}
+	if r := resumed(10); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "stood still") {
+		t.Fatalf("an owner paused past its lease, resumed after a takeover: %+v", r)
+	}
+	if r := resumed(20); r.Pass {
+		t.Fatalf("a request queued during the pause, charged again on resuming, was excused: %+v", r)
+	}
 }
 
 func TestStatusCauses(t *testing.T) {
