@@ -51,7 +51,7 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 					order, second.ID, first.ID, via(second)))
 				continue
 			}
-			if pausedAcross(fs, first, second) && !succeeded(oxs, first.At, second.At) {
+			if pausedAcross(fs, first) && !succeeded(oxs, first.At, second.At) {
 				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) while idemcheck paused an instance across one of the charges, and no client got a success for the order in between: at-least-once after a pause that outlived the service's lease, excused",
 					order, second.ID, first.ID))
 				continue
@@ -122,7 +122,7 @@ const pauseSlack = int64(500 * time.Millisecond)
 // over. To a service whose claims expire, an owner paused past its lease
 // is an owner that died: the same at-least-once as after a kill. A short
 // pause between two charges away from either excuses nothing.
-func pausedAcross(fs []history.Fault, first, second history.Charge) bool {
+func pausedAcross(fs []history.Fault, first history.Charge) bool {
 	answered := first.End
 	if answered == 0 {
 		answered = first.At

@@ -166,7 +166,7 @@ func Run(e Evidence) []Result {
 		checkAnswers(xs, charges, keys),
 		checkAtMostOnce(xs, charges, fs),
 		replay,
-		checkStatus(xs, charges, keys, e.Policy),
+		checkStatus(xs, charges, fs, keys, e.Policy),
 		checkLiveness(xs, charges, fs, keys, e.Policy),
 	}
 }

@@ -279,6 +279,31 @@ func TestStatusCauses(t *testing.T) {
 	e.charge("o2", "i2", 65)
 	wantCause(t, e.result(t, Status), CauseReuseRan)
 
+	// The key's owner charged its order and was killed before it saved
+	// the answer (no client got a success): its unfinished record expired
+	// with its lease, and a reuse that ran as new is excused, as a retry
+	// with the key's own body that runs again is. Not after a success for
+	// the key, nor without the kill.
+	lost := func(killed, success bool) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+		e.charge("o", "i1", 20)
+		if killed {
+			e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 25, End: 300})
+		}
+		if success {
+			e.x(2, "i2", history.PurposeRetry, "k", "o", "b", 1000, 1100, 200, "A")
+		}
+		e.x(1, "i2", history.PurposeReuse, "k", "o2", "b2", 3000, 3100, 200, "C")
+		e.charge("o2", "i2", 3050)
+		return e.result(t, Status)
+	}
+	if r := lost(true, false); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "lost the key's unfinished record") {
+		t.Fatalf("a reuse run as new after the owner died unsaved: %+v", r)
+	}
+	wantCause(t, lost(true, true), CauseReuseRan)
+	wantCause(t, lost(false, false), CauseReuseRan)
+
 	// The key's only request with its own body was lost on the way and
 	// its order never charged: to the service the reuse was the key's
 	// first request, and running it was right.

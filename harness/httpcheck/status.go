@@ -24,11 +24,13 @@ func outstanding(same []history.Exchange, x history.Exchange) bool {
 }
 
 // checkStatus judges the draft's status codes.
-func checkStatus(xs []history.Exchange, charges []history.Charge, keys keyFacts, p Policy) Result {
+func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.Fault, keys keyFacts, p Policy) Result {
 	charged := map[string]bool{}
+	byOrder := map[string][]history.Charge{}
 	for _, c := range charges {
 		if c.Effective {
 			charged[c.Order] = true
+			byOrder[c.Order] = append(byOrder[c.Order], c)
 		}
 	}
 	byKey := map[string][]history.Exchange{}
@@ -47,6 +49,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, keys keyFacts,
 	}
 	counts := map[string]int{}
 	var vs []Violation
+	var notes []string
 	for _, x := range xs {
 		if !x.Answered() {
 			continue
@@ -71,6 +74,11 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, keys keyFacts,
 			// request of its key the service saw (every attempt with the
 			// key's own body lost on the way, as with --attempts 1
 			// through faults), and running it is what the service must do.
+			if success(x.Status) && charged[x.Order] && keys.had(x.Key) && lostWithOwner(answers[x.Key], byOrder[keys.ownOrder[x.Key]], fs, x) {
+				notes = append(notes, fmt.Sprintf("key %s reused with another body (order %s) ran as new at %s, after idemcheck killed (or paused past its lease) every instance that had charged the key's own order, before any client got a success for it: the service lost the key's unfinished record with its owner, as a retry after a crash runs again; excused",
+					x.Key, x.Order, ms(x.Return)))
+				continue
+			}
 			if success(x.Status) && (!charged[x.Order] || keys.had(x.Key)) {
 				cause, why := CauseReuseRan, fmt.Sprintf("the provider charged its order %s: it ran as a new request (the instance did not know the key)", x.Order)
 				if !charged[x.Order] {
@@ -95,7 +103,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, keys keyFacts,
 			}
 		}
 	}
-	r := Result{Checker: Status, Applied: len(counts) > 0}
+	r := Result{Checker: Status, Applied: len(counts) > 0, Notes: notes}
 	var parts []string
 	for _, k := range []string{"missing key", "over-long key", "key reused with another body", "409"} {
 		if counts[k] > 0 {
@@ -107,4 +115,30 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, keys keyFacts,
 		r.Detail = "no answer to a missing, over-long or reused key, and no 409"
 	}
 	return finish(r, vs)
+}
+
+// lostWithOwner reports whether a reuse x that ran as new came after the
+// service may have lost its key with the key's owner: no client got a
+// success for the key's own body before x was sent (successes), and
+// every charge of the key's own order (own) was made by an instance that
+// idemcheck killed, or paused across the provider's answer, after the
+// charge and before x was sent. An owner that dies between its charge and
+// its save leaves an unfinished record that expires with its lease: the
+// key is new again, a retry with its own body runs again (at-most-once
+// excuses it, see [killedBetween]), and so may a reuse with another body.
+func lostWithOwner(successes []history.Exchange, own []history.Charge, fs []history.Fault, x history.Exchange) bool {
+	if len(own) == 0 {
+		return false
+	}
+	for _, s := range successes {
+		if s.Return < x.Call {
+			return false
+		}
+	}
+	for _, c := range own {
+		if !killedBetween(fs, c.Via, c.At, x.Call) && !pausedAcross(fs, c) {
+			return false
+		}
+	}
+	return true
 }
