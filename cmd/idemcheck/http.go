@@ -59,6 +59,8 @@ The request as the service expects it (docs/http-requests.md):
   --key required|optional  --max-key-len N (0: no limit)
   --inflight-ttl D         how long a key stays in flight after its owner
         died: the final probes (--settle) run at least that long
+  --saves-errors           every 5xx is saved and replayed for its key
+        (Stripe): a key that replays one 5xx is settled
 
 Targets, either:
   --target URL [--target URL ...]   instances someone else started
@@ -69,7 +71,7 @@ Targets, either:
         {"cmd": "...", "instances": N, "path": "/orders", "server": "redis"},
         and the request: "method", "headers": ["Name: value"], "key_format",
         "body", "body_type", "order_at", "amount_at", "key",
-        "max_key_len", "inflight_ttl", "settle"
+        "max_key_len", "inflight_ttl", "settle", "saves_errors"
 
 An instance started with --cmd that exits by itself is recorded (time,
 exit status, the tail of its log), restarted, and the run goes on.
@@ -99,6 +101,7 @@ type httpConfig struct {
 	MaxKeyLen   *int            `json:"max_key_len"`
 	InFlightTTL string          `json:"inflight_ttl"`
 	Settle      string          `json:"settle"`
+	SavesErrors *bool           `json:"saves_errors"`
 }
 
 type stringList []string
@@ -131,6 +134,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	amountAt := fs.String("amount-at", "amount", "where the amount (an integer) goes")
 	keyPolicy := fs.String("key", "required", "required (a request without a key must get 400) or optional (served as a plain request)")
 	inflightTTL := fs.Duration("inflight-ttl", 0, "how long the service keeps a key in flight after its owner died (0: not declared); the final probes run at least that long")
+	savesErrors := fs.Bool("saves-errors", false, "the service saves its 5xx answers and replays them for the key, whatever caused them (Stripe does): a key that replays one 5xx is settled")
 	netFaults := fs.Bool("net-faults", true, "latency, resets and lost replies on each instance's proxy")
 	procFaults := fs.Bool("process-faults", true, "kill, pause and restart instances started with --cmd")
 	gap := fs.Duration("fault-gap", 800*time.Millisecond, "mean time between two faults")
@@ -201,6 +205,9 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if !set["max-key-len"] && c.MaxKeyLen != nil {
 			*maxKey = *c.MaxKeyLen
 		}
+		if !set["saves-errors"] && c.SavesErrors != nil {
+			*savesErrors = *c.SavesErrors
+		}
 		for _, d := range []struct {
 			flag string
 			dst  *time.Duration
@@ -241,7 +248,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if floor := *inflightTTL + 2*time.Second; *inflightTTL > 0 && settleDur < floor {
 		settleDur = floor
 	}
-	policy := httpcheck.Policy{KeyOptional: reqShape.KeyOptional, InFlightTTL: *inflightTTL, Settle: settleDur}
+	policy := httpcheck.Policy{KeyOptional: reqShape.KeyOptional, InFlightTTL: *inflightTTL, Settle: settleDur, SavesErrors: *savesErrors}
 	switch {
 	case len(targets) == 0 && *command == "":
 		return exitUsage, usagef("http: give --target URL (one per instance), --cmd \"…\" --instances N, or --config FILE")
@@ -392,7 +399,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	// a run whose process dies leaves its evidence, and `idemcheck
 	// recheck` reports it (recoverHTTP). Its first line is the run.
 	run := httpreport.Run{Targets: direct, Seed: *seed, Duration: duration.String(), Clients: *clients, Command: *command,
-		Declared: declarations(reqShape, *path, *command != "", *maxKey, *inflightTTL, settleDur), Policy: policy}
+		Declared: declarations(reqShape, *path, *command != "", *maxKey, policy), Policy: policy}
 	journal, err := harness.CreateJournal(dir)
 	if err != nil {
 		return exitUsage, fmt.Errorf("http: the run's journal: %v", err)
@@ -509,7 +516,8 @@ func anyAnswer(xs []history.Exchange) bool {
 
 // declarations says, one line each, the request and the policy the run
 // assumed, and what each declaration widens: the report prints them.
-func declarations(r httpload.Request, path string, started bool, maxKey int, ttl, settle time.Duration) []string {
+func declarations(r httpload.Request, path string, started bool, maxKey int, p httpcheck.Policy) []string {
+	ttl, settle := p.InFlightTTL, p.Settle
 	where := "each --target URL"
 	if started {
 		where = path
@@ -551,6 +559,9 @@ func declarations(r httpload.Request, path string, started bool, maxKey int, ttl
 		out = append(out, fmt.Sprintf("in-flight TTL: %v (widens: a key may stay in flight that long after its owner died; the final probes ran up to %v)", ttl, settle))
 	} else {
 		out = append(out, fmt.Sprintf("in-flight TTL: not declared (the final probes ran up to --settle %v: a key held longer fails liveness)", settle))
+	}
+	if p.SavesErrors {
+		out = append(out, "saves errors: every 5xx is saved and replayed for its key (widens: a key that replays one 5xx is settled)")
 	}
 	return out
 }

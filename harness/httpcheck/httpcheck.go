@@ -142,6 +142,11 @@ type Policy struct {
 	InFlightTTL time.Duration `json:"inflight_ttl,omitempty"`
 	// Settle is how long the final probes ran once every fault healed.
 	Settle time.Duration `json:"settle,omitempty"`
+	// SavesErrors: the service saves its 5xx answers and replays them
+	// for the key, whatever caused them (Stripe does): a key whose final
+	// probes replay one 5xx is settled. Undeclared, such a key whose
+	// order the provider never charged is not judged.
+	SavesErrors bool `json:"saves_errors,omitempty"`
 }
 
 // Evidence is what a black-box run recorded, and what the service

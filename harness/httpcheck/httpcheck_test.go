@@ -375,9 +375,31 @@ func TestLivenessCauses(t *testing.T) {
 	}{{409, CauseInFlight}, {423, CauseLocked}, {429, CauseThrottled}, {500, CauseServerError}, {0, CauseNoAnswer}} {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8, 503, "down")
-		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, tc.status, "busy")
-		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 40, tc.status, "busy")
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, tc.status, "busy since 10")
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 40, tc.status, "busy since 30")
 		wantCause(t, e.result(t, Liveness), tc.cause)
+	}
+	// The same 5xx replayed for an order never charged, and no success
+	// ever for the key: a service that saves every error (declared) is
+	// settled; undeclared, the key is not judged (it may be stuck).
+	saved := func(p Policy) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8, 502, `{"error":"upstream"}`)
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, 502, `{"error":"upstream"}`)
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 40, 502, `{"error":"upstream"}`)
+		for _, r := range Run(Evidence{Hist: e.h, Ledger: e.l, Policy: p}) {
+			if r.Checker == Liveness {
+				return r
+			}
+		}
+		t.Fatal("no liveness result")
+		return Result{}
+	}
+	if r := saved(Policy{}); !r.Pass || !strings.Contains(r.Unjudged, "--saves-errors") {
+		t.Errorf("a replayed 5xx, undeclared: %+v, want it not judged", r)
+	}
+	if r := saved(Policy{SavesErrors: true}); !r.Pass || r.Unjudged != "" || len(r.Notes) != 1 {
+		t.Errorf("a replayed 5xx, declared: %+v, want it settled with a note", r)
 	}
 	// A saved error for a charge the provider failed is a definite answer.
 	e := newEv()
@@ -462,7 +484,7 @@ func TestLivenessOrphans(t *testing.T) {
 		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 7, End: 9})
 		for _, at := range []int64{10, 30} {
 			x := history.Exchange{Client: -1, Instance: "i2", Purpose: history.PurposeProbe, Key: "k", HasKey: true, Order: "o", Body: "b",
-				Attempt: 1, Call: at, Return: at + 5, Status: tc.status, Reply: "busy"}
+				Attempt: 1, Call: at, Return: at + 5, Status: tc.status, Reply: fmt.Sprintf("busy since %d", at)}
 			if tc.status == 0 {
 				x.Return, x.Err, x.ErrAt = history.Never, tc.err, at+5
 			}

@@ -3,6 +3,7 @@ package httpcheck
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -16,7 +17,7 @@ import (
 // answered at all, is stuck; one held ([held]) after its owner died,
 // with no in-flight TTL declared, is not judged ([orphans]).
 func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, keys keyFacts, p Policy) Result {
-	last := map[string]history.Exchange{}
+	last, prev := map[string]history.Exchange{}, map[string]history.Exchange{}
 	first := map[string]int64{}
 	var order []string
 	for _, x := range xs {
@@ -26,6 +27,8 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		if _, ok := last[x.Key]; !ok {
 			order = append(order, x.Key)
 			first[x.Key] = x.Call
+		} else {
+			prev[x.Key] = last[x.Key]
 		}
 		last[x.Key] = x
 	}
@@ -57,8 +60,8 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		r.Detail = "every key was settled before the end: nothing to probe"
 	}
 	orphaned := orphans(xs, fs)
-	saved, lostAnswer := 0, 0
-	var unjudged []string
+	saved, lostAnswer, declared := 0, 0, 0
+	var unjudged, savedErrs []string
 	var vs []Violation
 	for _, k := range order {
 		x := last[k]
@@ -71,6 +74,18 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		if x.Status >= 500 && unanswered[x.Order] && !keys.succeeded[k] {
 			lostAnswer++
+			continue
+		}
+		if x.Status >= 500 && replayed(prev[k], x) && !keys.succeeded[k] {
+			// The same 5xx on the key's last two probes, no client ever
+			// got a success for it, and no charge of its order explains
+			// it: a service that saves every error (Stripe does) answers
+			// so, and so does one stuck on the key.
+			if p.SavesErrors {
+				declared++
+			} else {
+				savedErrs = append(savedErrs, k)
+			}
 			continue
 		}
 		if held(x) && p.InFlightTTL == 0 && orphaned[k] {
@@ -105,11 +120,27 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if lostAnswer > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider made and answered, though no client ever got a success for them: the service did not get the charge id (its deadline passed as the answer came) and replays its saved error; the charge went through, so it is never run again", lostAnswer))
 	}
+	if declared > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d keys replay a 5xx the provider does not explain (it never charged their orders): the service declared that it saves its errors (--saves-errors), so a replayed 5xx is their answer", declared))
+	}
+	var why []string
 	if len(unjudged) > 0 {
-		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-len(unjudged), len(order), crashes)
-		r.Unjudged = fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl) to judge them", len(unjudged), unjudged[0])
+		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl) to judge them", len(unjudged), unjudged[0]))
+	}
+	if len(savedErrs) > 0 {
+		why = append(why, fmt.Sprintf("%d keys (first %s) replay one 5xx on their last probes, for an order the provider never charged: a service that saves every error answers so (declare it with --saves-errors), and so does one stuck on the key", len(savedErrs), savedErrs[0]))
+	}
+	if n := len(unjudged) + len(savedErrs); n > 0 {
+		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
+		r.Unjudged = strings.Join(why, "; ")
 	}
 	return finish(r, vs)
+}
+
+// replayed reports whether a key's last two probes got the same 5xx
+// answer, status and body: a saved answer, replayed.
+func replayed(prev, last history.Exchange) bool {
+	return prev.Answered() && prev.Status == last.Status && prev.Reply == last.Reply
 }
 
 // held reports whether a probe's answer says its key is held by another
