@@ -279,6 +279,20 @@ func TestStatusCauses(t *testing.T) {
 	e.charge("o2", "i2", 65)
 	wantCause(t, e.result(t, Status), CauseReuseRan)
 
+	// A reuse refused with 409 when the key is not in flight is a
+	// refusal in another code (a mismatch answered 409, as Brandur
+	// Leach's design does): a note, not 409-not-in-flight. A first
+	// request's 409 with nothing in flight still is.
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.charge("o", "i1", 20)
+	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 409, "mismatch")
+	if r := e.result(t, Status); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "advises 422") {
+		t.Fatalf("a reuse refused with 409: %+v", r)
+	}
+	e.x(1, "i2", history.PurposeFirst, "k2", "o3", "b3", 80, 90, 409, "busy")
+	wantCause(t, e.result(t, Status), Cause409)
+
 	// The key's owner charged its order and was killed before it saved
 	// the answer (no client got a success): its unfinished record expired
 	// with its lease, and a reuse that ran as new is excused, as a retry
