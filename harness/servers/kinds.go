@@ -87,8 +87,12 @@ var kinds = map[Kind]kindFacts{
 		standby:          postgresStandby,
 		allowReplication: postgresAllowReplication,
 		streaming:        postgresStreaming,
+		// Idempotent: an attempt whose wait the caller cut short (a
+		// loaded machine) may have promoted the standby all the same,
+		// and pg_promote on a primary is an error, "recovery is not in
+		// progress", which no retry ends (a failover waited 18 minutes).
 		promote: func(ctx context.Context, addr string) error {
-			return pgCheck(ctx, addr, `SELECT pg_promote(true, 60)`)
+			return pgCheck(ctx, addr, `SELECT CASE WHEN pg_is_in_recovery() THEN pg_promote(true, 60) ELSE true END`)
 		},
 	},
 	Redis: {
