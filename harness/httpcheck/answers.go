@@ -13,10 +13,14 @@ import (
 // provider saw no charge of any order idemcheck sent: the service never
 // called it, or told it something else than the order, and at-most-once
 // judged nothing.
-func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts) Result {
+func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts, p Policy) Result {
 	ok := map[string]bool{}
 	statuses := map[string]int{}
 	requests := 0
+	// replays counts, per key, its 5xx answers equal to its one before
+	// (a saved error, replayed: tested, when the service declared that it
+	// saves its errors).
+	lastErr, replays := map[string]history.Exchange{}, map[string]int{}
 	for _, x := range xs {
 		if !keyedOwn(x) {
 			continue
@@ -24,6 +28,12 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		requests++
 		if _, seen := ok[x.Key]; !seen {
 			ok[x.Key] = false
+		}
+		if x.Status >= 500 {
+			if replayed(lastErr[x.Key], x) {
+				replays[x.Key]++
+			}
+			lastErr[x.Key] = x
 		}
 		if success(x.Status) {
 			ok[x.Key] = true
@@ -39,12 +49,14 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	// tested all the same: the service ran it once and answers the error
 	// it saved when the provider failed the charge, or when its deadline
 	// passed first (--provider-fail, --provider-latency).
-	failed, savedErr := 0, 0
+	failed, savedErr, declared := 0, 0, 0
 	for k, v := range ok {
 		switch {
 		case v:
 		case keys.ownCharged(k):
 			savedErr++
+		case p.SavesErrors && replays[k] > 0:
+			declared++
 		default:
 			failed++
 		}
@@ -54,9 +66,12 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		r.Detail = "no keyed request was sent"
 		return finish(r, nil)
 	}
-	r.Detail = fmt.Sprintf("%d of %d keys got a success", len(ok)-failed-savedErr, len(ok))
+	r.Detail = fmt.Sprintf("%d of %d keys got a success", len(ok)-failed-savedErr-declared, len(ok))
 	if savedErr > 0 {
 		r.Detail += fmt.Sprintf(", %d more an error after the provider charged their order", savedErr)
+	}
+	if declared > 0 {
+		r.Detail += fmt.Sprintf(", %d more replayed a saved 5xx (--saves-errors)", declared)
 	}
 	if 2*failed <= len(ok) {
 		orders := map[string]bool{}
@@ -77,7 +92,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 			why = fmt.Sprintf("the provider saw %d charges, none of an order idemcheck sent (does the service send the order it got at --order-at as \"order\"?)", len(charges))
 		}
 		return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
-			"%d of %d keys got a success, but %s: nothing was tested", len(ok)-failed-savedErr, len(ok), why)}})
+			"%d of %d keys got a success, but %s: nothing was tested", len(ok)-failed-savedErr-declared, len(ok), why)}})
 	}
 	top, n := "", 0
 	for s, c := range statuses {

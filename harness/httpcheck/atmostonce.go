@@ -165,11 +165,12 @@ func staleResumed(fs []history.Fault, xs []history.Exchange, first, second histo
 }
 
 // succeeded reports whether some client got a success for the order
-// between from and to: the service had the first charge's outcome and
-// answered it, so it cannot have died before saving it.
+// between from and to that carries its outcome ([completed]: a 202 only
+// says the work was queued): the service had the first charge's outcome
+// and answered it, so it cannot have died before saving it.
 func succeeded(xs []history.Exchange, from, to int64) bool {
 	for _, x := range xs {
-		if x.HasKey && x.Purpose != history.PurposeReuse && success(x.Status) && x.Return > from && x.Return < to {
+		if x.HasKey && x.Purpose != history.PurposeReuse && completed(x.Status) && x.Return > from && x.Return < to {
 			return true
 		}
 	}
@@ -265,7 +266,7 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 				x.Client, x.Status, x.Instance, ms(x.Return))
 		}
 	}
-	return CauseAfterDone, "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key (a record lost on restart, or kept per instance)"
+	return CauseAfterDone, "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key (a record lost on restart, kept per instance, or expired: a retention shorter than the run, whose retries come up to --duration plus --settle after the key's first request)"
 }
 
 var chargeID = regexp.MustCompile(`\bch_[0-9]+\b`)

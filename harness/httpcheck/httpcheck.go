@@ -50,8 +50,12 @@
 package httpcheck
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -168,7 +172,7 @@ func Run(e Evidence) []Result {
 		replay.Notes = append(replay.Notes, w)
 	}
 	return []Result{
-		checkAnswers(xs, charges, keys),
+		checkAnswers(xs, charges, keys, e.Policy),
 		checkAtMostOnce(xs, charges, fs),
 		replay,
 		checkStatus(xs, charges, fs, keys, e.Policy),
@@ -237,6 +241,35 @@ func ms(t int64) string { return history.Millis(t) }
 
 func success(status int) bool { return status >= 200 && status < 300 }
 
+// completed reports whether a status is a success that carries the
+// request's outcome: any 2xx but 202 Accepted, which says the request
+// was taken to be processed later, not that it was (an asynchronous
+// service answers 202 until the work is done, then its result).
+func completed(status int) bool { return success(status) && status != http.StatusAccepted }
+
+// sameReply reports whether two answers' bodies are the same answer:
+// equal as text, or, both JSON, equal as values (a store that keeps the
+// body as Postgres jsonb gives its fields back in another order).
+func sameReply(a, b string) bool {
+	if a == b {
+		return true
+	}
+	va, oka := jsonValue(a)
+	vb, okb := jsonValue(b)
+	return oka && okb && reflect.DeepEqual(va, vb)
+}
+
+// jsonValue decodes s as one JSON value, numbers kept as written.
+func jsonValue(s string) (any, bool) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.More() {
+		return nil, false
+	}
+	return v, true
+}
+
 // keyedOwn reports whether x carries its key's own body (not a reuse's).
 func keyedOwn(x history.Exchange) bool {
 	switch x.Purpose {
@@ -246,13 +279,14 @@ func keyedOwn(x history.Exchange) bool {
 	return false
 }
 
-// checkReplay judges that every answer after a key's first success, for
+// checkReplay judges that every answer after a key's first completed
+// success ([completed]; JSON bodies compared as values, [sameReply]), for
 // the same body, equals it.
 func checkReplay(xs []history.Exchange) Result {
 	type kb struct{ key, body string }
 	firsts := map[kb]history.Exchange{}
 	for _, x := range xs {
-		if !x.HasKey || !success(x.Status) {
+		if !x.HasKey || !completed(x.Status) {
 			continue
 		}
 		k := kb{x.Key, x.Body}
@@ -271,7 +305,7 @@ func checkReplay(xs []history.Exchange) Result {
 			continue
 		}
 		judged++
-		if x.Status != f.Status || x.Reply != f.Reply {
+		if x.Status != f.Status || !sameReply(x.Reply, f.Reply) {
 			bad[k] = true
 			vs = append(vs, Violation{Checker: Replay, Key: x.Key, At: x.Return, Detail: fmt.Sprintf(
 				"key %s: client %d got %d %q from %s at %s after client %d got %d %q from %s at %s",

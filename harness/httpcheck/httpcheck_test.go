@@ -415,8 +415,19 @@ func TestLivenessCauses(t *testing.T) {
 	if r := saved(Policy{SavesErrors: true}); !r.Pass || r.Unjudged != "" || len(r.Notes) != 1 {
 		t.Errorf("a replayed 5xx, declared: %+v, want it settled with a note", r)
 	}
-	// A saved error for a charge the provider failed is a definite answer.
+	// One probe only (--settle ran out): the answer before it, to any
+	// attempt, shows the replay.
 	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8, 502, `{"error":"upstream"}`)
+	e.x(0, "i2", history.PurposeRetry, "k", "o", "b", 9, 12, 502, `{"error":"upstream"}`)
+	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 20, 25, 502, `{"error":"upstream"}`)
+	for _, r := range Run(Evidence{Hist: e.h, Ledger: e.l, Policy: Policy{SavesErrors: true}}) {
+		if r.Checker == Liveness && (!r.Pass || len(r.Notes) != 1) {
+			t.Errorf("a saved 5xx with one probe, declared: %+v, want it settled", r)
+		}
+	}
+	// A saved error for a charge the provider failed is a definite answer.
+	e = newEv()
 	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 30, 500, "provider failed")
 	e.chargeOutcome("o", "i1", 10, 20, history.OutcomeFailed)
 	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 40, 50, 500, "provider failed")
@@ -580,6 +591,33 @@ func TestAnswers(t *testing.T) {
 	if r := e.result(t, Answers); !r.Pass || !strings.Contains(r.Detail, "9 more an error after the provider charged") {
 		t.Errorf("saved errors of failed charges counted as nothing tested: %+v", r)
 	}
+
+	// A service that saves every error (a circuit breaker refusing most
+	// charges before the provider): keys that replay one 5xx were tested
+	// when it declares --saves-errors, not otherwise.
+	answers := func(p Policy) Result {
+		e := newEv()
+		for i := 0; i < 10; i++ {
+			k := fmt.Sprintf("k%d", i)
+			if i < 3 {
+				e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(100*i), int64(100*i+5), 200, "ok")
+				e.charge("o"+k, "i1", int64(100*i+1))
+				continue
+			}
+			e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(100*i), int64(100*i+5), 502, "breaker open")
+			e.x(0, "i2", history.PurposeRetry, k, "o"+k, "b", int64(100*i+10), int64(100*i+15), 502, "breaker open")
+		}
+		for _, r := range Run(Evidence{Hist: e.h, Ledger: e.l, Policy: p}) {
+			if r.Checker == Answers {
+				return r
+			}
+		}
+		return Result{}
+	}
+	wantCause(t, answers(Policy{}), CauseNothingTested)
+	if r := answers(Policy{SavesErrors: true}); !r.Pass || !strings.Contains(r.Detail, "7 more replayed a saved 5xx") {
+		t.Errorf("declared saved errors counted as nothing tested: %+v", r)
+	}
 }
 
 // TestInterrupted: an interrupted run's liveness and failed answers say
@@ -598,5 +636,50 @@ func TestInterrupted(t *testing.T) {
 	}
 	if rs[1].Pass || len(rs[1].Violations) != 1 {
 		t.Errorf("a recorded violation was dropped: %+v", rs[1])
+	}
+}
+
+// TestReplayComparesJSONAsValues: a replay whose JSON body holds the same
+// value in another order (a store keeping it as Postgres jsonb) is the
+// same answer; another value is not. A 202 Accepted is not the answer a
+// replay must equal: an asynchronous service answers it until the work is
+// done, then its result.
+func TestReplayComparesJSONAsValues(t *testing.T) {
+	replay := func(first, again string, firstStatus int) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 20, firstStatus, first)
+		e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 30, 40, 200, again)
+		e.x(2, "i1", history.PurposeReplay, "k", "o", "b", 50, 60, 200, again)
+		return e.result(t, Replay)
+	}
+	if r := replay(`{"amount":5,"charge":"ch_1"}`, `{"charge": "ch_1", "amount": 5}`, 200); !r.Pass {
+		t.Errorf("the same JSON value in another order: %+v", r)
+	}
+	if r := replay(`{"amount":5,"charge":"ch_1"}`, `{"amount":5,"charge":"ch_2"}`, 200); r.Pass {
+		t.Errorf("another JSON value passed: %+v", r)
+	}
+	if r := replay(`{"status":"queued"}`, `{"amount":5,"charge":"ch_1"}`, 202); !r.Pass {
+		t.Errorf("a result after a 202 compared with the 202: %+v", r)
+	}
+}
+
+// TestAtMostOnceAcceptedIsNoOutcome: a 202 Accepted between two charges
+// of an order, around a kill of the first's instance, says the work was
+// queued, not done: the second charge is still the at-least-once of a
+// crash, excused. A 200 carrying the outcome is not.
+func TestAtMostOnceAcceptedIsNoOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		pass   bool
+	}{{202, true}, {200, false}} {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+		e.charge("o", "i1", 20)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 25, End: 300})
+		e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 100, 120, tc.status, `{"charge":"ch_1"}`)
+		e.charge("o", "i2", 400)
+		if r := e.result(t, AtMostOnce); r.Pass != tc.pass {
+			t.Errorf("a %d between the charges: pass %v, want %v (%+v)", tc.status, r.Pass, tc.pass, r)
+		}
 	}
 }

@@ -17,8 +17,27 @@ import (
 // answered at all, is stuck; one held ([held]) after its owner died,
 // with no in-flight TTL declared, is not judged ([orphans]).
 func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, keys keyFacts, p Policy) Result {
-	last, prev := map[string]history.Exchange{}, map[string]history.Exchange{}
+	last := map[string]history.Exchange{}
 	first := map[string]int64{}
+	// Each key's answers to its own body, in call order: the answer
+	// before its last probe, whatever sent it (the probes may have had
+	// time for one attempt only), says whether that probe's 5xx was
+	// replayed.
+	answeredOwn := map[string][]history.Exchange{}
+	for _, x := range xs {
+		if keyedOwn(x) && x.Answered() {
+			answeredOwn[x.Key] = append(answeredOwn[x.Key], x)
+		}
+	}
+	before := func(x history.Exchange) history.Exchange {
+		var p history.Exchange
+		for _, o := range answeredOwn[x.Key] {
+			if o.Call < x.Call {
+				p = o
+			}
+		}
+		return p
+	}
 	var order []string
 	for _, x := range xs {
 		if x.Purpose != history.PurposeProbe {
@@ -27,8 +46,6 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		if _, ok := last[x.Key]; !ok {
 			order = append(order, x.Key)
 			first[x.Key] = x.Call
-		} else {
-			prev[x.Key] = last[x.Key]
 		}
 		last[x.Key] = x
 	}
@@ -76,8 +93,8 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			lostAnswer++
 			continue
 		}
-		if x.Status >= 500 && replayed(prev[k], x) && !keys.succeeded[k] {
-			// The same 5xx on the key's last two probes, no client ever
+		if x.Status >= 500 && replayed(before(x), x) && !keys.succeeded[k] {
+			// The same 5xx as the key's answer before, no client ever
 			// got a success for it, and no charge of its order explains
 			// it: a service that saves every error (Stripe does) answers
 			// so, and so does one stuck on the key.
@@ -128,7 +145,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl) to judge them", len(unjudged), unjudged[0]))
 	}
 	if len(savedErrs) > 0 {
-		why = append(why, fmt.Sprintf("%d keys (first %s) replay one 5xx on their last probes, for an order the provider never charged: a service that saves every error answers so (declare it with --saves-errors), and so does one stuck on the key", len(savedErrs), savedErrs[0]))
+		why = append(why, fmt.Sprintf("%d keys (first %s) replay one 5xx (the last probe's answer and the one before it), for an order the provider never charged: a service that saves every error answers so (declare it with --saves-errors), and so does one stuck on the key", len(savedErrs), savedErrs[0]))
 	}
 	if n := len(unjudged) + len(savedErrs); n > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
@@ -137,8 +154,8 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	return finish(r, vs)
 }
 
-// replayed reports whether a key's last two probes got the same 5xx
-// answer, status and body: a saved answer, replayed.
+// replayed reports whether a key's last probe got the same answer,
+// status and body, as its answer before: a saved answer, replayed.
 func replayed(prev, last history.Exchange) bool {
 	return prev.Answered() && prev.Status == last.Status && prev.Reply == last.Reply
 }

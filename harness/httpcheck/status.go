@@ -143,7 +143,7 @@ func lostWithOwner(successes []history.Exchange, own []history.Charge, fs []hist
 		return false
 	}
 	for _, s := range successes {
-		if s.Return < x.Call {
+		if completed(s.Status) && s.Return < x.Call {
 			return false
 		}
 	}

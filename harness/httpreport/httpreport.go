@@ -129,7 +129,11 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 				continue
 			}
 			shown[v.Cause] = true
-			fmt.Fprintf(&b, "\n%s violation [%s] (the first of %d): %s\n", r.Checker, v.Cause, r.CauseCounts()[v.Cause], v.Detail)
+			cause := ""
+			if v.Cause != "" {
+				cause = " [" + v.Cause + "]"
+			}
+			fmt.Fprintf(&b, "\n%s violation%s (the first of %d): %s\n", r.Checker, cause, r.CauseCounts()[v.Cause], v.Detail)
 			for _, line := range Timeline(xs, charges, h.Faults(), v.Key) {
 				fmt.Fprintf(&b, "  %s\n", line)
 			}
