@@ -317,6 +317,12 @@ func printReproduce(w io.Writer, sum *results.Summary, o harness.Options) {
 	if o.Duration > 0 {
 		cmd += fmt.Sprintf(" --duration %v", o.Duration)
 	}
+	if o.StrictRetention {
+		cmd += " --strict-retention"
+	}
+	if o.StrictAvailability {
+		cmd += " --strict-availability"
+	}
 	fmt.Fprintf(w, "\nreproduce: %s\n", cmd)
 	fmt.Fprintf(w, "recheck:   idemcheck recheck %s\n", sum.Dir)
 	for _, s := range sum.Scenarios {

@@ -158,7 +158,7 @@ func runTakeover(ctx context.Context, env *Env) {
 				return
 			}
 			claimed.wait(ctx, 10*ttl)
-			time.Sleep(ttl / 5)
+			faults.Pause(ctx, ttl/5) // an interrupt ends the wait
 			[]*workload.Client{b, c}[i-1].Submit(ctx, o)
 		})
 	})
@@ -183,7 +183,7 @@ func runCrash(ctx context.Context, env *Env) {
 		a := env.NewClient(workload.Rule{Failpoint: at, Action: workload.Crash(), Times: 1, Key: o.Key})
 		b := env.NewClient()
 		a.Submit(ctx, o)
-		time.Sleep(ttl/10 + env.Jitter(ttl/10))
+		faults.Pause(ctx, ttl/10+env.Jitter(ttl/10)) // an interrupt ends the wait (a LockTTL of minutes waits as long)
 		b.Submit(ctx, o)
 	})
 }
@@ -249,7 +249,7 @@ func runRetention(ctx context.Context, env *Env) {
 		env.NewClient().Submit(ctx, o)
 		retry := env.NewClient()
 		for i := 0; i < 2; i++ { // at 0.3 and 0.6 of the retention
-			time.Sleep(ret * 3 / 10)
+			faults.Pause(ctx, ret*3/10) // an interrupt ends the wait
 			retry.Submit(ctx, o)
 		}
 	})

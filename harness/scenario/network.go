@@ -148,7 +148,7 @@ func runLostReply(ctx context.Context, env *Env) {
 				return
 			}
 			answered.wait(ctx, 10*ttl)
-			time.Sleep(ttl/5 + env.Jitter(ttl/5))
+			faults.Pause(ctx, ttl/5+env.Jitter(ttl/5)) // an interrupt ends the wait
 			b.Submit(ctx, o)
 		})
 	})
