@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/sched"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -34,5 +36,24 @@ func TestNetWarmTakesFencedAsAnAnswer(t *testing.T) {
 	}
 	if err := netWarm(ctx, warmStore{err: errors.New("connection reset")}, 0); err == nil {
 		t.Error("a failed warm-up save passed")
+	}
+}
+
+// TestPrunerStopIsBetweenCalls: a scheduled pruner's wait before each
+// Prune is the harness's, between calls: an episode whose only other
+// stops are the Run flow's was interleaved between calls only, and says
+// so (a store without failpoints once lost the note in sched-race).
+func TestPrunerStopIsBetweenCalls(t *testing.T) {
+	log := []sched.Event{{Kind: sched.Parked, Client: "c1", Failpoint: faults.RunAfterClaim},
+		{Kind: sched.Parked, Client: "c3", Failpoint: prunerStop}}
+	if n := insideStops(log); n != 0 {
+		t.Errorf("%d stops inside a call, want 0", n)
+	}
+	if BetweenCallsOnly([]EpisodeRecord{{Inside: insideStops(log)}}) == "" {
+		t.Error("no note for an episode interleaved between calls only")
+	}
+	log = append(log, sched.Event{Kind: sched.Parked, Client: "c2", Failpoint: "begin.after-select"})
+	if n := insideStops(log); n != 1 {
+		t.Errorf("%d stops inside a call, want 1", n)
 	}
 }

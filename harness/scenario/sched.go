@@ -264,7 +264,7 @@ type EpisodeRecord struct {
 func insideStops(log []sched.Event) int {
 	n := 0
 	for _, e := range log {
-		if e.Kind == sched.Parked && e.Failpoint != "" && !strings.HasPrefix(e.Failpoint, "run.") {
+		if e.Kind == sched.Parked && e.Failpoint != "" && e.Failpoint != prunerStop && !strings.HasPrefix(e.Failpoint, "run.") {
 			n++
 		}
 	}
@@ -529,8 +529,13 @@ func (e *Env) SchedClient(s *sched.Scheduler, spec SchedClient, decide func(name
 	return c
 }
 
+// prunerStop is the failpoint where a scheduled pruner waits before each
+// Prune: the harness's, between calls, never inside one (insideStops).
+const prunerStop = "prune"
+
 // SchedPruner registers a client that calls Prune n times, each when the
-// scheduler lets it past the "prune" failpoint. It returns its client id.
+// scheduler lets it past the prunerStop failpoint. It returns its client
+// id.
 func (e *Env) SchedPruner(s *sched.Scheduler, name string, n int) int {
 	id := e.NewClientID()
 	if name == "" {
@@ -539,7 +544,7 @@ func (e *Env) SchedPruner(s *sched.Scheduler, name string, n int) int {
 	pruner := e.Recorder(id, e.Store, e.clock)
 	s.Client(name, func(ctx context.Context) {
 		for i := 0; i < n; i++ {
-			if faults.Hit(ctx, "prune") != nil {
+			if faults.Hit(ctx, prunerStop) != nil {
 				return
 			}
 			_, _ = pruner.Prune(ctx, e.clock.Now())
