@@ -383,6 +383,13 @@ func printSummary(w io.Writer, sum *results.Summary) {
 	if len(own) > 0 {
 		fmt.Fprintf(w, "\n%s ran on a %s server of their own, beside the shared scenarios: they pause and restart it\n", strings.Join(own, ", "), sum.Store)
 	}
+	// A declaration no scenario exercises is said, not passed in silence.
+	for _, s := range sum.Scenarios {
+		if s.Check != nil && s.Check.Semantics.PerRequestLease {
+			fmt.Fprintf(w, "\nnot exercised: the store declares per_request_lease, and no scenario of check sends a per-request lease (Request.Lease): idemtest's model test does\n")
+			break
+		}
+	}
 	if sum.OwnServerError != "" {
 		fmt.Fprintf(w, "\nthe server-fault scenarios ran alone on the run's server: a server of their own could not start: %s\n", sum.OwnServerError)
 	}

@@ -394,3 +394,17 @@ func TestCheckNamesFindings(t *testing.T) {
 		t.Fatalf("strict: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// TestCheckSaysWhatIsNotExercised: a store that declares a per-request
+// lease, which no scenario of check sends, passes with a line saying the
+// declaration was not exercised.
+func TestCheckSaysWhatIsNotExercised(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "check", "--store", "lease", "--scenario", "race", "--out", t.TempDir())
+	if code != exitPass || !strings.Contains(stdout, "not exercised: the store declares per_request_lease") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "check", "--store", "memory", "--scenario", "race", "--out", t.TempDir())
+	if code != exitPass || strings.Contains(stdout, "not exercised") {
+		t.Fatalf("a store declaring nothing: exit %d, stdout:\n%s", code, stdout)
+	}
+}
