@@ -72,30 +72,45 @@ func main() {
 
 // interruptible returns a context that the first SIGINT or SIGTERM
 // cancels: a command then finishes what ran, writes what it recorded and
-// exits 3. A second signal calls exit at once (containers it started are
-// removed by the next run, see servers.Reap). stop stops listening.
+// exits 3. A second signal, sameSignal or more after the first, calls
+// exit at once (containers it started are removed by the next run, see
+// servers.Reap). stop stops listening.
 func interruptible(stderr io.Writer, exit func()) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() {
+		var first time.Time
 		select {
 		case s := <-sig:
+			first = time.Now()
 			fmt.Fprintf(stderr, "\nidemcheck: %v: stopping; the results of what ran are being written (%v again to stop at once)\n", s, s)
 			cancel()
 		case <-done:
 			return
 		}
-		select {
-		case s := <-sig:
-			fmt.Fprintf(stderr, "idemcheck: %v again: stopped at once\n", s)
-			exit()
-		case <-done:
+		for {
+			select {
+			case s := <-sig:
+				if time.Since(first) < sameSignal {
+					continue // the first one again: a process group's Ctrl-C, timeout -s INT
+				}
+				fmt.Fprintf(stderr, "idemcheck: %v again: stopped at once\n", s)
+				exit()
+				return
+			case <-done:
+				return
+			}
 		}
 	}()
 	return ctx, func() { signal.Stop(sig); close(done); cancel() }
 }
+
+// sameSignal is how soon after the first a signal is taken for the same
+// one delivered twice (to each process of a group, or by a wrapper that
+// passes it on as well), not a second request to stop at once.
+const sameSignal = time.Second
 
 // run is main without the process: testable.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
