@@ -48,7 +48,13 @@ func (e *ev) refused(client int, inst, purpose, key, order, body string, call, r
 
 func (e *ev) result(t *testing.T, name string) Result {
 	t.Helper()
-	for _, r := range Run(Evidence{Hist: e.h, Ledger: e.l}) {
+	return e.resultBy(t, name, Policy{})
+}
+
+// resultBy is result under the policy p the service declared.
+func (e *ev) resultBy(t *testing.T, name string, p Policy) Result {
+	t.Helper()
+	for _, r := range Run(Evidence{Hist: e.h, Ledger: e.l, Policy: p}) {
 		if r.Checker == name {
 			return r
 		}
@@ -401,13 +407,7 @@ func TestLivenessCauses(t *testing.T) {
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8, 502, `{"error":"upstream"}`)
 		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, 502, `{"error":"upstream"}`)
 		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 40, 502, `{"error":"upstream"}`)
-		for _, r := range Run(Evidence{Hist: e.h, Ledger: e.l, Policy: p}) {
-			if r.Checker == Liveness {
-				return r
-			}
-		}
-		t.Fatal("no liveness result")
-		return Result{}
+		return e.resultBy(t, Liveness, p)
 	}
 	if r := saved(Policy{}); !r.Pass || !strings.Contains(r.Unjudged, "--saves-errors") {
 		t.Errorf("a replayed 5xx, undeclared: %+v, want it not judged", r)
@@ -421,10 +421,8 @@ func TestLivenessCauses(t *testing.T) {
 	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8, 502, `{"error":"upstream"}`)
 	e.x(0, "i2", history.PurposeRetry, "k", "o", "b", 9, 12, 502, `{"error":"upstream"}`)
 	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 20, 25, 502, `{"error":"upstream"}`)
-	for _, r := range Run(Evidence{Hist: e.h, Ledger: e.l, Policy: Policy{SavesErrors: true}}) {
-		if r.Checker == Liveness && (!r.Pass || len(r.Notes) != 1) {
-			t.Errorf("a saved 5xx with one probe, declared: %+v, want it settled", r)
-		}
+	if r := e.resultBy(t, Liveness, Policy{SavesErrors: true}); !r.Pass || len(r.Notes) != 1 {
+		t.Errorf("a saved 5xx with one probe, declared: %+v, want it settled", r)
 	}
 	// A saved error for a charge the provider failed is a definite answer.
 	e = newEv()
@@ -484,14 +482,7 @@ func TestLivenessOrphans(t *testing.T) {
 	}
 	wantCause(t, build("i2").result(t, Liveness), CauseInFlight) // another instance died: no excuse
 	wantCause(t, build("").result(t, Liveness), CauseInFlight)
-	e := build("i1")
-	var ttl Result
-	for _, r := range Run(Evidence{Hist: e.h, Ledger: e.l, Policy: Policy{InFlightTTL: time.Second}}) {
-		if r.Checker == Liveness {
-			ttl = r
-		}
-	}
-	wantCause(t, ttl, CauseInFlight)
+	wantCause(t, build("i1").resultBy(t, Liveness, Policy{InFlightTTL: time.Second}), CauseInFlight)
 
 	// A key held is held whatever the service answers while it is: a
 	// 429, 425 or 408 (try again later), or a request kept waiting past
@@ -607,12 +598,7 @@ func TestAnswers(t *testing.T) {
 			e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(100*i), int64(100*i+5), 502, "breaker open")
 			e.x(0, "i2", history.PurposeRetry, k, "o"+k, "b", int64(100*i+10), int64(100*i+15), 502, "breaker open")
 		}
-		for _, r := range Run(Evidence{Hist: e.h, Ledger: e.l, Policy: p}) {
-			if r.Checker == Answers {
-				return r
-			}
-		}
-		return Result{}
+		return e.resultBy(t, Answers, p)
 	}
 	wantCause(t, answers(Policy{}), CauseNothingTested)
 	if r := answers(Policy{SavesErrors: true}); !r.Pass || !strings.Contains(r.Detail, "7 more replayed a saved 5xx") {
