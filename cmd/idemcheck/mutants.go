@@ -52,8 +52,12 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	var shard shardFlag
 	fs.Var(&shard, "shard", shardHelp)
+	execCmd := fs.String("cmd", "", "not for mutants: a store in another language (--store exec) names its bug variants in its hello; check each with check --variant")
 	if err := parse(fs, mutantsHelp, args, stdout); err != nil {
 		return exitUsage, err
+	}
+	if *execCmd != "" || *store == "exec" {
+		return exitUsage, usagef("mutants hunts the mutants of idemcheck's own stores; a store in another language names its own bug variants in its hello (docs/protocol.md): check each one with idemcheck check --store exec --cmd \"...\" --variant NAME, which must fail, and the correct store with no --variant, which must pass")
 	}
 	if *parallel < 1 || *parallel > harness.MaxParallel {
 		return exitUsage, usagef("--parallel must be between 1 and %d, got %d", harness.MaxParallel, *parallel)
