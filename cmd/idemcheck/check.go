@@ -135,13 +135,19 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return exitUsage, err
 	default:
 		defer cleanup()
-		if !*asJSON && isTerminal(stderr) {
+		switch {
+		case *asJSON:
+		case isTerminal(stderr):
 			o.Progress, o.ProgressEvery = func(p harness.Progress) { printProgress(stderr, p) }, 200*time.Millisecond
+		case o.Estimate() > time.Minute:
+			// A long run in a log (CI, a pipe): a line per scenario as
+			// it ends, and one every logProgressEvery while it runs.
+			o.Progress, o.ProgressEvery = func(p harness.Progress) { logProgress(stderr, p) }, logProgressEvery
 		}
 		rctx, workers, protocolErr := execRun(ctx, ex, o.WorkerCommand)
 		o.WorkerCommand = workers
 		sum, err = harness.Run(rctx, o)
-		if o.Progress != nil {
+		if o.Progress != nil && isTerminal(stderr) {
 			fmt.Fprint(stderr, "\r\033[K") // the live line goes; the summary stays
 		}
 		if perr := protocolErr(); perr != nil {
@@ -534,6 +540,23 @@ func isTerminal(w io.Writer) bool {
 // done of all, the current scenario (or why it was skipped), its store
 // calls and faults, the violations found so far, the time elapsed and an
 // estimate of the time left (from the pace so far).
+// logProgressEvery is how often a long run writes where it is to a log.
+const logProgressEvery = 30 * time.Second
+
+// logProgress writes a long run's progress to a log, one line at a time:
+// each scenario as it ends, and while one runs, its calls so far (the
+// ticks at its start, with nothing yet to say, are left out).
+func logProgress(w io.Writer, p harness.Progress) {
+	switch {
+	case p.Done && p.Skipped != "":
+		fmt.Fprintf(w, "idemcheck: [%d/%d] %s skipped: %s\n", p.Index, p.Total, p.Scenario, p.Skipped)
+	case p.Done:
+		fmt.Fprintf(w, "idemcheck: [%d/%d] %s done, %s elapsed, %d violations so far\n", p.Index, p.Total, p.Scenario, p.Elapsed.Round(time.Second), p.Violations)
+	case p.Ops > 0:
+		fmt.Fprintf(w, "idemcheck: [%d/%d] %s running: %d calls, %d faults, %s elapsed\n", p.Index, p.Total, p.Scenario, p.Ops, p.Faults, p.Elapsed.Round(time.Second))
+	}
+}
+
 func printProgress(w io.Writer, p harness.Progress) {
 	const width = 20
 	done := p.Index - 1

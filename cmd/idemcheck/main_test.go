@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -406,5 +407,19 @@ func TestCheckSaysWhatIsNotExercised(t *testing.T) {
 	code, stdout, _ = runCLI(t, "check", "--store", "memory", "--scenario", "race", "--out", t.TempDir())
 	if code != exitPass || strings.Contains(stdout, "not exercised") {
 		t.Fatalf("a store declaring nothing: exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
+// TestLogProgress: a long run writing to a log says each scenario as it
+// ends and where a running one is, one plain line each (no terminal
+// codes), and nothing for a tick with nothing to say.
+func TestLogProgress(t *testing.T) {
+	var b strings.Builder
+	logProgress(&b, harness.Progress{Scenario: "race", Index: 1, Total: 3})
+	logProgress(&b, harness.Progress{Scenario: "race", Index: 1, Total: 3, Ops: 40, Elapsed: 30 * time.Second})
+	logProgress(&b, harness.Progress{Scenario: "race", Index: 1, Total: 3, Done: true, Elapsed: 31 * time.Second, Violations: 2})
+	want := "idemcheck: [1/3] race running: 40 calls, 0 faults, 30s elapsed\nidemcheck: [1/3] race done, 31s elapsed, 2 violations so far\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
 	}
 }
