@@ -21,7 +21,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
 	"github.com/idemcheck/idemcheck/harness/results"
-	"github.com/idemcheck/idemcheck/harness/scenario"
+
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/lease"
@@ -513,76 +513,6 @@ func faults(m map[string]int) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
-}
-
-// nameWidth is the longest scenario name, so the progress line's columns
-// stay put from one scenario to the next.
-func nameWidth() int {
-	w := 0
-	for _, s := range scenario.All {
-		w = max(w, len(s.Name))
-	}
-	return w
-}
-
-// isTerminal reports whether w is a terminal (progress goes only there).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// printProgress draws a one-line progress bar on the terminal, replaced
-// in place (the summary table that follows is the only record): scenarios
-// done of all, the current scenario (or why it was skipped), its store
-// calls and faults, the violations found so far, the time elapsed and an
-// estimate of the time left (from the pace so far).
-// logProgressEvery is how often a long run writes where it is to a log.
-const logProgressEvery = 30 * time.Second
-
-// logProgress writes a long run's progress to a log, one line at a time:
-// each scenario as it ends, and while one runs, its calls so far (the
-// ticks at its start, with nothing yet to say, are left out).
-func logProgress(w io.Writer, p harness.Progress) {
-	switch {
-	case p.Done && p.Skipped != "":
-		fmt.Fprintf(w, "idemcheck: [%d/%d] %s skipped: %s\n", p.Index, p.Total, p.Scenario, p.Skipped)
-	case p.Done:
-		fmt.Fprintf(w, "idemcheck: [%d/%d] %s done, %s elapsed, %d violations so far\n", p.Index, p.Total, p.Scenario, p.Elapsed.Round(time.Second), p.Violations)
-	case p.Ops > 0:
-		fmt.Fprintf(w, "idemcheck: [%d/%d] %s running: %d calls, %d faults, %s elapsed\n", p.Index, p.Total, p.Scenario, p.Ops, p.Faults, p.Elapsed.Round(time.Second))
-	}
-}
-
-func printProgress(w io.Writer, p harness.Progress) {
-	const width = 20
-	done := p.Index - 1
-	if p.Done {
-		done = p.Index
-	}
-	filled := width * done / p.Total
-	bar := strings.Repeat("█", filled) + strings.Repeat("░", width-filled)
-	left := "?"
-	if done > 0 {
-		left = (p.Elapsed / time.Duration(done) * time.Duration(p.Total-done)).Round(time.Second).String()
-	}
-	what := fmt.Sprintf("%6d ops %4d faults %3d violations", p.Ops, p.Faults, p.Violations)
-	if p.Skipped != "" {
-		what = "skipped: " + p.Skipped
-		if r := []rune(what); len(r) > 60 {
-			what = string(r[:59]) + "…"
-		}
-	}
-	line := fmt.Sprintf("[%*d/%d] %s %-*s %s  %s elapsed, ~%s left", len(fmt.Sprint(p.Total)), p.Index, p.Total, bar, nameWidth(), p.Scenario, what,
-		p.Elapsed.Round(time.Second), left)
-	if p.Done && p.Index == p.Total {
-		fmt.Fprint(w, "\r\033[K") // the summary follows
-		return
-	}
-	fmt.Fprintf(w, "\r\033[K%s", line)
 }
 
 // openRunJournal starts the run's journal in its results directory
