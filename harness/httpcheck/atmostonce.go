@@ -47,8 +47,8 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 				continue
 			}
 			if staleResumed(fs, oxs, first, second) {
-				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) by %s, which idemcheck had paused from before the first charge, with a request of the order there, until just before its own: an owner whose lease ran out while it stood still, acting on its claim after another instance took the key over (only a provider that checks fencing tokens can refuse it): at-least-once after a pause, excused",
-					order, second.ID, first.ID, via(second)))
+				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged twice (%s, then %s) while idemcheck paused an instance that held a request of the order from before the pause until just before its charge: an owner whose lease ran out while it stood still, acting on its claim after another request took the key over (only a provider that checks fencing tokens can refuse it): at-least-once after a pause, excused",
+					order, first.ID, second.ID))
 				continue
 			}
 			if pausedAcross(fs, first) && !succeeded(oxs, first.At, second.At) {
@@ -72,6 +72,9 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 				order, key, first.ID, via(first), ms(first.At), second.ID, via(second), ms(second.At), why)})
 			break
 		}
+	}
+	if n := len(r.Notes); n > 0 && len(vs) == 0 {
+		r.Detail = fmt.Sprintf("%d orders charged, none twice but for %d excused (the notes say why)", len(byOrder), n)
 	}
 	return finish(r, vs)
 }
@@ -136,29 +139,53 @@ func pausedAcross(fs []history.Fault, first history.Charge) bool {
 	return false
 }
 
-// staleResumed reports whether the second charge came from an owner
-// that stood still while another took its key over: idemcheck paused
-// the second's instance from before the first charge until just before
-// its own (pauseSlack), and a request of the order was at that instance
+// staleOwner returns the pause (and true) in which the charge c's
+// instance stood still as an owner whose lease ran out: idemcheck paused
+// it from at or before since until just before c (pauseSlack), and a
+// request of the order (xs: the order's exchanges) was at that instance
 // when the pause began (sent before it, not yet answered). The owner had
 // its claim (or was about to charge) when it stopped; its lease ran out,
-// another instance took the key over, charged and may have answered a
-// client; resumed, the owner charges as it was about to. No check before
-// the charge closes that window, and a provider that deduplicates nothing
-// cannot refuse the stale charge, so a success for the order in between
-// does not make it a violation, as it does after a kill. A request that
-// reached the instance only during the pause (the kernel queues it) must
-// find the key done: not excused.
-func staleResumed(fs []history.Fault, xs []history.Exchange, first, second history.Charge) bool {
+// and another request could take the key over; resumed, the owner charges
+// as it was about to. No check before the charge closes that window, and
+// a provider that deduplicates nothing cannot refuse the stale charge. A
+// request that reached the instance only during the pause (the kernel
+// queues it) is no owner: not excused.
+func staleOwner(fs []history.Fault, xs []history.Exchange, c history.Charge, since int64) (history.Fault, bool) {
 	for _, f := range fs {
-		if f.Kind != history.FaultInstancePause || second.Via == "" || f.Failpoint != second.Via ||
-			f.Start > first.At || f.End > second.At || f.End < second.At-pauseSlack {
+		if f.Kind != history.FaultInstancePause || c.Via == "" || f.Failpoint != c.Via ||
+			f.Start > since || f.End > c.At || f.End < c.At-pauseSlack {
 			continue
 		}
 		for _, x := range xs {
 			if x.Instance == f.Failpoint && x.Purpose != history.PurposeReuse && x.Call < f.Start && ends(x) > f.Start {
-				return true
+				return f, true
 			}
+		}
+	}
+	return history.Fault{}, false
+}
+
+// staleResumed reports whether one of two charges of an order came from
+// an owner that stood still while another request took its key over
+// ([staleOwner]), in either order: the second, paused from before the
+// first charge (the taker charged, and may have answered a client, while
+// it stood still: a success in between does not make it a violation, as
+// it does after a kill); or the first, paused until just before it, while
+// the request that made the second was sent during the pause and still
+// open when the first charge came (the taker claimed the expired key,
+// and charged after the stale owner did).
+func staleResumed(fs []history.Fault, xs []history.Exchange, first, second history.Charge) bool {
+	if _, ok := staleOwner(fs, xs, second, first.At); ok {
+		return true
+	}
+	f, ok := staleOwner(fs, xs, first, first.At)
+	if !ok {
+		return false
+	}
+	for _, x := range xs {
+		if x.Purpose != history.PurposeReuse && (second.Via == "" || x.Instance == second.Via) &&
+			x.Call >= f.Start && x.Call <= f.End && ends(x) > first.At && x.Call < second.At {
+			return true
 		}
 	}
 	return false

@@ -269,6 +269,26 @@ func TestAtMostOncePausedPastTheLease(t *testing.T) {
 	if r := resumed(20); r.Pass {
 		t.Fatalf("a request queued during the pause, charged again on resuming, was excused: %+v", r)
 	}
+
+	// The mirror: the stale owner i1 charges first, just after its pause,
+	// and the taker i2, whose request came during the pause (the lease
+	// had run out), charges second: excused. A taker whose request came
+	// after the pause ended met a live owner: not excused.
+	mirror := func(takerAt int64) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10*ms, 0, 0, "")
+		e.h.AddFault(pause("i1", 15, 4000))
+		e.x(1, "i2", history.PurposeRetry, "k", "o", "b", takerAt*ms, 0, 0, "")
+		e.chargeOutcome("o", "i1", 4004*ms, 4010*ms, history.OutcomeCharged)
+		e.chargeOutcome("o", "i2", 4050*ms, 4060*ms, history.OutcomeCharged)
+		return e.result(t, AtMostOnce)
+	}
+	if r := mirror(2000); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "stood still") {
+		t.Fatalf("the stale owner charging first, the taker second: %+v", r)
+	}
+	if r := mirror(4002); r.Pass {
+		t.Fatalf("a taker that came after the pause was excused: %+v", r)
+	}
 }
 
 func TestStatusCauses(t *testing.T) {
@@ -323,6 +343,26 @@ func TestStatusCauses(t *testing.T) {
 	}
 	wantCause(t, lost(true, true), CauseReuseRan)
 	wantCause(t, lost(false, false), CauseReuseRan)
+
+	// The owner i1 stood still (paused) holding the key's request, past
+	// its lease; a reuse ran as new meanwhile; i1 resumed and charged the
+	// key's own order after: the key was unknown when the reuse came.
+	// Without the pause, the owner was in flight: the reuse must not run.
+	stale := func(paused bool) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+		if paused {
+			e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstancePause, Failpoint: "i1", Start: 15, End: 3800})
+		}
+		e.x(1, "i2", history.PurposeReuse, "k", "o2", "b2", 2800, 3140, 201, "C")
+		e.charge("o2", "i2", 3110)
+		e.charge("o", "i1", 3880)
+		return e.result(t, Status)
+	}
+	if r := stale(true); !r.Pass || len(r.Notes) != 1 {
+		t.Fatalf("a reuse run as new while the owner stood still past its lease: %+v", r)
+	}
+	wantCause(t, stale(false), CauseReuseRan)
 
 	// The key's only request with its own body was lost on the way and
 	// its order never charged: to the service the reuse was the key's

@@ -75,7 +75,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 			// request of its key the service saw (every attempt with the
 			// key's own body lost on the way, as with --attempts 1
 			// through faults), and running it is what the service must do.
-			if success(x.Status) && charged[x.Order] && keys.had(x.Key) && lostWithOwner(answers[x.Key], byOrder[keys.ownOrder[x.Key]], fs, x) {
+			if success(x.Status) && charged[x.Order] && keys.had(x.Key) && lostWithOwner(answers[x.Key], byKey[x.Key], byOrder[keys.ownOrder[x.Key]], fs, x) {
 				notes = append(notes, fmt.Sprintf("key %s reused with another body (order %s) ran as new at %s, after idemcheck killed (or paused past its lease) every instance that had charged the key's own order, before any client got a success for it: the service lost the key's unfinished record with its owner, as a retry after a crash runs again; excused",
 					x.Key, x.Order, ms(x.Return)))
 				continue
@@ -132,13 +132,17 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 // lostWithOwner reports whether a reuse x that ran as new came after the
 // service may have lost its key with the key's owner: no client got a
 // success for the key's own body before x was sent (successes), and
-// every charge of the key's own order (own) was made by an instance that
-// idemcheck killed, or paused across the provider's answer, after the
-// charge and before x was sent. An owner that dies between its charge and
-// its save leaves an unfinished record that expires with its lease: the
-// key is new again, a retry with its own body runs again (at-most-once
-// excuses it, see [killedBetween]), and so may a reuse with another body.
-func lostWithOwner(successes []history.Exchange, own []history.Charge, fs []history.Fault, x history.Exchange) bool {
+// every charge of the key's own order (own) was made by an owner that
+// could not hold the key when x came: an instance that idemcheck killed,
+// or paused across the provider's answer, after the charge and before x
+// was sent; or one paused from before x until just before its charge,
+// holding a request of the key (keyed) when the pause began ([staleOwner]:
+// its lease ran out while it stood still). An owner that dies between its
+// charge and its save leaves an unfinished record that expires with its
+// lease: the key is new again, a retry with its own body runs again
+// (at-most-once excuses it, see [killedBetween]), and so may a reuse with
+// another body.
+func lostWithOwner(successes, keyed []history.Exchange, own []history.Charge, fs []history.Fault, x history.Exchange) bool {
 	if len(own) == 0 {
 		return false
 	}
@@ -148,9 +152,13 @@ func lostWithOwner(successes []history.Exchange, own []history.Charge, fs []hist
 		}
 	}
 	for _, c := range own {
-		if !killedBetween(fs, c.Via, c.At, x.Call) && !pausedAcross(fs, c) {
-			return false
+		if killedBetween(fs, c.Via, c.At, x.Call) || pausedAcross(fs, c) {
+			continue
 		}
+		if _, stale := staleOwner(fs, keyed, c, x.Call); c.At > x.Call && stale {
+			continue
+		}
+		return false
 	}
 	return true
 }
