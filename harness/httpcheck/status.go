@@ -135,9 +135,10 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 // every charge of the key's own order (own) was made by an owner that
 // could not hold the key when x came: an instance that idemcheck killed,
 // or paused across the provider's answer, after the charge and before x
-// was sent; or one paused from before x until just before its charge,
-// holding a request of the key (keyed) when the pause began ([staleOwner]:
-// its lease ran out while it stood still). An owner that dies between its
+// was sent; or one paused from before x was sent until just before its
+// charge, holding a request of the key (keyed) when the pause began
+// ([staleOwner]: its lease ran out while it stood still, so its charge,
+// before x or after, was made on a claim the service no longer held). An owner that dies between its
 // charge and its save leaves an unfinished record that expires with its
 // lease: the key is new again, a retry with its own body runs again
 // (at-most-once excuses it, see [killedBetween]), and so may a reuse with
@@ -155,7 +156,7 @@ func lostWithOwner(successes, keyed []history.Exchange, own []history.Charge, fs
 		if killedBetween(fs, c.Via, c.At, x.Call) || pausedAcross(fs, c) {
 			continue
 		}
-		if _, stale := staleOwner(fs, keyed, c, x.Call); c.At > x.Call && stale {
+		if _, stale := staleOwner(fs, keyed, c, x.Call); stale {
 			continue
 		}
 		return false

@@ -43,6 +43,9 @@ func Run(t *testing.T, f Factory) {
 			case check.Pass:
 				os.RemoveAll(dir)
 				t.Logf("%d store calls, %d keys, at most %d Begins at once on a key, faults %v", s.Ops, s.Keys, s.MaxConcurrentBegins, s.Faults)
+				for _, n := range s.Notes { // what the pass did not judge
+					t.Logf("note: %s", n)
+				}
 			case check.Skipped:
 				os.RemoveAll(dir)
 				t.Skip(s.Skipped)
@@ -52,10 +55,19 @@ func Run(t *testing.T, f Factory) {
 				}
 				t.Errorf("report: %s", filepath.Join(dir, "report.md"))
 			default:
+				// Undecided: never a silent pass (the CLI exits 3). Each
+				// checker that could not decide says why, and so does the
+				// scenario when its checkers all passed but it could not
+				// finish (a workload incomplete, nothing judged).
+				said := false
 				for _, c := range s.Checkers {
 					if c.Verdict == check.Unknown {
 						t.Errorf("%s: %s could not decide: %s (report: %s)", sc.Name, c.Checker, c.Detail, filepath.Join(dir, "report.md"))
+						said = true
 					}
+				}
+				if !said {
+					t.Errorf("%s: undecided: %s (report: %s)", sc.Name, s.Error, filepath.Join(dir, "report.md"))
 				}
 			}
 		})
