@@ -181,6 +181,21 @@ func writeReport(w io.Writer, sum *results.Summary) error {
 	fmt.Fprintf(w, "\n## Checkers\n\n")
 	for _, s := range sum.Scenarios {
 		fmt.Fprintf(w, "### %s\n\n", s.ID())
+		// Why a scenario was skipped or undecided, and what a pass did
+		// not judge: said here, not only in summary.json.
+		if s.Skipped != "" {
+			fmt.Fprintf(w, "Skipped: %s\n\n", s.Skipped)
+		}
+		if s.Error != "" {
+			label := "Note"
+			if s.Verdict == check.Unknown {
+				label = "Undecided"
+			}
+			fmt.Fprintf(w, "%s: %s\n\n", label, s.Error)
+		}
+		for _, n := range s.Notes {
+			fmt.Fprintf(w, "Note: %s\n\n", n)
+		}
 		for _, c := range s.Checkers {
 			fmt.Fprintf(w, "- **%s** %s: %s\n", c.Checker, c.Verdict, c.Detail)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/results"
@@ -96,5 +97,31 @@ func TestSummaryIsWrittenLast(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d.Path, "summary.json")); err == nil {
 		t.Error("summary.json written though the history was not")
+	}
+}
+
+// report.md says why a scenario was undecided or skipped, and what a pass
+// did not judge, not only summary.json.
+func TestReportSaysWhyUndecided(t *testing.T) {
+	d, err := report.PrepareRunDir(t.TempDir(), "memory", "correct", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := &results.Summary{Store: "memory", Variant: "correct", Verdict: check.Unknown, Scenarios: []results.ScenarioResult{
+		{Name: "abuse", Verdict: check.Unknown, Error: "workload incomplete: the owner could not claim it"},
+		{Name: "sched-race", Verdict: check.Pass, Notes: []string{"interleaved only between store calls"}},
+		{Name: "heartbeat", Verdict: check.Skipped, Skipped: "the store does not extend claims"},
+	}}
+	if err := d.Write(sum); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(d.Path, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Undecided: workload incomplete", "Note: interleaved only between store calls", "Skipped: the store does not extend claims"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, b)
+		}
 	}
 }
