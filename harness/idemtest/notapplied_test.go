@@ -2,7 +2,10 @@ package idemtest_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,16 +21,27 @@ import (
 type declining struct {
 	stores.Store
 	every int64
-	after bool // act, then say not applied: a lie
+	after bool  // act, then say not applied: a lie
+	err   error // the refusal (nil: stores.ErrNotApplied)
 	n     atomic.Int64
+	// shared, when set, counts the calls of every store the factory
+	// opened, instead of n: one refusal in every calls in all.
+	shared *atomic.Int64
 }
 
 func (d *declining) refuse(k stores.KeyRef, act func() error) error {
-	if stores.ValidateKey(k) != nil || d.n.Add(1)%d.every != 0 {
+	count := &d.n
+	if d.shared != nil {
+		count = d.shared
+	}
+	if stores.ValidateKey(k) != nil || count.Add(1)%d.every != 0 {
 		return act()
 	}
 	if d.after {
 		_ = act()
+	}
+	if d.err != nil {
+		return d.err
 	}
 	return stores.ErrNotApplied
 }
@@ -89,4 +103,45 @@ func TestNothingAppliedFails(t *testing.T) {
 		return
 	}
 	wantSuiteFails(t, "TestNothingAppliedFails", "--- FAIL: TestNothingAppliedFails", "nothing was judged")
+}
+
+// erringFactory is tinyFactory's correct store whose every every-th call
+// (counted over every store it opens) fails with an error that decides nothing (a dropped connection),
+// before it acts.
+func erringFactory(every int64) idemtest.Factory {
+	f := tinyFactory(false)
+	open := f.Open
+	var calls atomic.Int64
+	f.Open = func(cfg stores.Config) (stores.Store, error) {
+		s, err := open(cfg)
+		return &declining{Store: s, every: every, err: errors.New("read tcp: connection reset by peer"), shared: &calls}, err
+	}
+	return f
+}
+
+// TestUnknownErrorEndsACase: a correct store whose calls now and then
+// fail with an error that decides nothing (the contract lets any call
+// fail so) passes the model test: each such call ends its case, whose
+// rest the model cannot follow. One whose every call fails so is not
+// judged: the test skips, saying why, never passes in silence.
+func TestUnknownErrorEndsACase(t *testing.T) {
+	idemtest.ModelTest(t, erringFactory(500))
+	if os.Getenv(childEnv) == "1" {
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEveryCallErring$", "-test.v", "-rapid.nofailfile")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "IDEM_RESULTS="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- SKIP: TestEveryCallErring") || !strings.Contains(string(out), "not judged: the store failed a call") {
+		t.Errorf("a store whose every call errs: %v\n%s", err, out)
+	}
+}
+
+// TestEveryCallErring is TestUnknownErrorEndsACase's child: a store whose
+// every call fails with an error that decides nothing.
+func TestEveryCallErring(t *testing.T) {
+	if os.Getenv(childEnv) != "1" {
+		t.Skip("run by TestUnknownErrorEndsACase")
+	}
+	idemtest.ModelTest(t, erringFactory(1))
 }
