@@ -71,8 +71,13 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	defer cleanup()
 	addr := o.Addr
 	var results []*lab.Result
+	interrupted := false
 	for s := from; s <= to; s++ {
 		r, err := lab.Run(ctx, lab.Options{Backend: backend, Addr: addr, Seed: s, Orders: *orders})
+		if err != nil && ctx.Err() != nil {
+			interrupted = true // the seeds that ran are reported
+			break
+		}
 		if err != nil {
 			return exitUsage, err
 		}
@@ -80,6 +85,16 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	}
 	code := exitPass
 	var problems []string
+	if interrupted {
+		code = exitUnknown
+		problems = append(problems, fmt.Sprintf("INTERRUPTED: %d of %d seeds ran", len(results), n))
+		if len(results) == 0 {
+			for _, p := range problems {
+				fmt.Fprintf(stderr, "idemcheck lab: %s\n", p)
+			}
+			return code, nil
+		}
+	}
 	for _, r := range results {
 		switch err := r.Shape(); {
 		case errors.Is(err, lab.ErrShape):
@@ -135,6 +150,15 @@ func printLab(w io.Writer, store string, orders int, results []*lab.Result, prob
 		lost += r.Version(lab.NoKey).LostReplies
 	}
 	fmt.Fprintf(w, "\n%d replies lost in all, each retried; the same losses for every version.\n", lost)
+	noAnswer := 0
+	for _, r := range results {
+		for _, v := range r.Versions {
+			noAnswer += v.NoAnswer
+		}
+	}
+	if noAnswer > 0 {
+		fmt.Fprintf(w, "%d attempts got no answer on a healthy link as well (the machine, not the link: a loaded one drops connections), each retried as a lost reply is.\n", noAnswer)
+	}
 	if withCard {
 		fmt.Fprintf(w, "The counts differ from the card's because the losses are drawn from Go's math/rand, not the card's JavaScript random source, so seed %d here loses other replies; the card's claim is the shape, not the numbers.\n", lab.CardSeed)
 	} else {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLabJSON(t *testing.T) {
@@ -88,5 +91,18 @@ func TestLabBadInput(t *testing.T) {
 	code, stdout, _ := runCLI(t, "help", "lab")
 	if code != exitPass || !strings.Contains(stdout, "Usage: idemcheck lab") {
 		t.Errorf("help lab: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestLabInterruptReports: an interrupt stops the lab between orders; the
+// seeds that ran are reported, and the run says it was interrupted
+// (exit 3), not a setup error.
+func TestLabInterruptReports(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var so, se bytes.Buffer
+	code := run(ctx, []string{"lab", "--store", "memory", "--seeds", "1-1000", "--orders", "200"}, &so, &se)
+	if code != exitUnknown || !strings.Contains(so.String()+se.String(), "INTERRUPTED: ") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, so.String(), se.String())
 	}
 }

@@ -100,6 +100,10 @@ type VersionResult struct {
 	Requests      int    `json:"requests"`       // requests the server handled
 	LostReplies   int    `json:"lost_replies"`   // replies the network lost
 	Unanswered    int    `json:"unanswered,omitempty"`
+	// NoAnswer counts the attempts that got no answer on a healthy link
+	// (the machine, not the link: a loaded one drops a connection): each
+	// is retried as a lost reply is, its outcome unknown.
+	NoAnswer int `json:"no_answer,omitempty"`
 }
 
 // Result is one seed's table.
@@ -270,8 +274,14 @@ func runVersion(ctx context.Context, o Options, version string, link *netfault.P
 				continue // an unknown outcome: retry
 			}
 			switch {
+			case err != nil && ctx.Err() != nil:
+				return vr, ctx.Err()
 			case err != nil:
-				return vr, fmt.Errorf("lab: %s attempt %d on a healthy link: %v", id, attempt, err)
+				// No answer on a healthy link: an unknown outcome all
+				// the same, retried as the version's client retries one
+				// (before, the lab stopped, exit 2, its seeds lost).
+				vr.NoAnswer++
+				continue
 			case status == http.StatusCreated:
 				answered = true
 			case status == http.StatusConflict:
