@@ -124,6 +124,9 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		printMutants(stdout, rep)
 	}
 	if ctx.Err() != nil {
+		if !*asJSON {
+			fmt.Fprintf(stdout, "INTERRUPTED: the hunts cut short are neither killed nor survived, and the correct store's runs are not all judged: undecided (run it again to finish)\n")
+		}
 		return exitUnknown, nil
 	}
 	if len(rep.Survivors()) > 0 || rep.Correct.Verdict != check.Pass {
@@ -213,10 +216,14 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 	if len(rep.Survivors()) > 0 || rep.Correct.Verdict != check.Pass {
 		verdict = "FAIL"
 	}
+	correct := string(rep.Correct.Verdict)
+	if correct == "" {
+		correct = "not run"
+	}
 	extra := ""
 	if skipped > 0 {
 		extra = fmt.Sprintf(", %d skipped", skipped)
 	}
 	fmt.Fprintf(w, "\n%s: %d of %d mutants killed%s; the correct store: %s. %.1fs\n",
-		verdict, killed, len(rep.Mutants), extra, rep.Correct.Verdict, rep.Seconds)
+		verdict, killed, len(rep.Mutants), extra, correct, rep.Seconds)
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMutantsJSON: the matrix as JSON, with the fields CI reads, for a few
@@ -152,5 +155,17 @@ func TestMutantsOfAnExecStore(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, "check --store exec --cmd") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
+	}
+}
+
+// TestMutantsInterruptSaysSo: an interrupted hunt says so on stdout, not
+// only in its exit code (3), and never reads as a pass or a failure.
+func TestMutantsInterruptSaysSo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var so, se bytes.Buffer
+	code := run(ctx, []string{"mutants", "--store", "memory", "--seeds", "1-200"}, &so, &se)
+	if code != exitUnknown || !strings.Contains(so.String(), "INTERRUPTED: ") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, so.String(), se.String())
 	}
 }
