@@ -115,6 +115,19 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if perr := protocolErr(); perr != nil {
 		return exitUsage, perr
 	}
+	if ctx.Err() != nil {
+		// Interrupted: what ran is said, and nothing is judged (exit 3),
+		// never a setup error, nor a mutant that survived a cut run.
+		ran := "neither run had finished"
+		switch {
+		case bad != nil && good == nil:
+			ran = fmt.Sprintf("the mutant's run had finished (%d charges of the order: %s); the correct store's had not", bad.Charges, bad.Harm)
+		case bad != nil:
+			ran = "the runs may have been cut (the scheduler stops at an interrupt), so neither is judged"
+		}
+		fmt.Fprintf(stdout, "INTERRUPTED: the demo of %s was cut short: %s\n", mutant, ran)
+		return exitUnknown, nil
+	}
 	if err != nil {
 		return exitUsage, err
 	}

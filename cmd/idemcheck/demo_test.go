@@ -125,3 +125,15 @@ func TestDemoShowsValuesAndRows(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoInterruptSaysSo: an interrupted demo says what ran and exits 3,
+// not 2 (a setup error).
+func TestDemoInterruptSaysSo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var so, se bytes.Buffer
+	code := run(ctx, []string{"demo", "select-then-insert", "--store", "memory"}, &so, &se)
+	if code != exitUnknown || !strings.Contains(so.String(), "INTERRUPTED: the demo of select-then-insert") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, so.String(), se.String())
+	}
+}
