@@ -285,9 +285,11 @@ func printReproduce(w io.Writer, sum *results.Summary, o harness.Options) {
 		for _, s := range sum.Scenarios {
 			// Cut short: every run the interrupt left undecided, whether
 			// its workload or its checking was stopped.
-			if s.Verdict == check.Unknown {
+			switch s.Verdict {
+			case check.Skipped: // never ran: neither finished nor cut
+			case check.Unknown:
 				cut = append(cut, s.ID().String())
-			} else {
+			default:
 				done = append(done, s.ID().String())
 			}
 		}
