@@ -246,47 +246,6 @@ type driver struct {
 	cut     bool
 }
 
-// unknownCases counts the model test's cases cut short by a call that
-// failed with an error deciding nothing (a dropped connection), of all
-// its cases, and keeps the first such error.
-type unknownCases struct {
-	mu               sync.Mutex
-	cases, cut       int
-	first, firstCall string
-}
-
-// tooMany reports, when more than a tenth of the cases were cut short,
-// what to say: the model test then judged too little of the store.
-func (u *unknownCases) tooMany() string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.cut == 0 || u.cut*10 <= u.cases {
-		return ""
-	}
-	return fmt.Sprintf("not judged: the store failed a call with an error that decides nothing in %d of %d cases (first: %s: %s); the model test follows decided answers only, and judged too little (the scenarios allow for such errors, a call of unknown outcome)",
-		u.cut, u.cases, u.firstCall, u.first)
-}
-
-// unknown ends the case at a call that failed with an error deciding
-// nothing (not ErrNotApplied, not ErrFenced: a dropped connection, a
-// timeout): the call may or may not have taken effect, so the model
-// cannot follow the store past it, and the case's later actions do
-// nothing (the contract lets any call fail so: the scenarios allow for
-// it). ModelTest skips, saying so, when too many cases ended so
-// (unknownCases.tooMany): it judged too little to pass.
-func (d *driver) unknown(rt *rapid.T, call string, err error) {
-	d.cut = true
-	if u := d.errored; u != nil {
-		u.mu.Lock()
-		u.cut++
-		if u.first == "" {
-			u.first, u.firstCall = err.Error(), call
-		}
-		u.mu.Unlock()
-	}
-	rt.Logf("%s: %v: its outcome is unknown, and the model cannot follow the store past it: the rest of this case is not judged", call, err)
-}
-
 var (
 	tenants      = []string{"acme", "globex"}
 	keys         = adversarialKeys()
@@ -413,70 +372,6 @@ func (d *driver) begin(rt *rapid.T) {
 		d.claims = append(d.claims, claim{k, dec.Token})
 		d.checkFence(rt, client, in, out)
 	}
-}
-
-// fenceLife is what checkFence keeps of a key: its last claim, and the
-// life of the key's record that claim belongs to.
-type fenceLife struct {
-	client int
-	token  stores.Token
-	n      uint64
-	at     time.Time
-	// born is when the life's first claim was decided, the earliest its
-	// record (or its counter) can have been made: a life spans releases
-	// and re-claims.
-	born time.Time
-	// mayEnd: retention may have removed the record since the last claim
-	// (an operation on the key came at least the retention after born).
-	mayEnd bool
-}
-
-// checkFence holds a store that declares a fence, or gives its numbers as
-// fields of its claims, to it: each claim of a key carries a greater
-// number than the last (the calls here are one at a time, so every claim
-// follows the last). With FenceRestartsPerLife, a claim may start lower
-// once retention may have removed the record, by the model's retention
-// boundary (models.Config.PastRetention) at some operation since the
-// last claim or at this one; that claim begins a new life.
-func (d *driver) checkFence(rt *rapid.T, client int, in models.Input, out models.Output) {
-	k, dec := in.Key, out.Decision
-	if dec.Fence != 0 {
-		d.fencesGiven = true
-	}
-	n, ok := stores.FenceOf(d.fence, dec)
-	if !ok {
-		if d.fence == nil && !d.fencesGiven {
-			return // the store gives no fence
-		}
-		rt.Fatalf("fencing: client %d's claim of %s (token %q) carries no fencing number\n  history of the key:\n    %s",
-			client, k, dec.Token, strings.Join(d.history[k], "\n    "))
-	}
-	at := models.OpTime(in, out)
-	l := d.fences[k]
-	switch {
-	case l == nil:
-		l = &fenceLife{born: at}
-		d.fences[k] = l
-	case n <= l.n:
-		ended := l.mayEnd || d.times.cfg.PastRetention(l.born, at)
-		perLife := d.times.cfg.Semantics.FenceRestartsPerLife
-		if !perLife || !ended {
-			why := ""
-			switch {
-			case perLife:
-				why = fmt.Sprintf("\n  its record's life began at %s, less than the retention (%v) before, so neither a prune nor the store's expiry can have ended it",
-					d.stamp(l.born), d.times.cfg.Retention)
-			case ended:
-				why = "\n  retention may have removed the record in between: if your store's fence restarts with each life of a record, " +
-					"declare stores.Semantics{FenceRestartsPerLife: true}"
-			}
-			rt.Fatalf("fencing: client %d's claim of %s at %s (token %s) carries fencing number %d, not above %d, the number of the claim before it: client %d's at %s (token %s)%s\n  history of the key:\n    %s",
-				client, k, d.stamp(at), faults.ShortToken(string(dec.Token)), n, l.n, l.client, d.stamp(l.at), faults.ShortToken(string(l.token)), why,
-				strings.Join(d.history[k], "\n    "))
-		}
-		l.born = at // a new life
-	}
-	l.client, l.token, l.n, l.at, l.mayEnd = client, dec.Token, n, at, false
 }
 
 // claimNote is what a claim's history line adds: its fencing number, if it

@@ -1,0 +1,49 @@
+package idemtest
+
+import (
+	"fmt"
+	"sync"
+
+	"pgregory.net/rapid"
+)
+
+// unknownCases counts the model test's cases cut short by a call that
+// failed with an error deciding nothing (a dropped connection), of all
+// its cases, and keeps the first such error.
+type unknownCases struct {
+	mu               sync.Mutex
+	cases, cut       int
+	first, firstCall string
+}
+
+// tooMany reports, when more than a tenth of the cases were cut short,
+// what to say: the model test then judged too little of the store.
+func (u *unknownCases) tooMany() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cut == 0 || u.cut*10 <= u.cases {
+		return ""
+	}
+	return fmt.Sprintf("not judged: the store failed a call with an error that decides nothing in %d of %d cases (first: %s: %s); the model test follows decided answers only, and judged too little (the scenarios allow for such errors, a call of unknown outcome)",
+		u.cut, u.cases, u.firstCall, u.first)
+}
+
+// unknown ends the case at a call that failed with an error deciding
+// nothing (not ErrNotApplied, not ErrFenced: a dropped connection, a
+// timeout): the call may or may not have taken effect, so the model
+// cannot follow the store past it, and the case's later actions do
+// nothing (the contract lets any call fail so: the scenarios allow for
+// it). ModelTest skips, saying so, when too many cases ended so
+// (unknownCases.tooMany): it judged too little to pass.
+func (d *driver) unknown(rt *rapid.T, call string, err error) {
+	d.cut = true
+	if u := d.errored; u != nil {
+		u.mu.Lock()
+		u.cut++
+		if u.first == "" {
+			u.first, u.firstCall = err.Error(), call
+		}
+		u.mu.Unlock()
+	}
+	rt.Logf("%s: %v: its outcome is unknown, and the model cannot follow the store past it: the rest of this case is not judged", call, err)
+}
