@@ -490,8 +490,19 @@ func TestAnswers(t *testing.T) {
 		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), st, "x")
 		e.chargeOutcome("o"+k, "i1", int64(10*i+1), int64(10*i+2), outcome)
 	}
-	if r := e.result(t, Answers); !r.Pass || !strings.Contains(r.Detail, "9 more an error after the provider charged") {
+	if r := e.result(t, Answers); !r.Pass || !strings.Contains(r.Detail, "9 more an error after the provider charged") || len(r.Notes) != 0 {
 		t.Errorf("saved errors of failed charges counted as nothing tested: %+v", r)
+	}
+	// Every key only an error after its charge: tested, and the note says
+	// what a run without a success leaves out.
+	e = newEv()
+	for i := 0; i < 4; i++ {
+		k := fmt.Sprintf("k%d", i)
+		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 500, "x")
+		e.chargeOutcome("o"+k, "i1", int64(10*i+1), int64(10*i+2), history.OutcomeFailed)
+	}
+	if r := e.result(t, Answers); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "no key got a success") {
+		t.Errorf("a run with no success: %+v", r)
 	}
 
 	// A service that saves every error (a circuit breaker refusing most
