@@ -28,6 +28,26 @@ func httpSummary(dir string) *httpreport.Summary {
 	return &s
 }
 
+// judgeHTTP judges a black-box run's history by the policy the run
+// declared, an interrupted one (run.Interrupted) as httpcheck.Interrupted
+// has it, and gives the exit code of the verdict: 1 for a violation, 3
+// when no violation but something was not judged, else 0. The one way
+// from a black-box history to its verdict: the run, its recheck and its
+// recovery from a journal.
+func judgeHTTP(run httpreport.Run, h *history.History, l *history.Ledger) ([]httpcheck.Result, int) {
+	results := httpcheck.Run(httpcheck.Evidence{Hist: h, Ledger: l, Policy: run.Policy})
+	if run.Interrupted != "" {
+		results = httpcheck.Interrupted(results, run.Interrupted)
+	}
+	switch {
+	case !httpreport.Pass(results):
+		return results, exitFail
+	case httpreport.Undecided(results):
+		return results, exitUnknown
+	}
+	return results, exitPass
+}
+
 // recheckHTTP judges a saved black-box run again with this build's
 // checkers, by the policy the run declared: it prints each checker's
 // verdict then and now, and writes nothing.
@@ -41,17 +61,7 @@ func recheckHTTP(dir string, sum *httpreport.Summary, asJSON bool, stdout io.Wri
 	if err != nil || len(saved) != 1 {
 		return exitUsage, fmt.Errorf("recheck: %s/history.jsonl: want one black-box history (%v)", dir, err)
 	}
-	results := httpcheck.Run(httpcheck.Evidence{Hist: saved[0].Hist, Ledger: saved[0].Ledger, Policy: sum.Run.Policy})
-	if sum.Run.Interrupted != "" {
-		results = httpcheck.Interrupted(results, sum.Run.Interrupted)
-	}
-	code := exitPass
-	switch {
-	case !httpreport.Pass(results):
-		code = exitFail
-	case httpreport.Undecided(results):
-		code = exitUnknown
-	}
+	results, code := judgeHTTP(sum.Run, saved[0].Hist, saved[0].Ledger)
 	if asJSON {
 		return code, printJSON(stdout, map[string]any{"dir": dir, "pass": code == exitPass, "results": results})
 	}
@@ -121,13 +131,9 @@ func recoverHTTP(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 		h, ledger, run.Crashes = s.Hist, s.Ledger, s.Crashes
 	}
 	run.Interrupted = crashedHTTP
-	results := httpcheck.Interrupted(httpcheck.Run(httpcheck.Evidence{Hist: h, Ledger: ledger, Policy: run.Policy}), run.Interrupted)
+	results, code := judgeHTTP(run, h, ledger)
 	if err := httpreport.WriteDir(dir, run, h, ledger, results); err != nil {
 		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)
-	}
-	code := exitUnknown
-	if !httpreport.Pass(results) {
-		code = exitFail
 	}
 	if asJSON {
 		return code, printJSON(stdout, map[string]any{"dir": dir, "pass": false, "recovered": true, "results": results})

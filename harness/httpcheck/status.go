@@ -138,11 +138,11 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 // was sent; or one paused from before x was sent until just before its
 // charge, holding a request of the key (keyed) when the pause began
 // ([staleOwner]: its lease ran out while it stood still, so its charge,
-// before x or after, was made on a claim the service no longer held). An owner that dies between its
-// charge and its save leaves an unfinished record that expires with its
-// lease: the key is new again, a retry with its own body runs again
-// (at-most-once excuses it, see [killedBetween]), and so may a reuse with
-// another body.
+// before x or after, was made on a claim the service no longer held). An
+// owner that dies between its charge and its save leaves an unfinished
+// record that expires with its lease: the key is new again, a retry with
+// its own body runs again (at-most-once excuses it, see [killedBetween]),
+// and so may a reuse with another body.
 func lostWithOwner(successes, keyed []history.Exchange, own []history.Charge, fs []history.Fault, x history.Exchange) bool {
 	if len(own) == 0 {
 		return false
