@@ -77,7 +77,10 @@ type node struct {
 }
 
 // topologyReadyTimeout bounds starting a container and its replication.
-const topologyReadyTimeout = 90 * time.Second
+// At load 20 (make test beside another job on 2 cores) Docker took more
+// than 90 s to start the second node of a topology, and a demo ended as
+// a setup error.
+const topologyReadyTimeout = 180 * time.Second
 
 // StartReplicated starts a replicated topology of kind from the local
 // image (Options.Image or IDEM_*_IMAGE when set) and returns once the
