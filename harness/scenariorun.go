@@ -48,7 +48,7 @@ func (o Options) StoreAddr(space string, runID int64) string {
 // StoreConfig is the configuration a scenario's store opens with.
 func (o Options) StoreConfig(sc scenario.Scenario) stores.Config {
 	cfg := stores.Config{LockTTL: o.LockTTL, Retention: o.Retention, Variant: workload.StoreVariant(o.Variant), Edit: o.Edit}
-	if sc.Retention > 0 {
+	if sc.Retention > 0 && !o.RetentionFixed {
 		cfg.Retention = sc.Retention
 	}
 	cfg.LockTTL = o.LockTTLFor(sc)
