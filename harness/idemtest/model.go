@@ -63,6 +63,21 @@ type Factory struct {
 	// so a loaded CI runner cannot change a seed's interleaving. A wrong
 	// declaration costs time (5 s per undeclared wait), never a verdict.
 	WaitsAnnounced bool
+	// LockTTL, if set, is the lease the store really keeps, whatever
+	// [stores.Config.LockTTL] asks (a production lease of minutes, or a
+	// floor under which it refuses a shorter one): the model test and
+	// every scenario then run and judge at this LockTTL instead of the
+	// suite's own. What a LockTTL this long would make the suite wait for
+	// past its budget ([WaitBudget], [ModelSleepBudget]) is not
+	// exercised, and the suite says so: a scenario skips naming the
+	// wait, the model test logs what it left out. 0: the store honours
+	// the LockTTL it is given.
+	LockTTL time.Duration
+	// Retention, if set, is the retention the store really keeps,
+	// whatever [stores.Config.Retention] asks, as LockTTL is the lease:
+	// the suite runs and judges at it, scenarios that set a retention of
+	// their own included. 0: the store honours the retention it is given.
+	Retention time.Duration
 
 	// Addr is where the store's data lives (a DSN, host:port) and OpenAt
 	// opens a store like Open's (same cfg, so the same namespace) at
@@ -77,25 +92,68 @@ type Factory struct {
 	Server  nemesis.Server
 }
 
-// modelTimes are the contract parameters the model test runs with.
+// modelTimes are the contract parameters the model test runs with, and
+// what it leaves out (notes) where a declared LockTTL or retention is
+// too long to sleep for.
 type modelTimes struct {
 	cfg      models.Config
 	advances []time.Duration
+	notes    []string
 }
 
-func timesFor(c stores.ClockSource, sem stores.Semantics) modelTimes {
+// ModelSleepBudget is the longest one step of the model test sleeps on a
+// server-clock store: a step that would move time by more (past a
+// declared LockTTL or retention of seconds or minutes) is not drawn, and
+// the model test logs what that leaves out. A caller-clock store's clock
+// jumps, and any LockTTL costs nothing.
+const ModelSleepBudget = 250 * time.Millisecond
+
+// timesFor is the model test's parameters for the factory: the suite's
+// own LockTTL and retention, or those the factory declares
+// (Factory.LockTTL, Factory.Retention).
+func timesFor(f Factory) modelTimes {
+	c, sem := f.Clock, f.Semantics
 	if c == stores.ServerClock {
 		ttl, ret := 30*time.Millisecond, 120*time.Millisecond
-		return modelTimes{
-			cfg:      models.Config{LockTTL: ttl, Retention: ret, Slack: 5 * time.Millisecond, Semantics: sem},
-			advances: []time.Duration{time.Millisecond, ttl / 2, ttl + 6*time.Millisecond, ret},
+		if f.LockTTL > 0 {
+			ttl, ret = f.LockTTL, 4*f.LockTTL
 		}
+		if f.Retention > 0 {
+			ret = f.Retention
+		}
+		mt := modelTimes{cfg: models.Config{LockTTL: ttl, Retention: ret, Slack: 5 * time.Millisecond, Semantics: sem}}
+		for _, a := range []time.Duration{time.Millisecond, ttl / 2, ttl + 6*time.Millisecond, ret} {
+			if a <= ModelSleepBudget {
+				mt.advances = append(mt.advances, a)
+			}
+		}
+		if ttl+6*time.Millisecond > ModelSleepBudget {
+			mt.notes = append(mt.notes, fmt.Sprintf("model: a claim going stale, its takeover and a stale owner fenced not exercised: LockTTL %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget)", ttl, declared(f.LockTTL), ModelSleepBudget))
+		}
+		if ret > ModelSleepBudget {
+			mt.notes = append(mt.notes, fmt.Sprintf("model: a prune removing a key past its retention not exercised: retention %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget)", ret, declared(f.Retention), ModelSleepBudget))
+		}
+		return mt
 	}
 	ttl, ret := 10*time.Second, 60*time.Second
+	if f.LockTTL > 0 {
+		ttl, ret = f.LockTTL, 6*f.LockTTL
+	}
+	if f.Retention > 0 {
+		ret = f.Retention
+	}
 	return modelTimes{
 		cfg:      models.Config{LockTTL: ttl, Retention: ret, Semantics: sem},
 		advances: []time.Duration{time.Millisecond, ttl / 2, ttl, ret},
 	}
+}
+
+// declared is " (declared)" when the factory declared d, for notes.
+func declared(d time.Duration) string {
+	if d > 0 {
+		return " (declared)"
+	}
+	return ""
 }
 
 // ModelTest runs the model property with rapid (100 checks by default;
@@ -113,6 +171,9 @@ func ModelTest(t *testing.T, f Factory) {
 	t.Helper()
 	saved, _ := filepath.Glob(filepath.Join("testdata", "rapid", safeName(t.Name()), "*.fail"))
 	var u unknownCases
+	for _, n := range timesFor(f).notes { // what the model test does not judge
+		t.Logf("note: %s", n)
+	}
 	failed, report := rapidrec.Check(t.Name(), modelProperty(f, "", &u))
 	if !failed {
 		if why := u.tooMany(); why != "" {
@@ -174,7 +235,7 @@ func modelProperty(f Factory, variant string, u *unknownCases) func(*rapid.T) {
 			u.cases++
 			u.mu.Unlock()
 		}
-		mt := timesFor(f.Clock, f.Semantics)
+		mt := timesFor(f)
 		cfg := stores.Config{LockTTL: mt.cfg.LockTTL, Retention: mt.cfg.Retention, Variant: variant,
 			Namespace: fmt.Sprintf("m%d", namespaceSeq.Add(1)+uint64(time.Now().UnixNano()))}
 		s, err := f.Open(cfg)

@@ -34,9 +34,12 @@ func Run(t *testing.T, f Factory) {
 			if why := Inapplicable(f, sc); why != "" {
 				t.Skip(why)
 			}
+			if why := overBudget(f, sc); why != "" {
+				t.Skip(why)
+			}
 			sum, dir, err := CheckScenario(context.Background(), f, sc.Name)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatal(openHint(f, err))
 			}
 			s := sum.Scenarios[0]
 			switch s.Verdict {
@@ -119,6 +122,12 @@ func options(f Factory) harness.Options {
 		o.OpenAt = func(_ context.Context, addr string, cfg stores.Config) (stores.Store, error) {
 			return f.OpenAt(addr, cfg)
 		}
+	}
+	if f.LockTTL > 0 {
+		o.LockTTL = f.LockTTL
+	}
+	if f.Retention > 0 {
+		o.Retention, o.RetentionFixed = f.Retention, true
 	}
 	o.Addr, o.Net, o.Server = f.Addr, f.Network, f.Server
 	o.Semantics, o.Fence = f.Semantics, f.Fence

@@ -1,0 +1,56 @@
+package idemtest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/scenario"
+)
+
+// WaitBudget is the longest a scenario may wait in real time for LockTTLs
+// and retention periods to pass (harness.Options.ScenarioWaits) before
+// the suite skips it instead, saying what it did not exercise: a store
+// that declares a lease of minutes (Factory.LockTTL) is not held up that
+// long, and a scenario cut short by its own waits would judge nothing.
+// At the suite's own LockTTL and retention every scenario is far below
+// it.
+const WaitBudget = time.Minute
+
+// overBudget says why sc is not run on the factory's store, when its
+// waits at the store's LockTTL and retention are past WaitBudget; ""
+// when they are not.
+func overBudget(f Factory, sc scenario.Scenario) string {
+	o := options(f)
+	w := o.ScenarioWaits(sc)
+	if w <= WaitBudget {
+		return ""
+	}
+	return fmt.Sprintf("scenario %s not exercised: at %s it waits about %v in real time (its pauses past LockTTL, its final probe, its retention waits), past the suite's wait budget of %v (idemtest.WaitBudget)",
+		sc.Name, declaredTimes(f, o.LockTTL, o.Retention), w.Round(time.Second), WaitBudget)
+}
+
+// declaredTimes names the LockTTL and retention a run uses, and which of
+// them the factory declared.
+func declaredTimes(f Factory, ttl, retention time.Duration) string {
+	s := fmt.Sprintf("LockTTL %v", ttl)
+	if f.LockTTL > 0 {
+		s += " (Factory.LockTTL)"
+	}
+	s += fmt.Sprintf(" and retention %v", retention)
+	if f.Retention > 0 {
+		s += " (Factory.Retention)"
+	}
+	return s
+}
+
+// openHint adds to an error of a scenario's run, when the factory
+// declared no lease, that a store refusing the suite's LockTTL or
+// retention (one that will not take a lease under a second) should
+// declare the one it keeps.
+func openHint(f Factory, err error) error {
+	if f.LockTTL > 0 && f.Retention > 0 {
+		return err
+	}
+	o := options(f)
+	return fmt.Errorf("%w\n(if the store refused the LockTTL %v or the retention %v the suite gave it in stores.Config because it keeps its own, declare them: idemtest.Factory.LockTTL, idemtest.Factory.Retention)", err, o.LockTTL, o.Retention)
+}
