@@ -2,8 +2,11 @@ package idemtest
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 )
 
@@ -53,4 +56,28 @@ func openHint(f Factory, err error) error {
 	}
 	o := options(f)
 	return fmt.Errorf("%w\n(if the store refused the LockTTL %v or the retention %v the suite gave it in stores.Config because it keeps its own, declare them: idemtest.Factory.LockTTL, idemtest.Factory.Retention)", err, o.LockTTL, o.Retention)
+}
+
+// leaseHint says, for a scenario that failed or could not decide, what
+// the store's answers show of its lease: plainly, a lease its claims
+// reported (stores.Decision.LeaseUntil) that is not the one the suite
+// gave it; else, where a check that rests on the lease failed (a Begin
+// answered in flight that the model forbids, a key still in flight at
+// the final probe), that a store keeping a longer lease of its own
+// answers so, and that a store that does not has kept a claim past its
+// lease. "" when neither applies, or the factory declared its lease.
+func leaseHint(f Factory, s *results.ScenarioResult) string {
+	if f.LockTTL > 0 {
+		return ""
+	}
+	ttl := time.Duration(s.LockTTL)
+	if said, ok := harness.LeaseSaid(s); ok {
+		return fmt.Sprintf("the store reports a lease of %v on its claims (Decision.LeaseUntil), not the LockTTL %v the suite gave it in stores.Config: it keeps a lease of its own; declare it, idemtest.Factory{LockTTL: %v}, and the suite judges it at that lease", said, ttl, said)
+	}
+	for _, v := range s.Violations {
+		if v.Checker == "liveness" || v.Checker == "linearizability" && strings.Contains(v.Detail, "→ in-flight") {
+			return fmt.Sprintf("some of these failures are a Begin answered in flight, or a key still in flight, past the LockTTL %v the suite gave the store in stores.Config: if the store keeps a longer lease of its own, whatever stores.Config.LockTTL says, declare it (idemtest.Factory.LockTTL) and the suite judges it at that lease; if it does not, it kept a claim past its lease", ttl)
+		}
+	}
+	return ""
 }

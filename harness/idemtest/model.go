@@ -92,70 +92,6 @@ type Factory struct {
 	Server  nemesis.Server
 }
 
-// modelTimes are the contract parameters the model test runs with, and
-// what it leaves out (notes) where a declared LockTTL or retention is
-// too long to sleep for.
-type modelTimes struct {
-	cfg      models.Config
-	advances []time.Duration
-	notes    []string
-}
-
-// ModelSleepBudget is the longest one step of the model test sleeps on a
-// server-clock store: a step that would move time by more (past a
-// declared LockTTL or retention of seconds or minutes) is not drawn, and
-// the model test logs what that leaves out. A caller-clock store's clock
-// jumps, and any LockTTL costs nothing.
-const ModelSleepBudget = 250 * time.Millisecond
-
-// timesFor is the model test's parameters for the factory: the suite's
-// own LockTTL and retention, or those the factory declares
-// (Factory.LockTTL, Factory.Retention).
-func timesFor(f Factory) modelTimes {
-	c, sem := f.Clock, f.Semantics
-	if c == stores.ServerClock {
-		ttl, ret := 30*time.Millisecond, 120*time.Millisecond
-		if f.LockTTL > 0 {
-			ttl, ret = f.LockTTL, 4*f.LockTTL
-		}
-		if f.Retention > 0 {
-			ret = f.Retention
-		}
-		mt := modelTimes{cfg: models.Config{LockTTL: ttl, Retention: ret, Slack: 5 * time.Millisecond, Semantics: sem}}
-		for _, a := range []time.Duration{time.Millisecond, ttl / 2, ttl + 6*time.Millisecond, ret} {
-			if a <= ModelSleepBudget {
-				mt.advances = append(mt.advances, a)
-			}
-		}
-		if ttl+6*time.Millisecond > ModelSleepBudget {
-			mt.notes = append(mt.notes, fmt.Sprintf("model: a claim going stale, its takeover and a stale owner fenced not exercised: LockTTL %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget)", ttl, declared(f.LockTTL), ModelSleepBudget))
-		}
-		if ret > ModelSleepBudget {
-			mt.notes = append(mt.notes, fmt.Sprintf("model: a prune removing a key past its retention not exercised: retention %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget)", ret, declared(f.Retention), ModelSleepBudget))
-		}
-		return mt
-	}
-	ttl, ret := 10*time.Second, 60*time.Second
-	if f.LockTTL > 0 {
-		ttl, ret = f.LockTTL, 6*f.LockTTL
-	}
-	if f.Retention > 0 {
-		ret = f.Retention
-	}
-	return modelTimes{
-		cfg:      models.Config{LockTTL: ttl, Retention: ret, Semantics: sem},
-		advances: []time.Duration{time.Millisecond, ttl / 2, ttl, ret},
-	}
-}
-
-// declared is " (declared)" when the factory declared d, for notes.
-func declared(d time.Duration) string {
-	if d > 0 {
-		return " (declared)"
-	}
-	return ""
-}
-
 // ModelTest runs the model property with rapid (100 checks by default;
 // -rapid.checks and -rapid.seed as usual). A failure is shrunk to the
 // shortest sequence of operations and printed with the key's history, the
@@ -244,7 +180,7 @@ func modelProperty(f Factory, variant string, u *unknownCases) func(*rapid.T) {
 		}
 		defer s.Close()
 		d := newDriver(f.Clock, mt, s)
-		d.fence, d.errored = f.Fence, u
+		d.fence, d.errored, d.leaseDeclared = f.Fence, u, f.LockTTL > 0
 		actions := map[string]func(*rapid.T){
 			"begin":    d.begin,
 			"complete": d.complete,
@@ -305,6 +241,11 @@ type driver struct {
 	// case met one: every action after it does nothing.
 	errored *unknownCases
 	cut     bool
+	// leaseDeclared: the factory declared its lease (Factory.LockTTL);
+	// saidLease is a lease a claim reported that is not the model's
+	// (0: none), for failure messages (leaseNote).
+	leaseDeclared bool
+	saidLease     time.Duration
 }
 
 var (
@@ -391,8 +332,8 @@ func (d *driver) check(rt *rapid.T, in models.Input, out models.Output, err erro
 				hint = "\n  " + h
 			}
 		}
-		rt.Fatalf("%s: the model forbids the last answer for key %s\n  state before: %s\n  history of the key:\n    %s%s",
-			"linearizability", k, strings.Join(was, " | "), strings.Join(d.history[k], "\n    "), hint)
+		rt.Fatalf("%s: the model forbids the last answer for key %s\n  state before: %s\n  history of the key:\n    %s%s%s",
+			"linearizability", k, strings.Join(was, " | "), strings.Join(d.history[k], "\n    "), hint, d.leaseNote(in, out))
 	}
 	d.possible[k] = next
 	if l := d.fences[k]; l != nil && d.times.cfg.PastRetention(l.born, models.OpTime(in, out)) {
@@ -450,6 +391,9 @@ func (d *driver) claimNote(in models.Input, dec stores.Decision) string {
 	}
 	until := dec.DecidedAt.Add(lease)
 	note := fmt.Sprintf("lease until %s (%v)", d.stamp(until), lease)
+	if said := dec.LeaseUntil.Sub(dec.DecidedAt); !dec.LeaseUntil.IsZero() && (said-lease > lease/10 || lease-said > lease/10) {
+		d.saidLease = said
+	}
 	if !dec.LeaseUntil.IsZero() && !dec.LeaseUntil.Equal(until) {
 		note += fmt.Sprintf(", the store says until %s", d.stamp(dec.LeaseUntil))
 	}

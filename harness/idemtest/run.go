@@ -56,6 +56,9 @@ func Run(t *testing.T, f Factory) {
 				for _, v := range s.Violations {
 					t.Errorf("%s: %s on key %s: %s", sc.Name, v.Checker, v.Key, v.Detail)
 				}
+				if h := leaseHint(f, &s); h != "" {
+					t.Errorf("%s: %s", sc.Name, h)
+				}
 				t.Errorf("report: %s", filepath.Join(dir, "report.md"))
 			default:
 				// Undecided: never a silent pass (the CLI exits 3). Each
@@ -71,6 +74,9 @@ func Run(t *testing.T, f Factory) {
 				}
 				if !said {
 					t.Errorf("%s: undecided: %s (report: %s)", sc.Name, s.Error, filepath.Join(dir, "report.md"))
+				}
+				if h := leaseHint(f, &s); h != "" {
+					t.Errorf("%s: %s", sc.Name, h)
 				}
 			}
 		})
