@@ -1,0 +1,131 @@
+package idemtest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/idemtest"
+	"github.com/idemcheck/idemcheck/stores"
+	"github.com/idemcheck/idemcheck/stores/sqlite"
+)
+
+// productionLease is the lease of the stores below: what a store written
+// for production keeps, whatever stores.Config.LockTTL asks.
+const productionLease = 15 * time.Minute
+
+// saysLease is this repository's SQLite store with its lease end given
+// as a field of each claim (stores.Decision.LeaseUntil), as a store that
+// reports its lease does.
+type saysLease struct {
+	stores.Store
+	lease time.Duration
+}
+
+func (s saysLease) Begin(ctx context.Context, r stores.Request) (stores.Decision, error) {
+	d, err := s.Store.Begin(ctx, r)
+	if err == nil && d.Outcome == stores.Claimed {
+		d.LeaseUntil = d.DecidedAt.Add(s.lease)
+	}
+	return d, err
+}
+
+// fixedLeaseFactory opens this repository's SQLite store, of the given
+// variant ("" for the one the suite asks), with a lease of
+// productionLease whatever the suite's stores.Config says; declared sets
+// Factory.LockTTL to it, says makes its claims report their lease end.
+func fixedLeaseFactory(t *testing.T, variant string, declared, says bool) idemtest.Factory {
+	dir := t.TempDir()
+	var n atomic.Int64
+	f := idemtest.Factory{Name: "sqlite-15m", Clock: stores.CallerClock, WaitsAnnounced: true,
+		Open: func(cfg stores.Config) (stores.Store, error) {
+			cfg.LockTTL = productionLease // the store's own, whatever it is told
+			if variant != "" {
+				cfg.Variant = variant
+			}
+			s, err := sqlite.New(context.Background(), filepath.Join(dir, fmt.Sprintf("s-%d.db", n.Add(1))), cfg)
+			if err != nil || !says {
+				return s, err
+			}
+			return saysLease{s, productionLease}, nil
+		}}
+	if declared {
+		f.LockTTL = productionLease
+	}
+	return f
+}
+
+// TestFixedLeaseDeclared: a correct store that keeps a 15-minute lease
+// whatever it is told passes the suite once it declares it: the model
+// test and the scheduled scenarios judge it at 15 minutes on their
+// manual clocks, and the scenarios that would wait it out in real time
+// skip, each saying so.
+func TestFixedLeaseDeclared(t *testing.T) {
+	idemtest.Run(t, fixedLeaseFactory(t, "", true, false))
+}
+
+// TestFixedLeaseUndeclared: the same store, undeclared, fails (the suite
+// judges it at its own LockTTL), and the failure says that the store
+// reports another lease than the suite's and names the field to set.
+func TestFixedLeaseUndeclared(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		idemtest.Run(t, fixedLeaseFactory(t, "", false, true))
+		return
+	}
+	wantSuiteFails(t, "TestFixedLeaseUndeclared", "--- FAIL: TestFixedLeaseUndeclared/model",
+		"the store reports a lease of 15m0s", "idemtest.Factory{LockTTL: 15m0s}", "--- FAIL: TestFixedLeaseUndeclared/sched-takeover")
+}
+
+// TestFixedLeaseUndeclaredSilent: the same store, undeclared and saying
+// nothing of its lease, fails, and the failure says that a claim was
+// still held past the suite's LockTTL, which a store keeping a lease of
+// its own does, and names the field to set.
+func TestFixedLeaseUndeclaredSilent(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		idemtest.Run(t, fixedLeaseFactory(t, "", false, false))
+		return
+	}
+	wantSuiteFails(t, "TestFixedLeaseUndeclaredSilent", "--- FAIL: TestFixedLeaseUndeclaredSilent/model", "the claim was held past the LockTTL 10s", "--- FAIL: TestFixedLeaseUndeclaredSilent/takeover", "past the LockTTL 250ms", "(idemtest.Factory.LockTTL)")
+}
+
+// TestFixedLeaseMutant: declaring the lease does not hide a bug: the
+// SQLite store's select-then-insert mutant, with the same 15-minute
+// lease declared, fails the suite.
+func TestFixedLeaseMutant(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		idemtest.Run(t, fixedLeaseFactory(t, "select-then-insert", true, false))
+		return
+	}
+	wantSuiteFails(t, "TestFixedLeaseMutant", "--- FAIL: TestFixedLeaseMutant/sched-race")
+}
+
+// TestFixedLeaseDeclaredSays: the declared run passes saying what it did
+// not judge: each scenario that would wait the 15-minute lease out in
+// real time skips naming the lease, the field and the budget.
+func TestFixedLeaseDeclaredSays(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		idemtest.Run(t, fixedLeaseFactory(t, "", true, false))
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFixedLeaseDeclaredSays$", "-test.v", "-rapid.nofailfile")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "IDEM_RESULTS="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the suite failed the correct store with its lease declared: %v\n%s", err, out)
+	}
+	for _, w := range []string{"--- PASS: TestFixedLeaseDeclaredSays/model", "--- PASS: TestFixedLeaseDeclaredSays/sched-takeover",
+		"--- SKIP: TestFixedLeaseDeclaredSays/takeover", "scenario takeover not exercised: at LockTTL 15m0s (Factory.LockTTL)", "wait budget"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("output lacks %q", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("child output:\n%s", out)
+	}
+}
