@@ -6,10 +6,22 @@ import (
 )
 
 // CreateJournal creates the journal file at path and starts a Journal on
-// it, holding an exclusive lock on the file for as long as the process
-// lives: the kernel drops the lock when the process dies, however it dies,
-// so JournalHeld tells a run still running from one whose process died.
+// it, held by this process while it lives (CreateLocked), so JournalHeld
+// tells a run still running from one whose process died.
 func CreateJournal(path string) (*Journal, error) {
+	f, err := CreateLocked(path)
+	if err != nil {
+		return nil, err
+	}
+	return NewJournal(f), nil
+}
+
+// CreateLocked creates the file at path holding an exclusive lock on it
+// for as long as the process lives: the kernel drops the lock when the
+// process dies, however it dies, so JournalHeld tells a run still running
+// from one whose process died. Every journal of a run is made by it: a
+// check's (CreateJournal) and the line journals of mutants and soak.
+func CreateLocked(path string) (*os.File, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
@@ -18,11 +30,11 @@ func CreateJournal(path string) (*Journal, error) {
 		f.Close()
 		return nil, &os.PathError{Op: "lock", Path: path, Err: err}
 	}
-	return NewJournal(f), nil
+	return f, nil
 }
 
 // JournalHeld reports whether a live process holds the journal at path
-// (CreateJournal): false for one whose process died.
+// (CreateLocked): false for one whose process died.
 func JournalHeld(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
