@@ -3,7 +3,6 @@ package hunt
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -32,6 +31,12 @@ type MutantsOptions struct {
 	// many correct-store runs are checked at once (0 or 1: one at a time).
 	// Each hunt and run has its own store.
 	Parallel int
+	// Began, if set, hears each job as it starts, and Finished each one
+	// that finished as it ends, from the goroutines that run them: a
+	// journal keeps them, so that a run whose process dies still reports
+	// what it finished (Matrix).
+	Began    func(Job)
+	Finished func(Done)
 }
 
 // DefaultParallel is how many hunts `idemcheck mutants` runs at once. A
@@ -64,6 +69,9 @@ type MutantReport struct {
 	Detail   string   `json:"detail,omitempty"`
 	Skipped  string   `json:"skipped,omitempty"`
 	Runs     []Kill   `json:"runs"`
+	// Unfinished counts the seeds whose hunt did not finish (the run was
+	// cut short): a row with some and no survivor is undecided.
+	Unfinished int `json:"unfinished,omitempty"`
 }
 
 // CorrectRun is the correct store on one kill scenario with one seed.
@@ -90,18 +98,35 @@ type MutantsReport struct {
 	Mutants []MutantReport `json:"mutants"`
 	Correct CorrectReport  `json:"correct"`
 	Seconds float64        `json:"seconds"`
+	// Unfinished lists the jobs of a run cut short that did not finish:
+	// neither killed nor survived, or the correct store not judged there.
+	Unfinished []Unfinished `json:"unfinished,omitempty"`
 }
 
-// Survivors lists the mutants not killed on every seed (skipped ones
-// aside).
+// Survivors lists the mutants that survived a finished hunt on some seed
+// (skipped ones aside): each must die on every seed.
 func (r *MutantsReport) Survivors() []string {
 	var out []string
 	for _, m := range r.Mutants {
-		if !m.Killed && m.Skipped == "" {
+		if !m.Killed && m.Skipped == "" && len(m.Runs) > m.Kills {
 			out = append(out, m.Name)
 		}
 	}
 	return out
+}
+
+// Verdict is the matrix's: fail when a mutant survived or the correct
+// store failed, whatever did not finish (what finished proves it);
+// undecided when a job did not finish or a correct-store run was
+// undecided; else pass.
+func (r *MutantsReport) Verdict() check.Verdict {
+	switch {
+	case len(r.Survivors()) > 0 || r.Correct.Verdict == check.Fail:
+		return check.Fail
+	case len(r.Unfinished) > 0 || r.Correct.Verdict != check.Pass:
+		return check.Unknown
+	}
+	return check.Pass
 }
 
 // RunMutants hunts each mutant of o.Backend with its kill scenario on each
@@ -144,24 +169,24 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 	// seed; the rows are made from the kills in order afterwards.
 	// The correct store's runs are jobs of the same pool, after the
 	// hunts: the cores a long hunt leaves idle at the end go to them.
-	kills := make([][]*Kill, len(mutants))
-	for i := range kills {
-		kills[i] = make([]*Kill, mo.Seeds)
-	}
+	jobs := MatrixJobs(mutants, o.Seed, mo.Seeds)
 	hunts := len(mutants) * mo.Seeds
-	cjobs := correctJobs(o, KillScenarios(mutants), mo)
-	cruns := make([]*CorrectRun, len(cjobs))
+	done := make([]*Done, len(jobs))
+	began := make([]bool, len(jobs))
+	var mu sync.Mutex // began and done, by the jobs run at once
+	finished := func(j int, d Done) {
+		mu.Lock()
+		done[j] = &d
+		mu.Unlock()
+		if mo.Finished != nil {
+			mo.Finished(d)
+		}
+	}
 	// A job that restarts the server the others share, with no server of
 	// its own to do it on, runs after the others, alone.
 	var shared, alone []int
-	for j := range hunts + len(cjobs) {
-		name := ""
-		if j >= hunts {
-			name = cjobs[j-hunts].name
-		} else {
-			name, _, _ = MutantScenario(mutants[j/mo.Seeds])
-		}
-		if sc, ok := scenario.Lookup(name); ok && o.OwnServer == nil && o.FaultsItsServer(sc) {
+	for j := range jobs {
+		if sc, ok := scenario.Lookup(jobs[j].Scenario); ok && o.OwnServer == nil && o.FaultsItsServer(sc) {
 			alone = append(alone, j)
 		} else {
 			shared = append(shared, j)
@@ -171,10 +196,18 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 		if ctx.Err() != nil {
 			return nil
 		}
+		mu.Lock()
+		began[j] = true
+		mu.Unlock()
+		if mo.Began != nil {
+			mo.Began(jobs[j])
+		}
 		if j >= hunts {
-			c := cjobs[j-hunts]
-			progress(fmt.Sprintf("correct store, %s, seed %d", c.name, c.seed))
-			cruns[j-hunts] = runCorrect(ctx, o, c, mo)
+			c := jobs[j]
+			progress(fmt.Sprintf("correct store, %s, seed %d", c.Scenario, c.Seed))
+			if run := runCorrect(ctx, o, c, mo); run != nil && (ctx.Err() == nil || run.Verdict == check.Fail) {
+				finished(j, Done{Job: c, Correct: run}) // a run cut short decided nothing, unless it failed
+			}
 			return nil
 		}
 		i, s := j/mo.Seeds, j%mo.Seeds
@@ -206,7 +239,7 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 		if err != nil {
 			return fmt.Errorf("mutant %s, seed %d: %w", m, seed, err)
 		}
-		kills[i][s] = k
+		finished(j, Done{Job: jobs[j], Kill: k})
 		return nil
 	}
 	err := pool.Each(len(shared), mo.Parallel, func(j int) error { return job(shared[j]) })
@@ -216,86 +249,35 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 	if err != nil && ctx.Err() == nil {
 		return nil, err
 	}
-	for i, m := range mutants {
-		if kills[i][0] == nil {
-			continue // not hunted: interrupted first
+	var all []Done
+	var started []Job
+	for j := range jobs {
+		if done[j] != nil {
+			all = append(all, *done[j])
+		} else if began[j] {
+			started = append(started, jobs[j])
 		}
-		row := MutantReport{Name: m, Seeds: mo.Seeds, Runs: []Kill{}, Trace: []string{}, Checkers: []string{}}
-		var secs []float64
-		counts := map[string]int{}
-		for _, k := range kills[i] {
-			if k == nil {
-				break // interrupted
-			}
-			row.Side, row.Scenario = k.Side, k.Scenario
-			if k.Skipped != "" {
-				row.Skipped = k.Skipped
-				break
-			}
-			row.Runs = append(row.Runs, *k)
-			if !k.Killed {
-				continue
-			}
-			row.Kills++
-			secs = append(secs, k.Seconds)
-			counts[k.Checker]++
-			if row.Kills == 1 || len(k.Trace) < len(row.Trace) {
-				row.Trace, row.Schedule, row.Detail = k.Trace, k.Schedule, k.Detail
-			}
-			for _, c := range k.Checkers {
-				if !slices.Contains(row.Checkers, c) {
-					row.Checkers = append(row.Checkers, c)
-				}
-			}
-		}
-		row.Killed = row.Skipped == "" && row.Kills == mo.Seeds
-		row.Seconds = Median(secs)
-		for _, x := range secs {
-			if x > row.MaxSeconds {
-				row.MaxSeconds = x
-			}
-		}
-		row.Checker = mostCommon(counts)
-		rep.Mutants = append(rep.Mutants, row)
 	}
-	if ctx.Err() != nil {
-		return rep, ctx.Err()
-	}
-	rep.Correct = foldCorrect(ctx, cruns)
+	Matrix(rep, mutants, all, started)
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, ctx.Err()
 }
 
-// correctJob is one run of the correct store: a scenario and a seed.
-type correctJob struct {
-	seed int64
-	name string
-}
-
-// correctJobs are the correct store's runs of a matrix: each scenario
-// with each seed.
-func correctJobs(o harness.Options, scenarios []string, mo MutantsOptions) []correctJob {
-	var jobs []correctJob
-	for s := 0; s < mo.Seeds; s++ {
-		for _, name := range scenarios {
-			jobs = append(jobs, correctJob{o.Seed + int64(s), name})
-		}
-	}
-	return jobs
-}
-
 // runCorrect runs the correct store on one scenario and seed, with the
-// options the hunts used.
-func runCorrect(ctx context.Context, o harness.Options, j correctJob, mo MutantsOptions) *CorrectRun {
+// options the hunts used; nil when an interrupt stopped it before it
+// could judge anything.
+func runCorrect(ctx context.Context, o harness.Options, j Job, mo MutantsOptions) *CorrectRun {
 	oo := OptionsFor(o)
-	oo.Variant, oo.Scenarios, oo.Seed, oo.Keys = stores.Correct, []string{j.name}, j.seed, mo.CorrectKeys
+	oo.Variant, oo.Scenarios, oo.Seed, oo.Keys = stores.Correct, []string{j.Scenario}, j.Seed, mo.CorrectKeys
 	// A scenario that restarts the server runs on a server of its own
 	// when o can start one (harness.Run does so only with Parallel above
 	// 1): the hunts beside it share this one.
 	oo.Parallel = max(oo.Parallel, 2)
-	run := CorrectRun{Scenario: j.name, Seed: j.seed}
+	run := CorrectRun{Scenario: j.Scenario, Seed: j.Seed}
 	sum, err := harness.Run(ctx, oo)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil // cut short before it judged anything
 	case err != nil:
 		run.Verdict, run.Violations = check.Fail, []check.Violation{{Checker: "setup", Detail: err.Error()}}
 	case len(sum.Scenarios) == 0:
@@ -305,29 +287,6 @@ func runCorrect(ctx context.Context, o harness.Options, j correctJob, mo Mutants
 		run.Verdict, run.Seconds, run.Skipped, run.Violations = sr.Verdict, sr.Seconds, sr.Skipped, sr.Violations
 	}
 	return &run
-}
-
-// foldCorrect folds the correct store's runs (nil: not run, interrupted)
-// into its report: a failure fails it, an undecided run or an interrupt
-// leaves it undecided.
-func foldCorrect(ctx context.Context, runs []*CorrectRun) CorrectReport {
-	cr := CorrectReport{Verdict: check.Pass, Runs: []CorrectRun{}}
-	for _, run := range runs {
-		if run == nil {
-			continue // not run: interrupted
-		}
-		switch {
-		case run.Verdict == check.Fail:
-			cr.Verdict = check.Fail
-		case run.Verdict == check.Unknown && cr.Verdict == check.Pass:
-			cr.Verdict = check.Unknown
-		}
-		cr.Runs = append(cr.Runs, *run)
-	}
-	if ctx.Err() != nil && cr.Verdict == check.Pass {
-		cr.Verdict = check.Unknown
-	}
-	return cr
 }
 
 func mostCommon(counts map[string]int) string {
