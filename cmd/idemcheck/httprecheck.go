@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -83,21 +82,6 @@ func recheckHTTP(dir string, sum *httpreport.Summary, asJSON bool, stdout io.Wri
 	}
 	fmt.Fprintln(stdout)
 	return code, httpreport.Write(stdout, sum.Run, saved[0].Hist, saved[0].Ledger, results)
-}
-
-// httpJournal reports whether the journal at path is a black-box run's:
-// its first line is the run (httpreport.JournalNote).
-func httpJournal(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadBytes('\n')
-	var l struct {
-		Type string `json:"type"`
-	}
-	return json.Unmarshal(line, &l) == nil && l.Type == httpreport.JournalNote
 }
 
 // crashedHTTP is what a black-box run recovered from its journal says of

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/report"
+)
+
+// A run made of many runs (mutants' hunts, soak's seeds) journals each
+// one as it ends, one JSON line synced to disk, in its results directory
+// (harness.JournalFile, held while the process lives, as check's is):
+// a run whose process dies keeps what it finished, the next run names it
+// (crashedRuns), and recheck reports it. The first line says what the
+// run is and what it plans, each with a "type" first, so that even a
+// torn first line says whose journal it is.
+
+// lineJournal appends JSON lines to a run's journal, each synced before
+// add returns; add is safe from goroutines at once.
+type lineJournal struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+}
+
+// createLineJournal starts the journal of the run in dir, its first line
+// head.
+func createLineJournal(dir *report.RunDir, head any) (*lineJournal, error) {
+	path := filepath.Join(dir.Path, harness.JournalFile)
+	f, err := history.CreateLocked(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot write results to %s: %v", dir.Path, unwrapPath(err))
+	}
+	j := &lineJournal{path: path, f: f}
+	if err := j.add(head); err != nil {
+		j.Close()
+		return nil, fmt.Errorf("cannot write results to %s: %v", dir.Path, err)
+	}
+	return j, nil
+}
+
+// add writes v as one line and syncs it to disk.
+func (j *lineJournal) add(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, err := j.f.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	return j.f.Sync()
+}
+
+// Close closes the journal's file, which stays: with summary.json beside
+// it, it is the record of each run as it ended.
+func (j *lineJournal) Close() error { return j.f.Close() }
+
+// typeHead reads a journal line's type from its first bytes, whole or not.
+var typeHead = regexp.MustCompile(`^\{"type":"([a-z-]+)"`)
+
+// journalKind is the type of the first line of the journal at path: what
+// run wrote it ("" when it cannot be told).
+func journalKind(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadBytes('\n')
+	var l struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(line, &l) == nil {
+		return l.Type
+	}
+	if m := typeHead.FindSubmatch(line); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+// journalLine is one whole line of a line journal: its type and itself.
+type journalLine struct {
+	Type string
+	Raw  json.RawMessage
+}
+
+// readLineJournal reads the journal at path: every line that is whole
+// JSON, and how many are not (the last one torn by the process's death,
+// or damage), which are left out.
+func readLineJournal(path string) (lines []journalLine, torn int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	for {
+		line, rerr := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			var l struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(line, &l) == nil && l.Type != "" {
+				lines = append(lines, journalLine{Type: l.Type, Raw: bytes.Clone(bytes.TrimSpace(line))})
+			} else {
+				torn++
+			}
+		}
+		if rerr == io.EOF {
+			return lines, torn, nil
+		}
+		if rerr != nil {
+			return lines, torn, rerr
+		}
+	}
+}
+
+// writeSummaryJSON writes a run's summary.json into dir: its record once
+// it ends (a directory with one is not a crashed run).
+func writeSummaryJSON(dir string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
+}
