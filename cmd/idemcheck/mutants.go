@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -11,10 +12,12 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/hunt"
+	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-const mutantsHelp = `Usage: idemcheck mutants --store S [--json] [--seed N] [--seeds N | --seeds A-B] [--mutant M,...] [--parallel N]
+const mutantsHelp = `Usage: idemcheck mutants --store S [--json] [--out DIR] [--seed N] [--seeds N | --seeds A-B] [--mutant M,...] [--parallel N]
 
 Hunts every mutant of the store (its store-side mutants, then the
 client-side ones: the correct store with clients that make the mistake)
@@ -31,7 +34,15 @@ whose check found the first violation, and the shortest trace. With
 every seed and must die on every one; the seconds are then the median over the seeds.
 
 Exit codes: 0 every mutant killed and the correct store passed; 1 a mutant
-survived or the correct store failed; 2 bad usage or setup error.
+survived or the correct store failed; 2 bad usage or setup error; 3
+undecided (interrupted before every hunt and run finished, with no
+failure among those that did, or a run of the correct store undecided).
+
+Each run writes <out>/<time>-<store>-mutants/: journal.jsonl, a line as
+each hunt and correct-store run starts and ends, synced to disk, and
+summary.json once it ends. A run whose process dies (killed, out of
+memory) keeps its journal: 'idemcheck recheck <dir>' reports what
+finished and names what did not.
 
 With --shard i/n only every n-th mutant from the i-th is hunted (and the
 correct store on their scenarios); 'idemcheck merge' joins the shards'
@@ -50,6 +61,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	shrinkFor := fs.Duration("shrink", 3*time.Second, "after a scheduled kill (on the first seed), shrink its trace for up to this long (0: off)")
 	parallel := fs.Int("parallel", hunt.DefaultParallel, "hunts (a mutant on a seed) run at once, each on its own store (1: one after another)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	out := fs.String("out", "results", "directory for the run's results directory (its journal and summary)")
 	var shard shardFlag
 	fs.Var(&shard, "shard", shardHelp)
 	execCmd := fs.String("cmd", "", "not for mutants: a store in another language (--store exec) names its bug variants in its hello; check each with check --variant")
@@ -98,14 +110,34 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 			return exitUsage, usagef("--shard %s: store %s has only %d mutants to hunt: use at most %d shards", shard.String(), backend.Name, len(all), len(all))
 		}
 	}
+	if len(mutants) == 0 {
+		mutants = hunt.MutantsFor(backend)
+	}
 	o := def
 	o.Backend, o.Seed = backend, first
+	started := time.Now()
+	dir, err := report.PrepareRunDir(*out, backend.Name, "mutants", started)
+	if err != nil {
+		return exitUsage, err
+	}
+	if !*asJSON {
+		sayCrashed(stderr, *out)
+	}
+	journal, err := createLineJournal(dir, mutantsHead{Type: mutantsKind, Store: backend.Name, Seed: first, Seeds: nSeeds, Mutants: mutants,
+		Started: started, Argv: append([]string{"idemcheck", "mutants"}, args...), Commit: buildinfo.Get().Revision()})
+	if err != nil {
+		os.RemoveAll(dir.Path)
+		return exitUsage, err
+	}
+	defer journal.Close()
 	cleanup, err := provision(ctx, &o, stderr, 0)
 	if err != nil {
+		os.RemoveAll(dir.Path) // nothing ran
 		return exitUsage, err
 	}
 	defer cleanup()
 	mo := hunt.MutantsOptions{Seeds: nSeeds, Mutants: mutants, Hunt: hunt.Options{Budget: *budget, Keys: 2, Shrink: *shrinkFor}, Parallel: *parallel}
+	journalMutants(&mo, journal, stderr)
 	if !*asJSON && isTerminal(stderr) {
 		mo.Progress = func(s string) { fmt.Fprintf(stderr, "\r\033[K%s…", s) }
 	}
@@ -114,31 +146,25 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		fmt.Fprint(stderr, "\r\033[K")
 	}
 	if err != nil && rep == nil {
+		os.RemoveAll(dir.Path) // a setup error: exit 2, not a run
 		return exitUsage, err
 	}
+	sum := mutantsJSON{MutantsReport: rep, Verdict: rep.Verdict(), Interrupted: ctx.Err() != nil, Dir: dir.Path, Shard: shard.info("mutants", args, ctx.Err() != nil)}
+	if err := writeSummaryJSON(dir.Path, sum); err != nil {
+		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir.Path, err)
+	}
 	if *asJSON {
-		if err := printJSON(stdout, mutantsJSON{rep, shard.info("mutants", args, ctx.Err() != nil)}); err != nil {
+		if err := printJSON(stdout, sum); err != nil {
 			return exitUsage, err
 		}
-	} else {
-		printMutants(stdout, rep)
+		return mutantsCode(rep), nil
 	}
+	printMutants(stdout, rep)
 	if ctx.Err() != nil {
-		if !*asJSON {
-			fmt.Fprintf(stdout, "INTERRUPTED: the hunts cut short are neither killed nor survived, and the correct store's runs are not all judged: undecided (run it again to finish)\n")
-		}
-		return exitUnknown, nil
+		fmt.Fprintf(stdout, "INTERRUPTED: the hunts cut short are neither killed nor survived, and the correct store's runs are not all judged (run it again to finish)\n%s\n", mutantsWhy(rep))
 	}
-	if len(rep.Survivors()) > 0 || rep.Correct.Verdict != check.Pass {
-		return exitFail, nil
-	}
-	return exitPass, nil
-}
-
-// mutantsJSON is mutants' --json report: with --shard, what the merge needs.
-type mutantsJSON struct {
-	*hunt.MutantsReport
-	Shard *shardInfo `json:"shard,omitempty"`
+	fmt.Fprintf(stdout, "Results: %s\n", dir.Path)
+	return mutantsCode(rep), nil
 }
 
 // printMutants prints the matrix, the correct store's verdict and each
@@ -168,6 +194,9 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 		if rep.Seeds > 1 && m.Skipped == "" {
 			result = fmt.Sprintf("%d/%d", m.Kills, m.Seeds)
 		}
+		if m.Unfinished > 0 && len(m.Runs) == m.Kills && m.Skipped == "" {
+			result = "undecided" // no seed survived, some did not finish
+		}
 		if m.Skipped != "" {
 			fmt.Fprintf(w, "  %-26s %-6s %-18s %-9s %s\n", m.Name, m.Side, m.Scenario, result, m.Skipped)
 			continue
@@ -183,7 +212,11 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "seconds: from the start of the hunt to the end of the episode (or round) whose check found the first violation\n")
-	fmt.Fprintf(w, "\ncorrect store on the same scenarios: %s\n", strings.ToUpper(string(rep.Correct.Verdict)))
+	correct := string(rep.Correct.Verdict)
+	if correct == "" {
+		correct = "not run"
+	}
+	fmt.Fprintf(w, "\ncorrect store on the same scenarios: %s\n", strings.ToUpper(correct))
 	for _, r := range rep.Correct.Runs {
 		if r.Verdict != check.Pass && r.Verdict != check.Skipped {
 			fmt.Fprintf(w, "  %s seed %d: %s\n", r.Scenario, r.Seed, r.Verdict)
@@ -212,17 +245,17 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
-	verdict := "PASS"
-	if len(rep.Survivors()) > 0 || rep.Correct.Verdict != check.Pass {
-		verdict = "FAIL"
-	}
-	correct := string(rep.Correct.Verdict)
-	if correct == "" {
-		correct = "not run"
+	printUnfinished(w, rep)
+	verdict := map[check.Verdict]string{check.Pass: "PASS", check.Fail: "FAIL"}[rep.Verdict()]
+	if verdict == "" {
+		verdict = "UNDECIDED"
 	}
 	extra := ""
 	if skipped > 0 {
 		extra = fmt.Sprintf(", %d skipped", skipped)
+	}
+	if len(rep.Unfinished) > 0 {
+		extra += fmt.Sprintf(", %d job(s) not finished", len(rep.Unfinished))
 	}
 	fmt.Fprintf(w, "\n%s: %d of %d mutants killed%s; the correct store: %s. %.1fs\n",
 		verdict, killed, len(rep.Mutants), extra, correct, rep.Seconds)

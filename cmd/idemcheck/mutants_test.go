@@ -14,7 +14,7 @@ import (
 // TestMutantsJSON: the matrix as JSON, with the fields CI reads, for a few
 // mutants of each kind on the memory store.
 func TestMutantsJSON(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "mutants", "--store", "memory", "--json", "--mutant", "token-reuse,blind-takeover,no-key")
+	code, stdout, stderr := runCLI(t, "mutants", "--store", "memory", "--json", "--mutant", "token-reuse,blind-takeover,no-key", "--out", t.TempDir())
 	if code != exitPass {
 		t.Fatalf("exit %d, stderr %q, stdout %s", code, stderr, stdout)
 	}
@@ -51,7 +51,7 @@ func TestMutantsJSON(t *testing.T) {
 // TestMutantsText: the printed matrix names each mutant, its verdict and
 // checker, the correct store's verdict and a trace.
 func TestMutantsText(t *testing.T) {
-	code, stdout, _ := runCLI(t, "mutants", "--store", "memory", "--mutant", "select-then-insert,no-fingerprint")
+	code, stdout, _ := runCLI(t, "mutants", "--store", "memory", "--mutant", "select-then-insert,no-fingerprint", "--out", t.TempDir())
 	if code != exitPass {
 		t.Fatalf("exit %d: %s", code, stdout)
 	}
@@ -164,7 +164,7 @@ func TestMutantsInterruptSaysSo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	var so, se bytes.Buffer
-	code := run(ctx, []string{"mutants", "--store", "memory", "--seeds", "1-200"}, &so, &se)
+	code := run(ctx, []string{"mutants", "--store", "memory", "--seeds", "1-200", "--out", t.TempDir()}, &so, &se)
 	if code != exitUnknown || !strings.Contains(so.String(), "INTERRUPTED: ") {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, so.String(), se.String())
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/httpreport"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
 )
@@ -24,7 +25,11 @@ keep failing runs as regression tests (harness/testdata/runs).
 
 A run whose process died (killed, out of memory, the machine stopped)
 left no summary.json but its journal, journal.jsonl: recheck then
-recovers it. Each scenario that finished keeps its result; the one cut
+recovers it. A mutants run's or a soak's directory recovered so reports
+the hunts (seeds) that finished and names those that did not, cut short
+or never run: exit 1 when what finished proves a failure (a mutant
+survived, the correct store failed, a seed's run failed), else 3 when
+anything did not finish; a finished one's saved verdict is printed. Each scenario that finished keeps its result; the one cut
 short is judged on what it recorded, its calls in flight of unknown
 outcome, and is at best undecided; the run's files are written into
 <run-dir>. A black-box run (idemcheck http) recovered so is judged as an
@@ -52,14 +57,26 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if hs := httpSummary(dir); hs != nil { // an idemcheck http run
 		return recheckHTTP(dir, hs, *asJSON, stdout)
 	}
+	kind := journalKind(filepath.Join(dir, harness.JournalFile))
 	if crashed(dir) {
 		if held, err := history.JournalHeld(filepath.Join(dir, harness.JournalFile)); err == nil && held {
 			return exitUsage, fmt.Errorf("recheck: the run in %s is still running (its process holds its journal): recheck it once it ends", dir)
 		}
-		if httpJournal(filepath.Join(dir, harness.JournalFile)) {
+		switch kind {
+		case httpreport.JournalNote:
 			return recoverHTTP(dir, *asJSON, stdout, stderr)
+		case mutantsKind:
+			return recoverMutants(dir, *asJSON, stdout, stderr)
+		case soakKind:
+			return recoverSoak(dir, *asJSON, stdout, stderr)
 		}
 		return recoverRun(ctx, dir, *asJSON, stdout, stderr)
+	}
+	switch kind { // a mutants run or a soak that ended: its journal stays beside its summary
+	case mutantsKind:
+		return recheckMutantsSummary(dir, *asJSON, stdout)
+	case soakKind:
+		return recheckSoakSummary(dir, *asJSON, stdout)
 	}
 	saved, done, err := harness.LoadRunSpilled(dir)
 	if err != nil {

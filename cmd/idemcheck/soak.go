@@ -90,6 +90,12 @@ type soakReport struct {
 	// Plan is the scenarios in order; Shard, with --shard, what the merge needs.
 	Plan  []string   `json:"plan,omitempty"`
 	Shard *shardInfo `json:"shard,omitempty"`
+	// Verdict is the soak's (soakCode); Unfinished the seeds (draws) of a
+	// soak cut short that did not end; Recovered says this report was
+	// read back from the journal of a soak whose process died.
+	Verdict    check.Verdict    `json:"verdict,omitempty"`
+	Unfinished []soakUnfinished `json:"unfinished,omitempty"`
+	Recovered  bool             `json:"recovered,omitempty"`
 }
 
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -102,7 +108,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	fs.Var(&seedsF, "seeds", seedsHelp+" (default 10 from --seed)")
 	seed := fs.Int64("seed", 1, "the first seed")
 	hogs := fs.Int("hogs", runtime.NumCPU(), "CPU-spinning processes beside the run (0: none)")
-	out := fs.String("out", "results", "directory for the results of runs that do not pass")
+	out := fs.String("out", "results", "directory for the soak's results directory (its journal and summary) and those of runs that do not pass")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	var shard shardFlag
 	fs.Var(&shard, "shard", shardHelp+" (runs are seed × scenario)")
@@ -145,10 +151,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	start := time.Now()
 	rep := soakReport{Store: backend.Name, Variant: o.Variant, Seed: firstSeed, Seeds: nSeeds, Hogs: *hogs, Parallel: o.Parallel,
 		Commit: buildinfo.Get().Revision(), Bad: []string{}}
-	rows := map[string]*soakRow{}
-	var order []string
+	var tally soakTally
 	progress := isTerminal(stderr) && !*asJSON
-	interrupted, ran := false, 0
+	interrupted, began := false, int64(-1)
 	plan := o.Scenarios
 	if len(plan) == 0 {
 		plan = scenario.Default()
@@ -159,15 +164,40 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}
 		rep.Plan = plan
 	}
-	journal, err := openJournal(*out, backend.Name, start)
+	// The seeds (draws) this soak runs: with --shard, those of its runs.
+	var planned []int64
+	for i := 0; i < nSeeds; i++ {
+		owned := *randomFlags && shard.owns(i)
+		for j := range plan {
+			owned = owned || !*randomFlags && shard.owns(i*len(plan)+j)
+		}
+		if owned {
+			planned = append(planned, firstSeed+int64(i))
+		}
+	}
+	dir, err := report.PrepareRunDir(*out, backend.Name, "soak", start)
 	if err != nil {
-		return exitUsage, fmt.Errorf("the soak's journal: %v", err)
+		return exitUsage, err
+	}
+	if !*asJSON {
+		sayCrashed(stderr, *out)
+	}
+	journal, err := createLineJournal(dir, soakHead{Type: soakKind, Store: backend.Name, Variant: o.Variant, Seeds: planned, Plan: plan,
+		Hogs: *hogs, Parallel: o.Parallel, Started: start, Argv: append([]string{"idemcheck", "soak"}, args...), Commit: rep.Commit})
+	if err != nil {
+		os.RemoveAll(dir.Path)
+		return exitUsage, err
 	}
 	defer journal.Close()
 	if !*asJSON {
 		fmt.Fprintf(stderr, "idemcheck soak: each run is recorded as it ends in %s\n", journal.path)
 	}
 	rep.Journal = journal.path
+	addEntry := func(e soakEntry) {
+		if err := journal.add(e); err != nil {
+			fmt.Fprintf(stderr, "idemcheck soak: the journal: %v\n", err)
+		}
+	}
 	for i := 0; i < nSeeds; i++ {
 		if ctx.Err() != nil {
 			interrupted = true
@@ -196,66 +226,42 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if progress {
 			fmt.Fprintf(stderr, "\r\033[K[%d/%d] seed %d, %d run(s) not passed so far, %s elapsed", i+1, nSeeds, oo.Seed, len(rep.Bad), time.Since(start).Round(time.Second))
 		}
-		began := time.Now()
+		began = oo.Seed
+		addEntry(soakEntry{Type: "began", Seed: oo.Seed, Draw: drawn})
+		t0 := time.Now()
 		sum, err := harness.Run(ctx, oo)
 		if err != nil {
 			if ctx.Err() != nil {
 				interrupted = true
 				break
 			}
-			rep.Errors = append(rep.Errors, fmt.Sprintf("seed %d: %v", oo.Seed, err))
-			if jerr := journal.add(soakEntry{Seed: oo.Seed, Draw: drawn, Verdict: "error", Error: err.Error(), At: time.Now().UTC().Format(time.RFC3339), Secs: time.Since(began).Seconds()}); jerr != nil {
-				fmt.Fprintf(stderr, "idemcheck soak: the journal: %v\n", jerr)
-			}
+			e := soakEntry{Type: "seed", Seed: oo.Seed, Draw: drawn, Verdict: "error", Error: err.Error(), At: time.Now().UTC().Format(time.RFC3339), Secs: time.Since(t0).Seconds()}
+			tally.add(&rep, e)
+			addEntry(e)
 			continue
 		}
-		ran++
-		entry := entryOf(oo.Seed, drawn, sum, time.Since(began))
+		entry := entryOf(oo.Seed, drawn, sum, time.Since(t0))
 		if sum.Interrupted {
 			interrupted = true
-		}
-		for _, s := range sum.Scenarios {
-			r, ok := rows[s.Name]
-			if !ok {
-				r = &soakRow{Scenario: s.Name}
-				rows[s.Name] = r
-				order = append(order, s.Name)
-			}
-			r.Seconds += s.Seconds
-			switch s.Verdict {
-			case check.Pass:
-				r.Pass++
-			case check.Fail:
-				r.Fail++
-			case check.Skipped:
-				r.Skipped++
-			default:
-				r.Unknown++
-			}
 		}
 		if sum.Verdict != check.Pass && !sum.Interrupted {
 			stamp(sum, append([]string{"idemcheck", "soak"}, args...))
 			// As check does: a report that cannot be written is said, and
 			// the soak goes on with the verdict counted.
-			dir, err := report.PrepareRunDir(*out, backend.Name, o.Variant, time.Now())
+			dir, err := report.PrepareRunDir(*out, backend.Name, o.Variant, time.Now()) // the seed's own
 			var errs []error
 			if err != nil {
 				errs = append(errs, err)
 			} else {
 				errs = writeRun(dir, sum, "")
-				rep.Bad = append(rep.Bad, dir.Path)
 				entry.Dir = dir.Path
 			}
 			for _, err := range errs {
 				fmt.Fprintf(stderr, "idemcheck soak: seed %d: writing results: %v (the verdict stands)\n", oo.Seed, err)
 			}
-			if drawn != "" {
-				rep.BadDraws = append(rep.BadDraws, drawn)
-			}
 		}
-		if err := journal.add(entry); err != nil {
-			fmt.Fprintf(stderr, "idemcheck soak: the journal: %v\n", err)
-		}
+		tally.add(&rep, entry)
+		addEntry(entry)
 		if !progress && !*asJSON {
 			fmt.Fprintf(stderr, "[%d/%d] seed %d: %s, %d scenario run(s), %.1fs\n", i+1, nSeeds, oo.Seed, sum.Verdict, len(sum.Scenarios), entry.Secs)
 		}
@@ -263,33 +269,29 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if progress {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
-	for _, n := range order {
-		rep.Rows = append(rep.Rows, *rows[n])
-	}
 	rep.Seconds = time.Since(start).Seconds()
-	fails, unknowns := 0, 0
-	for _, r := range rep.Rows {
-		fails += r.Fail
-		unknowns += r.Unknown
-	}
 	rep.Shard = shard.info("soak", args, interrupted)
-	rep.Interrupted, rep.Ran = interrupted, ran
+	rep.Interrupted = rep.Interrupted || interrupted
+	tally.finish(&rep, planned, began, rep.Interrupted)
+	code, why := soakCode(rep)
+	rep.Verdict = soakVerdict(code)
+	if err := writeSummaryJSON(dir.Path, rep); err != nil {
+		fmt.Fprintf(stderr, "idemcheck soak: writing %s: %v (the verdict stands)\n", dir.Path, err)
+	}
 	if *asJSON {
 		if err := printJSON(stdout, rep); err != nil {
 			return exitUsage, err
 		}
 	} else {
 		printSoak(stdout, rep)
+		if rep.Interrupted {
+			fmt.Fprintln(stdout, why)
+		}
 	}
-	switch {
-	case fails > 0:
-		return exitFail, nil
-	case len(rep.Errors) > 0:
+	if code == exitUsage {
 		return exitUsage, fmt.Errorf("soak: %d seed(s) could not run (setup errors above)", len(rep.Errors))
-	case unknowns > 0 || interrupted:
-		return exitUnknown, nil
 	}
-	return exitPass, nil
+	return code, nil
 }
 
 func printSoak(w io.Writer, rep soakReport) {
@@ -323,6 +325,22 @@ func printSoak(w io.Writer, rep soakReport) {
 	if rep.Interrupted {
 		fmt.Fprintf(w, "\ninterrupted: %d of %d seeds ran", rep.Ran, rep.Seeds)
 	}
+	const shown = 8
+	never := 0
+	for _, u := range rep.Unfinished {
+		switch {
+		case u.Started:
+			fmt.Fprintf(w, "\ncut short: seed %d", u.Seed)
+		case never < shown:
+			fmt.Fprintf(w, "\nnever ran: seed %d", u.Seed)
+			never++
+		default:
+			never++
+		}
+	}
+	if never > shown {
+		fmt.Fprintf(w, "\nnever ran: and %d more seed(s)", never-shown)
+	}
 	fmt.Fprintln(w)
 	verdict := "PASS"
 	switch {
@@ -330,7 +348,7 @@ func printSoak(w io.Writer, rep soakReport) {
 		verdict = "FAIL"
 	case len(rep.Errors) > 0:
 		verdict = "SETUP ERROR"
-	case total.Unknown > 0:
+	case total.Unknown > 0 || len(rep.Unfinished) > 0:
 		verdict = "UNKNOWN"
 	}
 	fmt.Fprintf(w, "\n%s: %d scenario runs passed, %d failed, %d undecided, %d skipped, %.0fs\n", verdict, total.Pass, total.Fail, total.Unknown, total.Skipped, rep.Seconds)
