@@ -155,12 +155,7 @@ func recoverMutants(dir string, asJSON bool, stdout, stderr io.Writer) (int, err
 	}
 	var head mutantsHead
 	if len(lines) == 0 || lines[0].Type != mutantsKind || json.Unmarshal(lines[0].Raw, &head) != nil {
-		// Killed while it wrote its plan: it had done nothing.
-		if asJSON {
-			return exitUnknown, printJSON(stdout, map[string]any{"dir": dir, "recovered": true, "verdict": check.Unknown, "why": "the journal's first line, the run's plan, is cut: nothing ran"})
-		}
-		fmt.Fprintf(stdout, "the mutants run in %s ended before it finished (its process died) while it wrote its plan: nothing ran\nexit 3: undecided\n", dir)
-		return exitUnknown, nil
+		return recoverTorn(dir, asJSON, stdout) // killed while it wrote its plan
 	}
 	var done []hunt.Done
 	var began []hunt.Job

@@ -69,6 +69,8 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 			return recoverMutants(dir, *asJSON, stdout, stderr)
 		case soakKind:
 			return recoverSoak(dir, *asJSON, stdout, stderr)
+		case tornKind:
+			return recoverTorn(dir, *asJSON, stdout)
 		}
 		return recoverRun(ctx, dir, *asJSON, stdout, stderr)
 	}

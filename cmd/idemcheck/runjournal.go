@@ -87,7 +87,36 @@ func journalKind(path string) string {
 	if m := typeHead.FindSubmatch(line); m != nil {
 		return string(m[1])
 	}
+	// Torn before its type ended: whose it is shows only if one kind's
+	// head begins so.
+	var kinds []string
+	for _, k := range []string{mutantsKind, soakKind} {
+		if len(line) > 0 && bytes.HasPrefix([]byte(`{"type":"`+k+`"`), line) {
+			kinds = append(kinds, k)
+		}
+	}
+	switch len(kinds) {
+	case 1:
+		return kinds[0]
+	case 2:
+		return tornKind
+	}
 	return ""
+}
+
+// tornKind is the kind of a journal torn inside its first line's type:
+// its run died as it began, before it ran anything.
+const tornKind = "torn"
+
+// recoverTorn reports a run whose journal is torn inside its first line:
+// nothing ran, nothing was judged (exit 3).
+func recoverTorn(dir string, asJSON bool, stdout io.Writer) (int, error) {
+	const why = "its process died while it wrote the first line of its journal: nothing ran, nothing was judged"
+	if asJSON {
+		return exitUnknown, printJSON(stdout, map[string]any{"dir": dir, "recovered": true, "verdict": "unknown", "why": why})
+	}
+	fmt.Fprintf(stdout, "the run in %s ended before it finished: %s\nexit 3: undecided\n", dir, why)
+	return exitUnknown, nil
 }
 
 // journalLine is one whole line of a line journal: its type and itself.

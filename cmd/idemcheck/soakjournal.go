@@ -209,11 +209,7 @@ func recoverSoak(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 	}
 	var head soakHead
 	if len(lines) == 0 || lines[0].Type != soakKind || json.Unmarshal(lines[0].Raw, &head) != nil {
-		if asJSON {
-			return exitUnknown, printJSON(stdout, map[string]any{"dir": dir, "recovered": true, "verdict": check.Unknown, "why": "the journal's first line, the soak's plan, is cut: nothing ran"})
-		}
-		fmt.Fprintf(stdout, "the soak in %s ended before it finished (its process died) while it wrote its plan: nothing ran\nexit 3: undecided\n", dir)
-		return exitUnknown, nil
+		return recoverTorn(dir, asJSON, stdout) // killed while it wrote its plan
 	}
 	rep := soakReport{Store: head.Store, Variant: head.Variant, Seeds: len(head.Seeds), Hogs: head.Hogs, Parallel: head.Parallel,
 		Commit: head.Commit, Bad: []string{}, Journal: path, Plan: head.Plan, Interrupted: true}

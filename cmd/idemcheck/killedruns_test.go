@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/report"
+)
+
+// killedRun starts `idemcheck <args> --out <out>` as a process of its
+// own and kills it (SIGKILL: nothing runs after it) once its journal
+// holds what until waits for. While it runs, it is neither named as
+// crashed nor rechecked from under it. It returns the run's directory
+// (the one directory of the kind under out) and out.
+func killedRun(t *testing.T, kind string, until func(journal string) bool, args ...string) (dir, out string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = t.TempDir()
+	cmd := exec.Command(exe, append(args, "--out", out)...)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		dirs, _ := filepath.Glob(filepath.Join(out, "*-"+kind))
+		if len(dirs) == 1 {
+			dir = dirs[0]
+			if b, _ := os.ReadFile(filepath.Join(dir, harness.JournalFile)); until(string(b)) {
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("%v: the run ended before the test killed it (%v, stderr %q)", args, err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v: the journal never showed what the test waits for (stderr %q)", args, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := crashedRuns(out); len(got) != 0 {
+		t.Errorf("a running %s run taken for a crashed one: %v", kind, got)
+	}
+	if code, _, stderr := runCLI(t, "recheck", dir); code != exitUsage || !strings.Contains(stderr, "still running") {
+		t.Errorf("recheck of a running %s run: exit %d, stderr %q", kind, code, stderr)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	exited <- nil // for the deferred wait
+	if _, err := os.Stat(filepath.Join(dir, "summary.json")); err == nil {
+		t.Fatalf("%v: the run finished before it was killed: nothing to recover", args)
+	}
+	if got := crashedRuns(out); len(got) != 1 || got[0] != dir {
+		t.Errorf("crashed runs %v, want %s", got, dir)
+	}
+	return dir, out
+}
+
+// lines counts the journal's lines that hold want.
+func lines(journal, want string) int {
+	n := 0
+	for _, l := range strings.Split(journal, "\n") {
+		if strings.Contains(l, want) {
+			n++
+		}
+	}
+	return n
+}
+
+// recheckCuts rechecks the journal of dir cut at random byte offsets (a
+// line torn anywhere, the first included), each in a run directory of
+// its own: each is reported, with exit code want, never a stack trace.
+func recheckCuts(t *testing.T, dir string, want int) {
+	t.Helper()
+	journal, err := os.ReadFile(filepath.Join(dir, harness.JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(1))
+	for i := 0; i < 25; i++ {
+		cut := rng.Intn(len(journal) + 1)
+		if i == 0 {
+			cut = 10 // inside the plan's line
+		}
+		cdir := filepath.Join(t.TempDir(), filepath.Base(dir))
+		if err := os.MkdirAll(cdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(cdir, report.Marker), nil, 0o644)
+		if err := os.WriteFile(filepath.Join(cdir, harness.JournalFile), journal[:cut], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runCLI(t, "recheck", cdir)
+		if code != want || !strings.Contains(stdout, "exit 3: undecided") && want == exitUnknown || strings.Contains(stderr+stdout, "goroutine ") {
+			t.Fatalf("the journal cut at byte %d of %d: exit %d, want %d\nstdout:\n%s\nstderr: %s", cut, len(journal), code, want, stdout, stderr)
+		}
+	}
+}
+
+// TestRecheckReportsAKilledMutantsRun: `idemcheck mutants` killed after
+// some hunts finished leaves its journal; the next run names it, and
+// recheck reports from it every hunt that finished (each kill the
+// journal holds is in the matrix) and names those that did not; nothing
+// finished proves a failure on the memory store, so the run is undecided
+// (exit 3), and its summary is written. A journal cut anywhere is
+// reported the same way.
+func TestRecheckReportsAKilledMutantsRun(t *testing.T) {
+	done := func(j string) bool { return lines(j, `"type":"done"`) >= 6 }
+	dir, out := killedRun(t, "mutants", done, "mutants", "--store", "memory", "--seeds", "1-40", "--parallel", "2", "--shrink", "0")
+	journal, _ := os.ReadFile(filepath.Join(dir, harness.JournalFile))
+	kills := lines(string(journal), `"verdict":"killed"`)
+
+	// The next run names it.
+	code, _, stderr := runCLI(t, "mutants", "--store", "memory", "--mutant", "token-reuse", "--out", out)
+	if code != exitPass || !strings.Contains(stderr, dir) || !strings.Contains(stderr, "idemcheck recheck "+dir) {
+		t.Errorf("the next mutants run: exit %d, it does not name the killed run %s:\n%s", code, dir, stderr)
+	}
+
+	code, stdout, stderr := runCLI(t, "recheck", dir)
+	if code != exitUnknown || !strings.Contains(stdout, "recovered the mutants run") || !strings.Contains(stdout, "not finished: ") ||
+		!strings.Contains(stdout, "never ran: ") || !strings.Contains(stdout, "exit 3: undecided") || strings.Contains(stdout, "SURVIVED") {
+		t.Fatalf("recheck of a killed mutants run: exit %d, want 3\nstdout:\n%s\nstderr: %s", code, stdout, stderr)
+	}
+	var sum struct {
+		Verdict     string `json:"verdict"`
+		Interrupted bool   `json:"interrupted"`
+		Recovered   bool   `json:"recovered"`
+		Mutants     []struct {
+			Name  string `json:"name"`
+			Kills int    `json:"kills"`
+		} `json:"mutants"`
+		Unfinished []struct {
+			Mutant string `json:"mutant"`
+			Seed   int64  `json:"seed"`
+		} `json:"unfinished"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil || json.Unmarshal(b, &sum) != nil {
+		t.Fatalf("recheck wrote no readable summary.json: %v", err)
+	}
+	got := 0
+	for _, m := range sum.Mutants {
+		got += m.Kills
+	}
+	if sum.Verdict != "unknown" || !sum.Interrupted || !sum.Recovered || got != kills || len(sum.Unfinished) == 0 {
+		t.Errorf("summary: verdict %q, interrupted %v, recovered %v, %d kills (the journal holds %d), %d unfinished",
+			sum.Verdict, sum.Interrupted, sum.Recovered, got, kills, len(sum.Unfinished))
+	}
+	if got := crashedRuns(out); len(got) != 0 {
+		t.Errorf("a recovered run still taken for a crashed one: %v", got)
+	}
+	if code, stdout, _ := runCLI(t, "recheck", dir); code != exitUnknown || !strings.Contains(stdout, "as it was saved") {
+		t.Errorf("recheck of the recovered run: exit %d:\n%s", code, stdout)
+	}
+	recheckCuts(t, dir, exitUnknown)
+}
+
+// TestRecheckOfAKilledMutantsRunReportsASurvivor: a mutant that survived
+// a finished hunt (its budget too short to kill it) is a failure that
+// no hunt left unfinished can undo: recheck of the killed run exits 1 and
+// says why.
+func TestRecheckOfAKilledMutantsRunReportsASurvivor(t *testing.T) {
+	survived := func(j string) bool { return lines(j, `"verdict":"survived"`) >= 1 }
+	dir, _ := killedRun(t, "mutants", survived, "mutants", "--store", "memory", "--mutant", "token-reuse", "--seeds", "1-1000",
+		"--budget", "1ms", "--parallel", "1", "--shrink", "0")
+	code, stdout, stderr := runCLI(t, "recheck", dir)
+	if code != exitFail || !strings.Contains(stdout, "exit 1: a finished hunt proves a failure: token-reuse survived") || !strings.Contains(stdout, "never ran: ") {
+		t.Fatalf("recheck of a killed run with a survivor: exit %d, want 1\nstdout:\n%s\nstderr: %s", code, stdout, stderr)
+	}
+}
+
+// TestRecheckReportsAKilledSoak: a soak killed after some seeds ended
+// leaves its journal; the next soak names it, and recheck reports the
+// seeds that ended (the table counts their runs), the one cut short and
+// those never run: undecided on a correct store (exit 3). A journal cut
+// anywhere is reported the same way.
+func TestRecheckReportsAKilledSoak(t *testing.T) {
+	ended := func(j string) bool { return lines(j, `"type":"seed"`) >= 3 }
+	dir, out := killedRun(t, "soak", ended, "soak", "--store", "memory", "--scenario", "race,mismatch", "--seeds", "1-500", "--hogs", "0")
+	journal, _ := os.ReadFile(filepath.Join(dir, harness.JournalFile))
+	seeds := lines(string(journal), `"type":"seed"`)
+
+	code, _, stderr := runCLI(t, "soak", "--store", "memory", "--scenario", "mismatch", "--seeds", "1", "--hogs", "0", "--out", out)
+	if code != exitPass || !strings.Contains(stderr, "idemcheck recheck "+dir) {
+		t.Errorf("the next soak: exit %d, it does not name the killed soak %s:\n%s", code, dir, stderr)
+	}
+
+	code, stdout, stderr := runCLI(t, "recheck", "--json", dir)
+	var rep soakReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("recheck --json of a killed soak: exit %d, %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	passed := 0
+	for _, r := range rep.Rows {
+		passed += r.Pass
+	}
+	if code != exitUnknown || !rep.Recovered || rep.Ran != seeds || passed != 2*seeds || len(rep.Unfinished) != 500-seeds || rep.Verdict != "unknown" {
+		t.Fatalf("recheck of a killed soak: exit %d, recovered %v, %d seeds ran (the journal ended %d), %d passed, %d unfinished, verdict %q",
+			code, rep.Recovered, rep.Ran, seeds, passed, len(rep.Unfinished), rep.Verdict)
+	}
+	code, stdout, _ = runCLI(t, "recheck", dir)
+	if code != exitUnknown || !strings.Contains(stdout, "as it was saved") || !strings.Contains(stdout, "never ran: seed") || !strings.Contains(stdout, "exit 3: undecided") {
+		t.Errorf("recheck of the recovered soak: exit %d:\n%s", code, stdout)
+	}
+	recheckCuts(t, dir, exitUnknown)
+}
