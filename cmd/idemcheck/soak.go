@@ -30,6 +30,11 @@ machines are. It is how the harness proves it gives no false alarm: on a
 correct store every run must pass. A run that does not pass keeps its
 results directory under --out and is listed with its reproduce line.
 
+The soak keeps <out>/<time>-<store>-soak/: journal.jsonl, a line as each
+seed's run starts and ends, synced to disk, and summary.json once it
+ends. A soak whose process dies keeps its journal: 'idemcheck recheck
+<dir>' reports the seeds that ended and names those that did not.
+
 Prints, per scenario, how many runs passed, failed, were undecided or
 skipped, and the wall time. Exit codes: 0 every run passed, 1 a run
 failed, 2 bad usage or setup error, 3 a run was undecided or interrupted.
