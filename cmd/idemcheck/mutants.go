@@ -257,6 +257,14 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 	if len(rep.Unfinished) > 0 {
 		extra += fmt.Sprintf(", %d job(s) not finished", len(rep.Unfinished))
 	}
+	total := len(rep.Mutants)
+	rowless := map[string]bool{} // mutants none of whose hunts finished have no row
+	for _, u := range rep.Unfinished {
+		if u.Mutant != "" && !rowless[u.Mutant] && !slices.ContainsFunc(rep.Mutants, func(m hunt.MutantReport) bool { return m.Name == u.Mutant }) {
+			rowless[u.Mutant] = true
+			total++
+		}
+	}
 	fmt.Fprintf(w, "\n%s: %d of %d mutants killed%s; the correct store: %s. %.1fs\n",
-		verdict, killed, len(rep.Mutants), extra, correct, rep.Seconds)
+		verdict, killed, total, extra, correct, rep.Seconds)
 }
