@@ -226,6 +226,10 @@ func Verdict(info *DemoInfo, bad, good *DemoRun) string {
 	if len(bad.Caught) > 0 {
 		caught = "caught by " + strings.Join(bad.Caught, ", ")
 	}
+	correct := good.Harm
+	if info.CorrectRerun != "" {
+		correct += " (" + info.CorrectRerun + ")"
+	}
 	return fmt.Sprintf("%s (%s side) on %s: harm done: %s; %s; the correct store, same schedule: %s",
-		info.Mutant, info.Side, info.Store, strings.TrimPrefix(strings.TrimSuffix(bad.Harm, "."), "HARM: "), caught, good.Harm)
+		info.Mutant, info.Side, info.Store, strings.TrimPrefix(strings.TrimSuffix(bad.Harm, "."), "HARM: "), caught, correct)
 }

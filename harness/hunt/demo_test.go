@@ -1,0 +1,60 @@
+package hunt_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/harnesstest"
+	"github.com/idemcheck/idemcheck/harness/hunt"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// TestDemoRerunsASpoiledCorrectRun: on a server-clock store a LockTTL
+// of a millisecond is shorter than the scheduler's switch from one
+// client to the next, so the correct store's run of select-then-insert's
+// schedule sees the parked owner's claim go stale and taken over (the
+// lease working, on a machine slower than the lease). The demo must not
+// show that as the correct store's harm: it runs the correct store again
+// at ten times the LockTTL, says so in its verdict, and the run it shows
+// charged the order once.
+func TestDemoRerunsASpoiledCorrectRun(t *testing.T) {
+	o := harnesstest.Options(t, "redis", stores.Correct)
+	o.ScheduledLockTTL = time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// A switch between clients may, rarely, be quicker than the
+	// millisecond: a few tries until the first correct run is spoiled.
+	for try := 1; try <= 5; try++ {
+		info, bad, good, err := hunt.Demo(ctx, o, "select-then-insert")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bad.Caught) == 0 {
+			t.Errorf("try %d: the mutant's run was not caught: %s", try, bad.Harm)
+		}
+		if info.CorrectRerun == "" {
+			if good.Spoiled() {
+				t.Fatalf("try %d: the correct run was spoiled (%s, caught by %v) and not run again", try, good.Harm, good.Caught)
+			}
+			t.Logf("try %d: the first correct run was not spoiled at a 1ms LockTTL; again", try)
+			continue
+		}
+		if !strings.Contains(info.CorrectRerun, "ran again at LockTTL 10ms") {
+			t.Errorf("the rerun's note does not name its LockTTL: %s", info.CorrectRerun)
+		}
+		if v := hunt.Verdict(info, bad, good); !strings.Contains(v, info.CorrectRerun) {
+			t.Errorf("the verdict does not say the correct run was run again: %s", v)
+		}
+		// At 10 ms a loaded machine may spoil the rerun too; then the
+		// demo says so (the CLI exits 3), which is what Spoiled tells.
+		if good.Spoiled() {
+			t.Logf("the rerun at 10ms was spoiled too (%s): the CLI would exit 3", good.Harm)
+		} else if good.Charges != 1 {
+			t.Errorf("the rerun charged the order %d times: %s", good.Charges, good.Harm)
+		}
+		return
+	}
+	t.Fatal("in five tries, no correct run at a 1ms LockTTL was spoiled: the test proves nothing")
+}
