@@ -141,8 +141,10 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	}
 	res.Retention, res.LockTTL = results.Duration(env.Config.Retention), results.Duration(env.Config.LockTTL)
 	res.Schedule, res.Episodes = j.Record.Schedule, j.Record.Episodes
-	if n := scenario.BetweenCallsOnly(j.Record.Episodes); n != "" {
-		res.Notes = append(res.Notes, n)
+	for _, n := range []string{scenario.BetweenCallsOnly(j.Record.Episodes), scenario.UnannouncedWaits(j.Record.Episodes, o.Backend.WaitsAnnounced)} {
+		if n != "" {
+			res.Notes = append(res.Notes, n)
+		}
 	}
 	res.Check = &j.Params
 	res.Checkers, res.Violations, res.Verdict = j.Checkers, j.Violations, j.Verdict

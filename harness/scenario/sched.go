@@ -3,7 +3,6 @@ package scenario
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -221,7 +220,7 @@ func runRecorded(ctx context.Context, env *Env, name string, k int, seed int64, 
 	rec := &sched.Recording{Next: sched.NewRandom(seed)}
 	log, err := RunEpisode(ctx, env, name, k, rec)
 	er := EpisodeRecord{Round: env.Round, Key: k, Order: env.Order(k, "").Key.String(), FirstClient: first, Choices: rec.Choices(),
-		Inside: insideStops(log)}
+		Inside: insideStops(log), Blocked: blockedStops(log)}
 	if err != nil {
 		er.Err = err.Error()
 	}
@@ -256,36 +255,10 @@ type EpisodeRecord struct {
 	// scheduler could switch clients in the middle of a call: 0 means the
 	// episode was interleaved only between the calls.
 	Inside int `json:"inside,omitempty"`
-}
-
-// insideStops counts the stops of an episode's log at failpoints inside a
-// store's calls: every failpoint but the Run flow's (faults.RunAfterClaim
-// …), which lie between calls.
-func insideStops(log []sched.Event) int {
-	n := 0
-	for _, e := range log {
-		if e.Kind == sched.Parked && e.Failpoint != "" && e.Failpoint != prunerStop && !strings.HasPrefix(e.Failpoint, "run.") {
-			n++
-		}
-	}
-	return n
-}
-
-// BetweenCallsOnly says, when a scheduled scenario's episodes all stopped
-// only between store calls, that they could not interleave clients inside
-// one: a store that passes no failpoint (faults.Hit) inside its calls gets
-// no race within a call explored (a SELECT then an INSERT), and its pass
-// says so. "" when some episode stopped inside a call, or none ran.
-func BetweenCallsOnly(eps []EpisodeRecord) string {
-	if len(eps) == 0 {
-		return ""
-	}
-	for _, e := range eps {
-		if e.Inside > 0 {
-			return ""
-		}
-	}
-	return "interleaved only between store calls: the store passed no failpoint inside its calls (faults.Hit before each round trip), so no race inside one call (a read then a write) was explored"
+	// Blocked counts the times a client let run reached no failpoint
+	// within the scheduler's bound (sched.Blocked events): see
+	// UnannouncedWaits.
+	Blocked int `json:"blocked,omitempty"`
 }
 
 // UseSchedClock gives a caller-clock store's clients a manual clock, which

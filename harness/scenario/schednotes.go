@@ -1,0 +1,75 @@
+package scenario
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/idemcheck/idemcheck/harness/sched"
+)
+
+// What a scheduled scenario's episodes say about how well they explored
+// the store, from their records: notes for a pass, not violations.
+
+// insideStops counts the stops of an episode's log at failpoints inside a
+// store's calls: every failpoint but the Run flow's (faults.RunAfterClaim
+// …), which lie between calls.
+func insideStops(log []sched.Event) int {
+	n := 0
+	for _, e := range log {
+		if e.Kind == sched.Parked && e.Failpoint != "" && e.Failpoint != prunerStop && !strings.HasPrefix(e.Failpoint, "run.") {
+			n++
+		}
+	}
+	return n
+}
+
+// BetweenCallsOnly says, when a scheduled scenario's episodes all stopped
+// only between store calls, that they could not interleave clients inside
+// one: a store that passes no failpoint (faults.Hit) inside its calls gets
+// no race within a call explored (a SELECT then an INSERT), and its pass
+// says so. "" when some episode stopped inside a call, or none ran.
+func BetweenCallsOnly(eps []EpisodeRecord) string {
+	if len(eps) == 0 {
+		return ""
+	}
+	for _, e := range eps {
+		if e.Inside > 0 {
+			return ""
+		}
+	}
+	return "interleaved only between store calls: the store passed no failpoint inside its calls (faults.Hit before each round trip), so no race inside one call (a read then a write) was explored"
+}
+
+// blockedStops counts the times an episode's client was taken to be
+// blocked inside the store (sched.Blocked).
+func blockedStops(log []sched.Event) int {
+	n := 0
+	for _, e := range log {
+		if e.Kind == sched.Blocked {
+			n++
+		}
+	}
+	return n
+}
+
+// UnannouncedWaits says, for a store that declares it announces its
+// waits (stores.Backend.WaitsAnnounced, idemtest.Factory.WaitsAnnounced),
+// when its clients were nonetheless taken to be blocked inside it: each
+// time, the scheduler waited announcedBlock for a client that reached no
+// failpoint. Either the machine was that slow, or the store waits for
+// another client (a lock) without calling faults.Wait, and the
+// declaration is wrong: a wrong one costs time, never a verdict, and it
+// made a suite many times slower with nothing said. "" when no client
+// blocked, or the store does not declare it.
+func UnannouncedWaits(eps []EpisodeRecord, declared bool) string {
+	n := 0
+	for _, e := range eps {
+		n += e.Blocked
+	}
+	if !declared || n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("a client ran %v inside a store call without reaching a failpoint %d time(s), the bound for a store that declares "+
+		"it announces its waits (WaitsAnnounced): each cost that wait. Either the machine was that slow, or the store waits for another "+
+		"client (a lock) without calling faults.Wait and the declaration is wrong", announcedBlock, n)
+}
