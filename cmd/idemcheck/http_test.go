@@ -251,7 +251,7 @@ func TestHTTPConfigFile(t *testing.T) {
 	if code != exitPass {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"headers: Authorization", "max key length: 64 bytes", "in-flight TTL: 2s", "final probes ran up to 4s", `order in "ref"`} {
+	for _, want := range []string{"headers: Authorization", "max key length: 64 bytes", "in-flight TTL: 2s", "final probes run up to 4s", `order in "ref"`} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout)
 		}

@@ -115,6 +115,9 @@ func recoverHTTP(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 		h, ledger, run.Crashes = s.Hist, s.Ledger, s.Crashes
 	}
 	run.Interrupted = crashedHTTP
+	// The declarations say what the run was to do: its final probes
+	// never ran, whatever --settle said.
+	run.Declared = append(run.Declared, "final probes: none ran (the run's process died first): liveness is not judged")
 	results, code := judgeHTTP(run, h, ledger)
 	if err := httpreport.WriteDir(dir, run, h, ledger, results); err != nil {
 		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)

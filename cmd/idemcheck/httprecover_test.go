@@ -109,7 +109,8 @@ func TestHTTPRecheckRecoversAKilledRun(t *testing.T) {
 	}
 	code, stdout, stderr := runCLI(t, "recheck", dir)
 	if code != exitUnknown || !strings.Contains(stdout, "recovered the black-box run") || !strings.Contains(stdout, "UNDECIDED liveness") ||
-		!strings.Contains(stdout, "PASS at-most-once") || strings.Contains(stdout, "FAIL") {
+		!strings.Contains(stdout, "PASS at-most-once") || strings.Contains(stdout, "FAIL") ||
+		!strings.Contains(stdout, "final probes: none ran") {
 		t.Fatalf("recheck of a killed run of a correct service: exit %d, want 3\nstdout:\n%s\nstderr: %s", code, stdout, stderr)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
