@@ -8,9 +8,11 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-// checkLiveness judges each key by its last final probe: the probe asks
-// again (after LockTTL) when an answer is lost, so only a key whose every
-// probe went unanswered, or whose probe found it still in flight, fails.
+// checkLiveness judges each key by its last final probe, sent once every
+// client stopped and every claim was completed or released, or else its
+// LockTTL passed (scenario.Env.ProbeAfterLockTTL): the probe asks again
+// (after LockTTL) when an answer is lost, so only a key whose every probe
+// went unanswered, or whose probe found it still in flight, fails.
 // A key's probes are in its part.
 func checkLiveness(e Evidence, ops []history.Op) countTally {
 	var vs []Violation
@@ -37,7 +39,7 @@ func checkLiveness(e Evidence, ops []history.Op) countTally {
 				"the final probe of %s got no answer in %d tries (last: %s)", op.Input.Key, tries[k], op.Err)})
 		case op.Output.Decision.Outcome == stores.InFlight:
 			vs = append(vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
-				"%s is still in flight at the final probe, though every client stopped and LockTTL (%v) has passed: stuck",
+				"%s is still in flight at the final probe, though every client stopped and every claim ended or its LockTTL (%v) passed: stuck",
 				op.Input.Key, e.Model.LockTTL)})
 		}
 	}
@@ -50,5 +52,5 @@ func decideLiveness(t countTally) Result {
 	if t.n == 0 {
 		return Result{Checker: Liveness, Verdict: Unknown, Detail: "no final probe ran"}
 	}
-	return t.decide(Liveness, "%d keys probed after LockTTL, none stuck")
+	return t.decide(Liveness, "%d keys probed once every claim ended or its LockTTL passed, none stuck")
 }

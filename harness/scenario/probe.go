@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -124,9 +125,51 @@ const (
 // ProbeAfterLockTTL moves the clock past every claim's LockTTL (a manual
 // clock jumps; a real one is waited for) and probes every key (see Probe):
 // a key still in flight at its last probe is stuck.
+//
+// On a real clock the wait is skipped when no claim can still be live
+// (mayHoldClaims): every claim was completed or released, and no Begin's
+// outcome is unknown. A key in flight then is stuck at once, whatever its
+// lease: a store must replay a completed key and let a released one be
+// claimed. So a run at a production LockTTL (minutes) waits only where a
+// claim was left held, and a scenario whose every claim ended asks at once.
 func (e *Env) ProbeAfterLockTTL(ctx context.Context, probeID int) {
-	if e.pass(ctx, 3*e.Config.LockTTL, e.Config.LockTTL+50*time.Millisecond) != nil {
-		return
+	_, manual := e.clock.(*faults.ManualClock)
+	if manual || e.mayHoldClaims() {
+		if e.pass(ctx, 3*e.Config.LockTTL, e.Config.LockTTL+50*time.Millisecond) != nil {
+			return
+		}
 	}
 	e.Probe(ctx, probeID)
 }
+
+// mayHoldClaims reports whether some key of the history may still be
+// held by a claim: a Begin that claimed with no Complete or Release of
+// its token accepted, or a Begin whose outcome is unknown (it may have
+// claimed). Part by part, as Probe reads it.
+func (e *Env) mayHoldClaims() bool {
+	held := false
+	_ = e.Hist.EachPart(func(p *history.History) error {
+		open := map[stores.Token]bool{}
+		for _, op := range p.Ops() {
+			switch {
+			case op.Input.Kind == models.Begin && op.Output.Unknown:
+				held = true
+			case op.IsClaim():
+				open[op.Output.Decision.Token] = true
+			case op.Accepted(models.Complete) || op.Accepted(models.Release):
+				delete(open, op.Input.Token)
+			}
+		}
+		if len(open) > 0 {
+			held = true
+		}
+		if held {
+			return errHeld
+		}
+		return nil
+	})
+	return held
+}
+
+// errHeld stops mayHoldClaims's reading at the first held claim.
+var errHeld = errors.New("a claim may be held")
