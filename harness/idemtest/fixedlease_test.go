@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness/idemtest"
 	"github.com/idemcheck/idemcheck/stores"
+	"github.com/idemcheck/idemcheck/stores/lease"
 	"github.com/idemcheck/idemcheck/stores/sqlite"
 )
 
@@ -122,4 +123,55 @@ func TestFixedLeaseDeclaredSays(t *testing.T) {
 	if t.Failed() {
 		t.Logf("child output:\n%s", out)
 	}
+}
+
+// earlyStale is the lease store (a server-clock store) whose claims go
+// stale after 30 ms while it reports a lease of productionLease on each
+// (stores.Decision.LeaseUntil): a lease in the wrong unit, as a store
+// that compares microseconds with milliseconds has.
+type earlyStale struct{ stores.Store }
+
+func (s earlyStale) Begin(ctx context.Context, r stores.Request) (stores.Decision, error) {
+	d, err := s.Store.Begin(ctx, r)
+	if err == nil && d.Outcome == stores.Claimed {
+		d.LeaseUntil = d.DecidedAt.Add(productionLease)
+	}
+	return d, err
+}
+
+// TestDeclaredLongLeaseGoneStaleEarlyFails: a server-clock store that
+// declares a 15-minute lease (Factory.LockTTL) but lets a claim go stale
+// after 30 ms fails the model test: a claim must still be live after a
+// sleep of the model test's budget (idemtest.ModelSleepBudget), far short
+// of the lease declared. Before, every step slept a millisecond at such a
+// lease, and the store passed.
+func TestDeclaredLongLeaseGoneStaleEarlyFails(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		f := idemtest.Factory{Name: "lease-30ms", Clock: stores.ServerClock, Semantics: lease.Semantics, Fence: lease.Fence,
+			LockTTL: productionLease, WaitsAnnounced: true,
+			Open: func(cfg stores.Config) (stores.Store, error) {
+				cfg.LockTTL = 30 * time.Millisecond // the store's real lease
+				s, err := lease.New(cfg, nil)
+				if err != nil {
+					return nil, err
+				}
+				return earlyStale{s}, nil
+			}}
+		idemtest.ModelTest(t, f)
+		return
+	}
+	wantSuiteFails(t, "TestDeclaredLongLeaseGoneStaleEarlyFails", "--- FAIL: TestDeclaredLongLeaseGoneStaleEarlyFails")
+}
+
+// TestDeclaredLongLeaseServerClockPasses: the lease store (a server-clock
+// store) keeping a 15-minute lease, declared, passes the model test,
+// whose steps now sleep up to its budget with every claim still live.
+func TestDeclaredLongLeaseServerClockPasses(t *testing.T) {
+	t.Parallel() // its time is the model test's sleeps
+	idemtest.ModelTest(t, idemtest.Factory{Name: "lease-15m", Clock: stores.ServerClock, Semantics: lease.Semantics, Fence: lease.Fence,
+		LockTTL: productionLease, WaitsAnnounced: true,
+		Open: func(cfg stores.Config) (stores.Store, error) {
+			cfg.LockTTL = productionLease
+			return lease.New(cfg, nil)
+		}})
 }

@@ -24,6 +24,12 @@ type modelTimes struct {
 // jumps, and any LockTTL costs nothing.
 const ModelSleepBudget = 250 * time.Millisecond
 
+// longLeaseStep is the model test's longest step on a server-clock store
+// whose LockTTL is too long to sleep half of: a claim must still be live
+// after it (and after several in a row). Its cost is like the steps at the
+// suite's own LockTTL (a step sleeps 25 ms on average either way).
+const longLeaseStep = 50 * time.Millisecond
+
 // timesFor is the model test's parameters for the factory: the suite's
 // own LockTTL and retention, or those the factory declares
 // (Factory.LockTTL, Factory.Retention).
@@ -43,8 +49,16 @@ func timesFor(f Factory) modelTimes {
 				mt.advances = append(mt.advances, a)
 			}
 		}
+		if ttl/2 > ModelSleepBudget {
+			// A lease too long to sleep half of: a step of longLeaseStep
+			// instead, so a claim must still be live after one or more
+			// of them. Without it every step slept a millisecond, and a
+			// store that let a claim go stale after 30 ms of a declared
+			// 30 s (a lease in the wrong unit) passed.
+			mt.advances = append(mt.advances, longLeaseStep)
+		}
 		if ttl+6*time.Millisecond > ModelSleepBudget {
-			mt.notes = append(mt.notes, fmt.Sprintf("model: a claim going stale, its takeover and a stale owner fenced not exercised: LockTTL %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget)", ttl, declared(f.LockTTL), ModelSleepBudget))
+			mt.notes = append(mt.notes, fmt.Sprintf("model: a claim going stale, its takeover and a stale owner fenced not exercised: LockTTL %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget); a claim was held live through sleeps of %v a step, not through its whole lease", ttl, declared(f.LockTTL), ModelSleepBudget, longLeaseStep))
 		}
 		if ret > ModelSleepBudget {
 			mt.notes = append(mt.notes, fmt.Sprintf("model: a prune removing a key past its retention not exercised: retention %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget)", ret, declared(f.Retention), ModelSleepBudget))
