@@ -29,6 +29,9 @@ type Judged struct {
 	// Why says why the verdict is undecided when no checker said so
 	// itself (check.NothingJudged); "" otherwise.
 	Why string
+	// Notes say what the history shows beside the verdicts: decisions
+	// timed far from their calls (decidedAtNote).
+	Notes []string
 }
 
 // Finish ends a scenario run whose clients are done: the one tail every
@@ -108,6 +111,9 @@ func Judge(ctx context.Context, p check.Params, hist *history.History, ledger *h
 	res := check.RunParts(e, parts)
 	v, vs := check.Overall(res)
 	j := Judged{Params: p, Checkers: res, Violations: vs, Verdict: v}
+	if n := decidedAtNote(hist); n != "" {
+		j.Notes = append(j.Notes, n)
+	}
 	if v == check.Unknown && !slices.ContainsFunc(res, func(r check.Result) bool { return r.Verdict == check.Unknown }) {
 		j.Why = check.NothingJudged
 	}

@@ -175,3 +175,43 @@ func TestDeclaredLongLeaseServerClockPasses(t *testing.T) {
 			return lease.New(cfg, nil)
 		}})
 }
+
+// epochDecisions is the lease store with every decision timed at the Unix
+// epoch: a store whose clock reading did not parse and became zero.
+type epochDecisions struct{ stores.Store }
+
+func (s epochDecisions) Begin(ctx context.Context, r stores.Request) (stores.Decision, error) {
+	d, err := s.Store.Begin(ctx, r)
+	if err == nil {
+		d.DecidedAt = time.Unix(0, 0)
+	}
+	return d, err
+}
+
+// TestDecisionTimesFarOffAreNamed: a store whose decisions are timed 56
+// years before their calls gets a note naming decided_at, whatever its
+// verdict: a helper's Redis store with such times failed every scenario
+// with violations ("no order allows …") that did not name the cause.
+func TestDecisionTimesFarOffAreNamed(t *testing.T) {
+	f := idemtest.Factory{Name: "lease-epoch", Clock: stores.ServerClock, Semantics: lease.Semantics, Fence: lease.Fence, WaitsAnnounced: true,
+		Open: func(cfg stores.Config) (stores.Store, error) {
+			s, err := lease.New(cfg, nil)
+			if err != nil {
+				return nil, err
+			}
+			return epochDecisions{s}, nil
+		}}
+	t.Setenv("IDEM_RESULTS", t.TempDir())
+	sum, _, err := idemtest.CheckScenario(context.Background(), f, "race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sum.Scenarios[0]
+	named := false
+	for _, n := range s.Notes {
+		named = named || strings.Contains(n, "decided_at") && strings.Contains(n, "1970-01-01T00:00:00Z")
+	}
+	if !named {
+		t.Errorf("race on a store timing decisions at the epoch: %s, notes %q", s.Verdict, s.Notes)
+	}
+}

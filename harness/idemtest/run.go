@@ -59,6 +59,9 @@ func Run(t *testing.T, f Factory) {
 				if h := leaseHint(f, &s); h != "" {
 					t.Errorf("%s: %s", sc.Name, h)
 				}
+				for _, n := range s.Notes { // a cause the violations may not name
+					t.Logf("note: %s", n)
+				}
 				t.Errorf("report: %s", filepath.Join(dir, "report.md"))
 			default:
 				// Undecided: never a silent pass (the CLI exits 3). Each
