@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -37,7 +38,8 @@ The store defaults to sqlite, or to the one backend a mutant belongs to
 
 Mutants: %s
 
-Exit codes: 0 the demo ran; 1 no checker caught the mutant; 2 bad usage or
+Exit codes: 0 the demo ran; 1 no checker caught the mutant (for a demo a
+hunt finds, within the hunt's budget: NOT CAUGHT); 2 bad usage or
 setup error; 3 interrupted, or the correct store's run of the same schedule
 went wrong too (the demo then separates nothing).
 ` + execHelp
@@ -128,6 +130,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}
 		fmt.Fprintf(stdout, "INTERRUPTED: the demo of %s was cut short: %s\n", mutant, ran)
 		return exitUnknown, nil
+	}
+	if errors.Is(err, hunt.ErrNotCaught) {
+		// The hunt ran its budget out: the demo's answer, not a setup
+		// error (exit 1, as for a scripted demo no checker caught).
+		fmt.Fprintf(stdout, "NOT CAUGHT: %s\n", strings.TrimPrefix(err.Error(), hunt.ErrNotCaught.Error()+": "))
+		return exitFail, nil
 	}
 	if err != nil {
 		return exitUsage, err

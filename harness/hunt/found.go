@@ -2,6 +2,7 @@ package hunt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -76,7 +77,7 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 		return info, nil, nil, fmt.Errorf("demo %s: scenario %s cannot run on %s: %s", mutant, name, o.Backend.Name, k.Skipped)
 	}
 	if !k.Killed {
-		return info, nil, nil, fmt.Errorf("demo %s: no checker caught it in %s of scenario %s on %s (%d episode(s))", mutant, foundBudget, name, o.Backend.Name, k.Episodes)
+		return info, nil, nil, fmt.Errorf("%w: demo %s: no checker caught it in %s of scenario %s on %s (%d episode(s))", ErrNotCaught, mutant, foundBudget, name, o.Backend.Name, k.Episodes)
 	}
 	order := orderOf(k.hist, k.key)
 	bad := &DemoRun{Variant: mutant, Lines: demoLines(k.log), Trace: orderTrace(k.hist, k.ledger, order), Answers: []string{},
@@ -218,6 +219,11 @@ func orderTrace(hist *history.History, ledger *history.Ledger, order string) []s
 	}
 	return out
 }
+
+// ErrNotCaught is matched (errors.Is) by Demo's error when a demo found
+// by a hunt ran its budget out and no checker caught the mutant: the
+// demo's answer (exit 1 on the CLI), not a setup error.
+var ErrNotCaught = errors.New("not caught")
 
 // Verdict is a demo's last line: the harm the mutant did, the checkers
 // that caught it, and what the same schedule did on the correct store.
