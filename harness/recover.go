@@ -165,6 +165,7 @@ func recovered(ctx context.Context, name string, s *history.Journaled) (*results
 	res.Attach(s.Hist, s.Ledger)
 	j := JudgeCut(ctx, p, s.Hist, s.Ledger, cut)
 	res.Checkers, res.Violations, res.Verdict, res.Error = j.Checkers, j.Violations, j.Verdict, j.Why
+	res.Notes = append(res.Notes, j.Notes...) // what the history shows beside the verdicts, as a finished run says
 	measure(res, s.Hist, s.Ledger, scenario.Record{})
 	res.Seconds = time.Duration(lastTime(s.Hist)).Seconds()
 	return res, nil
