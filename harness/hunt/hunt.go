@@ -81,6 +81,13 @@ type Options struct {
 	// (or rounds): a bound that does not depend on the machine's speed,
 	// since a seed's episodes are the same whatever the clock says.
 	Episodes int
+	// MinEpisodes, if positive, runs at least this many episodes (or
+	// rounds) before Budget may stop the hunt: on a loaded machine one
+	// round of a slow scenario can outlast the whole budget (a failover
+	// round took over 90 s beside the test suite), and one round is not
+	// a hunt. A hunt still stops at its first kill, so a mutant that
+	// dies early costs nothing more.
+	MinEpisodes int
 	// Shrink: after a scheduled kill, replay the killing episode's
 	// choices, simplified (rapid's way: shorter, and toward the first
 	// option), for up to this long, keeping the shortest trace that still
@@ -272,7 +279,7 @@ func huntEpisodes(ctx context.Context, o harness.Options, sc scenario.Scenario, 
 		return ctx.Err()
 	}
 	start := time.Now()
-	for ep := 0; ep == 0 || time.Since(start) < h.Budget && (h.Episodes == 0 || ep < h.Episodes); ep++ {
+	for ep := 0; h.more(ep, start); ep++ {
 		// Each kind of episode in turn, as a run's keys have them.
 		if err := episode(sched.NewRandom(eps.Int63()), ep%scenario.EpisodeKinds, k); err != nil {
 			return err
@@ -342,6 +349,19 @@ func candidates(c []int) [][]int {
 	return out
 }
 
+// more reports whether a hunt begun at start runs its episode (or round)
+// n: the first always; then while the budget lasts or fewer than
+// MinEpisodes ran, and never past Episodes.
+func (h Options) more(n int, start time.Time) bool {
+	if n == 0 {
+		return true
+	}
+	if h.Episodes > 0 && n >= h.Episodes {
+		return false
+	}
+	return time.Since(start) < h.Budget || n < h.MinEpisodes
+}
+
 // huntRounds runs a scenario that is not scheduled, round after round, each
 // on a fresh store, until a round fails.
 func huntRounds(ctx context.Context, o harness.Options, sc scenario.Scenario, h Options, k *Kill) error {
@@ -349,7 +369,7 @@ func huntRounds(ctx context.Context, o harness.Options, sc scenario.Scenario, h 
 		o.Keys = h.Keys
 	}
 	start := time.Now()
-	for round := 0; round == 0 || time.Since(start) < h.Budget && (h.Episodes == 0 || round < h.Episodes); round++ {
+	for round := 0; h.more(round, start); round++ {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

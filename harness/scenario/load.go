@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -24,6 +25,30 @@ type load struct {
 	mu    sync.Mutex
 	seen  map[string]bool
 	order []workload.Order
+	// fresh is when the latest order the store answered afresh (its
+	// work ran, no replay, no error) was sent, in Unix nanoseconds: the
+	// store acknowledged a claim sent then or later (see freshSince).
+	fresh atomic.Int64
+}
+
+// freshSince reports whether an order sent at t or later was answered
+// afresh: the store acknowledged at least one claim made after t.
+func (l *load) freshSince(t time.Time) bool { return l.fresh.Load() >= t.UnixNano() }
+
+// waitFresh waits up to max for an order sent at t or later to be
+// answered afresh (freshSince), and reports whether one was. The
+// replicated scenarios hold a fault this way: a round whose primary
+// acknowledged nothing while its standby was behind has nothing a
+// failover could lose, and judges nothing about the replication.
+func (l *load) waitFresh(ctx context.Context, t time.Time, max time.Duration) bool {
+	deadline := time.Now().Add(max)
+	for !l.freshSince(t) {
+		left := time.Until(deadline)
+		if left <= 0 || faults.Pause(ctx, min(left, 10*time.Millisecond)) != nil {
+			return l.freshSince(t)
+		}
+	}
+	return true
 }
 
 // start runs the load (see run) with the run's client count on a
@@ -67,8 +92,18 @@ func (l *load) run(ctx context.Context, n int, mk func(slot int) *workload.Clien
 			}
 			l.mu.Unlock()
 			c.GiveUp = workload.UnknownBudget(maxUnknown)
-			if a := c.Submit(ctx, o); a.Err == "crashed" {
+			sent := time.Now().UnixNano()
+			a := c.Submit(ctx, o)
+			if a.Err == "crashed" {
 				c = mk(slot) // a crashed client is gone; a new one takes its place
+			}
+			if a.Err == "" && !a.Replayed {
+				for {
+					last := l.fresh.Load()
+					if last >= sent || l.fresh.CompareAndSwap(last, sent) {
+						break
+					}
+				}
 			}
 			_ = faults.Pause(ctx, think/2+l.env.Jitter(think))
 		}
@@ -98,11 +133,11 @@ func (e *Env) timedClient(rules ...workload.Rule) *workload.Client {
 // then heal (which reports its own failure), two LockTTLs more of load on
 // the healed system when a fault was injected, and every order settled
 // (see settle): an order still without an answer is a failure.
-func underLoad(ctx context.Context, env *Env, inject func() bool, heal func()) {
+func underLoad(ctx context.Context, env *Env, inject func(l *load) bool, heal func()) {
 	ttl := env.Config.LockTTL
 	l := &load{env: env}
 	stop := l.start(ctx, func(int) *workload.Client { return env.timedClient() }, 2*ttl/5)
-	injected := inject()
+	injected := inject(l)
 	heal()
 	if injected {
 		_ = faults.Pause(ctx, 2*ttl) // load on the healed system

@@ -30,7 +30,7 @@ func runStoreFaults(ctx context.Context, env *Env) {
 	env.Note("%s: +%v pause the %s server for %v", env.Tenant, pauseAt.Round(time.Millisecond), sf.Kind(), pauseFor.Round(time.Millisecond))
 	env.Note("%s: +%v kill the %s server (SIGKILL) and start it again", env.Tenant, restartAt.Round(time.Millisecond), sf.Kind())
 
-	underLoad(ctx, env, func() bool {
+	underLoad(ctx, env, func(*load) bool {
 		begun := time.Now()
 		if faults.Pause(ctx, time.Until(begun.Add(pauseAt))) != nil {
 			return false
