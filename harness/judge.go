@@ -49,9 +49,15 @@ func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func()
 	}
 	probeID := env.NewClientID()
 	if probe {
-		// A run that dies while it probes is judged by these (Recover).
+		// A run that dies while it probes is judged by these (Recover),
+		// the keys the probe leaves out among them.
+		env.PlanProbe()
+		before := len(env.Unprobed())
 		env.Hist.Note(noteParams, o.params(env, probeID))
 		env.ProbeAfterLockTTL(ctx, probeID)
+		if len(env.Unprobed()) != before {
+			env.Hist.Note(noteParams, o.params(env, probeID))
+		}
 	}
 	stopWatch()
 	_, fence := o.Declared()
@@ -69,7 +75,11 @@ func (o Options) Finish(ctx context.Context, env *scenario.Env, stopWatch func()
 func (o Options) params(env *scenario.Env, probeID int) check.Params {
 	sem, _ := o.Declared()
 	m := check.ModelFor(o.Backend.Clock, env.Config, sem)
-	return check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probeID,
+	var unprobed []string
+	for _, k := range env.Unprobed() {
+		unprobed = append(unprobed, k.String())
+	}
+	return check.Params{LockTTL: m.LockTTL, Retention: m.Retention, Slack: m.Slack, ProbeClient: probeID, Unprobed: unprobed,
 		LeakProbe: env.Record().LeakProbe, StrictRetention: o.StrictRetention, StrictAvailability: o.StrictAvailability, Semantics: sem, Clock: m.Clock}
 }
 
@@ -105,7 +115,7 @@ func (j *Judged) cutShort() {
 // then holds one part at once. A part that cannot be read back makes the
 // verdict undecided, the error said.
 func Judge(ctx context.Context, p check.Params, hist *history.History, ledger *history.Ledger, fence stores.Fence, keep bool) Judged {
-	e := check.Evidence{Model: p.Model(), ProbeClient: p.ProbeClient,
+	e := check.Evidence{Model: p.Model(), ProbeClient: p.ProbeClient, Unprobed: keySet(p.Unprobed),
 		LeakProbe: p.LeakProbe, StrictRetention: p.StrictRetention, StrictAvailability: p.StrictAvailability, Fence: fence, LinTimeout: LinTimeout, Keep: keep, Done: ctx.Done(), FencesGiven: hist.FencesGiven()}
 	parts, readErr := evidenceParts(hist, ledger)
 	res := check.RunParts(e, parts)
@@ -187,4 +197,16 @@ func (o Options) LockTTLFor(sc scenario.Scenario) time.Duration {
 		return min(o.LockTTL, o.ScheduledLockTTL)
 	}
 	return o.LockTTL
+}
+
+// keySet is the set of keys, nil for none.
+func keySet(keys []string) map[string]bool {
+	if len(keys) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
 }

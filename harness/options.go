@@ -33,7 +33,14 @@ type Options struct {
 	// store then gets the run's Retention, a scenario's own
 	// (scenario.Scenario.Retention) included, and is judged by it.
 	RetentionFixed bool
-	Scenarios      []string
+	// ProbeWait, if positive, is the longest a scenario's final probe
+	// waits for a lease to end on a real clock: past it, the keys a claim
+	// may still hold are left out of the probe, their liveness not judged
+	// and the scenario's notes saying so (scenario.Env.PlanProbe),
+	// instead of waiting a production LockTTL out. idemtest sets it to its
+	// wait budget; 0 (the CLI) waits out any LockTTL.
+	ProbeWait time.Duration
+	Scenarios []string
 	// Semantics and Fence are what the store declares beyond the contract
 	// (idemtest.Factory): the model and the fencing checker hold it to
 	// them.
@@ -357,7 +364,12 @@ func (o Options) ScenarioWaits(sc scenario.Scenario) time.Duration {
 	if o.RetentionFixed {
 		sc.Retention = 0
 	}
-	return sc.Cost(o.waitTTL(sc), o.Retention, o.Keys) - sc.Fixed
+	ttl := o.waitTTL(sc)
+	w := sc.Cost(ttl, o.Retention, o.Keys) - sc.Fixed
+	if o.ProbeWait > 0 && ttl > o.ProbeWait {
+		w -= ttl // the final probe does not wait (scenario.Setup.ProbeWait)
+	}
+	return w
 }
 
 // waitTTL is the LockTTL sc waits out in real time under o: its store's,

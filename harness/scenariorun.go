@@ -72,7 +72,7 @@ func (o Options) NewEnv(ctx context.Context, sc scenario.Scenario, space string,
 		return nil, fmt.Errorf("open %s store: %w", o.Backend.Name, err)
 	}
 	return scenario.NewEnv(scenario.Setup{Caps: o.Caps(), Name: sc.Name, Store: st, Config: cfg, Addr: addr, Variant: o.Variant,
-		Clients: o.Clients, Keys: o.Keys, Seed: o.Seed, RandSeed: randSeed}), nil
+		Clients: o.Clients, Keys: o.Keys, Seed: o.Seed, RandSeed: randSeed, ProbeWait: o.ProbeWait}), nil
 }
 
 // LinTimeout is porcupine's budget per scenario: past it, linearizability

@@ -105,8 +105,13 @@ type Evidence struct {
 	Hist        *history.History
 	Ledger      *history.Ledger
 	Model       models.Config
-	ProbeClient int           // the client id of the final liveness probes
-	LinTimeout  time.Duration // porcupine's budget
+	ProbeClient int // the client id of the final liveness probes
+	// Unprobed are the keys (stores.KeyRef.String) the final probe left
+	// out, a claim on them possibly still held under a lease longer than
+	// the run could wait (Params.Unprobed): liveness does not judge them,
+	// and its result says how many.
+	Unprobed   map[string]bool
+	LinTimeout time.Duration // porcupine's budget
 	// Fence, if set, is the store's declared fencing number of a token
 	// (stores.Fence): the fencing checker then also proves that the numbers
 	// strictly increase with every claim of a key (within each life of its
@@ -267,7 +272,7 @@ func (t tally) decide(e Evidence) []Result {
 		t.replay.decide(Replay, "%d replays, all of a saved response; every client got the same answer"),
 		t.mismatch.decide(Mismatch, "%d reuses with other parameters, all answered 422; no 422 to a key's own parameters"),
 		t.lin.decide(e),
-		decideLiveness(t.liveness),
+		decideLiveness(t.liveness, len(e.Unprobed)),
 		t.retention.decide(e),
 		t.availability.decide(e),
 	}

@@ -20,7 +20,7 @@ func checkLiveness(e Evidence, ops []history.Op) countTally {
 	tries := map[stores.KeyRef]int{}
 	var keys []stores.KeyRef
 	for _, op := range ops {
-		if op.Client != e.ProbeClient || op.Input.Kind != models.Begin {
+		if op.Client != e.ProbeClient || op.Input.Kind != models.Begin || e.Unprobed[op.Input.Key.String()] {
 			continue
 		}
 		k := op.Input.Key
@@ -47,10 +47,19 @@ func checkLiveness(e Evidence, ops []history.Op) countTally {
 }
 
 // decideLiveness is the [Liveness] result of a run's merged tally (the
-// keys probed): unknown when no part had a final probe.
-func decideLiveness(t countTally) Result {
-	if t.n == 0 {
-		return Result{Checker: Liveness, Verdict: Unknown, Detail: "no final probe ran"}
+// keys probed), unprobed keys left out of the final probe: unknown when
+// no part had a final probe.
+func decideLiveness(t countTally, unprobed int) Result {
+	out := ""
+	if unprobed > 0 {
+		out = fmt.Sprintf("; %d key(s) not probed: a claim on them may still be held, under a lease longer than the run could wait", unprobed)
 	}
-	return t.decide(Liveness, "%d keys probed once every claim ended or its LockTTL passed, none stuck")
+	if t.n == 0 {
+		return Result{Checker: Liveness, Verdict: Unknown, Detail: "no final probe ran" + out}
+	}
+	r := t.decide(Liveness, "%d keys probed once every claim ended or its LockTTL passed, none stuck")
+	if r.Verdict == Pass {
+		r.Detail += out
+	}
+	return r
 }

@@ -1,6 +1,7 @@
 package check_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness/check"
@@ -40,6 +41,20 @@ func TestLiveness(t *testing.T) {
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
 		r.begin(probe, "fp", 200, 201, claimedD("p", true))
 		want(t, r, check.Liveness, check.Pass, "")
+	})
+	t.Run("a key the probe left out is not judged, and the result says so", func(t *testing.T) {
+		// A lease longer than the run may wait (harness.Options.ProbeWait):
+		// the probe's own answer was lost, and the key, in flight after
+		// it, was left out rather than waited for.
+		r := newRec()
+		r.unprobed = map[string]bool{key.String(): true}
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.beginUnknown(probe, "fp", 200)
+		r.begin(probe, "fp", 300, 301, inFlightD)
+		got := r.judge(t, check.Liveness)
+		if got.Verdict != check.Unknown || !strings.Contains(got.Detail, "1 key(s) not probed") {
+			t.Fatalf("liveness %s (%s), want unknown, saying a key was not probed", got.Verdict, got.Detail)
+		}
 	})
 	t.Run("no probe is undecided", func(t *testing.T) {
 		r := newRec()

@@ -34,6 +34,11 @@ type Params struct {
 	Retention   time.Duration `json:"retention_ns"`
 	Slack       time.Duration `json:"slack_ns,omitempty"`
 	ProbeClient int           `json:"probe_client"`
+	// Unprobed are the keys (stores.KeyRef.String) the final probe left
+	// out: a claim on them may still be held, and waiting out the lease
+	// was past what the run may wait (harness.Options.ProbeWait).
+	// Liveness does not judge them (Evidence.Unprobed).
+	Unprobed []string `json:"unprobed,omitempty"`
 	// LeakProbe is the client id of the leak probes (nil: none), and
 	// StrictRetention makes a leak a violation (see checkRetention).
 	LeakProbe       *int `json:"leak_probe,omitempty"`

@@ -40,6 +40,11 @@ type Setup struct {
 	// RandSeed seeds the Env's PRNG (client seeds, jitter, episode
 	// choosers).
 	RandSeed int64
+	// ProbeWait, if positive, is the longest the final probe may wait
+	// for a lease to end on a real clock: past it, the keys a claim may
+	// still hold are left out of the probe (Env.PlanProbe), not waited
+	// for. 0: the probe waits out any LockTTL.
+	ProbeWait time.Duration
 }
 
 // Env is what a scenario runs with: the store, the history and ledger it
@@ -72,7 +77,11 @@ type Env struct {
 	findings   map[string]int // expected effects that are not violations
 	episodes   []EpisodeRecord
 	leakProbe  *int // the leak probes' client id, if the scenario sent any
-	skipped    string
+	// unprobed are the keys the final probe leaves out (PlanProbe), and
+	// planned whether PlanProbe ran.
+	unprobed []stores.KeyRef
+	planned  bool
+	skipped  string
 	// Observe, when set, is given to every scheduler the Env makes
 	// (sched.Scheduler.Observe): a demo reads the key's row between steps.
 	Observe func() string

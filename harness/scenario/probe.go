@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -25,8 +26,13 @@ func (e *Env) Probe(ctx context.Context, probeID int) {
 	// Part by part: a spilled history is never held whole
 	// (history.History.EachPart). The probes' own calls, recorded
 	// meanwhile, are not read back.
+	skip := map[stores.KeyRef]bool{}
+	for _, k := range e.Unprobed() {
+		skip[k] = true
+	}
 	_ = e.Hist.EachPart(func(p *history.History) error {
 		keyed, order := history.ByKey(p.Ops())
+		order = slices.DeleteFunc(order, func(k stores.KeyRef) bool { return skip[k] })
 		return pool.Each(len(order), probeAtOnce, func(i int) error {
 			e.probeKey(ctx, rec, order[i], keyed[order[i]])
 			return nil
@@ -91,6 +97,11 @@ func (e *Env) probeKey(ctx context.Context, rec *history.Recorder, k stores.KeyR
 		// In flight after a lost answer: the probe may hold the claim
 		// it asked for, so LockTTL is waited out before it asks
 		// again. The liveness checker judges a key by its last probe.
+		// Where the run may not wait that long, the key is left out.
+		if e.probeLimited() {
+			e.leaveOut(k)
+			break
+		}
 		if waits++; waits == probeTries {
 			break
 		}
@@ -127,14 +138,21 @@ const (
 // a key still in flight at its last probe is stuck.
 //
 // On a real clock the wait is skipped when no claim can still be live
-// (mayHoldClaims): every claim was completed or released, and no Begin's
+// (heldKeys): every claim was completed or released, and no Begin's
 // outcome is unknown. A key in flight then is stuck at once, whatever its
 // lease: a store must replay a completed key and let a released one be
 // claimed. So a run at a production LockTTL (minutes) waits only where a
 // claim was left held, and a scenario whose every claim ended asks at once.
+//
+// Where the run may not wait LockTTL out (Setup.ProbeWait), it never
+// waits: the keys a claim may still hold are left out (PlanProbe) and
+// the rest asked at once.
 func (e *Env) ProbeAfterLockTTL(ctx context.Context, probeID int) {
 	_, manual := e.clock.(*faults.ManualClock)
-	if manual || e.mayHoldClaims() {
+	switch {
+	case e.probeLimited():
+		e.PlanProbe()
+	case manual || len(e.heldKeys(true)) > 0:
 		if e.pass(ctx, 3*e.Config.LockTTL, e.Config.LockTTL+50*time.Millisecond) != nil {
 			return
 		}
@@ -142,28 +160,95 @@ func (e *Env) ProbeAfterLockTTL(ctx context.Context, probeID int) {
 	e.Probe(ctx, probeID)
 }
 
-// mayHoldClaims reports whether some key of the history may still be
-// held by a claim: a Begin that claimed with no Complete or Release of
-// its token accepted, or a Begin whose outcome is unknown (it may have
-// claimed). Part by part, as Probe reads it.
-func (e *Env) mayHoldClaims() bool {
-	held := false
+// probeWaitSlack is how much longer than LockTTL the final probe waits
+// on a real clock.
+const probeWaitSlack = 50 * time.Millisecond
+
+// probeLimited reports whether the final probe may not wait LockTTL out:
+// a real clock, and a LockTTL past Setup.ProbeWait.
+func (e *Env) probeLimited() bool {
+	if _, manual := e.clock.(*faults.ManualClock); manual {
+		return false
+	}
+	return e.setup.ProbeWait > 0 && e.Config.LockTTL+probeWaitSlack > e.setup.ProbeWait
+}
+
+// PlanProbe, where the final probe may not wait LockTTL out
+// (Setup.ProbeWait), leaves out of it every key a claim may still hold
+// (heldKeys), and notes how many: asked at once, such a key answers 409
+// until its lease ends, which is no sign of a stuck key. Their liveness
+// is not judged (check.Params.Unprobed); every other key is. It runs
+// once; ProbeAfterLockTTL calls it if the caller did not, and a caller
+// that saves what the run is judged by calls it first (Unprobed).
+func (e *Env) PlanProbe() {
+	if !e.probeLimited() {
+		return
+	}
+	r := e.root()
+	r.mu.Lock()
+	done := r.planned
+	r.planned = true
+	r.mu.Unlock()
+	if done {
+		return
+	}
+	held := e.heldKeys(false)
+	if len(held) == 0 {
+		return
+	}
+	for k := range held {
+		e.leaveOut(k)
+	}
+	left := e.Unprobed()
+	e.Note("final probe: %d key(s) left out (first %s): a claim on them may still be held (a Begin whose outcome is unknown, or a claim with no save or release accepted), and waiting out the LockTTL of %v is past the %v this run may wait; their liveness is not judged",
+		len(left), left[0], e.Config.LockTTL, e.setup.ProbeWait)
+}
+
+// leaveOut adds k to the keys the final probe leaves out.
+func (e *Env) leaveOut(k stores.KeyRef) {
+	r := e.root()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !slices.Contains(r.unprobed, k) {
+		r.unprobed = append(r.unprobed, k)
+	}
+}
+
+// Unprobed lists the keys the final probe left out (PlanProbe, and keys
+// whose probe's own answer was lost where it may not wait), in a stable
+// order.
+func (e *Env) Unprobed() []stores.KeyRef {
+	r := e.root()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Clone(r.unprobed)
+	slices.SortFunc(out, func(a, b stores.KeyRef) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// heldKeys lists the keys of the history a claim may still hold: a
+// Begin that claimed with no Complete or Release of its token accepted,
+// or a Begin whose outcome is unknown (it may have claimed). Part by
+// part, as Probe reads it (a key's calls are all in one part); first
+// stops at the first such key.
+func (e *Env) heldKeys(first bool) map[stores.KeyRef]bool {
+	held := map[stores.KeyRef]bool{}
 	_ = e.Hist.EachPart(func(p *history.History) error {
-		open := map[stores.Token]bool{}
+		open := map[stores.Token]stores.KeyRef{}
 		for _, op := range p.Ops() {
 			switch {
 			case op.Input.Kind == models.Begin && op.Output.Unknown:
-				held = true
+				held[op.Input.Key] = true
 			case op.IsClaim():
-				open[op.Output.Decision.Token] = true
+				open[op.Output.Decision.Token] = op.Input.Key
 			case op.Accepted(models.Complete) || op.Accepted(models.Release):
 				delete(open, op.Input.Token)
 			}
 		}
-		if len(open) > 0 {
-			held = true
+		for _, k := range open {
+			held[k] = true
 		}
-		if held {
+		if first && len(held) > 0 {
 			return errHeld
 		}
 		return nil
@@ -171,5 +256,5 @@ func (e *Env) mayHoldClaims() bool {
 	return held
 }
 
-// errHeld stops mayHoldClaims's reading at the first held claim.
+// errHeld stops heldKeys's reading at the first held key.
 var errHeld = errors.New("a claim may be held")
