@@ -32,6 +32,23 @@ func overBudget(f Factory, sc scenario.Scenario) string {
 		sc.Name, declaredTimes(f, o.LockTTL, o.Retention), w.Round(time.Second), WaitBudget)
 }
 
+// cutAt is how long a scenario may run on the factory's store before
+// the suite cuts it (0: never). At a lease longer than the wait budget
+// the final probe does not wait it out (harness.Options.ProbeWait) and
+// the scenarios that run wait for nothing by design; but their clients
+// back off on a claim still held (one whose save failed), up to its
+// lease. Such a run is cut at three wait budgets, and what it could not
+// judge is said (a skip), not waited for.
+func cutAt(f Factory, sc scenario.Scenario) time.Duration {
+	if options(f).LockTTLFor(sc) <= WaitBudget {
+		return 0
+	}
+	return cutAfter
+}
+
+// cutAfter is cutAt's cut (a variable for the package's own tests).
+var cutAfter = 3 * WaitBudget
+
 // declaredTimes names the LockTTL and retention a run uses, and which of
 // them the factory declared.
 func declaredTimes(f Factory, ttl, retention time.Duration) string {

@@ -37,9 +37,20 @@ func Run(t *testing.T, f Factory) {
 			if why := overBudget(f, sc); why != "" {
 				t.Skip(why)
 			}
-			sum, dir, err := CheckScenario(context.Background(), f, sc.Name)
-			if err != nil {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cut := cutAt(f, sc)
+			if cut > 0 {
+				ctx, cancel = context.WithTimeout(ctx, cut)
+				defer cancel()
+			}
+			sum, dir, err := CheckScenario(ctx, f, sc.Name)
+			if err != nil && ctx.Err() == nil {
 				t.Fatal(openHint(f, err))
+			}
+			if ctx.Err() != nil && (sum == nil || len(sum.Scenarios) == 0 || sum.Scenarios[0].Verdict != check.Fail) {
+				t.Skipf("scenario %s not judged: cut after %v, at %s: its clients waited on a claim still held under the lease (a save or release that failed leaves its claim held until the lease ends), past the suite's wait budget (idemtest.WaitBudget); what it recorded: %s",
+					sc.Name, cut, declaredTimes(f, options(f).LockTTLFor(sc), options(f).Retention), dir)
 			}
 			s := sum.Scenarios[0]
 			switch s.Verdict {
@@ -135,6 +146,9 @@ func options(f Factory) harness.Options {
 	if f.LockTTL > 0 {
 		o.LockTTL = f.LockTTL
 	}
+	// A final probe never waits a declared lease of minutes out: the keys
+	// a claim may still hold are left out, and the notes say so.
+	o.ProbeWait = WaitBudget
 	if f.Retention > 0 {
 		o.Retention, o.RetentionFixed = f.Retention, true
 	}

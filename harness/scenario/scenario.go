@@ -37,6 +37,9 @@ type Scenario struct {
 	// estimates: TTLs LockTTLs (the waits past LockTTL, fault windows),
 	// plus PerKey LockTTLs for each key the scenario works through one
 	// after another. Retentions counts retention periods waited for.
+	// A scenario whose clients only back off while a claim is held, which
+	// a correct store's claims are not for long, has no TTLs: at a lease
+	// of minutes it takes what it takes at the default (race, abuse).
 	TTLs, PerKey, Retentions float64
 	// OnRequest marks a scenario that runs only when named: `all` (and
 	// idemtest.Run) leave it out (stress, whose history is as large as
@@ -133,15 +136,15 @@ func (s Scenario) WhyNot(c Caps) string {
 // workloads, the network ones, the scheduled ones, then those of the
 // client-side mutants, clock skew, and the process and server faults.
 var All = []Scenario{
-	{Name: "race", Calls: 1, ClientCalls: 2.5, TTLs: 1, Doc: "every client sends the same order at once, with the read-to-write window widened: one owner, the rest 409 or replay", run: runRace},
+	{Name: "race", Calls: 1, ClientCalls: 2.5, Doc: "every client sends the same order at once, with the read-to-write window widened: one owner, the rest 409 or replay", run: runRace},
 	{Name: "takeover", Calls: 17, TTLs: 3, Doc: "an owner pauses past LockTTL; others take over; the stale owner's save or release must be fenced", run: runTakeover},
 	{Name: "crash", Calls: 9, TTLs: 2, Doc: "an owner crashes after its claim or its work and never cleans up; after LockTTL another takes over", run: runCrash},
-	{Name: "error", Calls: 15, TTLs: 1, Doc: "the work fails (after charging); release-on-error and save-error policies on half the keys each", run: runError},
-	{Name: "mismatch", Calls: 7, TTLs: 1, Doc: "the key is reused with other parameters, during and after the first request: always 422, never run", run: runMismatch},
+	{Name: "error", Calls: 15, Doc: "the work fails (after charging); release-on-error and save-error policies on half the keys each", run: runError},
+	{Name: "mismatch", Calls: 7, Doc: "the key is reused with other parameters, during and after the first request: always 422, never run", run: runMismatch},
 	{Name: "retention", Calls: 13, Retentions: 2, Doc: "keys are pruned while clients retry inside the retry window: every retry must replay; then a prune meets keys of two ages under the same names in different tenants: the young stay, the old go", Retention: 1200 * time.Millisecond, run: runRetention},
-	{Name: "key-space", Calls: 12, TTLs: 1, run: runKeySpace,
+	{Name: "key-space", Calls: 12, run: runKeySpace,
 		Doc: "orders whose keys differ only in case, whitespace, tenant, Unicode form, a separator or a byte after a long prefix, new orders whose key, tenant or parameters are a pattern (LIKE, glob) of another's, and a key each order's extends, claimed and released: each keeps its own record (no 422 to its own parameters, no other order's answer, still there after its prefix's release)"},
-	{Name: "abuse", Calls: 150, TTLs: 1, run: runAbuse,
+	{Name: "abuse", Calls: 150, run: runAbuse,
 		Doc: "clients break the etiquette: a release after the save, a save sent twice, another key's token, an empty or made-up token: every one fenced, the first answer kept"},
 	{Name: "heartbeat", Calls: 47, TTLs: 4, run: runHeartbeat,
 		Doc: "stores that renew leases: slow work extends its claim and is never taken over while it beats; an owner stalled before its first beat is taken over and its late beats and save are fenced"},
@@ -159,7 +162,7 @@ var All = []Scenario{
 		Doc: "scheduled: a client sends other parameters on a key two others use, while the claim is live, stale, released after a failed work, or being taken over: always 422, never run"},
 	{Name: "sched-retention", Calls: 10, PerKey: 2, Scheduled: true, run: episodes("sched-retention"),
 		Doc: "scheduled: an order completes, the clock moves, a pruner prunes, the order is retried inside the retention: it must replay; on a manual clock the clock may move to one millisecond short of the record's retention, and key 0 and every third end there with a prune and a retry"},
-	{Name: "retry-after-charge", Calls: 5, TTLs: 1, run: runRetryAfterCharge,
+	{Name: "retry-after-charge", Calls: 5, run: runRetryAfterCharge,
 		Doc: "the provider charges but its reply is lost; the client releases its claim (the provider is keyed, as the card's lab) and retries: one charge per order"},
 	{Name: "skew", Calls: 8, TTLs: 2, run: runSkew,
 		Doc: "a client whose clock runs 2×LockTTL ahead sends the order a healthy owner is working on: caller-clock stores let it take over (finding skew_takeovers) and fence the owner's save; server-clock stores answer 409 (a takeover there is an exclusive-execution violation)"},
