@@ -3,13 +3,13 @@ package scenario
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/sched"
 	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/internal/pool"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -121,9 +121,10 @@ var episodeSpecs = map[string]episodeSpec{
 // server-clock store a tick is a real wait, which moves only the leases
 // its own episode took (every other episode's claims are its own keys',
 // and their expiry is judged from when they were made), so the episodes
-// run at once: each with its own client ids and chooser seed, drawn in key
-// order before any starts, so the seed fixes every episode's interleaving
-// as it does one at a time, and each with its own connection to the store
+// run side by side, up to episodesAtOnce at a time: each with its own
+// client ids and chooser seed, drawn in key order before any starts, so
+// the seed fixes every episode's interleaving as it does one at a time,
+// and each with its own connection to the store
 // (Caps.OpenAt): a client parked at a failpoint may hold a connection of
 // its pool (Postgres yields inside pgx's query tracer), and episodes that
 // shared one pool could starve each other. A store opened without an
@@ -145,7 +146,11 @@ func episodes(name string) func(ctx context.Context, env *Env) {
 	}
 }
 
-// concurrentEpisodes runs every key's episode at once (see episodes).
+// concurrentEpisodes runs the keys' episodes episodesAtOnce at a time
+// (see episodes), each on a connection of its own opened when it starts
+// and closed when it ends. An episode whose connection cannot be opened
+// runs after the others, one at a time on the run's store, and a note says
+// so: a harness short of connections must not read as a store's fault.
 func concurrentEpisodes(ctx context.Context, env *Env, name string) {
 	stride := episodeIDs(name)
 	base := env.nextClientID()
@@ -160,48 +165,47 @@ func concurrentEpisodes(ctx context.Context, env *Env, name string) {
 		starts[k] = start{env: env.episodeEnv(first, env.Int63()), first: first, seed: env.Int63()}
 	}
 	env.SkipClientIDs(base + env.Keys*stride)
-	for k := range starts {
-		st, err := env.setup.OpenAt(ctx, env.setup.Addr, env.Config)
-		if err != nil {
-			// Episodes on one shared store may starve each other of
-			// connections: run them one at a time there instead.
-			env.Note("%s: episodes run one at a time: another connection to the store for episode %d: %v", env.Tenant, k, err)
-			for _, o := range starts[:k] {
-				o.env.Store.Close()
-			}
-			for k, st := range starts {
-				if ctx.Err() != nil {
-					break
-				}
-				st.env.Store = env.Store
-				env.recordEpisode(name, runRecorded(ctx, st.env, name, k, st.seed, st.first))
-			}
-			return
-		}
-		starts[k].env.Store = st
-	}
-	defer func() {
-		for _, o := range starts {
-			o.env.Store.Close()
-		}
-	}()
 	recs := make([]EpisodeRecord, env.Keys)
-	var wg sync.WaitGroup
+	unopened := make([]bool, env.Keys)
+	pool.Each(env.Keys, episodesAtOnce, func(k int) error {
+		if ctx.Err() != nil {
+			return nil
+		}
+		st := starts[k]
+		store, err := env.setup.OpenAt(ctx, env.setup.Addr, env.Config)
+		if err != nil {
+			env.Note("%s: episode %d runs after the others, on the run's store: another connection to the store: %v", env.Tenant, k, err)
+			unopened[k] = true
+			return nil
+		}
+		defer store.Close()
+		st.env.Store = store
+		recs[k] = runRecorded(ctx, st.env, name, k, st.seed, st.first)
+		if used := st.env.nextClientID() - st.first; used > stride && recs[k].Err == "" {
+			recs[k].Err = fmt.Sprintf("the episode used %d client ids, more than the %d it was given", used, stride)
+		}
+		return nil
+	})
 	for k, st := range starts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		if unopened[k] && ctx.Err() == nil {
+			st.env.Store = env.Store
 			recs[k] = runRecorded(ctx, st.env, name, k, st.seed, st.first)
-			if used := st.env.nextClientID() - st.first; used > stride && recs[k].Err == "" {
-				recs[k].Err = fmt.Sprintf("the episode used %d client ids, more than the %d it was given", used, stride)
-			}
-		}()
+		}
 	}
-	wg.Wait()
 	for _, er := range recs {
-		env.recordEpisode(name, er)
+		if er.Order != "" { // not interrupted before it started
+			env.recordEpisode(name, er)
+		}
 	}
 }
+
+// episodesAtOnce bounds the episodes of one scheduled scenario that run at
+// once on a server-clock store. Each holds a store of its own, and so
+// connections to the server (a client parked at a failpoint keeps one):
+// every key's episode at once, at 200 keys and four scenarios side by
+// side, met Postgres's "too many clients already" (SQLSTATE 53300), and
+// the refused calls read as a liveness failure of a correct store.
+const episodesAtOnce = 8
 
 // episodeIDs is how many client ids one episode of the scenario uses: one
 // per client and one for its pruner.
