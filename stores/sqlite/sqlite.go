@@ -94,6 +94,15 @@ const BusyTimeout = 5 * time.Second
 // the writer's and concurrent replays' (see replayOnRead).
 const idleConns = 16
 
+// maxConns bounds the pool's open connections. Each holds file
+// descriptors (the database, its WAL and shared memory) and a page cache,
+// and database/sql opens one per concurrent call by default: a check of
+// 1659 keys sent thousands of calls at once, the process reached its limit
+// of open files, and a correct store answered "unable to open database
+// file" to every call past it. A call beyond the bound waits for a
+// connection (writes take turns on one writer anyway).
+const maxConns = 4 * idleConns
+
 // pruneBatch bounds how many rows one DELETE of Prune removes, so a large
 // prune does not hold the write lock for longer than the busy timeout.
 const pruneBatch = 1000
@@ -262,6 +271,7 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	// idle ones, or every burst of concurrent readers opens (and configures)
 	// new connections and closes them again.
 	db.SetMaxIdleConns(idleConns)
+	db.SetMaxOpenConns(maxConns)
 	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v).hooked(cfg), writer: make(chan struct{}, 1), busyTimeout: busyTimeout, seen: newSeenKeys(),
 		begin: "BEGIN " + stores.SettingValue(ss, "transaction")}
 	if err := s.init(ctx); err != nil {
