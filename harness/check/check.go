@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -220,8 +221,8 @@ func checkPart(e Evidence, deadline time.Time, first bool) tally {
 		atMostOnce:   checkAtMostOnce(e, g),
 		exclusive:    checkExclusive(e, ops),
 		fencing:      checkFencing(e, ops, g),
-		replay:       checkReplay(e, ops, g),
-		mismatch:     checkMismatch(e, ops, g),
+		replay:       checkReplay(e, g),
+		mismatch:     checkMismatch(e, g),
 		lin:          checkLinearizable(e, ops, g, deadline, first),
 		liveness:     checkLiveness(e, ops),
 		retention:    checkRetention(e, ops),
@@ -437,19 +438,28 @@ func sortViolations(vs []Violation) {
 	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Key < vs[j].Key })
 }
 
-// resetBefore reports whether the key may have been released or pruned
-// before t: a release (not fenced, not declared not applied) or prune
-// called before t.
-func resetBefore(all, kops []history.Op, t int64) bool {
+// noReset is the reset time (grouped.firstReset) of a key nothing may
+// have emptied: no call is later.
+const noReset = int64(math.MaxInt64)
+
+// firstReset is the earliest call of anything that may have emptied the
+// key whose ops are kops (the key may have been released or pruned
+// before t exactly when firstReset < t): a release of the key (not
+// fenced, not declared not applied) or a prune (not declared not
+// applied: g.prunes, whose first is the earliest). Made once per key
+// from g, made once per part, it replaces a look through the key's ops
+// and the whole part for every call asked about, which made checking
+// quadratic: a history of 12,000 keys (60,000 calls) took 21 s in the
+// mismatch and replay-fidelity checkers, 119 s under -race.
+func (g grouped) firstReset(kops []history.Op) int64 {
+	at := noReset
+	if len(g.prunes) > 0 {
+		at = g.prunes[0].Call
+	}
 	for _, op := range kops {
-		if op.Input.Kind == models.Release && !op.Output.Fenced && !op.Output.NotApplied && op.Call < t {
-			return true
+		if op.Input.Kind == models.Release && !op.Output.Fenced && !op.Output.NotApplied {
+			at = min(at, op.Call)
 		}
 	}
-	for _, op := range all {
-		if op.Input.Kind == models.Prune && !op.Output.NotApplied && op.Call < t {
-			return true
-		}
-	}
-	return false
+	return at
 }

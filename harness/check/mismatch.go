@@ -3,7 +3,6 @@ package check
 import (
 	"fmt"
 
-	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -11,7 +10,7 @@ import (
 // checkMismatch proves [Mismatch]: a reuse of a key with other
 // parameters is answered 422 (and never taken over), and no request is
 // answered 422 for parameters that are the key's own.
-func checkMismatch(e Evidence, ops []history.Op, g grouped) countTally {
+func checkMismatch(e Evidence, g grouped) countTally {
 	var vs []Violation
 	flagged := map[int]bool{} // Begins already reported, by input id
 	keyed, order := g.keyed, g.order
@@ -24,6 +23,7 @@ func checkMismatch(e Evidence, ops []history.Op, g grouped) countTally {
 		}
 		fp := created.Input.Fingerprint
 		born, _ := firstPossibleClaim(kops)
+		reset := g.firstReset(kops)
 		for _, op := range kops {
 			if op.Input.Kind != models.Begin || op.Input.Fingerprint == fp || !op.Output.Decided() || op.Call < created.Return {
 				continue
@@ -31,7 +31,7 @@ func checkMismatch(e Evidence, ops []history.Op, g grouped) countTally {
 			// A release or prune that began before this Begin returned may
 			// be ordered before it (they overlap, or it came first): the
 			// key may have started a new life, with a new fingerprint.
-			if resetBefore(ops, kops, op.Return) {
+			if reset < op.Return {
 				continue
 			}
 			// So may a key whose retention may have run out by the time the

@@ -14,7 +14,7 @@ import (
 // Complete had saved, and every client with the same parameters got the
 // same answer for a key within one life of it. A key's answers are in its
 // part, as are its calls.
-func checkReplay(e Evidence, ops []history.Op, g grouped) countTally {
+func checkReplay(e Evidence, g grouped) countTally {
 	var vs []Violation
 	keyed, order := g.keyed, g.order
 	replays := 0
@@ -76,11 +76,12 @@ func checkReplay(e Evidence, ops []history.Op, g grouped) countTally {
 			continue
 		}
 		born, _ := firstPossibleClaim(kops)
+		reset := g.firstReset(kops)
 		for _, op := range kops {
 			if !op.IsClaim() || op.Return <= doneCall {
 				continue
 			}
-			if op.Call > doneAt || resetBefore(ops, kops, op.Return) || mayBeExpired(e.Model, born, op, g.prunes) {
+			if op.Call > doneAt || reset < op.Return || mayBeExpired(e.Model, born, op, g.prunes) {
 				reclaimed[k] = op.Call
 				break
 			}
