@@ -279,10 +279,15 @@ const ownerTries = 8
 // client would: a call that ends in an error may or may not have claimed
 // (a store may lose an answer now and then and still be correct), so it
 // asks again with the same key, and a claim whose answer was lost answers
-// 409 until it is stale and then is taken over.
+// 409 until it is stale and then is taken over. It waits for that from
+// the last lost answer, whose claim may have been made as late as the
+// error came back: a deadline from the first call gave up on a correct
+// store whose call erred after holding a write lock for longer than the
+// wait (TestOwnerClaimWaitsFromTheLastLostAnswer). Errors in a row are
+// bounded by ownerTries.
 func ownerClaim(ctx context.Context, env *Env, rec *history.Recorder, o workload.Order) (stores.Decision, error) {
 	lost, errs := false, 0
-	deadline := time.Now().Add(4*env.Config.LockTTL + time.Second)
+	var lostAt time.Time // the last lost answer
 	for {
 		d, err := rec.Begin(ctx, stores.Request{KeyRef: o.Key, Fingerprint: o.Fingerprint, Now: env.clock.Now()})
 		switch {
@@ -294,9 +299,10 @@ func ownerClaim(ctx context.Context, env *Env, rec *history.Recorder, o workload
 			if lost, errs = true, errs+1; errs == ownerTries {
 				return d, err
 			}
+			lostAt = time.Now()
 		}
-		if time.Now().After(deadline) {
-			return d, fmt.Errorf("still in flight after a lost answer, %v after LockTTL", time.Since(deadline))
+		if since := time.Since(lostAt); since > 4*env.Config.LockTTL+time.Second {
+			return d, fmt.Errorf("still in flight %v after the last lost answer (LockTTL %v)", since.Round(time.Millisecond), env.Config.LockTTL)
 		}
 		if err := faults.Pause(ctx, env.Config.LockTTL/4); err != nil {
 			return d, err

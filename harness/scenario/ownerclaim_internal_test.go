@@ -1,0 +1,114 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/stores"
+	"github.com/idemcheck/idemcheck/stores/memory"
+)
+
+// errLostAnswer is the error of a call whose answer was lost.
+var errLostAnswer = errors.New("the answer was lost")
+
+// lateLostClaim is a correct store whose first Begin of each key waits
+// hold (a write lock held by others, as SQLite's under contention), then
+// claims and loses its answer: the claim is made as the error comes
+// back, and is stale only a LockTTL later.
+type lateLostClaim struct {
+	stores.Store
+	hold time.Duration
+	seen sync.Map // keys already begun
+}
+
+func (s *lateLostClaim) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	if _, again := s.seen.LoadOrStore(req.KeyRef, true); again {
+		return s.Store.Begin(ctx, req)
+	}
+	time.Sleep(s.hold)
+	req.Now = time.Now() // the claim is made now, by the caller's clock
+	if _, err := s.Store.Begin(ctx, req); err != nil {
+		return stores.Decision{}, err
+	}
+	return stores.Decision{}, errLostAnswer
+}
+
+// TestOwnerClaimWaitsFromTheLastLostAnswer: the abuse scenario passes on
+// a correct store whose owners' first claims are made, and their answers
+// lost, after a write lock held longer than 4 LockTTLs and a second (1.6 s
+// at a LockTTL of 100 ms). The owner waited that long from its first call
+// for the claim to go stale, so it gave up at once ("the owner of ...
+// could not claim it"), before the store could let it take over; it now
+// waits from the last lost answer and takes the key over a LockTTL later.
+func TestOwnerClaimWaitsFromTheLastLostAnswer(t *testing.T) {
+	cfg := stores.Config{LockTTL: 100 * time.Millisecond, Retention: time.Minute}
+	mem, err := memory.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &lateLostClaim{Store: mem, hold: 4*cfg.LockTTL + time.Second + 2*cfg.LockTTL}
+	env := NewEnv(Setup{Name: "abuse", Store: st, Config: cfg, Clients: 1, Keys: 1, Seed: 1, RandSeed: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	abuse, ok := Lookup("abuse")
+	if !ok {
+		t.Fatal("no abuse scenario")
+	}
+	abuse.Run(ctx, env)
+	if inc := env.Record().Incomplete; len(inc) > 0 {
+		t.Fatalf("the abuse scenario could not finish on a correct store (%d times): %s", len(inc), strings.Join(inc, "; "))
+	}
+	takeovers := 0
+	for _, op := range env.Hist.Ops() {
+		if op.IsClaim() && op.Output.Decision.Takeover {
+			takeovers++
+		}
+	}
+	if takeovers == 0 {
+		t.Fatal("no owner took its lost claim over: the store lost no claim")
+	}
+	for _, r := range check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(stores.CallerClock, cfg, stores.Semantics{}),
+		ProbeClient: -1, LinTimeout: 10 * time.Second}) {
+		if r.Verdict == check.Fail {
+			t.Errorf("%s: %s", r.Checker, r.Detail)
+		}
+	}
+	t.Logf("%d owners took their lost claims over", takeovers)
+}
+
+// alwaysLost is a store none of whose Begins answers.
+type alwaysLost struct {
+	stores.Store
+	calls atomic.Int32
+}
+
+func (s *alwaysLost) Begin(context.Context, stores.Request) (stores.Decision, error) {
+	s.calls.Add(1)
+	return stores.Decision{}, errLostAnswer
+}
+
+// TestOwnerClaimGivesUpAfterOwnerTries: each lost answer gives the owner
+// a new wait, but no more than ownerTries of them: a store that never
+// answers is given up on after ownerTries calls.
+func TestOwnerClaimGivesUpAfterOwnerTries(t *testing.T) {
+	cfg := stores.Config{LockTTL: 40 * time.Millisecond, Retention: time.Minute}
+	mem, err := memory.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &alwaysLost{Store: mem}
+	env := NewEnv(Setup{Name: "abuse", Store: st, Config: cfg, Clients: 1, Keys: 1, Seed: 1, RandSeed: 1})
+	rec := env.Recorder(env.NewClientID(), st, env.clock)
+	if _, err := ownerClaim(context.Background(), env, rec, env.Order(0, "")); !errors.Is(err, errLostAnswer) {
+		t.Fatalf("ownerClaim on a store that never answers: %v, want its error", err)
+	}
+	if n := st.calls.Load(); n != ownerTries {
+		t.Errorf("%d calls, want ownerTries (%d)", n, ownerTries)
+	}
+}
