@@ -81,6 +81,7 @@ func lifeFactory(declared bool) idemtest.Factory {
 // fields of its decisions, passes the suite once it declares
 // FenceRestartsPerLife: the model test and every scenario.
 func TestFenceRestartsPerLife(t *testing.T) {
+	t.Parallel() // its time is the scenarios' waits; a store of its own
 	f := lifeFactory(true)
 	if f.Fence != nil {
 		t.Fatal("the store must give its fences as fields only")

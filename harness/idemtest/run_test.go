@@ -131,6 +131,7 @@ func tinyFactory(unfenced bool) idemtest.Factory {
 
 // TestThirdPartyStorePasses: a correct store from outside passes the suite.
 func TestThirdPartyStorePasses(t *testing.T) {
+	t.Parallel() // its time is the scenarios' waits; a store of its own
 	idemtest.Run(t, tinyFactory(false))
 }
 
@@ -234,12 +235,17 @@ func quietFactory(declared, anyToken bool) idemtest.Factory {
 		return quietRelease{s, anyToken}, err
 	}
 	f.Semantics.QuietRelease = declared
+	// A name of its own: its suite runs beside tinyFactory's
+	// (t.Parallel), and a scenario's results directory is named by
+	// the time to the millisecond, the store and the scenario.
+	f.Name = "tiny-quiet"
 	return f
 }
 
 // TestQuietRelease: a correct store whose Release answers ok when it
 // changes nothing passes once it declares QuietRelease.
 func TestQuietRelease(t *testing.T) {
+	t.Parallel() // its time is the scenarios' waits; a store of its own
 	idemtest.Run(t, quietFactory(true, false))
 }
 
