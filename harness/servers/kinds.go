@@ -106,10 +106,10 @@ var kinds = map[Kind]kindFacts{
 		run:           runRedis,
 		storeAddr:     func(hostport, _ string) string { return hostport },
 		primary: func(string) (map[string]string, []string) {
-			return nil, redisServer()
+			return nil, redisReplicated()
 		},
 		standby: func(from, _ string) (map[string]string, []string) {
-			return nil, append(redisServer(), "--replicaof", from, redisPort)
+			return nil, append(redisReplicated(), "--replicaof", from, redisPort)
 		},
 		streaming: redisStreaming,
 		promote: func(ctx context.Context, addr string) error {
@@ -183,6 +183,15 @@ func runRedis(ctx context.Context, img string, timeout time.Duration, opts []tes
 // file synced before each answer.
 func redisServer() []string {
 	return []string{"redis-server", "--appendonly", "yes", "--appendfsync", "always"}
+}
+
+// redisReplicated is the command of a replicated Redis node, primary or
+// standby (a standby is promoted at a failover): redisServer, and a full
+// sync sent at once, not after the default 5 s that a diskless sync waits
+// for more replicas to join it (repl-diskless-sync-delay, Redis 2.8.18 and
+// later; a topology's Redis setup 8.5-9.7 s to 3.5 s).
+func redisReplicated() []string {
+	return append(redisServer(), "--repl-diskless-sync-delay", "0")
 }
 
 // postgresAddr is the DSN of a replicated node's postgres database.
