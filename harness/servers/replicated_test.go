@@ -21,6 +21,10 @@ import (
 func TestReplicatedFailover(t *testing.T) {
 	for _, kind := range []servers.Kind{servers.Postgres, servers.Redis} {
 		t.Run(string(kind), func(t *testing.T) {
+			// A topology of its own (containers, networks, router) per
+			// backend: the two run side by side, as many at once as
+			// -parallel lets (GOMAXPROCS by default).
+			t.Parallel()
 			top := servers.TopologyForTest(t, kind)
 			t.Logf("topology started in %v", top.Started.Round(time.Millisecond))
 			ctx := context.Background()
