@@ -76,6 +76,7 @@ func nodePath() string {
 // TestExampleJSSQLite: the lesson card's store in JavaScript over SQLite,
 // through the protocol in a real node process.
 func TestExampleJSSQLite(t *testing.T) {
+	t.Parallel() // a store process, files or server, and a name of its own
 	env := []string{"NODE_PATH=" + nodePath()}
 	needRuntime(t, env, "node", "-e", `require("sqlite3")`)
 	script, err := filepath.Abs("../../examples/exec-js-sqlite/store.js")
@@ -92,6 +93,7 @@ func TestExampleJSSQLite(t *testing.T) {
 // TestExamplePythonRedis: the Python store over Redis, through the
 // protocol in a real python3 process, on a Redis server of the test's.
 func TestExamplePythonRedis(t *testing.T) {
+	t.Parallel() // a store process, files or server, and a name of its own
 	needRuntime(t, nil, "/usr/bin/python3", "-c", "import redis")
 	addr := servers.ForTest(t, servers.Redis).Addr
 	script, err := filepath.Abs("../../examples/exec-py-redis/store.py")

@@ -170,6 +170,7 @@ var leaseHello = execstore.Hello{Name: "go-lease", Clock: "server", Lives: "proc
 // increment the fencing number is caught: the numbers cross the protocol
 // (as stores.Decision.Fence: the factory has no Fence func).
 func TestConformanceLease(t *testing.T) {
+	t.Parallel() // store processes of its own, named go-lease; its time is waits
 	f, err := idemtest.Exec(context.Background(), line("lease"), nil, "")
 	if err != nil {
 		t.Fatal(err)
@@ -207,6 +208,7 @@ func memoryFactory(t testing.TB) idemtest.Factory {
 // protocol, passes the whole suite: the model test and every scenario
 // that applies. The protocol neither loses nor changes what a store says.
 func TestConformance(t *testing.T) {
+	t.Parallel() // store processes of its own, named go-memory; its time is waits
 	f := memoryFactory(t)
 	if f.Name != "go-memory" || f.Clock != stores.CallerClock || !f.WaitsAnnounced {
 		t.Fatalf("the hello's declarations did not reach the factory: %+v", f)
