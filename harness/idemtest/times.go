@@ -90,8 +90,8 @@ func declared(d time.Duration) string {
 // lease when the factory declared none: plainly, a lease a claim
 // reported (stores.Decision.LeaseUntil) that is not the model's; else,
 // for a Begin answered in flight on a claim whose lease the model had
-// seen run out, that a store keeping a longer lease of its own answers
-// so. "" when neither applies.
+// seen run out in every state with a claim, that a store keeping a
+// longer lease of its own answers so. "" when neither applies.
 func (d *driver) leaseNote(in models.Input, out models.Output) string {
 	ttl := d.times.cfg.LockTTL
 	switch {
@@ -102,14 +102,25 @@ func (d *driver) leaseNote(in models.Input, out models.Output) string {
 	case in.Kind != models.Begin || out.Decision.Outcome != stores.InFlight:
 		return ""
 	}
+	held := false
 	for _, s := range d.states(in.Key) {
+		if !s.Exists || s.Done || s.Tombstone {
+			// No claim: the model forbids the 409 from this state
+			// whatever the lease, so it says nothing of it (a state
+			// the model keeps beside a claim, "no row", hid the note).
+			continue
+		}
 		lease := ttl
 		if s.Lease > 0 {
 			lease = s.Lease
 		}
-		if !s.Exists || s.Done || s.Tombstone || s.LockUncertain || in.Now.Sub(s.LockedAt) < lease+d.times.cfg.Slack {
+		if s.LockUncertain || in.Now.Sub(s.LockedAt) < lease+d.times.cfg.Slack {
 			return ""
 		}
+		held = true
+	}
+	if !held {
+		return ""
 	}
 	return fmt.Sprintf("\n  the claim was held past the LockTTL %v the suite gave the store in stores.Config: if the store keeps a longer lease of its own, whatever stores.Config.LockTTL says, declare it (idemtest.Factory.LockTTL) and the suite judges it at that lease; if it does not, it kept a claim past its lease", ttl)
 }
