@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"iter"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -438,13 +437,10 @@ func sortViolations(vs []Violation) {
 	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Key < vs[j].Key })
 }
 
-// noReset is the reset time (grouped.firstReset) of a key nothing may
-// have emptied: no call is later.
-const noReset = int64(math.MaxInt64)
-
 // firstReset is the earliest call of anything that may have emptied the
 // key whose ops are kops (the key may have been released or pruned
-// before t exactly when firstReset < t): a release of the key (not
+// before t exactly when firstReset < t; history.Never when nothing may
+// have): a release of the key (not
 // fenced, not declared not applied) or a prune (not declared not
 // applied: g.prunes, whose first is the earliest). Made once per key
 // from g, made once per part, it replaces a look through the key's ops
@@ -452,7 +448,7 @@ const noReset = int64(math.MaxInt64)
 // quadratic: a history of 12,000 keys (60,000 calls) took 21 s in the
 // mismatch and replay-fidelity checkers, 119 s under -race.
 func (g grouped) firstReset(kops []history.Op) int64 {
-	at := noReset
+	at := history.Never
 	if len(g.prunes) > 0 {
 		at = g.prunes[0].Call
 	}

@@ -272,7 +272,8 @@ func runAbuse(ctx context.Context, env *Env) {
 	parallel(n, func(k int) { env.NewClient().Submit(ctx, env.Order(k, "")) })
 }
 
-// ownerTries bounds an abuse owner's calls without an answer in a row.
+// ownerTries bounds the calls without an answer an abuse owner makes for
+// one claim or one save.
 const ownerTries = 8
 
 // ownerClaim claims o's key for an owner that calls the store itself, as a
@@ -283,20 +284,20 @@ const ownerTries = 8
 // the last lost answer, whose claim may have been made as late as the
 // error came back: a deadline from the first call gave up on a correct
 // store whose call erred after holding a write lock for longer than the
-// wait (TestOwnerClaimWaitsFromTheLastLostAnswer). Errors in a row are
+// wait (TestOwnerClaimWaitsFromTheLastLostAnswer). Its errors are
 // bounded by ownerTries.
 func ownerClaim(ctx context.Context, env *Env, rec *history.Recorder, o workload.Order) (stores.Decision, error) {
-	lost, errs := false, 0
-	var lostAt time.Time // the last lost answer
+	errs := 0
+	var lostAt time.Time // the last lost answer (zero: none yet)
 	for {
 		d, err := rec.Begin(ctx, stores.Request{KeyRef: o.Key, Fingerprint: o.Fingerprint, Now: env.clock.Now()})
 		switch {
 		case err == nil && d.Outcome == stores.Claimed:
 			return d, nil
-		case err == nil && (d.Outcome != stores.InFlight || !lost):
+		case err == nil && (d.Outcome != stores.InFlight || lostAt.IsZero()):
 			return d, fmt.Errorf("answered %v", d.Outcome)
 		case err != nil:
-			if lost, errs = true, errs+1; errs == ownerTries {
+			if errs++; errs == ownerTries {
 				return d, err
 			}
 			lostAt = time.Now()
