@@ -130,16 +130,16 @@ func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (d stores.
 		return stores.Decision{}, false, false, err
 	}
 	var (
-		sameFP, done, stale bool
-		respStatus          sql.NullInt64
-		respBody            []byte
+		judged     int64
+		respStatus sql.NullInt64
+		respBody   []byte
 	)
 	// Prepared once per connection (database/sql would parse it again on
 	// every call), with only the parameters it reads.
 	key := stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
 	args := []any{sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)), sql.Named("fingerprint", blob(req.Fingerprint)),
 		sql.Named("now", req.Now.UnixNano()), sql.Named("lock_ttl", s.cfg.LockTTL.Nanoseconds())}
-	err = s.replayStmt.QueryRowContext(ctx, args...).Scan(&sameFP, &done, &respStatus, &respBody, &stale)
+	err = s.replayStmt.QueryRowContext(ctx, args...).Scan(&judged, &respStatus, &respBody)
 	if errors.Is(err, sql.ErrNoRows) {
 		faults.TraceBound(ctx, s.sql.replay, args, "no row: claim")
 		return stores.Decision{}, false, true, nil
@@ -147,6 +147,10 @@ func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (d stores.
 	if err != nil {
 		return stores.Decision{}, false, false, fmt.Errorf("sqlite: begin: read: %w", err)
 	}
+	if judged&^judgedAll != 0 { // a statement edited through the hook may answer anything
+		return stores.Decision{}, false, false, fmt.Errorf("sqlite: begin: read: judged %d, want bits of %d", judged, judgedAll)
+	}
+	sameFP, done, stale := judged&judgedSameFP != 0, judged&judgedDone != 0, judged&judgedStale != 0
 	switch {
 	case !sameFP:
 		faults.TraceBound(ctx, s.sql.replay, args, "another fingerprint: mismatch")
