@@ -132,13 +132,14 @@ func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (d stores.
 	var (
 		judged     int64
 		respStatus sql.NullInt64
-		respBody   []byte
+		respBody   sql.NullString // a string at once: a []byte is copied again by Scan
 	)
 	// Prepared once per connection (database/sql would parse it again on
-	// every call), with only the parameters it reads.
+	// every call), with only the parameters it reads; :lock_ttl, the
+	// Store's own, is made once.
 	key := stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
 	args := []any{sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)), sql.Named("fingerprint", blob(req.Fingerprint)),
-		sql.Named("now", req.Now.UnixNano()), sql.Named("lock_ttl", s.cfg.LockTTL.Nanoseconds())}
+		sql.Named("now", req.Now.UnixNano()), s.lockTTLArg}
 	err = s.replayStmt.QueryRowContext(ctx, args...).Scan(&judged, &respStatus, &respBody)
 	if errors.Is(err, sql.ErrNoRows) {
 		faults.TraceBound(ctx, s.sql.replay, args, "no row: claim")
@@ -157,7 +158,7 @@ func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (d stores.
 		return stores.Decision{Outcome: stores.Mismatch, DecidedAt: req.Now}, true, false, nil
 	case done:
 		faults.TraceBound(ctx, s.sql.replay, args, "done: replay")
-		return stores.Decision{Outcome: stores.Replay, Response: stores.Response{Status: int(respStatus.Int64), Body: string(respBody)}, DecidedAt: req.Now}, true, false, nil
+		return stores.Decision{Outcome: stores.Replay, Response: stores.Response{Status: int(respStatus.Int64), Body: respBody.String}, DecidedAt: req.Now}, true, false, nil
 	case !stale:
 		faults.TraceBound(ctx, s.sql.replay, args, "in flight, live: 409")
 		return stores.Decision{Outcome: stores.InFlight, DecidedAt: req.Now}, true, false, nil

@@ -129,6 +129,8 @@ type Store struct {
 	// replayStmt is sql.replay, prepared: Begin's read outside the write
 	// transaction (replayOnRead).
 	replayStmt *sql.Stmt
+	// lockTTLArg is replayStmt's :lock_ttl parameter, made once.
+	lockTTLArg any
 	// wtx is the connection of Begin's write transactions, with the claim
 	// prepared on it (nil until the first, or after it broke); the
 	// writer's turn guards it (see inTx); atomic for Close, which does not
@@ -273,7 +275,7 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	db.SetMaxIdleConns(idleConns)
 	db.SetMaxOpenConns(maxConns)
 	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v).hooked(cfg), writer: make(chan struct{}, 1), busyTimeout: busyTimeout, seen: newSeenKeys(),
-		begin: "BEGIN " + stores.SettingValue(ss, "transaction")}
+		begin: "BEGIN " + stores.SettingValue(ss, "transaction"), lockTTLArg: sql.Named("lock_ttl", cfg.LockTTL.Nanoseconds())}
 	if err := s.init(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
