@@ -1,8 +1,10 @@
 package hunt
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -192,6 +194,11 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 			shared = append(shared, j)
 		}
 	}
+	// The longest first: a job's time is mostly its scenario's round
+	// (a hunt stops at its first kill), and a job with real-time fault
+	// windows or a server of its own to start, begun last, was the
+	// matrix's tail while the other lanes sat idle.
+	slices.SortStableFunc(shared, func(a, b int) int { return cmp.Compare(jobCost(o, jobs[b]), jobCost(o, jobs[a])) })
 	job := func(j int) error {
 		if ctx.Err() != nil {
 			return nil
@@ -316,4 +323,14 @@ const LoadedServerLockTTL = 4 * ScheduledServerLockTTL
 func longerLockTTLHelps(o harness.Options, name string) bool {
 	sc, ok := scenario.Lookup(name)
 	return ok && sc.Scheduled && o.Backend.Clock == stores.ServerClock
+}
+
+// jobCost forecasts a matrix job's wall time as one round of its scenario
+// (harness.Options.ScenarioCost), for ordering the jobs longest first.
+func jobCost(o harness.Options, j Job) time.Duration {
+	sc, ok := scenario.Lookup(j.Scenario)
+	if !ok {
+		return 0
+	}
+	return o.ScenarioCost(sc)
 }
