@@ -36,19 +36,13 @@ import (
 // long they take: at 90 s the asynchronous-replication demo once got a
 // single failover round beside the test suite, and that round lost no
 // claim.
-//
-// foundRateKeys are the keys per round when the mutant's killer judges a
-// rate (availability: the share of Begins owed 409 that got an error):
-// it needs Begins to judge, and judges none near a harness stall. At two
-// keys a round, postgres-repeatable-read's hunt went 62 rounds without a
-// kill beside four busy CPUs, while the check's race at eight keys was
-// killed in two runs of three.
+// (Hunt raises the keys to RateKeys when the mutant's killer judges a
+// rate.)
 const (
 	foundBudget    = 90 * time.Second
 	foundShrink    = 3 * time.Second
 	foundMinRounds = 3
 	foundKeys      = 2
-	foundRateKeys  = 16
 )
 
 // story says what a mutant re-creates, in a line.
@@ -71,11 +65,7 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 	sc, _ := scenario.Lookup(name)
 	info := &DemoInfo{Mutant: mutant, Store: o.Backend.Name, Side: side, Scenario: name, Found: true,
 		Story: story(mutant), LockTTL: o.LockTTLFor(sc).String()}
-	keys := foundKeys
-	if m, ok := stores.LookupMutant(mutant); ok && m.Checker == check.Availability {
-		keys = foundRateKeys
-	}
-	k, err := Hunt(ctx, o, mutant, Options{Budget: foundBudget, MinEpisodes: foundMinRounds, Keys: keys, Shrink: foundShrink})
+	k, err := Hunt(ctx, o, mutant, Options{Budget: foundBudget, MinEpisodes: foundMinRounds, Keys: foundKeys, Shrink: foundShrink})
 	if err != nil {
 		return info, nil, nil, err
 	}

@@ -126,6 +126,18 @@ func OptionsFor(o harness.Options) harness.Options {
 	return o
 }
 
+// RateKeys are the keys per round, at least, of a hunt whose mutant's
+// killer judges a rate ([check.Availability]: the share of Begins owed
+// 409 that got an error): it needs Begins that meet a live claim to
+// judge, a race round makes a few per key, and it judges none near a
+// harness stall. At two keys a round, postgres-repeatable-read's hunt
+// went 62 rounds without a kill beside four busy CPUs, and on an idle
+// machine `idemcheck mutants --store postgres` (two keys a round) let it
+// survive its minute in one run of three, its rounds judging one to five
+// such Begins each; the check's race at eight keys killed it in two runs
+// of three.
+const RateKeys = 16
+
 // Hunt runs the mutant against the scenario meant to kill it until a
 // checker fails or the budget runs out. o names the backend, where it
 // lives and the seed; o.Variant is set from the mutant. An error means the
@@ -136,8 +148,13 @@ func Hunt(ctx context.Context, o harness.Options, mutant string, h Options) (*Ki
 		return nil, fmt.Errorf("unknown mutant %q", mutant)
 	}
 	o.Variant = mutant
-	if m, ok := stores.LookupMutant(mutant); ok && m.Strict {
-		o.StrictRetention, o.StrictAvailability = true, true // its bug is a finding unless strict
+	if m, ok := stores.LookupMutant(mutant); ok {
+		if m.Strict {
+			o.StrictRetention, o.StrictAvailability = true, true // its bug is a finding unless strict
+		}
+		if m.Checker == check.Availability {
+			h.Keys = max(h.Keys, RateKeys)
+		}
 	}
 	k, err := HuntScenario(ctx, o, name, h)
 	if k != nil {
