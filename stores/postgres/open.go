@@ -212,7 +212,7 @@ func sqlState(err error) string {
 func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID string) error {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tableID).Scan(&exists); err != nil {
-		return fmt.Errorf("postgres: look up table %s: %w", tableID, err)
+		return fmt.Errorf("postgres: look up table %s: %w%s", tableID, err, tooManyHint(err))
 	}
 	if exists { // the common case, and needs no CREATE privilege
 		return nil

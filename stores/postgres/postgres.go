@@ -207,9 +207,21 @@ func callErr(ctx context.Context, call string, err error) error {
 		err = stores.NotApplied(err)
 	}
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("postgres: %s: %w: %w", call, cerr, err)
+		return fmt.Errorf("postgres: %s: %w: %w%s", call, cerr, err, tooManyHint(err))
 	}
-	return fmt.Errorf("postgres: %s: %w", call, err)
+	return fmt.Errorf("postgres: %s: %w%s", call, err, tooManyHint(err))
+}
+
+// tooManyHint says what to do when the server refused a session for too
+// many connections (SQLSTATE 53300: its max_connections, or the role's
+// CONNECTION LIMIT): the refusal is the
+// harness's load on a shared server, not the store's answer, and a user
+// reading it at the end of a run should know which flag to turn.
+func tooManyHint(err error) string {
+	if sqlState(err) != "53300" { // too_many_connections
+		return ""
+	}
+	return " (the server refused a session for too many connections, its max_connections or the role's CONNECTION LIMIT: run fewer scenarios at once, a lower --parallel, or raise the limit)"
 }
 
 // notApplied reports whether the server answered err because it rolled
@@ -219,11 +231,15 @@ func callErr(ctx context.Context, call string, err error) error {
 // aborted). Every call here is one transaction (an autocommit statement,
 // or Begin's function call), so nothing of it took effect, and the
 // caller gets a definite no-op (stores.ErrNotApplied) instead of an
-// unknown outcome. A failure with no server answer (a dropped connection,
-// a timeout) says nothing of the kind and stays unknown.
+// unknown outcome. A session refused at its start for being past the
+// server's max_connections (53300) never sent the call's statement. A
+// failure with no server answer (a dropped connection, a timeout) says
+// nothing of the kind and stays unknown.
 func notApplied(err error) bool {
 	switch sqlState(err) {
 	case "40001", "40P01": // serialization_failure, deadlock_detected
+		return true
+	case "53300": // too_many_connections: refused at the session's start, before any statement
 		return true
 	}
 	return false

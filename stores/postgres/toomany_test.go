@@ -1,0 +1,72 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// TestRefusedSessionIsNotApplied: a call whose session the server refused
+// at its start for too many connections (SQLSTATE 53300, here a role's
+// CONNECTION LIMIT, the same code as the server's max_connections) sent no
+// statement: it returns stores.ErrNotApplied, says which limit to turn,
+// and indeed changed nothing (the same Begin claims once a session is
+// free). Opening a store past the limit says so too.
+func TestRefusedSessionIsNotApplied(t *testing.T) {
+	t.Parallel()
+	dsn := testDSN(t)
+	ctx := ctxT(t)
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	role := fmt.Sprintf("idem_limited_%d", time.Now().UnixNano()%1e9)
+	for _, q := range []string{
+		`CREATE ROLE ` + role + ` LOGIN PASSWORD 'limited' CONNECTION LIMIT 1`,
+		`GRANT CREATE ON DATABASE postgres TO ` + role,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(ctxT(t), `DROP OWNED BY `+role+` CASCADE`)
+		_, _ = admin.Exec(ctxT(t), `DROP ROLE `+role)
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, "limited")
+	cfg := stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, dsn)}
+	s, err := New(ctx, u.String(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	held, err := s.pool.Acquire(ctx) // the role's one session
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ref("refused")
+	_, err = s.Begin(ctx, req(k.Key, "fp"))
+	if !errors.Is(err, stores.ErrNotApplied) || !strings.Contains(err.Error(), "53300") || !strings.Contains(err.Error(), "max_connections") {
+		t.Errorf("Begin with no session to be had: %v, want ErrNotApplied naming 53300 and max_connections", err)
+	}
+	if _, err := New(ctx, u.String(), stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, dsn)}); err == nil || !strings.Contains(err.Error(), "max_connections") {
+		t.Errorf("New past the limit: %v, want an error naming max_connections", err)
+	}
+	held.Release()
+	d, err := s.Begin(ctx, req(k.Key, "fp"))
+	if err != nil || d.Outcome != stores.Claimed {
+		t.Errorf("Begin once the session was free: %+v, %v; want it claimed (the refused one changed nothing)", d, err)
+	}
+}
