@@ -69,8 +69,28 @@ func TestADialThatWaitsHoldsNoOneElse(t *testing.T) {
 		resp.Body.Close()
 		answered <- name
 	}
-	go get("first") // its dial meets the full queue, and waits for a retransmit
-	time.Sleep(100 * time.Millisecond)
+	// The first client is connected to the proxy, its request sent, before
+	// the queue is freed (a goroutine's HTTP client, left to connect on its
+	// own, came late on a loaded machine and found the queue free): the
+	// proxy's dial for it meets the full queue, and waits for a retransmit
+	// (a second or more).
+	first, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if _, err := first.Write([]byte("GET /first HTTP/1.1\r\nHost: backlog\r\nConnection: close\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = first.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := http.ReadResponse(bufio.NewReader(first), nil); err != nil {
+			answered <- "first: " + err.Error()
+			return
+		}
+		answered <- "first"
+	}()
+	time.Sleep(200 * time.Millisecond) // the proxy's dial for it is sent
 	// Free the queue and serve: from now on a dial lands at once.
 	for _, c := range fill {
 		c.Close()
