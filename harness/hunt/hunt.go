@@ -131,11 +131,11 @@ func OptionsFor(o harness.Options) harness.Options {
 // 409 that got an error): it needs Begins that meet a live claim to
 // judge, a race round makes a few per key, and it judges none near a
 // harness stall. At two keys a round, postgres-repeatable-read's hunt
-// went 62 rounds without a kill beside four busy CPUs, and on an idle
-// machine `idemcheck mutants --store postgres` (two keys a round) let it
-// survive its minute in one run of three, its rounds judging one to five
-// such Begins each; the check's race at eight keys killed it in two runs
-// of three.
+// went 62 rounds without a kill beside four busy CPUs. (Most of that was
+// the race's cold connection pool, which the race now warms first, see
+// scenario's warmConnections: with it, two keys a round killed it in one
+// to three rounds on an idle machine; the keys are the margin for a
+// loaded one.)
 const RateKeys = 16
 
 // Hunt runs the mutant against the scenario meant to kill it until a

@@ -62,9 +62,9 @@ func runRace(ctx context.Context, env *Env) {
 	})
 }
 
-// warmConnections makes n calls at once on env's store (capped at warmAtOnce) on keys
-// of a tenant of their own, outside the history, and releases what they
-// claim, so that a store with a pool of connections has opened them
+// warmConnections makes n calls at once on env's store (capped at
+// warmAtOnce) on keys of a tenant of their own, outside the history, and
+// releases what they claim, so that a store with a pool of connections has opened them
 // before the race: a race on a fresh Postgres store waited for its
 // sessions instead. Each session is a forked backend, about 33 ms of CPU
 // on the project's machine, and the postmaster starts them one after

@@ -237,9 +237,8 @@ func tooManyHint(err error) string {
 // nothing of the kind and stays unknown.
 func notApplied(err error) bool {
 	switch sqlState(err) {
-	case "40001", "40P01": // serialization_failure, deadlock_detected
-		return true
-	case "53300": // too_many_connections: refused at the session's start, before any statement
+	case "40001", "40P01", // serialization_failure, deadlock_detected
+		"53300": // too_many_connections: refused at the session's start, before any statement
 		return true
 	}
 	return false

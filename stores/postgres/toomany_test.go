@@ -37,10 +37,15 @@ func TestRefusedSessionIsNotApplied(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(ctxT(t), `DROP OWNED BY `+role+` CASCADE`)
-		_, _ = admin.Exec(ctxT(t), `DROP ROLE `+role)
-	})
+	// Deferred, not a t.Cleanup: cleanups run after the deferred
+	// admin.Close, and the role would be left on the server.
+	defer func() {
+		for _, q := range []string{`DROP OWNED BY ` + role + ` CASCADE`, `DROP ROLE ` + role} {
+			if _, err := admin.Exec(ctx, q); err != nil {
+				t.Errorf("cleanup: %s: %v", q, err)
+			}
+		}
+	}()
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
