@@ -37,13 +37,19 @@ func logUniform(r *rand.Rand, lo, hi float64) float64 {
 
 // drawOptions draws the flags of one run on base's store from r: the seed,
 // --lock-ttl, --retention, --keys, --clients, --count, --parallel, --duration and a
-// subset of the scenarios, each over its allowed range, then drops
+// subset of the scenarios, each over its allowed range (and, from the
+// seed, --strict-availability and --strict-retention), then drops
 // scenarios until the run fits the budget. It returns the options and
 // the command line that runs the same (nil options when no scenario of
 // the draw fits: the caller draws again).
 func drawOptions(r *rand.Rand, base harness.Options, budget drawBudget) (*harness.Options, string) {
 	o := base
 	o.Seed = 1 + r.Int63n(1_000_000)
+	// The strict modes are flags a user may set too (a correct store must
+	// pass them): taken from the seed, not drawn, so that a draw seed
+	// draws the other flags it drew before they were added.
+	o.StrictAvailability = o.Seed%3 == 0
+	o.StrictRetention = o.Seed%5 == 0
 	o.LockTTL = time.Duration(logUniform(r, float64(harness.MinLockTTL), float64(harness.MaxLockTTL))).Round(time.Millisecond)
 	o.Keys = int(logUniform(r, 1, harness.MaxKeys))
 	o.Clients = int(logUniform(r, 1, harness.MaxClients))
@@ -95,6 +101,12 @@ func drawOptions(r *rand.Rand, base harness.Options, budget drawBudget) (*harnes
 		o.Backend.Name, strings.Join(names, ","), o.Seed, o.LockTTL, o.Retention, o.Keys, o.Clients, o.Count, o.Parallel)
 	if o.Duration > 0 {
 		cmd += fmt.Sprintf(" --duration %v", o.Duration)
+	}
+	if o.StrictRetention {
+		cmd += " --strict-retention"
+	}
+	if o.StrictAvailability {
+		cmd += " --strict-availability"
 	}
 	return &o, cmd
 }

@@ -42,7 +42,8 @@ failed, 2 bad usage or setup error, 3 a run was undecided or interrupted.
 With --random-flags each seed is instead one draw of every flag a user may
 set, each from its allowed range (--lock-ttl 50ms to 10m, --retention 1s to
 24h, --keys, --clients, --count, --parallel, --duration, a subset of the
-scenarios, the seed), the draws numbered from --draw-seed: a property test of the harness itself, in
+scenarios, the seed; --strict-availability when the drawn seed divides by 3,
+--strict-retention by 5), the draws numbered from --draw-seed: a property test of the harness itself, in
 which a correct store must pass every draw. A draw keeps the scenarios
 that fit --budget (a forecast of wall time, and of the calls it records);
 one that does not pass prints the check command that runs it again.
