@@ -70,8 +70,8 @@ func TestRecorder(t *testing.T) {
 	if !ops[0].IsClaim() || ops[0].Client != 3 || ops[0].Return < ops[0].Call {
 		t.Errorf("first op %+v, want client 3's claim", ops[0])
 	}
-	if !ops[1].Output.Unknown || ops[1].Return != history.Never || !strings.Contains(ops[1].Err, "deadline") || ops[1].ErrAt < ops[1].Call {
-		t.Errorf("timed-out Begin %+v, want an unknown outcome that never returned", ops[1])
+	if !ops[1].Output.Unknown || ops[1].Return != history.Never || !strings.Contains(ops[1].Err, "deadline") || ops[1].ErrAt < ops[1].Call || !ops[1].Deadline {
+		t.Errorf("timed-out Begin %+v, want an unknown outcome that never returned, past its deadline", ops[1])
 	}
 	if !ops[2].Output.Fenced || ops[2].Output.Unknown || ops[2].Accepted(models.Complete) {
 		t.Errorf("fenced Complete %+v, want a definite fenced answer", ops[2])

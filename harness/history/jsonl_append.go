@@ -57,6 +57,9 @@ func appendOp(b []byte, op *Op) (_ []byte, ok bool) {
 		b = append(b, `,"err_at":`...)
 		b = strconv.AppendInt(b, op.ErrAt, 10)
 	}
+	if op.Deadline {
+		b = append(b, `,"deadline":true`...)
+	}
 	return append(b, '}'), true
 }
 

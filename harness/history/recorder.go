@@ -95,6 +95,7 @@ func (r *Recorder) ret(seq int64, in models.Input, call int64, out models.Output
 	}
 	if out.Unknown {
 		op.ErrAt, op.Return = op.Return, Never
+		op.Deadline = errors.Is(err, context.DeadlineExceeded)
 	}
 	r.Hist.ret(seq, op, drop)
 }

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -27,25 +28,40 @@ type deadlineStore struct {
 func (s deadlineStore) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.d)
 	defer cancel()
-	return s.Store.Begin(ctx, req)
+	d, err := s.Store.Begin(ctx, req)
+	return d, pastDeadline(ctx, err)
 }
 
 func (s deadlineStore) Complete(ctx context.Context, k stores.KeyRef, t stores.Token, r stores.Response) error {
 	ctx, cancel := context.WithTimeout(ctx, s.d)
 	defer cancel()
-	return s.Store.Complete(ctx, k, t, r)
+	return pastDeadline(ctx, s.Store.Complete(ctx, k, t, r))
 }
 
 func (s deadlineStore) Release(ctx context.Context, k stores.KeyRef, t stores.Token) error {
 	ctx, cancel := context.WithTimeout(ctx, s.d)
 	defer cancel()
-	return s.Store.Release(ctx, k, t)
+	return pastDeadline(ctx, s.Store.Release(ctx, k, t))
 }
 
 func (s deadlineStore) Prune(ctx context.Context, now time.Time) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.d)
 	defer cancel()
-	return s.Store.Prune(ctx, now)
+	n, err := s.Store.Prune(ctx, now)
+	return n, pastDeadline(ctx, err)
+}
+
+// pastDeadline marks err, the error of a call that came back once the
+// call's own deadline (ctx's) had passed, as [context.DeadlineExceeded]:
+// a driver may report the deadline as an error of its own (a network
+// read timeout, a statement the server cancelled), and the history
+// records a call the client gave up on as such (history.Op.Deadline),
+// not as an error the store answered.
+func pastDeadline(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w (the call's deadline passed: %w)", err, context.DeadlineExceeded)
 }
 
 // Close closes nothing: the owner of the wrapped store closes it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -23,5 +24,36 @@ func TestUnknownBudget(t *testing.T) {
 	}
 	if !giveUp(context.DeadlineExceeded) {
 		t.Fatal("did not give up after two unknown outcomes, budget 2")
+	}
+}
+
+// slowStore answers every Begin with err, once ctx ends if wait is set
+// (a driver that reports the deadline as its own error), else at once.
+type slowStore struct {
+	stores.Store
+	err  error
+	wait bool
+}
+
+func (s slowStore) Begin(ctx context.Context, _ stores.Request) (stores.Decision, error) {
+	if s.wait {
+		<-ctx.Done()
+	}
+	return stores.Decision{}, s.err
+}
+
+// TestPastDeadline: an error that comes once the call's deadline has
+// passed is marked as the deadline's (context.DeadlineExceeded), its own
+// kind and message kept; one that comes before is left as it is.
+func TestPastDeadline(t *testing.T) {
+	timeout := errors.New("read tcp: i/o timeout")
+	_, err := WithDeadline(slowStore{err: timeout, wait: true}, 20*time.Millisecond).Begin(context.Background(), stores.Request{})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, timeout) {
+		t.Errorf("an error past the deadline: %v, want it marked as the deadline's, and still %v", err, timeout)
+	}
+	busy := stores.NotApplied(errors.New("database is locked"))
+	_, err = WithDeadline(slowStore{err: busy}, time.Minute).Begin(context.Background(), stores.Request{})
+	if errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, stores.ErrNotApplied) || err.Error() != busy.Error() {
+		t.Errorf("an error before the deadline: %v, want %v as it was", err, busy)
 	}
 }
