@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,7 +56,8 @@ type Store struct {
 // New connects to the Postgres server at dsn (a URL or key=value
 // connection string, as pgx accepts), creates the schema if missing, and
 // returns a store of cfg.Variant. The context bounds the connecting and the
-// schema creation only.
+// schema creation only; while the server refuses sessions for too many
+// connections, New waits for one (tooManyPatience).
 func New(ctx context.Context, dsn string, cfg stores.Config) (*Store, error) {
 	if _, ok := variants[cfg.Variant]; !ok && cfg.Variant != "" {
 		return nil, fmt.Errorf("postgres: unknown variant %q", cfg.Variant)
@@ -143,9 +145,12 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 	// outcome is still unknown to the caller; if the cancel cannot reach
 	// the server, the connection is dropped after cancelGrace.
 	pcfg.ConnConfig.Tracer = roundTrips{}
+	cancelled := &cancelledConns{}
 	pcfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
+		return cancelled.watch(c, &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace})
 	}
+	pcfg.PrepareConn = cancelled.usable
+	pcfg.BeforeClose = cancelled.forget
 	schemaID := pgx.Identifier{schema}.Sanitize()
 	tableID := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
 	st := &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID, cfg), table: tableID}
@@ -157,12 +162,48 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	if err := ensureSchema(ctx, pool, schemaID, tableID); err != nil {
+	if err := waitForSession(ctx, func() error { return ensureSchema(ctx, pool, schemaID, tableID) }); err != nil {
 		pool.Close()
 		return nil, err
 	}
 	st.pool = pool
 	return st, nil
+}
+
+// tooManyPatience is how long New waits for a session while the server
+// refuses them for too many connections (SQLSTATE 53300: its
+// max_connections, or the role's CONNECTION LIMIT). A run's stores share
+// their server, each scenario's store closes its sessions when the
+// scenario ends, and a store opened at a busy moment then gets one:
+// failing at once left its scenario undecided (`check --parallel 16` on a
+// server of max_connections 60).
+const tooManyPatience = time.Minute
+
+// waitForSession runs open until it does not fail for too many
+// connections, waiting between tries (from 50 ms, doubling up to 2 s),
+// for up to tooManyPatience or until ctx ends; it returns open's last
+// error, or the refusal before it if ctx ended that try (the refusal says
+// which limit to turn).
+func waitForSession(ctx context.Context, open func() error) error {
+	deadline := time.Now().Add(tooManyPatience)
+	var refused error
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		err := open()
+		if err != nil && refused != nil && ctx.Err() != nil {
+			return refused
+		}
+		if err == nil || sqlState(err) != "53300" || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		refused = err
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 // installBegin makes Begin's function (beginFuncSQL) in a new session,
@@ -250,4 +291,47 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID str
 		return fmt.Errorf("postgres: create schema %s: %w", schemaID, err)
 	}
 	return nil
+}
+
+// cancelledConns are the sessions a cancel request was sent on (a call's
+// context ended while its statement ran). A cancel request is delivered
+// to the session's backend by the server, in its own time: pgx waits
+// 100 ms after sending it, but on a loaded machine it came later, and
+// cancelled the next call on the same session, a call whose own context
+// was alive ("canceling statement due to user request", SQLSTATE 57014,
+// on a Begin owed a 409: a correct store failed --strict-availability at
+// --parallel 32 on 2 cores). Such a session is closed when a call next
+// asks the pool for one (usable), never handed to it. (Not when it is
+// released: a pool with an AfterRelease hook releases every session in a
+// goroutine, and the next call, not finding it back yet, opens another,
+// past a small connection limit.)
+type cancelledConns struct{ m sync.Map } // *pgconn.PgConn → struct{}
+
+// watch wraps h, the handler of c's context watcher, to note c when a
+// cancel request is sent on it.
+func (cc *cancelledConns) watch(c *pgconn.PgConn, h ctxwatch.Handler) ctxwatch.Handler {
+	return noteCancel{h, func() { cc.m.Store(c, struct{}{}) }}
+}
+
+// usable is the pool's PrepareConn: false (close the session, and take
+// another) for one a cancel request was sent on.
+func (cc *cancelledConns) usable(_ context.Context, c *pgx.Conn) (bool, error) {
+	_, cancelled := cc.m.LoadAndDelete(c.PgConn())
+	return !cancelled, nil
+}
+
+// forget is the pool's BeforeClose: a closed session needs no note.
+func (cc *cancelledConns) forget(c *pgx.Conn) { cc.m.Delete(c.PgConn()) }
+
+// noteCancel is a context watcher's handler that calls note before
+// handing a cancel on.
+type noteCancel struct {
+	ctxwatch.Handler
+	note func()
+}
+
+// HandleCancel notes the cancel, then sends it.
+func (n noteCancel) HandleCancel(ctx context.Context) {
+	n.note()
+	n.Handler.HandleCancel(ctx)
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -18,7 +19,8 @@ import (
 // CONNECTION LIMIT, the same code as the server's max_connections) sent no
 // statement: it returns stores.ErrNotApplied, says which limit to turn,
 // and indeed changed nothing (the same Begin claims once a session is
-// free). Opening a store past the limit says so too.
+// free). Opening a store past the limit waits for a session, and says
+// which limit to turn if none comes before its context ends.
 func TestRefusedSessionIsNotApplied(t *testing.T) {
 	t.Parallel()
 	dsn := testDSN(t)
@@ -66,10 +68,22 @@ func TestRefusedSessionIsNotApplied(t *testing.T) {
 	if !errors.Is(err, stores.ErrNotApplied) || !strings.Contains(err.Error(), "53300") || !strings.Contains(err.Error(), "max_connections") {
 		t.Errorf("Begin with no session to be had: %v, want ErrNotApplied naming 53300 and max_connections", err)
 	}
-	if _, err := New(ctx, u.String(), stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, dsn)}); err == nil || !strings.Contains(err.Error(), "max_connections") {
-		t.Errorf("New past the limit: %v, want an error naming max_connections", err)
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := New(short, u.String(), stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, dsn)}); err == nil || !strings.Contains(err.Error(), "max_connections") {
+		t.Errorf("New past the limit until its context ended: %v, want an error naming max_connections", err)
 	}
-	held.Release()
+	// A New at the limit waits for a session: here the held one's,
+	// ended while it waits.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = held.Hijack().Close(ctx)
+	}()
+	s2, err := New(ctx, u.String(), stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, dsn)})
+	if err != nil {
+		t.Fatalf("New while the one session was held, then freed: %v", err)
+	}
+	s2.Close()
 	d, err := s.Begin(ctx, req(k.Key, "fp"))
 	if err != nil || d.Outcome != stores.Claimed {
 		t.Errorf("Begin once the session was free: %+v, %v; want it claimed (the refused one changed nothing)", d, err)
