@@ -18,6 +18,25 @@ func (r *rec) beginErr(client int, fp string, call, errAt int64) {
 	r.h.AddOp(history.Op{Client: client, Input: in, Output: models.Output{Unknown: true}, Call: call * ms, Return: never, ErrAt: errAt * ms, Err: "timeout"})
 }
 
+// availabilityOf runs every checker on e and returns the availability
+// checker's result.
+func availabilityOf(t *testing.T, e check.Evidence) check.Result {
+	t.Helper()
+	for _, c := range check.Run(e) {
+		if c.Checker == check.Availability {
+			return c
+		}
+	}
+	t.Fatal("no availability checker")
+	return check.Result{}
+}
+
+// strictAvailability is the availability result of r in strict mode.
+func strictAvailability(t *testing.T, r *rec) check.Result {
+	t.Helper()
+	return availabilityOf(t, check.Evidence{Hist: r.h, Ledger: r.l, Model: model, ProbeClient: probe, LinTimeout: 10 * time.Second, StrictAvailability: true})
+}
+
 // TestAvailability: an error where the decision table says 409 (the key
 // certainly in flight under a live claim of the same parameters, no fault
 // near) is counted; past the tolerance it is a finding, never a failure;
@@ -81,28 +100,19 @@ func TestAvailability(t *testing.T) {
 // tolerance fails, with a violation on the first key that erred; within
 // it, strictness changes nothing.
 func TestStrictAvailability(t *testing.T) {
-	strict := func(r *rec) check.Result {
-		for _, c := range check.Run(check.Evidence{Hist: r.h, Ledger: r.l, Model: model, ProbeClient: probe, LinTimeout: 10 * time.Second, StrictAvailability: true}) {
-			if c.Checker == check.Availability {
-				return c
-			}
-		}
-		t.Fatal("no availability checker")
-		return check.Result{}
-	}
 	r := newRec()
 	r.begin(1, "fp", 0, 1, claimedD("a", false))
 	for i := range 4 {
 		r.beginNotApplied(10+i, "fp", int64(2+i), int64(3+i))
 	}
-	got := strict(r)
+	got := strictAvailability(t, r)
 	if got.Verdict != check.Fail || len(got.Violations) != 1 || got.Violations[0].Key != key.String() || !strings.Contains(got.Detail, "4 of 4") {
 		t.Fatalf("%s %v: %s", got.Verdict, got.Violations, got.Detail)
 	}
 	r = newRec()
 	r.begin(1, "fp", 0, 1, claimedD("a", false))
 	r.begin(2, "fp", 2, 3, inFlightD)
-	if got := strict(r); got.Verdict != check.Pass || len(got.Violations) != 0 {
+	if got := strictAvailability(t, r); got.Verdict != check.Pass || len(got.Violations) != 0 {
 		t.Fatalf("%s %v: %s", got.Verdict, got.Violations, got.Detail)
 	}
 }
@@ -115,13 +125,7 @@ func TestAvailabilityPatience(t *testing.T) {
 	long := model
 	long.LockTTL = time.Hour
 	judge := func(r *rec) check.Result {
-		for _, c := range check.Run(check.Evidence{Hist: r.h, Ledger: r.l, Model: long, ProbeClient: probe, LinTimeout: 10 * time.Second}) {
-			if c.Checker == check.Availability {
-				return c
-			}
-		}
-		t.Fatal("no availability checker")
-		return check.Result{}
+		return availabilityOf(t, check.Evidence{Hist: r.h, Ledger: r.l, Model: long, ProbeClient: probe, LinTimeout: 10 * time.Second})
 	}
 	patience := int64(check.AvailabilityPatience / time.Millisecond)
 	r := newRec()
@@ -149,15 +153,6 @@ func TestAvailabilityPatience(t *testing.T) {
 // finding nor, in strict mode, a failure; the store's answered errors
 // beside them still are.
 func TestAvailabilityTimeouts(t *testing.T) {
-	strict := func(r *rec) check.Result {
-		for _, c := range check.Run(check.Evidence{Hist: r.h, Ledger: r.l, Model: model, ProbeClient: probe, LinTimeout: 10 * time.Second, StrictAvailability: true}) {
-			if c.Checker == check.Availability {
-				return c
-			}
-		}
-		t.Fatal("no availability checker")
-		return check.Result{}
-	}
 	timedOut := func(r *rec, client int, call int64) {
 		r.id++
 		in := models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp", ID: r.id, Now: t0.Add(time.Duration(call * ms))}
@@ -170,12 +165,12 @@ func TestAvailabilityTimeouts(t *testing.T) {
 		timedOut(r, 10+i, int64(2+i))
 	}
 	r.begin(2, "fp", 20, 21, inFlightD)
-	if got := strict(r); got.Verdict != check.Pass || got.Judged != 9 || strings.Contains(got.Detail, "finding") ||
+	if got := strictAvailability(t, r); got.Verdict != check.Pass || got.Judged != 9 || strings.Contains(got.Detail, "finding") ||
 		!strings.Contains(got.Detail, "0 got an error") || !strings.Contains(got.Detail, "8 of them timed out") {
 		t.Fatalf("timeouts alone: %s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
 	}
 	r.beginErr(3, "fp", 22, 23) // an error the store answered, of unknown outcome
-	if got := strict(r); got.Verdict != check.Fail || !strings.Contains(got.Detail, "1 of 10") || !strings.Contains(got.Detail, "8 of them timed out") {
+	if got := strictAvailability(t, r); got.Verdict != check.Fail || !strings.Contains(got.Detail, "1 of 10") || !strings.Contains(got.Detail, "8 of them timed out") {
 		t.Fatalf("timeouts and an answered error: %s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
 	}
 }
