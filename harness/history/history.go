@@ -45,8 +45,8 @@ type Op struct {
 	// have answered by then.
 	ErrAt int64 `json:"err_at,omitempty"`
 	// Deadline: that error came once the call's own deadline had passed
-	// (it wraps context.DeadlineExceeded): the client gave up waiting, a
-	// timeout, not an error the store answered. The availability checker
+	// (it wraps ErrPastDeadline): the client gave up waiting, a timeout,
+	// not an error the store answered. The availability checker
 	// counts such an error as the machine's or the store's slowness, not
 	// as a refusal.
 	Deadline bool `json:"deadline,omitempty"`

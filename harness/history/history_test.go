@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"reflect"
 	"strings"
@@ -45,7 +46,7 @@ func TestRecorder(t *testing.T) {
 	ctx := context.Background()
 	req := stores.Request{KeyRef: key, Fingerprint: "fp", Now: time.Now()}
 	_, _ = r.Begin(ctx, req)
-	f.err = context.DeadlineExceeded
+	f.err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, history.ErrPastDeadline)
 	_, _ = r.Begin(ctx, req)
 	f.err = stores.ErrFenced
 	_ = r.Complete(ctx, key, "a", stores.Response{Status: 201})
@@ -235,5 +236,24 @@ func TestHasSince(t *testing.T) {
 	h.Ops()
 	if !h.HasSince(m, is(1)) || !h.HasSince(m, is(2)) {
 		t.Fatal("after a sort: want every call")
+	}
+}
+
+// TestRecorderMarksOnlyTheCallersDeadline: a call is recorded as timed
+// out (Op.Deadline) only when its error says the caller's deadline passed
+// (history.ErrPastDeadline, as workload.WithDeadline marks it); a store's
+// own timeout is an error it answered.
+func TestRecorderMarksOnlyTheCallersDeadline(t *testing.T) {
+	h := history.New()
+	f := &fakeStore{}
+	r := &history.Recorder{Store: f, Client: 1, Hist: h, Clock: faults.RealClock{}}
+	req := stores.Request{KeyRef: key, Fingerprint: "fp", Now: time.Now()}
+	f.err = fmt.Errorf("waited for the row lock: %w", context.DeadlineExceeded)
+	_, _ = r.Begin(context.Background(), req)
+	f.err = fmt.Errorf("read tcp: i/o timeout (%w)", history.ErrPastDeadline)
+	_, _ = r.Begin(context.Background(), req)
+	ops := h.Ops()
+	if len(ops) != 2 || ops[0].Deadline || !ops[1].Deadline || !ops[0].Output.Unknown || !ops[1].Output.Unknown {
+		t.Fatalf("ops %+v: want the store's own timeout unmarked, the caller's marked, both of unknown outcome", ops)
 	}
 }

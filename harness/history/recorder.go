@@ -95,7 +95,7 @@ func (r *Recorder) ret(seq int64, in models.Input, call int64, out models.Output
 	}
 	if out.Unknown {
 		op.ErrAt, op.Return = op.Return, Never
-		op.Deadline = errors.Is(err, context.DeadlineExceeded)
+		op.Deadline = errors.Is(err, ErrPastDeadline)
 	}
 	r.Hist.ret(seq, op, drop)
 }
@@ -178,6 +178,13 @@ func (r *Recorder) CanExtend() bool {
 	_, ok := r.Store.(stores.Extender)
 	return ok
 }
+
+// ErrPastDeadline marks the error of a call that came back once the
+// caller's own deadline for it had passed (workload.WithDeadline wraps
+// it in): the client gave up waiting. The Recorder records such a call
+// as timed out (Op.Deadline). A store's own timeout, reported before the
+// caller's deadline, is not marked: it is an error the store answered.
+var ErrPastDeadline = errors.New("the call's deadline passed")
 
 // ErrNoExtend: the store does not implement stores.Extender.
 var ErrNoExtend = errors.New("the store does not extend leases (stores.Extender)")

@@ -52,16 +52,16 @@ func (s deadlineStore) Prune(ctx context.Context, now time.Time) (int, error) {
 }
 
 // pastDeadline marks err, the error of a call that came back once the
-// call's own deadline (ctx's) had passed, as [context.DeadlineExceeded]:
-// a driver may report the deadline as an error of its own (a network
-// read timeout, a statement the server cancelled), and the history
-// records a call the client gave up on as such (history.Op.Deadline),
-// not as an error the store answered.
+// call's own deadline (ctx's) had passed, as [history.ErrPastDeadline]:
+// the client gave up waiting, whatever error the driver reported then (a
+// network read timeout, a statement the server cancelled, the context's
+// own), and the history records the call as timed out
+// (history.Op.Deadline), not as an error the store answered.
 func pastDeadline(ctx context.Context, err error) error {
-	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, history.ErrPastDeadline) {
 		return err
 	}
-	return fmt.Errorf("%w (the call's deadline passed: %w)", err, context.DeadlineExceeded)
+	return fmt.Errorf("%w (%w)", err, history.ErrPastDeadline)
 }
 
 // Close closes nothing: the owner of the wrapped store closes it.

@@ -3,9 +3,11 @@ package workload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -43,17 +45,19 @@ func (s slowStore) Begin(ctx context.Context, _ stores.Request) (stores.Decision
 }
 
 // TestPastDeadline: an error that comes once the call's deadline has
-// passed is marked as the deadline's (context.DeadlineExceeded), its own
-// kind and message kept; one that comes before is left as it is.
+// passed is marked as the deadline's (history.ErrPastDeadline), its own
+// kind and message kept; one that comes before is left as it is, even a
+// store's own timeout.
 func TestPastDeadline(t *testing.T) {
 	timeout := errors.New("read tcp: i/o timeout")
 	_, err := WithDeadline(slowStore{err: timeout, wait: true}, 20*time.Millisecond).Begin(context.Background(), stores.Request{})
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, timeout) {
+	if !errors.Is(err, history.ErrPastDeadline) || !errors.Is(err, timeout) {
 		t.Errorf("an error past the deadline: %v, want it marked as the deadline's, and still %v", err, timeout)
 	}
-	busy := stores.NotApplied(errors.New("database is locked"))
-	_, err = WithDeadline(slowStore{err: busy}, time.Minute).Begin(context.Background(), stores.Request{})
-	if errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, stores.ErrNotApplied) || err.Error() != busy.Error() {
-		t.Errorf("an error before the deadline: %v, want %v as it was", err, busy)
+	for _, early := range []error{stores.NotApplied(errors.New("database is locked")), fmt.Errorf("waited for the lock: %w", context.DeadlineExceeded)} {
+		_, err = WithDeadline(slowStore{err: early}, time.Minute).Begin(context.Background(), stores.Request{})
+		if errors.Is(err, history.ErrPastDeadline) || err != early {
+			t.Errorf("an error before the deadline: %v, want %v as it was", err, early)
+		}
 	}
 }
