@@ -90,7 +90,15 @@ func TestADialThatWaitsHoldsNoOneElse(t *testing.T) {
 		}
 		answered <- "first"
 	}()
-	time.Sleep(200 * time.Millisecond) // the proxy's dial for it is sent
+	// The proxy's dial for it is sent: its link has reached the relay,
+	// whose dial of the upstream follows at once (a fixed 200 ms here was
+	// too short once under make test's load).
+	for deadline := time.Now().Add(5 * time.Second); p.relay.tracked() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first client's connection never reached the relay")
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
 	// Free the queue and serve: from now on a dial lands at once.
 	for _, c := range fill {
 		c.Close()
@@ -116,4 +124,12 @@ func TestADialThatWaitsHoldsNoOneElse(t *testing.T) {
 	if got := <-answered; got != "first" {
 		t.Errorf("then: %q, want first", got)
 	}
+}
+
+// tracked is how many connections r holds (a link from the proxy counts
+// from its accept, before its dial of the upstream).
+func (r *relay) tracked() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.conns)
 }
