@@ -74,7 +74,7 @@ func checkAvailability(e Evidence, g grouped) availabilityTally {
 			switch {
 			case b.Output.Decided():
 				continue
-			case b.Output.Unknown && b.Deadline:
+			case b.Deadline: // recorded only of an unknown outcome
 				t.timedOut++
 				continue
 			}

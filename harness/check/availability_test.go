@@ -11,11 +11,25 @@ import (
 )
 
 // beginErr records a Begin by client, called at call, whose error came
-// back at errAt with its outcome unknown (a timeout).
+// back at errAt with its outcome unknown, inside the call's deadline (an
+// error the store answered, or a dropped connection).
 func (r *rec) beginErr(client int, fp string, call, errAt int64) {
+	r.beginUnanswered(client, fp, call, errAt, false)
+}
+
+// beginTimedOut records a Begin by client, called at call, that timed out
+// at errAt: its error came once the call's own deadline had passed
+// (history.Op.Deadline).
+func (r *rec) beginTimedOut(client int, fp string, call, errAt int64) {
+	r.beginUnanswered(client, fp, call, errAt, true)
+}
+
+// beginUnanswered is beginErr, or beginTimedOut if deadline.
+func (r *rec) beginUnanswered(client int, fp string, call, errAt int64, deadline bool) {
 	r.id++
 	in := models.Input{Kind: models.Begin, Key: key, Fingerprint: fp, ID: r.id, Now: t0.Add(time.Duration(call * ms))}
-	r.h.AddOp(history.Op{Client: client, Input: in, Output: models.Output{Unknown: true}, Call: call * ms, Return: never, ErrAt: errAt * ms, Err: "timeout"})
+	r.h.AddOp(history.Op{Client: client, Input: in, Output: models.Output{Unknown: true}, Call: call * ms, Return: never,
+		ErrAt: errAt * ms, Err: "an error", Deadline: deadline})
 }
 
 // availabilityOf runs every checker on e and returns the availability
@@ -153,16 +167,10 @@ func TestAvailabilityPatience(t *testing.T) {
 // finding nor, in strict mode, a failure; the store's answered errors
 // beside them still are.
 func TestAvailabilityTimeouts(t *testing.T) {
-	timedOut := func(r *rec, client int, call int64) {
-		r.id++
-		in := models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp", ID: r.id, Now: t0.Add(time.Duration(call * ms))}
-		r.h.AddOp(history.Op{Client: client, Input: in, Output: models.Output{Unknown: true}, Call: call * ms, Return: never,
-			ErrAt: (call + 30) * ms, Err: "context deadline exceeded", Deadline: true})
-	}
 	r := newRec()
 	r.begin(1, "fp", 0, 1, claimedD("a", false))
 	for i := range 8 {
-		timedOut(r, 10+i, int64(2+i))
+		r.beginTimedOut(10+i, "fp", int64(2+i), int64(32+i))
 	}
 	r.begin(2, "fp", 20, 21, inFlightD)
 	if got := strictAvailability(t, r); got.Verdict != check.Pass || got.Judged != 9 || strings.Contains(got.Detail, "finding") ||

@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"testing"
 	"time"
-
-	"github.com/idemcheck/idemcheck/stores"
 )
 
 // TestCancelledSessionIsNotReused: a session a cancel request was sent on
@@ -25,7 +23,7 @@ func TestCancelledSessionIsNotReused(t *testing.T) {
 	q := u.Query()
 	q.Set("pool_max_conns", "1")
 	u.RawQuery = q.Encode()
-	s, err := New(ctx, u.String(), stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, dsn)})
+	s, err := New(ctx, u.String(), correctConfig(t, dsn))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,6 +86,12 @@ func freshNamespace(t testing.TB, dsn string) string {
 	return ns
 }
 
+// correctConfig is the correct store's configuration in a fresh
+// namespace on the server at dsn, with an hour's LockTTL and retention.
+func correctConfig(t testing.TB, dsn string) stores.Config {
+	return stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, dsn)}
+}
+
 // newStore opens a store of the variant in a fresh namespace.
 func newStore(t testing.TB, variant string, lockTTL, retention time.Duration) *Store {
 	t.Helper()

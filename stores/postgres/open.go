@@ -192,7 +192,7 @@ func waitForSession(ctx context.Context, open func() error) error {
 		if err != nil && refused != nil && ctx.Err() != nil {
 			return refused
 		}
-		if err == nil || sqlState(err) != "53300" || time.Now().Add(wait).After(deadline) {
+		if err == nil || sqlState(err) != tooManyConnections || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		refused = err

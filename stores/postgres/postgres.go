@@ -212,13 +212,18 @@ func callErr(ctx context.Context, call string, err error) error {
 	return fmt.Errorf("postgres: %s: %w%s", call, err, tooManyHint(err))
 }
 
+// tooManyConnections is the SQLSTATE of a session the server refused at
+// its start for too many connections (too_many_connections: its
+// max_connections, or the role's CONNECTION LIMIT).
+const tooManyConnections = "53300"
+
 // tooManyHint says what to do when the server refused a session for too
 // many connections (SQLSTATE 53300: its max_connections, or the role's
 // CONNECTION LIMIT): the refusal is the
 // harness's load on a shared server, not the store's answer, and a user
 // reading it at the end of a run should know which flag to turn.
 func tooManyHint(err error) string {
-	if sqlState(err) != "53300" { // too_many_connections
+	if sqlState(err) != tooManyConnections {
 		return ""
 	}
 	return " (the server refused a session for too many connections, its max_connections or the role's CONNECTION LIMIT: run fewer scenarios at once, a lower --parallel, or raise the limit)"
@@ -238,7 +243,7 @@ func tooManyHint(err error) string {
 func notApplied(err error) bool {
 	switch sqlState(err) {
 	case "40001", "40P01", // serialization_failure, deadlock_detected
-		"53300": // too_many_connections: refused at the session's start, before any statement
+		tooManyConnections: // refused at the session's start, before any statement
 		return true
 	}
 	return false

@@ -53,8 +53,7 @@ func TestRefusedSessionIsNotApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.User = url.UserPassword(role, "limited")
-	cfg := stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, dsn)}
-	s, err := New(ctx, u.String(), cfg)
+	s, err := New(ctx, u.String(), correctConfig(t, dsn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func TestRefusedSessionIsNotApplied(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := New(short, u.String(), stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, dsn)}); err == nil || !strings.Contains(err.Error(), "max_connections") {
+	if _, err := New(short, u.String(), correctConfig(t, dsn)); err == nil || !strings.Contains(err.Error(), "max_connections") {
 		t.Errorf("New past the limit until its context ended: %v, want an error naming max_connections", err)
 	}
 	// A New at the limit waits for a session: here the held one's,
@@ -79,7 +78,7 @@ func TestRefusedSessionIsNotApplied(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		_ = held.Hijack().Close(ctx)
 	}()
-	s2, err := New(ctx, u.String(), stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, dsn)})
+	s2, err := New(ctx, u.String(), correctConfig(t, dsn))
 	if err != nil {
 		t.Fatalf("New while the one session was held, then freed: %v", err)
 	}
