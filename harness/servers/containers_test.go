@@ -241,3 +241,56 @@ func TestRedisContainer(t *testing.T) {
 	}
 	volumesGone(t, vols)
 }
+
+// TestPostgresImageQuotesWhatItSetsUp: the cluster made at build time is
+// set up in single-user mode, where the password and the database name
+// go into SQL text: a password and a name with quotes in them must come
+// out as given, and another password must be refused.
+func TestPostgresImageQuotesWhatItSetsUp(t *testing.T) {
+	clearEnv(t)
+	requireDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cli, err := dockerClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	prepare(ctx, cli)
+	const password, db = `it's a "pass\word`, `the "shop's" db`
+	ctr, _, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), 60*time.Second, []testcontainers.ContainerCustomizer{
+		testcontainers.WithLabels(map[string]string{LabelManaged: "1", LabelSession: session, LabelOwner: owner()}),
+		tcpostgres.WithPassword(password), tcpostgres.WithDatabase(db),
+	})
+	if ctr != nil {
+		defer func() { _ = ctr.Terminate(context.WithoutCancel(ctx)) }()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The module's connection string does not escape what it holds.
+	hostPort, err := ctr.PortEndpoint(ctx, postgresPort+"/tcp", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &url.URL{Scheme: "postgres", User: url.UserPassword("postgres", password), Host: hostPort, Path: "/" + db, RawQuery: "sslmode=disable"}
+	conn, err := connectRetry(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close(ctx)
+	if got != db {
+		t.Errorf("database %q, want %q", got, db)
+	}
+	u.User = url.UserPassword("postgres", password+"x")
+	if c, err := pgx.Connect(ctx, u.String()); err == nil {
+		_ = c.Close(ctx)
+		t.Error("a wrong password was let in")
+	} else if !strings.Contains(err.Error(), "28P01") {
+		t.Errorf("a wrong password: want SQLSTATE 28P01, got %v", err)
+	}
+}
