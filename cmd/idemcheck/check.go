@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
@@ -134,7 +135,12 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		os.RemoveAll(dir.Path)
 		return exitUsage, err
 	default:
-		defer cleanup()
+		// The servers are not needed once the run has ended: they are
+		// removed while its files are written, and waited for before
+		// this returns.
+		var once sync.Once
+		removeServers := func() { once.Do(cleanup) }
+		defer removeServers()
 		switch {
 		case *asJSON:
 		case isTerminal(stderr):
@@ -147,6 +153,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		rctx, workers, protocolErr := execRun(ctx, ex, o.WorkerCommand)
 		o.WorkerCommand = workers
 		sum, err = harness.Run(rctx, o)
+		removed := make(chan struct{})
+		go func() { defer close(removed); removeServers() }()
+		defer func() { <-removed }()
 		if o.Progress != nil && isTerminal(stderr) {
 			fmt.Fprint(stderr, "\r\033[K") // the live line goes; the summary stays
 		}
