@@ -56,16 +56,7 @@ func volumesGone(t *testing.T, names []string) {
 // database of its own and initdb arguments get a real initdb, as with the
 // official image, and a restart starts that cluster as it is.
 func TestPostgresImageOffTheDefaultContract(t *testing.T) {
-	clearEnv(t)
-	requireDocker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cli, err := dockerClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	prepare(ctx, cli) // as Start does: testcontainers set up for this machine (no Ryuk without its image)
+	ctx := dockerReady(t)
 	ctr, addr, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), 60*time.Second, []testcontainers.ContainerCustomizer{
 		testcontainers.WithLabels(map[string]string{LabelManaged: "1", LabelSession: session, LabelOwner: owner()}),
 		tcpostgres.WithUsername("alice"), tcpostgres.WithPassword("s3cret"), tcpostgres.WithDatabase("shop"),
@@ -247,16 +238,7 @@ func TestRedisContainer(t *testing.T) {
 // go into SQL text: a password and a name with quotes in them must come
 // out as given, and another password must be refused.
 func TestPostgresImageQuotesWhatItSetsUp(t *testing.T) {
-	clearEnv(t)
-	requireDocker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cli, err := dockerClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	prepare(ctx, cli)
+	ctx := dockerReady(t)
 	const password, db = `it's a "pass\word`, `the "shop's" db`
 	ctr, _, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), 60*time.Second, []testcontainers.ContainerCustomizer{
 		testcontainers.WithLabels(map[string]string{LabelManaged: "1", LabelSession: session, LabelOwner: owner()}),
@@ -293,4 +275,23 @@ func TestPostgresImageQuotesWhatItSetsUp(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "28P01") {
 		t.Errorf("a wrong password: want SQLSTATE 28P01, got %v", err)
 	}
+}
+
+// dockerReady prepares a test that runs a container itself, as Start
+// does (testcontainers set up for this machine: no Ryuk without its
+// image), with no server named by the environment; its context ends
+// with the test, 90 s at most.
+func dockerReady(t *testing.T) context.Context {
+	t.Helper()
+	clearEnv(t)
+	requireDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	cli, err := dockerClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	prepare(ctx, cli)
+	return ctx
 }
