@@ -138,8 +138,12 @@ func restart(t *testing.T, s *Server) {
 
 // connectRetry connects to Postgres, retrying while it starts up.
 func connectRetry(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err // no retry makes a malformed address well formed
+	}
 	for {
-		conn, err := pgx.Connect(ctx, dsn)
+		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
 			return conn, nil
 		}
