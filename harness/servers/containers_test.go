@@ -2,6 +2,7 @@ package servers
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"strings"
@@ -66,6 +67,9 @@ func TestPostgresImageOffTheDefaultContract(t *testing.T) {
 		defer func() { _ = ctr.Terminate(context.WithoutCancel(ctx)) }()
 	}
 	if err != nil {
+		if ctr != nil {
+			err = fmt.Errorf("%w (container log: %s)", err, lastLogLines(context.WithoutCancel(ctx), ctr))
+		}
 		t.Fatal(err)
 	}
 	ask := func(dsn string) (user, db, checksums string) {
