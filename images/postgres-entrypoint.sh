@@ -13,8 +13,9 @@
 # "PostgreSQL init process complete" is printed and the real server starts;
 # the cluster made at build time is set up in single-user mode instead (no
 # temporary server), so "database system is ready to accept connections" is
-# printed once or twice, the last time after that line (what harness/servers
-# waits for; testcontainers' module waits for two occurrences). `docker stop`
+# printed once or twice, the last time after that line, on the same stream
+# (what harness/servers waits for; testcontainers' module waits for two
+# occurrences). `docker stop`
 # shuts the server down fast (SIGINT), as the official STOPSIGNAL does.
 set -Eeuo pipefail
 
@@ -199,13 +200,17 @@ if [ ! -s "$PGDATA/PG_VERSION" ] || [ -e "$template_mark" ]; then
 	fi
 	# Configured: a restart of this container starts the server as it is.
 	rm -f "$template_mark"
-	echo
-	echo 'PostgreSQL init process complete; ready for start up.'
-	echo
+	# On stderr, where the server logs, unlike the official image: Docker
+	# logs each stream through a copier of its own, and under load a line
+	# on stdout was logged after the server's ready line on stderr, so a
+	# wait for the ready line after this one never ended.
+	echo >&2
+	echo 'PostgreSQL init process complete; ready for start up.' >&2
+	echo >&2
 else
-	echo
-	echo 'PostgreSQL Database directory appears to contain a database; Skipping initialization'
-	echo
+	echo >&2
+	echo 'PostgreSQL Database directory appears to contain a database; Skipping initialization' >&2
+	echo >&2
 fi
 
 unset POSTGRES_PASSWORD

@@ -138,13 +138,19 @@ func unknownKind(kind Kind) error {
 }
 
 // postgresReady matches the log of a Postgres container whose real server
-// is up: its ready line after the entrypoint's end of initialisation (or
-// its word that it skipped it). The official image prints the ready line
-// twice on a fresh data directory (a temporary server first, on the unix
-// socket only); the local one (images/postgres-entrypoint.sh) prints it
-// once when it sets up the cluster it carries in single-user mode, twice
-// otherwise: this waits for the one that counts in both.
-const postgresReady = `(?s)(PostgreSQL init process complete|Skipping initialization).*database system is ready to accept connections`
+// is up. The official image prints the ready line twice on a fresh data
+// directory (a temporary server first, on the unix socket only); the local
+// one (images/postgres-entrypoint.sh) prints it once when it sets up the
+// cluster it carries in single-user mode, twice otherwise. So: two ready
+// lines, or one after the entrypoint's end of initialisation (or its word
+// that it skipped it). Docker logs stdout and stderr each through a copier
+// of its own, and under load a marker on stdout was logged after the
+// server's ready line on stderr (a fresh-clone `make test` waited its
+// whole minute for it): the local image prints its marker on stderr, and
+// the official image, which prints it on stdout, is matched by its two
+// ready lines.
+const postgresReady = `(?s)database system is ready to accept connections.*database system is ready to accept connections` +
+	`|(PostgreSQL init process complete|Skipping initialization).*database system is ready to accept connections`
 
 // runPostgres runs a Postgres container. The module's own wait
 // (tcpostgres.BasicWaitStrategies) gives initdb 60 s, whatever the start

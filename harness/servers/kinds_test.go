@@ -3,6 +3,7 @@ package servers
 import (
 	"context"
 	"reflect"
+	"regexp"
 	"testing"
 )
 
@@ -31,5 +32,34 @@ func TestKindsComplete(t *testing.T) {
 	}
 	if top, err := StartReplicated(context.Background(), "sqlite", Options{}); err == nil || err.Error() != want {
 		t.Errorf("StartReplicated(sqlite) = %v, %v; want %s", top, err, want)
+	}
+}
+
+// TestPostgresReadyLog: the wait for a Postgres container's real server
+// (postgresReady) matches the logs of every way it starts, whatever order
+// Docker gave lines of stdout and stderr, and never the temporary server's
+// ready line alone.
+func TestPostgresReadyLog(t *testing.T) {
+	const (
+		ready  = "LOG:  database system is ready to accept connections\n"
+		marker = "PostgreSQL init process complete; ready for start up.\n"
+		skip   = "PostgreSQL Database directory appears to contain a database; Skipping initialization\n"
+	)
+	re := regexp.MustCompile(postgresReady)
+	for _, c := range []struct {
+		name, log string
+		up        bool
+	}{
+		{"template cluster: marker, then the server's one ready line", marker + ready, true},
+		{"initdb: temporary server, marker, server", ready + marker + ready, true},
+		{"initdb, the marker logged after the server's ready line", ready + ready + marker, true},
+		{"an existing cluster", skip + ready, true},
+		{"the temporary server only", ready, false},
+		{"the temporary server, then the marker", ready + marker, false},
+		{"the marker alone", marker, false},
+	} {
+		if got := re.MatchString(c.log); got != c.up {
+			t.Errorf("%s: matched %v, want %v", c.name, got, c.up)
+		}
 	}
 }
