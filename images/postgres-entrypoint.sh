@@ -140,14 +140,12 @@ if [ ! -s "$PGDATA/PG_VERSION" ] || [ -e "$template_mark" ]; then
 		if [ "$POSTGRES_DB" != postgres ]; then
 			sql+="CREATE DATABASE \"${POSTGRES_DB//\"/\"\"}\""$'\n'
 		fi
-		if [ -n "$sql" ]; then
-			# Single-user mode answers an error without failing: its
-			# output says.
-			out="$(printf '%s' "$sql" | postgres --single -D "$PGDATA" "${@:2}" postgres 2>&1)" || { echo "$out" >&2; exit 1; }
-			if grep -qE '(ERROR|FATAL|PANIC):' <<<"$out"; then
-				echo "$out" | grep -v 'PASSWORD' >&2
-				exit 1
-			fi
+		# Single-user mode answers an error without failing: its output
+		# says. Shown without the lines that would show the password.
+		if [ -n "$sql" ] && { ! out="$(printf '%s' "$sql" | postgres --single -D "$PGDATA" "${@:2}" postgres 2>&1)" ||
+			grep -qE '(ERROR|FATAL|PANIC):' <<<"$out"; }; then
+			grep -v 'PASSWORD' <<<"$out" >&2 || :
+			exit 1
 		fi
 	else
 		# Temporary server on the unix socket only (with the same -c options), for
