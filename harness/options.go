@@ -388,7 +388,8 @@ type OwnedServer struct {
 	Net    nemesis.Network
 	Server nemesis.Server
 	// Close stops and removes the server; the run calls it once, when
-	// the scenarios on it are done.
+	// the scenarios on it are done. It may return before the removal
+	// ends, when the one who made the server waits for that later.
 	Close func()
 }
 

@@ -65,14 +65,29 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer, ahead 
 		return own.Close, nil
 	}
 	// The server-fault scenarios get a container of their own (see
-	// harness.Options.OwnServer), those started ahead first.
+	// harness.Options.OwnServer), those started ahead first. Each is
+	// removed in the background once its scenario is done, so that the
+	// run's end does not wait for it (a container's removal takes a
+	// fifth of a second or more); cleanup waits for every removal.
+	var removing sync.WaitGroup
 	o.OwnServer = func(ctx context.Context) (*harness.OwnedServer, error) {
-		if s, err, ok := early.take(); ok {
-			return s, err
+		s, err, ok := early.take()
+		if !ok {
+			s, err = start(ctx)
 		}
-		return start(ctx)
+		if s != nil {
+			s.Close = inBackground(&removing, s.Close)
+		}
+		return s, err
 	}
-	return func() { early.close(); own.Close() }, nil
+	return func() { early.close(); own.Close(); removing.Wait() }, nil
+}
+
+// inBackground makes close return at once and run in the background,
+// counted in wg; a second call does nothing.
+func inBackground(wg *sync.WaitGroup, close func()) func() {
+	var once sync.Once
+	return func() { once.Do(func() { wg.Go(close) }) }
 }
 
 // earlyServers are servers started ahead of a run, beside its own

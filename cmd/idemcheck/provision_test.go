@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -47,5 +48,33 @@ func TestEarlyServers(t *testing.T) {
 	}
 	if none := startAhead(context.Background(), 0, start); func() bool { _, _, ok := none.take(); return ok }() {
 		t.Fatal("take from none started gave a server")
+	}
+}
+
+// TestInBackground: a server of its own is removed in the background:
+// its Close returns while the removal still runs, a second Close starts
+// no second removal, and the wait ends only once the removal has.
+func TestInBackground(t *testing.T) {
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	var removals, done atomic.Int32
+	closeSrv := inBackground(&wg, func() {
+		removals.Add(1)
+		<-release
+		done.Add(1)
+	})
+	closeSrv() // returns although the removal is blocked
+	closeSrv()
+	waited := make(chan struct{})
+	go func() { wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("the wait ended before the removal did")
+	default:
+	}
+	close(release)
+	<-waited
+	if removals.Load() != 1 || done.Load() != 1 {
+		t.Fatalf("%d removals started, %d ended; want one of each", removals.Load(), done.Load())
 	}
 }
