@@ -15,12 +15,14 @@ import (
 	"html/template"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/results"
+	"github.com/idemcheck/idemcheck/internal/pool"
 )
 
 // FileName is the report's name inside a results directory.
@@ -87,6 +89,9 @@ func WriteLimits(dir string, sum *results.Summary, lim Limits) error {
 		return fmt.Errorf("html report: no summary to write")
 	}
 	p := buildPage(dir, sum, lim)
+	if err := renderScenarios(p.Scenarios); err != nil {
+		return fmt.Errorf("html report: %v", err)
+	}
 	path := filepath.Join(dir, FileName)
 	tmp, err := os.CreateTemp(dir, ".report-*.html")
 	if err != nil {
@@ -180,6 +185,25 @@ type scenarioView struct {
 	Findings       string
 	Schedule       []string
 	MoreSchedule   int
+	// HTML is the scenario's section, rendered by renderScenarios.
+	HTML template.HTML
+}
+
+// renderScenarios renders each scenario's section (most of a report's
+// page: its timeline and keys) into its HTML, a few at once: the
+// sections depend on nothing but their scenario, and the page then
+// only copies them in. A section is escaped as the page's "scenario"
+// template would be where the page includes it, in HTML text.
+func renderScenarios(views []*scenarioView) error {
+	section := pageTemplate.Lookup("scenario")
+	return pool.Each(len(views), runtime.GOMAXPROCS(0), func(i int) error {
+		var b strings.Builder
+		if err := section.Execute(&b, views[i]); err != nil {
+			return err
+		}
+		views[i].HTML = template.HTML(b.String())
+		return nil
+	})
 }
 
 func buildPage(dir string, sum *results.Summary, lim Limits) *page {
@@ -200,65 +224,28 @@ func buildPage(dir string, sum *results.Summary, lim Limits) *page {
 		p.Checkers = append(p.Checkers, checkerDoc{c.Name, c.Doc})
 	}
 	tlCap := lim.timelineCap(sum)
+	// Each scenario's view (its keys and timeline: most of the page's
+	// work) depends on its scenario alone: built a few at once, but one
+	// at a time when a history spilled to disk, whose drawn part is
+	// loaded whole (history.History.Drawable) and may be large.
+	views := make([]*scenarioView, len(sum.Scenarios))
+	width := runtime.GOMAXPROCS(0)
 	for i := range sum.Scenarios {
-		s := &sum.Scenarios[i]
-		sv := &scenarioView{Name: s.ID().String(), Anchor: "s-" + anchorSafe(s.ID().String()), Verdict: s.Verdict, Error: s.Error,
-			Ops: s.Ops, Rounds: s.Rounds, Clients: s.Clients, KeysN: s.Keys, Conc: s.MaxConcurrentBegins,
-			Faults: countString(s.Faults, "none"), Outcomes: countString(s.Outcomes, "none"),
-			Seconds: fmt.Sprintf("%.1fs", s.Seconds), Checkers: s.Checkers,
-			Skipped: s.Skipped, Schedule: s.Schedule}
-		if len(s.Findings) > 0 {
-			sv.Findings = countString(s.Findings, "")
+		if h := sum.Scenarios[i].History(); h != nil && h.Spilled() {
+			width = 1
 		}
-		if len(sv.Schedule) > maxSchedule {
-			sv.MoreSchedule = len(sv.Schedule) - maxSchedule
-			sv.Schedule = sv.Schedule[:maxSchedule]
+	}
+	_ = pool.Each(len(views), width, func(i int) error {
+		views[i] = viewOf(&sum.Scenarios[i], lim, tlCap, exists)
+		return nil
+	})
+	for i := range sum.Scenarios {
+		s, sv := &sum.Scenarios[i], views[i]
+		if sv.Lin != "" {
+			p.Files = append(p.Files, link{"porcupine: " + s.ID().String(), sv.Lin})
 		}
-		sv.Doc = s.Doc
-		if f := "linearizability-" + s.ID().String() + ".html"; exists(f) {
-			sv.Lin = f
-			p.Files = append(p.Files, link{"porcupine: " + s.ID().String(), f})
-		}
-		if f := "trace-" + s.ID().String() + ".txt"; exists(f) {
-			sv.Trace = f
-			p.Files = append(p.Files, link{"trace: " + s.ID().String(), f})
-		}
-		// What the page draws of the history: all of it, or one part of
-		// one too large to draw (history.History.Drawable).
-		h, whole := s.History(), true
-		if h != nil {
-			h, whole = h.Drawable()
-		}
-		views, wide := keyViews(s, h, sv.Anchor)
-		sv.Wide = wide
-		sv.TotalKeys = len(views)
-		if !whole {
-			sv.Part = fmt.Sprintf("The run was too large to draw whole (%d calls, held on disk while it ran): the keys and the timeline below are those of one part of it, %d of its %d keys, each key whole; every call is in history.jsonl, every violation in the list above.",
-				s.Ops, len(views), s.Keys)
-		}
-		violated := map[string]bool{}
-		nv, no := 0, 0
-		for _, v := range views {
-			if v.Violated {
-				violated[v.Key] = true
-				if nv < lim.ViolatedKeys {
-					sv.Keys = append(sv.Keys, v)
-				} else {
-					sv.HiddenViolated++
-				}
-				nv++
-				continue
-			}
-			if no < lim.OtherKeys {
-				sv.Keys = append(sv.Keys, v)
-			} else {
-				sv.HiddenOther++
-			}
-			no++
-		}
-		if h != nil {
-			tl := buildTimeline(h, tlCap, violated)
-			sv.Timeline = &tl
+		if sv.Trace != "" {
+			p.Files = append(p.Files, link{"trace: " + s.ID().String(), sv.Trace})
 		}
 		p.Scenarios = append(p.Scenarios, sv)
 
@@ -299,6 +286,69 @@ func buildPage(dir string, sum *results.Summary, lim Limits) *page {
 		}
 	}
 	return p
+}
+
+// viewOf is scenario s's view on the page: what it says of the run, and
+// the keys and timeline it draws within lim (tlCap calls). exists says
+// whether a file is in the results directory.
+func viewOf(s *results.ScenarioResult, lim Limits, tlCap int, exists func(string) bool) *scenarioView {
+	sv := &scenarioView{Name: s.ID().String(), Anchor: "s-" + anchorSafe(s.ID().String()), Verdict: s.Verdict, Error: s.Error,
+		Ops: s.Ops, Rounds: s.Rounds, Clients: s.Clients, KeysN: s.Keys, Conc: s.MaxConcurrentBegins,
+		Faults: countString(s.Faults, "none"), Outcomes: countString(s.Outcomes, "none"),
+		Seconds: fmt.Sprintf("%.1fs", s.Seconds), Checkers: s.Checkers,
+		Skipped: s.Skipped, Schedule: s.Schedule}
+	if len(s.Findings) > 0 {
+		sv.Findings = countString(s.Findings, "")
+	}
+	if len(sv.Schedule) > maxSchedule {
+		sv.MoreSchedule = len(sv.Schedule) - maxSchedule
+		sv.Schedule = sv.Schedule[:maxSchedule]
+	}
+	sv.Doc = s.Doc
+	if f := "linearizability-" + s.ID().String() + ".html"; exists(f) {
+		sv.Lin = f
+	}
+	if f := "trace-" + s.ID().String() + ".txt"; exists(f) {
+		sv.Trace = f
+	}
+	// What the page draws of the history: all of it, or one part of
+	// one too large to draw (history.History.Drawable).
+	h, whole := s.History(), true
+	if h != nil {
+		h, whole = h.Drawable()
+	}
+	views, wide := keyViews(s, h, sv.Anchor)
+	sv.Wide = wide
+	sv.TotalKeys = len(views)
+	if !whole {
+		sv.Part = fmt.Sprintf("The run was too large to draw whole (%d calls, held on disk while it ran): the keys and the timeline below are those of one part of it, %d of its %d keys, each key whole; every call is in history.jsonl, every violation in the list above.",
+			s.Ops, len(views), s.Keys)
+	}
+	violated := map[string]bool{}
+	nv, no := 0, 0
+	for _, v := range views {
+		if v.Violated {
+			violated[v.Key] = true
+			if nv < lim.ViolatedKeys {
+				sv.Keys = append(sv.Keys, v)
+			} else {
+				sv.HiddenViolated++
+			}
+			nv++
+			continue
+		}
+		if no < lim.OtherKeys {
+			sv.Keys = append(sv.Keys, v)
+		} else {
+			sv.HiddenOther++
+		}
+		no++
+	}
+	if h != nil {
+		tl := buildTimeline(h, tlCap, violated)
+		sv.Timeline = &tl
+	}
+	return sv
 }
 
 // anchorSafe keeps letters, digits, '-' and '_' for an HTML id.
