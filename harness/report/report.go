@@ -23,6 +23,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/results"
+	"github.com/idemcheck/idemcheck/internal/pool"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -67,20 +68,26 @@ func unwrapPathErr(err error) error {
 // <root>/latest at the directory.
 func (d *RunDir) Write(sum *results.Summary) error {
 	sum.Dir = d.Path
-	if err := writeFile(filepath.Join(d.Path, "history.jsonl"), func(w io.Writer) error { return writeHistory(w, sum) }); err != nil {
-		return err
-	}
-	for _, s := range sum.Scenarios {
+	// The history and each scenario's porcupine visualisation and traces
+	// depend on nothing but what they show: written a few at once
+	// (results.Summary.WriteWidth).
+	err := pool.Each(len(sum.Scenarios)+1, sum.WriteWidth(), func(i int) error {
+		if i == 0 {
+			return writeFile(filepath.Join(d.Path, "history.jsonl"), func(w io.Writer) error { return writeHistory(w, sum) })
+		}
+		s := &sum.Scenarios[i-1]
 		if l := s.Linearization(); l != nil {
 			if err := writeFile(filepath.Join(d.Path, "linearizability-"+s.ID().String()+".html"), func(w io.Writer) error { return WriteLinearization(w, l) }); err != nil {
 				return err
 			}
 		}
 		if len(s.Violations) > 0 && s.History() != nil {
-			if err := writeFile(filepath.Join(d.Path, "trace-"+s.ID().String()+".txt"), func(w io.Writer) error { return WriteTraces(w, &s, 5) }); err != nil {
-				return err
-			}
+			return writeFile(filepath.Join(d.Path, "trace-"+s.ID().String()+".txt"), func(w io.Writer) error { return WriteTraces(w, s, 5) })
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := writeFile(filepath.Join(d.Path, "report.md"), func(w io.Writer) error { return writeReport(w, sum) }); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"runtime"
 	"strings"
 	"time"
 
@@ -166,4 +167,17 @@ func (s *Summary) CutShort() string {
 		line += ". Never ran: " + strings.Join(s.NotRun, ", ")
 	}
 	return line + "."
+}
+
+// WriteWidth is how many of the run's scenarios its files may be written
+// for at once: as many as the machine has cores, but one when a history
+// spilled to disk (history.History.Spilled), whose parts are loaded whole
+// while they are written, so that two would hold two parts at once.
+func (s *Summary) WriteWidth() int {
+	for i := range s.Scenarios {
+		if h := s.Scenarios[i].History(); h != nil && h.Spilled() {
+			return 1
+		}
+	}
+	return runtime.GOMAXPROCS(0)
 }

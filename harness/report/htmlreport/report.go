@@ -15,7 +15,6 @@ import (
 	"html/template"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -89,7 +88,7 @@ func WriteLimits(dir string, sum *results.Summary, lim Limits) error {
 		return fmt.Errorf("html report: no summary to write")
 	}
 	p := buildPage(dir, sum, lim)
-	if err := renderScenarios(p.Scenarios); err != nil {
+	if err := renderScenarios(p.Scenarios, sum.WriteWidth()); err != nil {
 		return fmt.Errorf("html report: %v", err)
 	}
 	path := filepath.Join(dir, FileName)
@@ -194,9 +193,9 @@ type scenarioView struct {
 // sections depend on nothing but their scenario, and the page then
 // only copies them in. A section is escaped as the page's "scenario"
 // template would be where the page includes it, in HTML text.
-func renderScenarios(views []*scenarioView) error {
+func renderScenarios(views []*scenarioView, width int) error {
 	section := pageTemplate.Lookup("scenario")
-	return pool.Each(len(views), runtime.GOMAXPROCS(0), func(i int) error {
+	return pool.Each(len(views), width, func(i int) error {
 		var b strings.Builder
 		if err := section.Execute(&b, views[i]); err != nil {
 			return err
@@ -225,17 +224,11 @@ func buildPage(dir string, sum *results.Summary, lim Limits) *page {
 	}
 	tlCap := lim.timelineCap(sum)
 	// Each scenario's view (its keys and timeline: most of the page's
-	// work) depends on its scenario alone: built a few at once, but one
-	// at a time when a history spilled to disk, whose drawn part is
-	// loaded whole (history.History.Drawable) and may be large.
+	// work) depends on its scenario alone: built a few at once
+	// (results.Summary.WriteWidth: a spilled history's drawn part is
+	// loaded whole, history.History.Drawable).
 	views := make([]*scenarioView, len(sum.Scenarios))
-	width := runtime.GOMAXPROCS(0)
-	for i := range sum.Scenarios {
-		if h := sum.Scenarios[i].History(); h != nil && h.Spilled() {
-			width = 1
-		}
-	}
-	_ = pool.Each(len(views), width, func(i int) error {
+	_ = pool.Each(len(views), sum.WriteWidth(), func(i int) error {
 		views[i] = viewOf(&sum.Scenarios[i], lim, tlCap, exists)
 		return nil
 	})
