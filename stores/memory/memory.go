@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -113,7 +114,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	if r, ok := s.rows[req.KeyRef]; ok && r.done {
 		d := s.decide(req, r, ok)
 		s.mu.RUnlock()
-		faults.Trace(ctx, "read-lock; decide on rows[key] (done); unlock", traceDecision(d))
+		traceDecided(ctx, "read-lock; decide on rows[key] (done); unlock", d)
 		return d, nil
 	}
 	s.mu.RUnlock()
@@ -121,8 +122,17 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	defer s.mu.Unlock()
 	r, ok := s.rows[req.KeyRef]
 	d := s.decide(req, r, ok)
-	faults.Trace(ctx, "lock; decide on rows[key]; unlock", traceDecision(d))
+	traceDecided(ctx, "lock; decide on rows[key]; unlock", d)
 	return d, nil
+}
+
+// traceDecided traces stmt with what Begin decided, described only when
+// someone listens (faults.Tracing): a description costs more than the
+// decision it describes.
+func traceDecided(ctx context.Context, stmt string, d stores.Decision) {
+	if faults.Tracing(ctx) {
+		faults.Trace(ctx, stmt, traceDecision(d))
+	}
 }
 
 // traceDecision says what Begin decided, for faults.Trace.
@@ -164,11 +174,13 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 	if !ok || r.done || r.fingerprint != req.Fingerprint || req.Now.Sub(r.lockedAt) < s.cfg.LockTTL {
 		defer s.mu.Unlock()
 		d := s.decide(req, r, ok)
-		faults.Trace(ctx, "lock; decide on rows[key]; unlock", traceDecision(d))
+		traceDecided(ctx, "lock; decide on rows[key]; unlock", d)
 		return d, nil
 	}
 	createdAt := r.createdAt
-	faults.Trace(ctx, "lock; read rows[key]; unlock", traceRow(r, ok)+", stale")
+	if faults.Tracing(ctx) {
+		faults.Trace(ctx, "lock; read rows[key]; unlock", traceRow(r, ok)+", stale")
+	}
 	s.mu.Unlock()
 	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
 		return stores.Decision{}, err
@@ -182,7 +194,7 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 		// takeover-by-state: AND stale, whoever's claim it is now.
 		if !ok || cur.done || s.variant == "takeover-by-state" && req.Now.Sub(cur.lockedAt) < s.cfg.LockTTL {
 			d := s.decide(req, cur, ok)
-			faults.Trace(ctx, "lock; decide on rows[key]; unlock", traceDecision(d))
+			traceDecided(ctx, "lock; decide on rows[key]; unlock", d)
 			return d, nil
 		}
 		cur.lockedAt, cur.token = req.Now, tok
@@ -190,7 +202,7 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 		s.rows[req.KeyRef] = &record{fingerprint: req.Fingerprint, lockedAt: req.Now, createdAt: createdAt, token: tok}
 	}
 	d := stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: true, DecidedAt: req.Now}
-	faults.Trace(ctx, "lock; rows[key] = new claim, decided on the read; unlock", traceDecision(d))
+	traceDecided(ctx, "lock; rows[key] = new claim, decided on the read; unlock", d)
 	return d, nil
 }
 
@@ -239,7 +251,9 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 	if ok {
 		snapshot = *r
 	}
-	faults.Trace(ctx, "lock; read rows[key]; unlock", traceRow(r, ok))
+	if faults.Tracing(ctx) {
+		faults.Trace(ctx, "lock; read rows[key]; unlock", traceRow(r, ok))
+	}
 	s.mu.Unlock()
 	if err := faults.Hit(ctx, faults.BeginAfterSelect); err != nil {
 		return stores.Decision{}, err
@@ -250,7 +264,7 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 		tok := s.token(req.Now)
 		s.rows[req.KeyRef] = &record{fingerprint: req.Fingerprint, lockedAt: req.Now, createdAt: req.Now, token: tok} // upsert: overwrites a concurrent claim
 		d := stores.Decision{Outcome: stores.Claimed, Token: tok, DecidedAt: req.Now}
-		faults.Trace(ctx, "lock; rows[key] = new claim (the read saw none); unlock", traceDecision(d))
+		traceDecided(ctx, "lock; rows[key] = new claim (the read saw none); unlock", d)
 		return d, nil
 	}
 	var d stores.Decision
@@ -259,7 +273,7 @@ func (s *Store) beginSelectThenInsert(ctx context.Context, req stores.Request) (
 	} else {
 		d = s.decide(req, &snapshot, false)
 	}
-	faults.Trace(ctx, "lock; decide on rows[key]; unlock", traceDecision(d))
+	traceDecided(ctx, "lock; decide on rows[key]; unlock", d)
 	return d, nil
 }
 
@@ -268,7 +282,7 @@ func (s *Store) Complete(ctx context.Context, key stores.KeyRef, tok stores.Toke
 	const stmt = "lock; if rows[key] in flight under my token: save done + response; unlock"
 	return s.fencedWrite(ctx, key, tok, stmt, "unfenced-complete", "complete-overwrites-done", "", func(r *record) string {
 		r.done, r.response = true, resp
-		return fmt.Sprintf("saved %d", resp.Status)
+		return "saved " + strconv.Itoa(resp.Status)
 	})
 }
 
