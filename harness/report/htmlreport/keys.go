@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/idemcheck/idemcheck/harness/check"
@@ -56,10 +57,13 @@ type saved struct {
 // draws of its history, with the violations that name them, violated keys
 // first. A violation that names an order rather
 // than a key (at-most-once counts charges per order) goes to the order's
-// keys; one that names neither is returned apart, as scenario-wide.
-func keyViews(s *results.ScenarioResult, h *history.History, anchorPrefix string) (views []*keyView, wide []check.Violation) {
+// keys; one that names neither is returned apart, as scenario-wide. A
+// view's owners, saved responses and answer summary are filled by detail,
+// called on the views the page shows: a run of many keys shows a few,
+// and telling every key's owners was most of its page's cost.
+func keyViews(s *results.ScenarioResult, h *history.History, anchorPrefix string) (views []*keyView, wide []check.Violation, detail func(*keyView)) {
 	if h == nil {
-		return nil, s.Violations
+		return nil, s.Violations, func(*keyView) {}
 	}
 	ops := h.Ops()
 	work := h.Work()
@@ -71,14 +75,19 @@ func keyViews(s *results.ScenarioResult, h *history.History, anchorPrefix string
 	}
 
 	byKey := map[string]*keyView{}
+	byRef := map[stores.KeyRef]*keyView{} // a key named once, not once per call
 	get := func(k stores.KeyRef) *keyView {
+		if v, ok := byRef[k]; ok {
+			return v
+		}
 		name := keyName(k)
 		v, ok := byKey[name]
 		if !ok {
-			v = &keyView{Key: name, Anchor: fmt.Sprintf("%s-k%d", anchorPrefix, len(views))}
+			v = &keyView{Key: name, Anchor: anchorPrefix + "-k" + strconv.Itoa(len(views))}
 			byKey[name] = v
 			views = append(views, v)
 		}
+		byRef[k] = v
 		return v
 	}
 	keyOps := map[string][]history.Op{}
@@ -129,7 +138,6 @@ func keyViews(s *results.ScenarioResult, h *history.History, anchorPrefix string
 				v.Effective++
 			}
 		}
-		v.AnswerSummary = summarizeAnswers(v.Answers)
 	}
 
 	for _, viol := range s.Violations {
@@ -157,17 +165,20 @@ func keyViews(s *results.ScenarioResult, h *history.History, anchorPrefix string
 	// (the stress scenario's page took 12 of 22 CPU-seconds in fate).
 	keyWork := map[string][]history.WorkRun{}
 	for _, w := range work {
-		keyWork[keyName(w.Key)] = append(keyWork[keyName(w.Key)], w)
+		name := get(w.Key).Key
+		keyWork[name] = append(keyWork[name], w)
 	}
 	keyFaults := map[string][]history.Fault{}
 	for _, f := range faults {
-		keyFaults[keyName(f.Key)] = append(keyFaults[keyName(f.Key)], f)
+		name := keyName(f.Key)
+		keyFaults[name] = append(keyFaults[name], f)
 	}
-	for _, v := range views {
+	detail = func(v *keyView) {
 		v.Owners, v.Saved = owners(keyOps[v.Key], keyWork[v.Key], keyFaults[v.Key])
+		v.AnswerSummary = summarizeAnswers(v.Answers)
 	}
 	sort.SliceStable(views, func(i, j int) bool { return views[i].Violated && !views[j].Violated })
-	return views, wide
+	return views, wide, detail
 }
 
 // owners lists the claims on one key and what became of each, and the

@@ -310,7 +310,7 @@ func viewOf(s *results.ScenarioResult, lim Limits, tlCap int, exists func(string
 	if h != nil {
 		h, whole = h.Drawable()
 	}
-	views, wide := keyViews(s, h, sv.Anchor)
+	views, wide, detail := keyViews(s, h, sv.Anchor)
 	sv.Wide = wide
 	sv.TotalKeys = len(views)
 	if !whole {
@@ -323,6 +323,7 @@ func viewOf(s *results.ScenarioResult, lim Limits, tlCap int, exists func(string
 		if v.Violated {
 			violated[v.Key] = true
 			if nv < lim.ViolatedKeys {
+				detail(v)
 				sv.Keys = append(sv.Keys, v)
 			} else {
 				sv.HiddenViolated++
@@ -331,6 +332,7 @@ func viewOf(s *results.ScenarioResult, lim Limits, tlCap int, exists func(string
 			continue
 		}
 		if no < lim.OtherKeys {
+			detail(v)
 			sv.Keys = append(sv.Keys, v)
 		} else {
 			sv.HiddenOther++
