@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemcheck/idemcheck/stores"
 	"pgregory.net/rapid"
@@ -123,6 +124,27 @@ func TestWriteLoadsBack(t *testing.T) {
 		}
 		if len(saved) != 1 || !reflect.DeepEqual(saved[0].Hist.Ops(), h.Ops()) {
 			t.Fatalf("loaded %+v, wrote %+v", saved, h.Ops())
+		}
+	})
+}
+
+// TestJSONStringIsEncodingJSON: appendJSONString writes any string as
+// json.Marshal does, byte for byte: random text, random bytes (invalid
+// UTF-8 among them) and the texts that need every escape, run together.
+func TestJSONStringIsEncodingJSON(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.OneOf(
+			rapid.String(),
+			rapid.StringOf(rapid.RuneFrom([]rune{'"', '\\', '<', '>', '&', 0, 0x1f, 0x7f, '\b', '\f', '\n', '\r', '\t', '\u2028', '\u2029', 'é', '💳', utf8.RuneError})),
+			rapid.Map(rapid.SliceOf(rapid.Byte()), func(b []byte) string { return string(b) }),
+			rapid.Map(rapid.SliceOfN(rapid.SampledFrom(texts), 0, 4), func(l []string) string { return strings.Join(l, "") }),
+		).Draw(t, "s")
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONString([]byte("junk"), s); string(got[4:]) != string(want) {
+			t.Fatalf("%q:\n got: %s\nwant: %s", s, got[4:], want)
 		}
 	})
 }
