@@ -161,10 +161,7 @@ func (j *Journal) Note(scenario, kind string, v any) {
 
 // record journals v as JSON under field, in a line of scenario's.
 func (j *Journal) record(scenario, kind string, seq int64, field string, v any) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		data, _ = json.Marshal(map[string]string{"error": err.Error()})
-	}
+	data := encodeRecord(v)
 	j.add(func(b []byte) []byte {
 		b = appendJournalHead(b, scenario, kind, seq)
 		b = append(b, '"')
@@ -173,6 +170,26 @@ func (j *Journal) record(scenario, kind string, seq int64, field string, v any) 
 		b = append(b, data...)
 		return append(b, "}\n"...)
 	})
+}
+
+// encodeRecord is v as encoding/json writes it: work runs, their ends
+// and charges, recorded under the locks every client records through,
+// without reflection (appendWork, appendWorkEnd, appendCharge); the rest
+// (faults, exchanges: few) by json.Marshal, or the error it gave.
+func encodeRecord(v any) []byte {
+	switch x := v.(type) {
+	case WorkRun:
+		return appendWork(nil, &x)
+	case workEnd:
+		return appendWorkEnd(nil, &x)
+	case Charge:
+		return appendCharge(nil, &x)
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	return data
 }
 
 // Err is why the journal stopped writing (nil: it did not).

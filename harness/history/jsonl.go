@@ -57,7 +57,8 @@ func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 		return err
 	}
 	for _, wr := range h.Work() {
-		if err := enc.Encode(Line{Scenario: scenario, Type: "work", Work: &wr}); err != nil {
+		b = appendLine(b[:0], scenario, "work", func(b []byte) []byte { return appendWork(b, &wr) })
+		if _, err := w.Write(b); err != nil {
 			return err
 		}
 	}
@@ -73,7 +74,8 @@ func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 	}
 	if l != nil {
 		for _, c := range l.Charges() {
-			if err := enc.Encode(Line{Scenario: scenario, Type: "charge", Charge: &c}); err != nil {
+			b = appendLine(b[:0], scenario, "charge", func(b []byte) []byte { return appendCharge(b, &c) })
+			if _, err := w.Write(b); err != nil {
 				return err
 			}
 		}

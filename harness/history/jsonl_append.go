@@ -290,3 +290,98 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// appendWork appends w as encoding/json writes it: a work line of
+// history.jsonl and of the journal (TestWorkLineIsEncodingJSON), one per
+// claim a client worked on, made under the lock every client records
+// through.
+func appendWork(b []byte, w *WorkRun) []byte {
+	b = append(b, `{"client":`...)
+	b = strconv.AppendInt(b, int64(w.Client), 10)
+	b = append(b, `,"key":`...)
+	b = appendKey(b, w.Key)
+	b = append(b, `,"order":`...)
+	b = appendJSONString(b, w.Order)
+	b = append(b, `,"token":`...)
+	b = appendToken(b, w.Token)
+	b = append(b, `,"start":`...)
+	b = strconv.AppendInt(b, w.Start, 10)
+	b = append(b, `,"end":`...)
+	b = strconv.AppendInt(b, w.End, 10)
+	if w.Failed {
+		b = append(b, `,"failed":true`...)
+	}
+	if w.ChargeID != "" {
+		b = append(b, `,"charge_id":`...)
+		b = appendJSONString(b, w.ChargeID)
+	}
+	if w.Planned != 0 {
+		b = append(b, `,"planned_ns":`...)
+		b = strconv.AppendInt(b, int64(w.Planned), 10)
+	}
+	if w.Beat != 0 {
+		b = append(b, `,"beat_ns":`...)
+		b = strconv.AppendInt(b, int64(w.Beat), 10)
+	}
+	return append(b, '}')
+}
+
+// appendWorkEnd appends e as encoding/json writes it (a journal line).
+func appendWorkEnd(b []byte, e *workEnd) []byte {
+	b = append(b, `{"end":`...)
+	b = strconv.AppendInt(b, e.End, 10)
+	if e.Failed {
+		b = append(b, `,"failed":true`...)
+	}
+	if e.ChargeID != "" {
+		b = append(b, `,"charge_id":`...)
+		b = appendJSONString(b, e.ChargeID)
+	}
+	return append(b, '}')
+}
+
+// appendCharge appends c as encoding/json writes it: a charge line of
+// history.jsonl and of the journal, one per order worked.
+func appendCharge(b []byte, c *Charge) []byte {
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, c.ID)
+	b = append(b, `,"order":`...)
+	b = appendJSONString(b, c.Order)
+	if c.Key != "" {
+		b = append(b, `,"key":`...)
+		b = appendJSONString(b, c.Key)
+	}
+	b = append(b, `,"client":`...)
+	b = strconv.AppendInt(b, int64(c.Client), 10)
+	b = append(b, `,"at":`...)
+	b = strconv.AppendInt(b, c.At, 10)
+	b = append(b, `,"effective":`...)
+	b = strconv.AppendBool(b, c.Effective)
+	if c.Via != "" {
+		b = append(b, `,"via":`...)
+		b = appendJSONString(b, c.Via)
+	}
+	if c.End != 0 {
+		b = append(b, `,"end":`...)
+		b = strconv.AppendInt(b, c.End, 10)
+	}
+	if c.Outcome != "" {
+		b = append(b, `,"outcome":`...)
+		b = appendJSONString(b, c.Outcome)
+	}
+	return append(b, '}')
+}
+
+// appendLine appends the history.jsonl line {"scenario", "type", field:
+// the value appended by value}, as encoding/json's Encoder writes Line.
+func appendLine(b []byte, scenario, typ string, value func([]byte) []byte) []byte {
+	b = append(b, `{"scenario":`...)
+	b = appendJSONString(b, scenario)
+	b = append(b, `,"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","`...)
+	b = append(b, typ...)
+	b = append(b, `":`...)
+	b = value(b)
+	return append(b, "}\n"...)
+}

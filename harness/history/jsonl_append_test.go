@@ -148,3 +148,45 @@ func TestJSONStringIsEncodingJSON(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkLineIsEncodingJSON: a work run's line in history.jsonl is the
+// one encoding/json's Encoder writes, on work runs with every field random
+// (a field added to WorkRun and not to appendWork fails it); its record
+// in the journal is json.Marshal's, and so is a work run's end.
+func TestWorkLineIsEncodingJSON(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var w WorkRun
+		fill(t, reflect.ValueOf(&w).Elem(), "work")
+		scenario := rapid.SampledFrom(texts).Draw(t, "scenario")
+		got := appendLine([]byte("junk"), scenario, "work", func(b []byte) []byte { return appendWork(b, &w) })
+		sameAsEncodingJSON(t, Line{Scenario: scenario, Type: "work", Work: &w}, got, true)
+		sameAsMarshal(t, w)
+		var e workEnd
+		fill(t, reflect.ValueOf(&e).Elem(), "end")
+		sameAsMarshal(t, e)
+	})
+}
+
+// TestChargeLineIsEncodingJSON: likewise for a charge.
+func TestChargeLineIsEncodingJSON(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var c Charge
+		fill(t, reflect.ValueOf(&c).Elem(), "charge")
+		scenario := rapid.SampledFrom(texts).Draw(t, "scenario")
+		got := appendLine([]byte("junk"), scenario, "charge", func(b []byte) []byte { return appendCharge(b, &c) })
+		sameAsEncodingJSON(t, Line{Scenario: scenario, Type: "charge", Charge: &c}, got, true)
+		sameAsMarshal(t, c)
+	})
+}
+
+// sameAsMarshal fails unless the journal encodes v (encodeRecord) as
+// json.Marshal does.
+func sameAsMarshal(t *rapid.T, v any) {
+	want, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := encodeRecord(v); string(got) != string(want) {
+		t.Fatalf("%T differs from json.Marshal's\n got: %s\nwant: %s", v, got, want)
+	}
+}
