@@ -317,27 +317,26 @@ func viewOf(s *results.ScenarioResult, lim Limits, tlCap int, exists func(string
 		sv.Part = fmt.Sprintf("The run was too large to draw whole (%d calls, held on disk while it ran): the keys and the timeline below are those of one part of it, %d of its %d keys, each key whole; every call is in history.jsonl, every violation in the list above.",
 			s.Ops, len(views), s.Keys)
 	}
+	// The first keys of each kind, up to its limit, are shown (and told
+	// in detail); the rest are counted.
 	violated := map[string]bool{}
 	nv, no := 0, 0
-	for _, v := range views {
-		if v.Violated {
-			violated[v.Key] = true
-			if nv < lim.ViolatedKeys {
-				detail(v)
-				sv.Keys = append(sv.Keys, v)
-			} else {
-				sv.HiddenViolated++
-			}
-			nv++
-			continue
-		}
-		if no < lim.OtherKeys {
+	show := func(v *keyView, seen *int, limit int, hidden *int) {
+		if *seen < limit {
 			detail(v)
 			sv.Keys = append(sv.Keys, v)
 		} else {
-			sv.HiddenOther++
+			*hidden++
 		}
-		no++
+		*seen++
+	}
+	for _, v := range views {
+		if v.Violated {
+			violated[v.Key] = true
+			show(v, &nv, lim.ViolatedKeys, &sv.HiddenViolated)
+		} else {
+			show(v, &no, lim.OtherKeys, &sv.HiddenOther)
+		}
 	}
 	if h != nil {
 		tl := buildTimeline(h, tlCap, violated)
