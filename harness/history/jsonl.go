@@ -57,7 +57,7 @@ func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 		return err
 	}
 	for _, wr := range h.Work() {
-		b = appendLine(b[:0], scenario, "work", func(b []byte) []byte { return appendWork(b, &wr) })
+		b = append(appendWork(appendLineHead(b[:0], scenario, "work"), &wr), "}\n"...)
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
@@ -74,7 +74,7 @@ func Write(w io.Writer, scenario string, h *History, l *Ledger) error {
 	}
 	if l != nil {
 		for _, c := range l.Charges() {
-			b = appendLine(b[:0], scenario, "charge", func(b []byte) []byte { return appendCharge(b, &c) })
+			b = append(appendCharge(appendLineHead(b[:0], scenario, "charge"), &c), "}\n"...)
 			if _, err := w.Write(b); err != nil {
 				return err
 			}

@@ -20,10 +20,7 @@ import (
 // the time a run spent writing its files.
 func appendOpLine(b []byte, scenario string, op *Op) (_ []byte, ok bool) {
 	start := len(b)
-	b = append(b, `{"scenario":`...)
-	b = appendJSONString(b, scenario)
-	b = append(b, `,"type":"op","op":`...)
-	if b, ok = appendOp(b, op); !ok {
+	if b, ok = appendOp(appendLineHead(b, scenario, "op"), op); !ok {
 		return b[:start], false
 	}
 	return append(b, "}\n"...), true
@@ -66,9 +63,8 @@ func appendOp(b []byte, op *Op) (_ []byte, ok bool) {
 // appendOpLine does an op's: a client's answers are about as many as
 // its calls.
 func appendAnswerLine(b []byte, scenario string, a *Answer) []byte {
-	b = append(b, `{"scenario":`...)
-	b = appendJSONString(b, scenario)
-	b = append(b, `,"type":"answer","answer":{"client":`...)
+	b = appendLineHead(b, scenario, "answer")
+	b = append(b, `{"client":`...)
 	b = strconv.AppendInt(b, int64(a.Client), 10)
 	b = append(b, `,"key":`...)
 	b = appendKey(b, a.Key)
@@ -372,16 +368,15 @@ func appendCharge(b []byte, c *Charge) []byte {
 	return append(b, '}')
 }
 
-// appendLine appends the history.jsonl line {"scenario", "type", field:
-// the value appended by value}, as encoding/json's Encoder writes Line.
-func appendLine(b []byte, scenario, typ string, value func([]byte) []byte) []byte {
+// appendLineHead appends the start of a history.jsonl line, as
+// encoding/json's Encoder writes Line up to its value: {"scenario": …,
+// "type": typ, typ: — the value, then "}\n", follow.
+func appendLineHead(b []byte, scenario, typ string) []byte {
 	b = append(b, `{"scenario":`...)
 	b = appendJSONString(b, scenario)
 	b = append(b, `,"type":"`...)
 	b = append(b, typ...)
 	b = append(b, `","`...)
 	b = append(b, typ...)
-	b = append(b, `":`...)
-	b = value(b)
-	return append(b, "}\n"...)
+	return append(b, `":`...)
 }

@@ -158,7 +158,7 @@ func TestWorkLineIsEncodingJSON(t *testing.T) {
 		var w WorkRun
 		fill(t, reflect.ValueOf(&w).Elem(), "work")
 		scenario := rapid.SampledFrom(texts).Draw(t, "scenario")
-		got := appendLine([]byte("junk"), scenario, "work", func(b []byte) []byte { return appendWork(b, &w) })
+		got := append(appendWork(appendLineHead([]byte("junk"), scenario, "work"), &w), "}\n"...)
 		sameAsEncodingJSON(t, Line{Scenario: scenario, Type: "work", Work: &w}, got, true)
 		sameAsMarshal(t, w)
 		var e workEnd
@@ -173,7 +173,7 @@ func TestChargeLineIsEncodingJSON(t *testing.T) {
 		var c Charge
 		fill(t, reflect.ValueOf(&c).Elem(), "charge")
 		scenario := rapid.SampledFrom(texts).Draw(t, "scenario")
-		got := appendLine([]byte("junk"), scenario, "charge", func(b []byte) []byte { return appendCharge(b, &c) })
+		got := append(appendCharge(appendLineHead([]byte("junk"), scenario, "charge"), &c), "}\n"...)
 		sameAsEncodingJSON(t, Line{Scenario: scenario, Type: "charge", Charge: &c}, got, true)
 		sameAsMarshal(t, c)
 	})
