@@ -63,7 +63,10 @@ func TestRolledBackIsNotApplied(t *testing.T) {
 // Declared not applied, they are no unknown outcomes: a race of 12
 // clients on each of a few keys is decided linearizable (porcupine had
 // 57-83 unknown outcomes per race run when they were errors), and the
-// availability checker names the losers' errors as a finding.
+// availability checker counts the losers' errors: past its tolerance, as a
+// finding. How many races a loaded machine lets overlap varies (once 1
+// refusal in 221 Begins that met a claim: 0.5%, within the tolerance), so
+// a detail that says "within" is held to its own numbers instead.
 func TestRepeatableReadRace(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, RepeatableRead, hour, hour)
@@ -78,7 +81,12 @@ func TestRepeatableReadRace(t *testing.T) {
 		case r.Verdict != check.Pass && r.Checker != check.Liveness: // no probe ran: liveness is unknown
 			t.Errorf("%s: %s: %s", r.Checker, r.Verdict, r.Detail)
 		case r.Checker == check.Availability && !strings.Contains(r.Detail, "finding"):
-			t.Errorf("availability: %s, want a finding (%d Begins refused)", r.Detail, refused)
+			var due, erred int
+			if _, err := fmt.Sscanf(r.Detail, "%d Begins met a live claim of their parameters (409 due), %d got an error", &due, &erred); err != nil ||
+				due == 0 || float64(erred)/float64(due) > check.AvailabilityTolerance {
+				t.Errorf("availability: %s, want a finding (%d Begins refused) or a rate within the tolerance", r.Detail, refused)
+			}
+			t.Logf("%s: %s", r.Checker, r.Detail)
 		case r.Checker == check.Availability || r.Checker == check.Linearizable:
 			t.Logf("%s: %s", r.Checker, r.Detail)
 		}
