@@ -20,7 +20,7 @@ import (
 // VOLUME of the image), after checking it has one.
 func volumesOf(t *testing.T, s *Server) []string {
 	t.Helper()
-	info, err := s.Container().Inspect(ctx15(t))
+	info, err := s.Container().Inspect(dockerCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func volumesGone(t *testing.T, names []string) {
 	}
 	defer cli.Close()
 	for _, n := range names {
-		if _, err := cli.VolumeInspect(ctx15(t), n, client.VolumeInspectOptions{}); err == nil {
+		if _, err := cli.VolumeInspect(dockerCtx(t), n, client.VolumeInspectOptions{}); err == nil {
 			t.Errorf("volume %s left behind by the closed server", n)
 		}
 	}
@@ -117,7 +117,7 @@ func TestPostgresContainer(t *testing.T) {
 	if u, err := url.Parse(s.Addr); err != nil || u.Hostname() != "127.0.0.1" {
 		t.Errorf("Addr %q: want a DSN on 127.0.0.1 (%v)", Redact(s.Addr), err)
 	}
-	ctx := ctx15(t)
+	ctx := dockerCtx(t)
 	conn, err := pgx.Connect(ctx, s.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func TestRedisContainer(t *testing.T) {
 	if h, _, err := net.SplitHostPort(s.Addr); err != nil || h != "127.0.0.1" {
 		t.Fatalf("Addr %q: want 127.0.0.1:port (%v)", s.Addr, err)
 	}
-	ctx := ctx15(t)
+	ctx := dockerCtx(t)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
 	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
