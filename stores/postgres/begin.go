@@ -14,7 +14,7 @@ import (
 )
 
 // Begin decides per the decision table. In the correct variant it is one
-// round trip, a call of the session's function (beginFuncSQL): a read that
+// round trip, a call of Begin's function (beginFuncSQL): a read that
 // answers a replay (replaySQL), else an insert that claims a key without
 // a row (claimSQL), else one statement that decides on the row there
 // (beginSQL); the time it decides with is the server's, returned as
@@ -39,8 +39,8 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 }
 
 // begin runs Begin's read and, when it has no answer, its decision: in
-// one round trip through the session's function, or in two (the read,
-// then beginSQL, which claims too) where the sessions could not make it.
+// one round trip through Begin's function, or in two (the read, then
+// beginSQL, which claims too) where the store could not make one.
 func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	var (
 		decision, token string
@@ -55,13 +55,13 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 	var err error
 	plain := s.plainBegin.Load()
 	if !plain {
-		err = query(beginCallSQL, args)
+		err = query(s.call, args)
 	}
-	// A session without the function: the store's sessions may not make
-	// one (plainBegin), or a pooler between the store and the server
-	// (PgBouncer in transaction mode) ran the call on a server session
-	// that did not make it, and nothing ran. The read and beginSQL (which
-	// claims too), one round trip each.
+	// No function: the store may not make one (plainBegin), or the call
+	// found none and nothing ran (the schema's function was dropped under
+	// the store; a pooler in transaction mode ran a session function's
+	// call on a server session that did not make it). The read and
+	// beginSQL (which claims too), one round trip each.
 	if plain || sqlState(err) == "42883" { // undefined_function
 		plain = true
 		err = query(s.sql.replay, args)

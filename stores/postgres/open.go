@@ -48,7 +48,14 @@ type Store struct {
 	// it decided on a row someone else committed) answers only once the
 	// synchronous standby has what it read (the correct replicated store).
 	syncReads bool
-	// plainBegin: the sessions could not make Begin's function (no
+	// call is Begin's round trip: a call of the schema's function, or of
+	// the one each session makes (sessionFunc), set before New returns.
+	call string
+	// sessionFunc: the store may not make Begin's function in its schema
+	// and did not find it there, so each session makes its own in pg_temp
+	// when it connects (installBegin).
+	sessionFunc atomic.Bool
+	// plainBegin: the sessions could not make Begin's function either (no
 	// TEMPORARY privilege), so Begin sends replaySQL and beginSQL itself.
 	plainBegin atomic.Bool
 }
@@ -154,6 +161,7 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 	schemaID := pgx.Identifier{schema}.Sanitize()
 	tableID := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
 	st := &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID, cfg), table: tableID}
+	st.call = st.sql.callFunc
 	pcfg.AfterConnect = st.installBegin
 	if configure != nil {
 		configure(pcfg)
@@ -166,8 +174,71 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 		pool.Close()
 		return nil, err
 	}
+	if err := st.ensureBeginFunc(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	st.pool = pool
 	return st, nil
+}
+
+// ensureBeginFunc makes Begin's function in the store's schema unless it
+// is there (funcName: a function's name says what it runs). Made once
+// per schema and variant, not per session: a session that makes its own
+// function writes the catalog twice (the function, then its removal when
+// the session ends, each a commit waiting for the disk), which cost a
+// new session about 40% more CPU on the server and half as long again
+// (pgbench -C in the container: 36 against 26 ms of CPU); and a pooler in
+// transaction mode (PgBouncer) hands a call a server session of its
+// choosing, which has the schema's function but not another session's.
+// A role that may not create in the schema (SQLSTATE 42501) falls back
+// to the function each session makes (sessionFunc), and a role that may
+// not do that either to two round trips (plainBegin): the same
+// decisions.
+func (s *Store) ensureBeginFunc(ctx context.Context, pool *pgxpool.Pool) error {
+	var exists, callable bool
+	name := s.sql.funcName
+	if err := pool.QueryRow(ctx, `SELECT f IS NOT NULL, coalesce(has_function_privilege(f, 'EXECUTE'), false)
+FROM (SELECT to_regprocedure($1) AS f) AS p`, name+beginFuncArgs).Scan(&exists, &callable); err != nil {
+		return fmt.Errorf("postgres: look up Begin's function %s: %w", name, err)
+	}
+	var err error
+	switch {
+	case callable:
+		return nil
+	case exists: // made by another role, which did not let this one call it
+		err = &pgconn.PgError{Code: "42501"}
+	default:
+		err = withSchemaLock(ctx, pool, func(conn *pgxpool.Conn) error {
+			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil { // as the schema: see ensureSchema
+					return err
+				}
+				_, err := tx.Exec(ctx, s.sql.beginFunc)
+				return err
+			})
+		})
+	}
+	if sqlState(err) == "42501" { // insufficient_privilege
+		s.sessionFunc.Store(true)
+		s.call = s.sql.callSession
+		// The sessions open so far connected without their function: a
+		// new one makes it, or finds it may not (plainBegin), before New
+		// returns.
+		pool.Reset()
+		return waitForSession(ctx, func() error {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				return fmt.Errorf("postgres: connect: %w", err)
+			}
+			c.Release()
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: make Begin's function %s: %w", name, err)
+	}
+	return nil
 }
 
 // tooManyPatience is how long New waits for a session while the server
@@ -207,19 +278,23 @@ func waitForSession(ctx context.Context, open func() error) error {
 }
 
 // installBegin makes Begin's function (beginFuncSQL) in a new session,
-// before the pool hands the connection out. A role without the TEMPORARY
-// privilege on the database cannot: the store then sends replaySQL and
-// beginSQL itself (plainBegin), the same decisions at a claim's cost of a
-// second round trip. Any other error fails the connection, and
-// so the call that needed it (or New, whose schema lookup is the first).
+// before the pool hands the connection out, when the store's schema has
+// none (sessionFunc). A role without the TEMPORARY privilege on the
+// database cannot: the store then sends replaySQL and beginSQL itself
+// (plainBegin), the same decisions at a claim's cost of a second round
+// trip. Any other error fails the connection, and so the call that
+// needed it.
 func (s *Store) installBegin(ctx context.Context, c *pgx.Conn) error {
+	if !s.sessionFunc.Load() {
+		return nil
+	}
 	// Not a round trip of any call: the caller's context carries its
 	// failpoints (roundTrips would announce this statement as one), so the
 	// statement runs on a context of its own that ends with the caller's.
 	own, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer context.AfterFunc(ctx, cancel)()
-	_, err := c.Exec(own, s.sql.beginFunc)
+	_, err := c.Exec(own, s.sql.sessionFunc)
 	if sqlState(err) == "42501" { // insufficient_privilege
 		s.plainBegin.Store(true)
 		return nil
@@ -258,13 +333,42 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID str
 	if exists { // the common case, and needs no CREATE privilege
 		return nil
 	}
-	conn, err := pool.Acquire(ctx)
+	ddl := strings.NewReplacer("{s}", schemaID, "{t}", tableID).Replace(schemaSQL)
+	err := withSchemaLock(ctx, pool, func(conn *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			// The schema is committed as durably as the server allows,
+			// whatever the session's synchronous_commit: on a replicated
+			// server with a synchronous standby it waits for the standby.
+			// A store set up to lose acknowledged claims
+			// (postgres-async-replication, a mutate-weakened setting) must
+			// not lose its table: a failover soon after the open, on a
+			// loaded machine, once left the standby without it, and every
+			// call after the failover failed.
+			if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, ddl)
+			return err
+		})
+	})
 	if err != nil {
 		return fmt.Errorf("postgres: create schema %s: %w", schemaID, err)
 	}
+	return nil
+}
+
+// withSchemaLock runs f on one session of the pool while it holds the
+// advisory lock that serializes every idemcheck store's DDL on the
+// database (see ensureSchema: the lock is taken before f's transaction
+// begins).
+func withSchemaLock(ctx context.Context, pool *pgxpool.Pool, f func(*pgxpool.Conn) error) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, schemaLockKey); err != nil {
-		return fmt.Errorf("postgres: create schema %s: lock: %w", schemaID, err)
+		return fmt.Errorf("lock: %w", err)
 	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.Background(), cancelGrace)
@@ -273,24 +377,7 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID str
 			conn.Hijack().Close(uctx) // the lock goes with the session
 		}
 	}()
-	ddl := strings.NewReplacer("{s}", schemaID, "{t}", tableID).Replace(schemaSQL)
-	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		// The schema is committed as durably as the server allows, whatever
-		// the session's synchronous_commit: on a replicated server with a
-		// synchronous standby it waits for the standby. A store set up to
-		// lose acknowledged claims (postgres-async-replication, a
-		// mutate-weakened setting) must not lose its table: a failover soon
-		// after the open, on a loaded machine, once left the standby
-		// without it, and every call after the failover failed.
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, ddl)
-		return err
-	}); err != nil {
-		return fmt.Errorf("postgres: create schema %s: %w", schemaID, err)
-	}
-	return nil
+	return f(conn)
 }
 
 // cancelledConns are the sessions a cancel request was sent on (a call's

@@ -8,62 +8,96 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemcheck/idemcheck/stores"
 )
 
 // TestReplayOnlyReads: a replay leaves the row's version as it was (same
 // ctid and xmin: no UPDATE, not even one writing the same values), through
-// the session's function and, for a role that may not make temporary
-// objects or a session that lost the function, through the function's two
-// statements sent one by one; the other decisions are the same on every
-// path.
+// Begin's function in the store's schema, through the function each
+// session makes when the role may not make one in the schema, and through
+// the function's statements sent one by one, for a role that may make
+// neither or a store whose function was dropped under it; the other
+// decisions are the same on every path.
 func TestReplayOnlyReads(t *testing.T) {
-	t.Run("function", func(t *testing.T) {
+	t.Run("the schema's function", func(t *testing.T) {
 		s := newStore(t, stores.Correct, hour, hour)
-		if s.plainBegin.Load() {
-			t.Fatal("the superuser's sessions could not make Begin's function")
-		}
+		wantPath(t, s, "schema")
 		replayOnlyReads(t, s)
 	})
-	t.Run("a session that lost the function", func(t *testing.T) {
-		// One connection, whose function is dropped: as a pooler in
-		// transaction mode hands the store a server session it never made
-		// the function in.
-		u, err := url.Parse(testDSN(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("pool_max_conns", "1")
-		u.RawQuery = q.Encode()
-		cfg := stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: freshNamespace(t, testDSN(t))}
-		s, err := New(context.Background(), u.String(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		if _, err := s.pool.Exec(ctxT(t), `DROP FUNCTION pg_temp.idemcheck_begin(bytea, bytea, bytea, interval, timestamptz)`); err != nil {
-			t.Fatal(err)
-		}
+	t.Run("the function dropped under the store", func(t *testing.T) {
+		s := newStore(t, stores.Correct, hour, hour)
+		dropBeginFunc(t, s.pool, s)
 		replayOnlyReads(t, s)
-		if s.plainBegin.Load() {
-			t.Fatal("a lost function turned the store to plainBegin for good")
-		}
+		wantPath(t, s, "schema") // each call found no function, and sent its two statements
 	})
-	t.Run("no TEMPORARY privilege", func(t *testing.T) {
-		dsn := noTempRole(t, testDSN(t))
-		cfg := stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: "idemtest_notemp"}
-		s, err := New(context.Background(), dsn, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		replayOnlyReads(t, s)
-		if !s.plainBegin.Load() {
-			t.Fatal("a role without TEMPORARY made Begin's function")
-		}
-	})
+	for _, c := range []struct {
+		name          string
+		temporary     bool
+		dropFunc      bool
+		want          string
+		wantFuncAfter bool
+	}{
+		{"a role that may only use the table", true, true, "session", false},
+		{"a role that may only use the table, without TEMPORARY", false, true, "plain", false},
+		{"a role that may only use the table and the function a migration made", false, false, "schema", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := tableOnlyRole(t, testDSN(t), c.temporary, c.dropFunc)
+			s, err := New(context.Background(), dsn, stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: tableOnlyNamespace})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			wantPath(t, s, c.want)
+			replayOnlyReads(t, s)
+			if got := beginFuncExists(t, s.pool, s); got != c.wantFuncAfter {
+				t.Errorf("the schema has Begin's function: %v, want %v (the role may not create there)", got, c.wantFuncAfter)
+			}
+		})
+	}
+}
+
+// wantPath fails unless Begin goes the way named: "schema" (the schema's
+// function), "session" (each session's) or "plain" (two statements).
+func wantPath(t *testing.T, s *Store, want string) {
+	t.Helper()
+	got := "schema"
+	switch {
+	case s.plainBegin.Load():
+		got = "plain"
+	case s.sessionFunc.Load():
+		got = "session"
+	}
+	if got != want {
+		t.Fatalf("Begin goes through %q, want %q", got, want)
+	}
+	if wantCall := map[bool]string{false: s.sql.callFunc, true: s.sql.callSession}[got == "session"]; got != "plain" && s.call != wantCall {
+		t.Fatalf("Begin calls %q, want %q", s.call, wantCall)
+	}
+}
+
+// beginFuncExists says whether s's schema has s's Begin function.
+func beginFuncExists(t *testing.T, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, s *Store) bool {
+	t.Helper()
+	var ok bool
+	if err := q.QueryRow(ctxT(t), `SELECT to_regprocedure($1) IS NOT NULL`, s.sql.funcName+beginFuncArgs).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// dropBeginFunc drops s's Begin function from its schema.
+func dropBeginFunc(t *testing.T, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, s *Store) {
+	t.Helper()
+	if _, err := q.Exec(ctxT(t), `DROP FUNCTION `+s.sql.funcName+beginFuncArgs); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func replayOnlyReads(t *testing.T, s *Store) {
@@ -98,33 +132,30 @@ func replayOnlyReads(t *testing.T, s *Store) {
 	wantOutcome(t, mustBegin(t, s, req("k", "other")), stores.Mismatch)
 }
 
-// noTempRole makes a database and a role that may connect and create in
-// it but not make temporary objects (TEMPORARY revoked from PUBLIC there),
-// drops both when the test ends, and returns the role's DSN.
-func noTempRole(t *testing.T, dsn string) string {
+// tableOnlyNamespace is the schema tableOnlyRole's database holds.
+const tableOnlyNamespace = "idemtest_tableonly"
+
+// tableOnlyRole makes a database whose schema tableOnlyNamespace a
+// superuser's store made, and a role that may only connect and read and
+// write the store's table there: no CREATE on the database or the schema,
+// and, unless temporary, no temporary objects (TEMPORARY revoked from
+// PUBLIC). With dropFunc, the schema's Begin function is dropped, so the
+// role finds none and may not make one. It drops both when the test
+// ends, and returns the role's DSN.
+func tableOnlyRole(t *testing.T, dsn string, temporary, dropFunc bool) string {
 	t.Helper()
 	ctx := ctxT(t)
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
 	}
-	name := "idemtest_notemp_" + hex.EncodeToString(b[:])
+	name := "idemtest_role_" + hex.EncodeToString(b[:])
 	id := pgx.Identifier{name}.Sanitize()
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	for _, q := range []string{
-		`CREATE ROLE ` + id + ` LOGIN PASSWORD 'pw'`,
-		`CREATE DATABASE ` + id + ` OWNER postgres`,
-		`REVOKE TEMPORARY ON DATABASE ` + id + ` FROM PUBLIC`,
-		`GRANT CONNECT, CREATE ON DATABASE ` + id + ` TO ` + id,
-	} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		c, err := pgx.Connect(ctx, dsn)
@@ -139,11 +170,44 @@ func noTempRole(t *testing.T, dsn string) string {
 			}
 		}
 	})
+	qs := []string{`CREATE ROLE ` + id + ` LOGIN PASSWORD 'pw'`, `CREATE DATABASE ` + id + ` OWNER postgres`}
+	if !temporary {
+		qs = append(qs, `REVOKE TEMPORARY ON DATABASE `+id+` FROM PUBLIC`)
+	}
+	qs = append(qs, `GRANT CONNECT ON DATABASE `+id+` TO `+id)
+	for _, q := range qs {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	in := func(u *url.URL, user *url.Userinfo) string {
+		c := *u
+		c.User, c.Path = user, "/"+name
+		return c.String()
+	}
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatalf("the server's DSN %q is not a URL: %v", dsn, err)
 	}
-	u.User = url.UserPassword(name, "pw")
-	u.Path = "/" + name
-	return u.String()
+	// The schema, the table and Begin's function, as a migration run by
+	// a superuser would make them.
+	owner, err := New(ctx, in(u, u.User), stores.Config{LockTTL: hour, Retention: hour, Variant: stores.Correct, Namespace: tableOnlyNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	if dropFunc {
+		dropBeginFunc(t, owner.pool, owner)
+	}
+	sch := pgx.Identifier{tableOnlyNamespace}.Sanitize()
+	for _, q := range []string{
+		`REVOKE CREATE ON SCHEMA ` + sch + ` FROM PUBLIC`,
+		`GRANT USAGE ON SCHEMA ` + sch + ` TO ` + id,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ` + owner.table + ` TO ` + id,
+	} {
+		if _, err := owner.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return in(u, url.UserPassword(name, "pw"))
 }

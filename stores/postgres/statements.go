@@ -1,8 +1,12 @@
 package postgres
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -130,9 +134,7 @@ FROM (SELECT clock_timestamp() AS clock, {fresh} AS token) AS n
 ON CONFLICT (tenant, key) DO NOTHING
 RETURNING k.decision, k.token, k.response_status, k.response_body, k.locked_at`
 
-// beginFuncSQL installs Begin as a function of the session (pg_temp: no
-// CREATE privilege needed, nothing left in the database, one per pooled
-// connection, made when it connects): replaySQL; only when it finds
+// beginFuncSQL makes Begin's function: replaySQL; only when it finds
 // nothing, claimSQL; only when that inserts nothing, beginSQL. One round
 // trip, and each decision is still made by one statement: the read alone
 // for a replay, the insert alone for a claim, the atomic upsert for all
@@ -145,9 +147,11 @@ RETURNING k.decision, k.token, k.response_status, k.response_body, k.locked_at`
 // goroutines. Each statement in the function is planned once per session
 // (plan_cache_mode, as for every statement here). {replay}, {claim} and
 // {begin} are the statements as the variant (and the mutation hook) made
-// them.
+// them; {f} is the function's name (funcName), in the store's schema
+// where the store may create it there, else in pg_temp, made by each
+// session when it connects.
 const beginFuncSQL = `
-CREATE OR REPLACE FUNCTION pg_temp.idemcheck_begin(bytea, bytea, bytea, interval, timestamptz)
+CREATE OR REPLACE FUNCTION {f}(bytea, bytea, bytea, interval, timestamptz)
 RETURNS TABLE (o_decision text, o_token text, o_status integer, o_body bytea, o_at timestamptz)
 LANGUAGE plpgsql AS $idemcheck_begin$
 BEGIN
@@ -161,10 +165,29 @@ BEGIN
 END
 $idemcheck_begin$`
 
-// beginCallSQL is Begin's round trip when the session has the function:
-// $1 tenant, $2 key, $3 fingerprint, $4 LockTTL, $5 the request's Now, as
-// beginSQL's.
-const beginCallSQL = `SELECT * FROM pg_temp.idemcheck_begin($1, $2, $3, $4, $5)`
+// beginCallSQL is Begin's round trip when the function is there: $1
+// tenant, $2 key, $3 fingerprint, $4 LockTTL, $5 the request's Now, as
+// beginSQL's; {f} is the function's name.
+const beginCallSQL = `SELECT * FROM {f}($1, $2, $3, $4, $5)`
+
+// beginFuncArgs is the function's argument list, as to_regprocedure and
+// DROP FUNCTION name it.
+const beginFuncArgs = `(bytea, bytea, bytea, interval, timestamptz)`
+
+// sessionFuncName is the function's name where each session makes it.
+const sessionFuncName = `pg_temp.idemcheck_begin`
+
+// funcName is the name of the function whose body is text, in the schema
+// (quoted): idemcheck_begin_ and the start of the body's SHA-256. A
+// function's name says what it runs, so stores of different variants (a
+// mutant, a generated mutant, a correct store of an older or newer
+// idemcheck) share a schema without replacing each other's function, and
+// a store finds the one it needs made already by another, or by a
+// migration run as a more privileged role.
+func funcName(schema, text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return schema + "." + pgx.Identifier{"idemcheck_begin_" + hex.EncodeToString(sum[:8])}.Sanitize()
+}
 
 // readSQL is the separate read of the mutants that split Begin into a read
 // and a dependent write: whether the row exists, and what the write would
@@ -402,8 +425,11 @@ func mutate(f func(*statements)) statements {
 // ready to run.
 type sqlTexts struct {
 	begin, replay, claim, read, overwrite, blindTakeover, byState, complete, release, prune string
-	// beginFunc installs Begin's function (replay, then begin) in a session.
-	beginFunc string
+	// beginFunc makes Begin's function (replay, then claim, then begin)
+	// in the store's schema, named funcName; sessionFunc makes it in a
+	// session's pg_temp. callFunc and callSession call each; funcName
+	// names the schema's.
+	beginFunc, sessionFunc, callFunc, callSession, funcName string
 }
 
 // Each statement, its holes filled but its schema and table still {s} and
@@ -438,7 +464,13 @@ func (s statements) render(schema, table string, cfg stores.Config) sqlTexts {
 		release:       r("release", s.release),
 		prune:         r("prune", s.prune),
 	}
-	t.beginFunc = strings.NewReplacer("{replay}", t.replay, "{claim}", t.claim, "{begin}", t.begin).Replace(beginFuncSQL)
+	body := strings.NewReplacer("{replay}", t.replay, "{claim}", t.claim, "{begin}", t.begin).Replace(beginFuncSQL)
+	name := funcName(schema, body)
+	t.beginFunc = strings.Replace(body, "{f}", name, 1)
+	t.sessionFunc = strings.Replace(body, "{f}", sessionFuncName, 1)
+	t.callFunc = strings.Replace(beginCallSQL, "{f}", name, 1)
+	t.callSession = strings.Replace(beginCallSQL, "{f}", sessionFuncName, 1)
+	t.funcName = name
 	return t
 }
 
