@@ -143,7 +143,11 @@ type Progress struct {
 	// Violations counts the violations found so far in the whole run
 	// (a scenario's are known when it ends).
 	Violations int
-	Done       bool
+	// Checking: the scenario's workload has ended, and its final probe
+	// and its checkers run (on a run of millions of calls, a minute or
+	// more in which the count of calls stands still).
+	Checking bool
+	Done     bool
 }
 
 // DefaultOptions are the parameters `idemcheck check` runs with.

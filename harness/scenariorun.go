@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
@@ -117,8 +118,9 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	}
 	start := time.Now()
 	report(Progress{})
+	var checking atomic.Bool
 	stopTicker := scenario.Every(context.Background(), o.ProgressEvery, func() {
-		report(Progress{Ops: env.Hist.OpCount(), Faults: env.Hist.FaultCount()})
+		report(Progress{Ops: env.Hist.OpCount(), Faults: env.Hist.FaultCount(), Checking: checking.Load()})
 	})
 	defer stopTicker()
 	stopWatch := history.WatchStalls(env.Hist)
@@ -132,6 +134,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 		}
 	}
 	res.Rounds = rounds
+	checking.Store(true)
 	j := o.Finish(ctx, env, stopWatch, true, true)
 	res.Attach(env.Hist, env.Ledger)
 	if j.Verdict == check.Skipped {

@@ -2,10 +2,12 @@ package harness_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/harnesstest"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -78,5 +80,48 @@ func TestSlowStoreKeepsItsInterleaving(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProgressSaysChecking: once a scenario's workload has ended, its
+// progress ticks say it is being checked (its final probe, then its
+// checkers), and never running again: on a run of millions of calls that
+// phase took a minute, in which the count of calls stood still under a
+// line that said "running". Every call is slowed by 15 ms, so the final
+// probe alone spans several ticks.
+func TestProgressSaysChecking(t *testing.T) {
+	o := harnesstest.Options(t, "memory", stores.Correct, "race")
+	o.Keys, o.Clients = 3, 2
+	wrapStores(&o, func(s stores.Store) stores.Store { return slowStore{s, 15 * time.Millisecond} })
+	var mu sync.Mutex
+	var ticks []harness.Progress
+	o.Progress, o.ProgressEvery = func(p harness.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		ticks = append(ticks, p)
+	}, 5*time.Millisecond
+	sum, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Verdict != check.Pass {
+		t.Fatalf("verdict %s", sum.Verdict)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	checking, ops := 0, 0
+	for i, p := range ticks {
+		switch {
+		case p.Done:
+		case p.Checking:
+			checking++
+		case checking > 0:
+			t.Fatalf("tick %d says running after %d said checking: %+v", i, checking, p)
+		default:
+			ops = max(ops, p.Ops)
+		}
+	}
+	if checking == 0 || ops == 0 {
+		t.Fatalf("%d ticks while running (at most %d calls), %d while checking: want some of each", len(ticks)-checking, ops, checking)
 	}
 }

@@ -422,8 +422,11 @@ func TestLogProgress(t *testing.T) {
 	var b strings.Builder
 	logProgress(&b, harness.Progress{Scenario: "race", Index: 1, Total: 3})
 	logProgress(&b, harness.Progress{Scenario: "race", Index: 1, Total: 3, Ops: 40, Elapsed: 30 * time.Second})
-	logProgress(&b, harness.Progress{Scenario: "race", Index: 1, Total: 3, Done: true, Elapsed: 31 * time.Second, Violations: 2})
-	want := "idemcheck: [1/3] race running: 40 calls, 0 faults, 30s elapsed\nidemcheck: [1/3] race done, 31s elapsed, 2 violations so far\n"
+	logProgress(&b, harness.Progress{Scenario: "race", Index: 1, Total: 3, Ops: 52, Elapsed: 60 * time.Second, Checking: true})
+	logProgress(&b, harness.Progress{Scenario: "race", Index: 1, Total: 3, Done: true, Elapsed: 61 * time.Second, Violations: 2})
+	want := "idemcheck: [1/3] race running: 40 calls, 0 faults, 30s elapsed\n" +
+		"idemcheck: [1/3] race checking (the final probe, then the checkers): 52 calls, 0 faults, 1m0s elapsed\n" +
+		"idemcheck: [1/3] race done, 1m1s elapsed, 2 violations so far\n"
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}

@@ -38,14 +38,18 @@ func isTerminal(w io.Writer) bool {
 const logProgressEvery = 30 * time.Second
 
 // logProgress writes a long run's progress to a log, one line at a time:
-// each scenario as it ends, and while one runs, its calls so far (the
-// ticks at its start, with nothing yet to say, are left out).
+// each scenario as it ends, and while one runs, its calls so far, or
+// that it is being checked once its workload has ended (the ticks at its
+// start, with nothing yet to say, are left out).
 func logProgress(w io.Writer, p harness.Progress) {
 	switch {
 	case p.Done && p.Skipped != "":
 		fmt.Fprintf(w, "idemcheck: [%d/%d] %s skipped: %s\n", p.Index, p.Total, p.Scenario, p.Skipped)
 	case p.Done:
 		fmt.Fprintf(w, "idemcheck: [%d/%d] %s done, %s elapsed, %d violations so far\n", p.Index, p.Total, p.Scenario, p.Elapsed.Round(time.Second), p.Violations)
+	case p.Checking:
+		fmt.Fprintf(w, "idemcheck: [%d/%d] %s checking (the final probe, then the checkers): %d calls, %d faults, %s elapsed\n",
+			p.Index, p.Total, p.Scenario, p.Ops, p.Faults, p.Elapsed.Round(time.Second))
 	case p.Ops > 0:
 		fmt.Fprintf(w, "idemcheck: [%d/%d] %s running: %d calls, %d faults, %s elapsed\n", p.Index, p.Total, p.Scenario, p.Ops, p.Faults, p.Elapsed.Round(time.Second))
 	}
@@ -69,6 +73,9 @@ func printProgress(w io.Writer, p harness.Progress) {
 		left = (p.Elapsed / time.Duration(done) * time.Duration(p.Total-done)).Round(time.Second).String()
 	}
 	what := fmt.Sprintf("%6d ops %4d faults %3d violations", p.Ops, p.Faults, p.Violations)
+	if p.Checking && !p.Done {
+		what += " checking"
+	}
 	if p.Skipped != "" {
 		what = "skipped: " + p.Skipped
 		if r := []rune(what); len(r) > 60 {
