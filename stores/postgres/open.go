@@ -209,15 +209,7 @@ FROM (SELECT to_regprocedure($1) AS f) AS p`, name+beginFuncArgs).Scan(&exists, 
 	case exists: // made by another role, which did not let this one call it
 		err = &pgconn.PgError{Code: "42501"}
 	default:
-		err = withSchemaLock(ctx, pool, func(conn *pgxpool.Conn) error {
-			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil { // as the schema: see ensureSchema
-					return err
-				}
-				_, err := tx.Exec(ctx, s.sql.beginFunc)
-				return err
-			})
-		})
+		err = runDDL(ctx, pool, s.sql.beginFunc)
 	}
 	if sqlState(err) == "42501" { // insufficient_privilege
 		s.sessionFunc.Store(true)
@@ -333,35 +325,23 @@ func ensureSchema(ctx context.Context, pool *pgxpool.Pool, schemaID, tableID str
 	if exists { // the common case, and needs no CREATE privilege
 		return nil
 	}
-	ddl := strings.NewReplacer("{s}", schemaID, "{t}", tableID).Replace(schemaSQL)
-	err := withSchemaLock(ctx, pool, func(conn *pgxpool.Conn) error {
-		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			// The schema is committed as durably as the server allows,
-			// whatever the session's synchronous_commit: on a replicated
-			// server with a synchronous standby it waits for the standby.
-			// A store set up to lose acknowledged claims
-			// (postgres-async-replication, a mutate-weakened setting) must
-			// not lose its table: a failover soon after the open, on a
-			// loaded machine, once left the standby without it, and every
-			// call after the failover failed.
-			if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, ddl)
-			return err
-		})
-	})
-	if err != nil {
+	if err := runDDL(ctx, pool, strings.NewReplacer("{s}", schemaID, "{t}", tableID).Replace(schemaSQL)); err != nil {
 		return fmt.Errorf("postgres: create schema %s: %w", schemaID, err)
 	}
 	return nil
 }
 
-// withSchemaLock runs f on one session of the pool while it holds the
-// advisory lock that serializes every idemcheck store's DDL on the
-// database (see ensureSchema: the lock is taken before f's transaction
-// begins).
-func withSchemaLock(ctx context.Context, pool *pgxpool.Pool, f func(*pgxpool.Conn) error) error {
+// runDDL runs ddl in one transaction on one session of the pool, while
+// that session holds the advisory lock that serializes every idemcheck
+// store's DDL on the database (taken before the transaction begins: see
+// ensureSchema). The transaction commits as durably as the server
+// allows, whatever the session's synchronous_commit: on a replicated
+// server with a synchronous standby it waits for the standby. A store set
+// up to lose acknowledged claims (postgres-async-replication, a
+// mutate-weakened setting) must not lose its table or its function: a
+// failover soon after the open, on a loaded machine, once left the
+// standby without the table, and every call after the failover failed.
+func runDDL(ctx context.Context, pool *pgxpool.Pool, ddl string) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -377,7 +357,13 @@ func withSchemaLock(ctx context.Context, pool *pgxpool.Pool, f func(*pgxpool.Con
 			conn.Hijack().Close(uctx) // the lock goes with the session
 		}
 	}()
-	return f(conn)
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, ddl)
+		return err
+	})
 }
 
 // cancelledConns are the sessions a cancel request was sent on (a call's
