@@ -87,19 +87,32 @@ func TestSlowStoreKeepsItsInterleaving(t *testing.T) {
 // progress ticks say it is being checked (its final probe, then its
 // checkers), and never running again: on a run of millions of calls that
 // phase took a minute, in which the count of calls stood still under a
-// line that said "running". Every call is slowed by 15 ms, so the final
-// probe alone spans several ticks.
+// line that said "running". Every call of the store waits for two ticks
+// after it starts (a tick loads the phase, then reports it), so each of
+// the final probe's calls spans a tick that saw the phase: an event, not
+// a delay a loaded machine could outrun (15 ms per call once saw no tick
+// in the probe under make test's load).
 func TestProgressSaysChecking(t *testing.T) {
 	o := harnesstest.Options(t, "memory", stores.Correct, "race")
 	o.Keys, o.Clients = 3, 2
-	wrapStores(&o, func(s stores.Store) stores.Store { return slowStore{s, 15 * time.Millisecond} })
 	var mu sync.Mutex
+	ticked := sync.NewCond(&mu)
 	var ticks []harness.Progress
 	o.Progress, o.ProgressEvery = func(p harness.Progress) {
 		mu.Lock()
 		defer mu.Unlock()
 		ticks = append(ticks, p)
+		ticked.Broadcast()
 	}, 5*time.Millisecond
+	wrapStores(&o, func(s stores.Store) stores.Store {
+		return tickedStore{s, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			for n := len(ticks); len(ticks) < n+2; {
+				ticked.Wait()
+			}
+		}}
+	})
 	sum, err := harness.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -124,4 +137,30 @@ func TestProgressSaysChecking(t *testing.T) {
 	if checking == 0 || ops == 0 {
 		t.Fatalf("%d ticks while running (at most %d calls), %d while checking: want some of each", len(ticks)-checking, ops, checking)
 	}
+}
+
+// tickedStore runs wait before every call of the store it wraps.
+type tickedStore struct {
+	stores.Store
+	wait func()
+}
+
+func (s tickedStore) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	s.wait()
+	return s.Store.Begin(ctx, req)
+}
+
+func (s tickedStore) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
+	s.wait()
+	return s.Store.Complete(ctx, key, tok, resp)
+}
+
+func (s tickedStore) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
+	s.wait()
+	return s.Store.Release(ctx, key, tok)
+}
+
+func (s tickedStore) Prune(ctx context.Context, now time.Time) (int, error) {
+	s.wait()
+	return s.Store.Prune(ctx, now)
 }
