@@ -2,9 +2,11 @@ package netfault
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -98,7 +100,15 @@ func TestADialThatWaitsHoldsNoOneElse(t *testing.T) {
 			t.Fatal("the first client's connection never reached the relay")
 		}
 	}
-	time.Sleep(50 * time.Millisecond)
+	// And its SYN has been sent and met the full queue: a socket of this
+	// machine in SYN_SENT to the upstream's port (a fixed 50 ms for the
+	// relay's dial to start was too short once under make test's load:
+	// the dial came after the queue was freed, and landed at once).
+	for deadline := time.Now().Add(5 * time.Second); !synSentTo(t, up.Addr().(*net.TCPAddr).Port); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the relay's dial of the upstream never sent its SYN")
+		}
+	}
 	// Free the queue and serve: from now on a dial lands at once.
 	for _, c := range fill {
 		c.Close()
@@ -124,6 +134,26 @@ func TestADialThatWaitsHoldsNoOneElse(t *testing.T) {
 	if got := <-answered; got != "first" {
 		t.Errorf("then: %q, want first", got)
 	}
+}
+
+// synSentTo says whether a TCP socket of this machine is in SYN_SENT to
+// a peer on port: a dial whose SYN met a full accept queue and waits for
+// its retransmit (the states in /proc/net/tcp are hexadecimal, SYN_SENT
+// is 02; the remote address is address:port in hexadecimal).
+func synSentTo(t *testing.T, port int) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := fmt.Sprintf(":%04X", port)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && strings.HasSuffix(f[2], suffix) && f[3] == "02" {
+			return true
+		}
+	}
+	return false
 }
 
 // tracked is how many connections r holds (a link from the proxy counts
