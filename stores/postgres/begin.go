@@ -55,7 +55,7 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 	var err error
 	plain := s.plainBegin.Load()
 	if !plain {
-		err = query(s.call, args)
+		err = query(s.beginCall(), args)
 	}
 	// No function: the store may not make one (plainBegin), or the call
 	// found none and nothing ran (the schema's function was dropped under

@@ -48,9 +48,6 @@ type Store struct {
 	// it decided on a row someone else committed) answers only once the
 	// synchronous standby has what it read (the correct replicated store).
 	syncReads bool
-	// call is Begin's round trip: a call of the schema's function, or of
-	// the one each session makes (sessionFunc), set before New returns.
-	call string
 	// sessionFunc: the store may not make Begin's function in its schema
 	// and did not find it there, so each session makes its own in pg_temp
 	// when it connects (installBegin).
@@ -161,7 +158,6 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 	schemaID := pgx.Identifier{schema}.Sanitize()
 	tableID := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
 	st := &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID, cfg), table: tableID}
-	st.call = st.sql.callFunc
 	pcfg.AfterConnect = st.installBegin
 	if configure != nil {
 		configure(pcfg)
@@ -202,35 +198,39 @@ func (s *Store) ensureBeginFunc(ctx context.Context, pool *pgxpool.Pool) error {
 FROM (SELECT to_regprocedure($1) AS f) AS p`, name+beginFuncArgs).Scan(&exists, &callable); err != nil {
 		return fmt.Errorf("postgres: look up Begin's function %s: %w", name, err)
 	}
-	var err error
-	switch {
-	case callable:
+	if callable {
 		return nil
-	case exists: // made by another role, which did not let this one call it
-		err = &pgconn.PgError{Code: "42501"}
-	default:
-		err = runDDL(ctx, pool, s.sql.beginFunc)
 	}
-	if sqlState(err) == "42501" { // insufficient_privilege
-		s.sessionFunc.Store(true)
-		s.call = s.sql.callSession
-		// The sessions open so far connected without their function: a
-		// new one makes it, or finds it may not (plainBegin), before New
-		// returns.
-		pool.Reset()
-		return waitForSession(ctx, func() error {
-			c, err := pool.Acquire(ctx)
-			if err != nil {
-				return fmt.Errorf("postgres: connect: %w", err)
-			}
-			c.Release()
+	if !exists { // else made by another role, which did not let this one call it
+		err := runDDL(ctx, pool, s.sql.beginFunc)
+		if err == nil {
 			return nil
-		})
+		}
+		if sqlState(err) != "42501" { // insufficient_privilege
+			return fmt.Errorf("postgres: make Begin's function %s: %w", name, err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("postgres: make Begin's function %s: %w", name, err)
+	s.sessionFunc.Store(true)
+	// The sessions open so far connected without their function: a new
+	// one makes it, or finds it may not (plainBegin), before New returns.
+	pool.Reset()
+	return waitForSession(ctx, func() error {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("postgres: connect: %w", err)
+		}
+		c.Release()
+		return nil
+	})
+}
+
+// beginCall is Begin's round trip: a call of the schema's function, or of
+// the one each session makes (sessionFunc).
+func (s *Store) beginCall() string {
+	if s.sessionFunc.Load() {
+		return s.sql.callSession
 	}
-	return nil
+	return s.sql.callFunc
 }
 
 // tooManyPatience is how long New waits for a session while the server

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -28,7 +27,7 @@ func TestReplayOnlyReads(t *testing.T) {
 	})
 	t.Run("the function dropped under the store", func(t *testing.T) {
 		s := newStore(t, stores.Correct, hour, hour)
-		dropBeginFunc(t, s.pool, s)
+		dropBeginFunc(t, s)
 		replayOnlyReads(t, s)
 		wantPath(t, s, "schema") // each call found no function, and sent its two statements
 	})
@@ -52,7 +51,7 @@ func TestReplayOnlyReads(t *testing.T) {
 			t.Cleanup(func() { s.Close() })
 			wantPath(t, s, c.want)
 			replayOnlyReads(t, s)
-			if got := beginFuncExists(t, s.pool, s); got != c.wantFuncAfter {
+			if got := beginFuncExists(t, s); got != c.wantFuncAfter {
 				t.Errorf("the schema has Begin's function: %v, want %v (the role may not create there)", got, c.wantFuncAfter)
 			}
 		})
@@ -73,29 +72,29 @@ func wantPath(t *testing.T, s *Store, want string) {
 	if got != want {
 		t.Fatalf("Begin goes through %q, want %q", got, want)
 	}
-	if wantCall := map[bool]string{false: s.sql.callFunc, true: s.sql.callSession}[got == "session"]; got != "plain" && s.call != wantCall {
-		t.Fatalf("Begin calls %q, want %q", s.call, wantCall)
+	wantCall := s.sql.callFunc
+	if got == "session" {
+		wantCall = s.sql.callSession
+	}
+	if got != "plain" && s.beginCall() != wantCall {
+		t.Fatalf("Begin calls %q, want %q", s.beginCall(), wantCall)
 	}
 }
 
 // beginFuncExists says whether s's schema has s's Begin function.
-func beginFuncExists(t *testing.T, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, s *Store) bool {
+func beginFuncExists(t *testing.T, s *Store) bool {
 	t.Helper()
 	var ok bool
-	if err := q.QueryRow(ctxT(t), `SELECT to_regprocedure($1) IS NOT NULL`, s.sql.funcName+beginFuncArgs).Scan(&ok); err != nil {
+	if err := s.pool.QueryRow(ctxT(t), `SELECT to_regprocedure($1) IS NOT NULL`, s.sql.funcName+beginFuncArgs).Scan(&ok); err != nil {
 		t.Fatal(err)
 	}
 	return ok
 }
 
 // dropBeginFunc drops s's Begin function from its schema.
-func dropBeginFunc(t *testing.T, q interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, s *Store) {
+func dropBeginFunc(t *testing.T, s *Store) {
 	t.Helper()
-	if _, err := q.Exec(ctxT(t), `DROP FUNCTION `+s.sql.funcName+beginFuncArgs); err != nil {
+	if _, err := s.pool.Exec(ctxT(t), `DROP FUNCTION `+s.sql.funcName+beginFuncArgs); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -197,7 +196,7 @@ func tableOnlyRole(t *testing.T, dsn string, temporary, dropFunc bool) string {
 	}
 	defer owner.Close()
 	if dropFunc {
-		dropBeginFunc(t, owner.pool, owner)
+		dropBeginFunc(t, owner)
 	}
 	sch := pgx.Identifier{tableOnlyNamespace}.Sanitize()
 	for _, q := range []string{
