@@ -144,7 +144,8 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	}
 	res.Retention, res.LockTTL = results.Duration(env.Config.Retention), results.Duration(env.Config.LockTTL)
 	res.Schedule, res.Episodes = j.Record.Schedule, j.Record.Episodes
-	for _, n := range append([]string{scenario.BetweenCallsOnly(j.Record.Episodes), scenario.UnannouncedWaits(j.Record.Episodes, o.Backend.WaitsAnnounced)}, j.Notes...) {
+	for _, n := range append([]string{scenario.BetweenCallsOnly(j.Record.Episodes), scenario.UnannouncedWaits(j.Record.Episodes, o.Backend.WaitsAnnounced),
+		scenario.ClockOutran(j.Record.Episodes, env.Config.LockTTL)}, j.Notes...) {
 		if n != "" {
 			res.Notes = append(res.Notes, n)
 		}

@@ -51,11 +51,14 @@ func (c *openCounter) openAt(b stores.Backend) func(context.Context, string, sto
 }
 
 // TestScheduledEpisodesAtOnceAreBounded: on a server-clock store the
-// episodes of a scheduled scenario run side by side, each on a store of
-// its own, but never more than episodesAtOnce at a time. Before, every
-// key's episode opened its store at once: at 200 keys, with four
-// scenarios side by side, Postgres refused connections ("too many clients
-// already") and the refused calls failed a correct store's liveness.
+// episodes of a scheduled scenario whose ticks would take long one after
+// another run in a few slots at once, every slot but the first on a store
+// of its own, opened once. Before, every key's episode opened its store at
+// once: at 200 keys, with four scenarios side by side, Postgres refused
+// connections ("too many clients already") and the refused calls failed a
+// correct store's liveness. A scenario without ticks, or with few keys,
+// runs its episodes one at a time on the run's store: eight at once, each
+// on a new store, Postgres episodes ran past LockTTL between ticks.
 func TestScheduledEpisodesAtOnceAreBounded(t *testing.T) {
 	addr := servers.AddrForTest(t, "redis")
 	b, err := stores.Lookup("redis")
@@ -70,25 +73,51 @@ func TestScheduledEpisodesAtOnceAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var c openCounter
-	keys := 3 * episodesAtOnce
-	env := NewEnv(Setup{Caps: Caps{Backend: b, Addr: addr, OpenAt: c.openAt(b)}, Name: "sched-race",
-		Store: st, Config: cfg, Clients: 2, Keys: keys, Seed: 1, RandSeed: 1})
-	episodes("sched-race")(ctx, env)
-	if len(env.incomplete) > 0 {
-		t.Fatalf("a correct store's episodes failed: %q", env.incomplete)
+	for _, tc := range []struct {
+		name        string
+		keys, slots int
+	}{
+		{"sched-takeover", 3 * episodesAtOnce, 6}, // 24 keys × 2 ticks × 120 ms: 5.76 s, slots of about a second
+		{"sched-takeover", 2, 1},
+		{"sched-race", 3 * episodesAtOnce, 1}, // no ticks
+	} {
+		if got := episodeSlots(episodeSpecs[tc.name], tc.keys, cfg.LockTTL); got != tc.slots {
+			t.Fatalf("%s, %d keys: %d slots, want %d", tc.name, tc.keys, got, tc.slots)
+		}
+		var c openCounter
+		env := NewEnv(Setup{Caps: Caps{Backend: b, Addr: addr, OpenAt: c.openAt(b)}, Name: tc.name,
+			Store: st, Config: cfg, Clients: 2, Keys: tc.keys, Seed: 1, RandSeed: 1})
+		episodes(tc.name)(ctx, env)
+		if len(env.incomplete) > 0 {
+			t.Fatalf("%s, %d keys: a correct store's episodes failed: %q", tc.name, tc.keys, env.incomplete)
+		}
+		if len(env.episodes) != tc.keys {
+			t.Fatalf("%s: %d episodes recorded, want %d", tc.name, len(env.episodes), tc.keys)
+		}
+		if c.opened != tc.slots-1 {
+			t.Errorf("%s, %d keys: %d stores opened, want one for each slot but the first (%d)", tc.name, tc.keys, c.opened, tc.slots-1)
+		}
+		if c.open != 0 {
+			t.Errorf("%d episode stores left open", c.open)
+		}
+		if tc.slots > 2 && c.most < 2 {
+			t.Errorf("%s: the slots ran one at a time (at most %d store open), want side by side", tc.name, c.most)
+		}
+		t.Logf("%s: %d episodes in %d slots, at most %d stores opened at once", tc.name, tc.keys, tc.slots, c.most)
 	}
-	if len(env.episodes) != keys || c.opened != keys {
-		t.Fatalf("%d episodes recorded and %d stores opened, want %d of each", len(env.episodes), c.opened, keys)
+}
+
+// TestEpisodeSlotsAreBounded: however many keys and however long the
+// ticks, at most episodesAtOnce slots, and never more than the keys.
+func TestEpisodeSlotsAreBounded(t *testing.T) {
+	spec := episodeSpecs["sched-takeover"]
+	if n := episodeSlots(spec, 200, 10*time.Second); n != episodesAtOnce {
+		t.Errorf("200 keys at LockTTL 10s: %d slots, want %d", n, episodesAtOnce)
 	}
-	if c.open != 0 {
-		t.Errorf("%d episode stores left open", c.open)
+	if n := episodeSlots(spec, 3, 10*time.Second); n != 3 {
+		t.Errorf("3 keys at LockTTL 10s: %d slots, want 3", n)
 	}
-	if c.most > episodesAtOnce {
-		t.Errorf("%d episode stores open at once, want at most %d", c.most, episodesAtOnce)
+	if n := episodeSlots(spec, 0, time.Second); n != 1 {
+		t.Errorf("no keys: %d slots, want 1", n)
 	}
-	if c.most < 2 {
-		t.Errorf("the episodes ran one at a time (at most %d store open), want side by side", c.most)
-	}
-	t.Logf("%d episodes, at most %d at once", keys, c.most)
 }

@@ -85,6 +85,9 @@ type Env struct {
 	// Observe, when set, is given to every scheduler the Env makes
 	// (sched.Scheduler.Observe): a demo reads the key's row between steps.
 	Observe func() string
+	// unticked measures an episode's real time between the clock's ticks
+	// on a server-clock store (see untickedClock); nil elsewhere.
+	unticked *untickedClock
 	// parent is the scenario's Env when this one is an episode's (see
 	// episodeEnv): what the scenario records (notes, failures, counts,
 	// findings, probes, skips) goes to the parent.

@@ -9,7 +9,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/sched"
 	"github.com/idemcheck/idemcheck/harness/workload"
-	"github.com/idemcheck/idemcheck/internal/pool"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -112,101 +111,6 @@ var episodeSpecs = map[string]episodeSpec{
 		ticks:   2, prunes: 2, retentionEdge: true},
 }
 
-// episodes is the run of a scheduled scenario: one episode per key, each
-// with a seeded PRNG chooser, then the clock moved far enough that the
-// runner's final probe finds every claim stale.
-//
-// On a caller-clock store the episodes run one after another: they share
-// the manual clock, and one episode's tick would move another's. On a
-// server-clock store a tick is a real wait, which moves only the leases
-// its own episode took (every other episode's claims are its own keys',
-// and their expiry is judged from when they were made), so the episodes
-// run side by side, up to episodesAtOnce at a time: each with its own
-// client ids and chooser seed, drawn in key order before any starts, so
-// the seed fixes every episode's interleaving as it does one at a time,
-// and each with its own connection to the store
-// (Caps.OpenAt): a client parked at a failpoint may hold a connection of
-// its pool (Postgres yields inside pgx's query tracer), and episodes that
-// shared one pool could starve each other. A store opened without an
-// address (a factory without OpenAt) runs its episodes one at a time. The
-// prunes of sched-race and sched-retention remove only keys past the run's
-// retention, which no episode reaches.
-func episodes(name string) func(ctx context.Context, env *Env) {
-	return func(ctx context.Context, env *Env) {
-		env.UseSchedClock()
-		if env.ServerClock() && env.setup.OpenAt != nil && env.setup.Addr != "" {
-			concurrentEpisodes(ctx, env, name)
-		} else {
-			for k := 0; k < env.Keys && ctx.Err() == nil; k++ {
-				first := env.nextClientID()
-				env.recordEpisode(name, runRecorded(ctx, env, name, k, env.Int63(), first))
-			}
-		}
-		env.afterEpisodes()
-	}
-}
-
-// concurrentEpisodes runs the keys' episodes episodesAtOnce at a time
-// (see episodes), each on a connection of its own opened when it starts
-// and closed when it ends. An episode whose connection cannot be opened
-// runs after the others, one at a time on the run's store, and a note says
-// so: a harness short of connections must not read as a store's fault.
-func concurrentEpisodes(ctx context.Context, env *Env, name string) {
-	stride := episodeIDs(name)
-	base := env.nextClientID()
-	type start struct {
-		env   *Env
-		first int
-		seed  int64
-	}
-	starts := make([]start, env.Keys)
-	for k := range starts {
-		first := base + k*stride
-		starts[k] = start{env: env.episodeEnv(first, env.Int63()), first: first, seed: env.Int63()}
-	}
-	env.SkipClientIDs(base + env.Keys*stride)
-	recs := make([]EpisodeRecord, env.Keys)
-	unopened := make([]bool, env.Keys)
-	pool.Each(env.Keys, episodesAtOnce, func(k int) error {
-		if ctx.Err() != nil {
-			return nil
-		}
-		st := starts[k]
-		store, err := env.setup.OpenAt(ctx, env.setup.Addr, env.Config)
-		if err != nil {
-			env.Note("%s: episode %d runs after the others, on the run's store: another connection to the store: %v", env.Tenant, k, err)
-			unopened[k] = true
-			return nil
-		}
-		defer store.Close()
-		st.env.Store = store
-		recs[k] = runRecorded(ctx, st.env, name, k, st.seed, st.first)
-		if used := st.env.nextClientID() - st.first; used > stride && recs[k].Err == "" {
-			recs[k].Err = fmt.Sprintf("the episode used %d client ids, more than the %d it was given", used, stride)
-		}
-		return nil
-	})
-	for k, st := range starts {
-		if unopened[k] && ctx.Err() == nil {
-			st.env.Store = env.Store
-			recs[k] = runRecorded(ctx, st.env, name, k, st.seed, st.first)
-		}
-	}
-	for _, er := range recs {
-		if er.Order != "" { // not interrupted before it started
-			env.recordEpisode(name, er)
-		}
-	}
-}
-
-// episodesAtOnce bounds the episodes of one scheduled scenario that run at
-// once on a server-clock store. Each holds a store of its own, and so
-// connections to the server (a client parked at a failpoint keeps one):
-// every key's episode at once, at 200 keys and four scenarios side by
-// side, met Postgres's "too many clients already" (SQLSTATE 53300), and
-// the refused calls read as a liveness failure of a correct store.
-const episodesAtOnce = 8
-
 // episodeIDs is how many client ids one episode of the scenario uses: one
 // per client and one for its pruner.
 func episodeIDs(name string) int {
@@ -222,9 +126,13 @@ func episodeIDs(name string) int {
 // seed, and returns its record.
 func runRecorded(ctx context.Context, env *Env, name string, k int, seed int64, first int) EpisodeRecord {
 	rec := &sched.Recording{Next: sched.NewRandom(seed)}
+	if env.ServerClock() {
+		env.unticked = &untickedClock{from: time.Now()}
+		defer func() { env.unticked = nil }()
+	}
 	log, err := RunEpisode(ctx, env, name, k, rec)
 	er := EpisodeRecord{Round: env.Round, Key: k, Order: env.Order(k, "").Key.String(), FirstClient: first, Choices: rec.Choices(),
-		Inside: insideStops(log), Blocked: blockedStops(log)}
+		Inside: insideStops(log), Blocked: blockedStops(log), Unticked: env.unticked.end()}
 	if err != nil {
 		er.Err = err.Error()
 	}
@@ -263,6 +171,11 @@ type EpisodeRecord struct {
 	// within the scheduler's bound (sched.Blocked events): see
 	// UnannouncedWaits.
 	Blocked int `json:"blocked,omitempty"`
+	// Unticked is, on a server-clock store, the longest stretch of the
+	// episode's real time between the clock's ticks (untickedClock): at
+	// LockTTL or more, a claim may have gone stale by the server's clock
+	// rather than by a tick (ClockOutran).
+	Unticked time.Duration `json:"unticked_ns,omitempty"`
 }
 
 // UseSchedClock gives a caller-clock store's clients a manual clock, which
@@ -296,7 +209,7 @@ func (e *Env) tickBy(off time.Duration) string {
 		}
 		return Tick
 	}
-	time.Sleep(e.Config.LockTTL + tickMargin)
+	e.unticked.tick(e.Config.LockTTL + tickMargin)
 	return Tick
 }
 

@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/sched"
 )
@@ -72,4 +73,28 @@ func UnannouncedWaits(eps []EpisodeRecord, declared bool) string {
 	return fmt.Sprintf("a client ran %v inside a store call without reaching a failpoint %d time(s), the bound for a store that declares "+
 		"it announces its waits (WaitsAnnounced): each cost that wait. Either the machine was that slow, or the store waits for another "+
 		"client (a lock) without calling faults.Wait and the declaration is wrong", announcedBlock, n)
+}
+
+// ClockOutran says, for a server-clock store, when an episode ran as long
+// as LockTTL of real time between two of the clock's ticks
+// (EpisodeRecord.Unticked; every claim was made inside its stretch): a claim made in that
+// stretch may have gone stale by the server's clock rather than a tick,
+// so the interleaving was the machine's as well as the seed's, and a
+// replay of the episode may take another path. The verdict stands: the
+// checkers judge a claim's age by when its calls ran. "" when no episode
+// outran, or the store's clock is the harness's (Unticked is 0).
+func ClockOutran(eps []EpisodeRecord, lockTTL time.Duration) string {
+	n, longest := 0, time.Duration(0)
+	for _, e := range eps {
+		if e.Unticked >= lockTTL {
+			n++
+			longest = max(longest, e.Unticked)
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d episode(s) ran up to %v of real time between the clock's ticks, past LockTTL (%v): a claim made there may "+
+		"have gone stale by the server's clock rather than a tick, so those interleavings are the machine's as well as the seed's "+
+		"(a replay may take another path; the verdict stands)", n, len(eps), longest.Round(time.Millisecond), lockTTL)
 }

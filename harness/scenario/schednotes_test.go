@@ -3,6 +3,7 @@ package scenario_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/scenario"
 )
@@ -25,5 +26,28 @@ func TestUnannouncedWaits(t *testing.T) {
 	}
 	if n := scenario.UnannouncedWaits([]scenario.EpisodeRecord{{Key: 0}, {Key: 1}}, true); n != "" {
 		t.Errorf("no client blocked: note %q, want none", n)
+	}
+}
+
+// TestClockOutran: on a server-clock store, episodes whose real time
+// between ticks reached LockTTL are counted, with the
+// longest stretch, in a note that says the verdict stands; none when
+// every stretch stayed short, or on a store with the harness's clock (no
+// stretch measured).
+func TestClockOutran(t *testing.T) {
+	ttl := 100 * time.Millisecond
+	eps := []scenario.EpisodeRecord{{Key: 0, Unticked: 30 * time.Millisecond}, {Key: 1, Unticked: 100 * time.Millisecond},
+		{Key: 2, Unticked: 412 * time.Millisecond}}
+	n := scenario.ClockOutran(eps, ttl)
+	for _, want := range []string{"2 of 3 episode(s)", "412ms", "LockTTL (100ms)", "the verdict stands"} {
+		if !strings.Contains(n, want) {
+			t.Errorf("note %q lacks %q", n, want)
+		}
+	}
+	if n := scenario.ClockOutran([]scenario.EpisodeRecord{{Key: 0, Unticked: 99 * time.Millisecond}}, ttl); n != "" {
+		t.Errorf("every stretch short of LockTTL: note %q, want none", n)
+	}
+	if n := scenario.ClockOutran([]scenario.EpisodeRecord{{Key: 0}, {Key: 1}}, ttl); n != "" {
+		t.Errorf("no stretch measured: note %q, want none", n)
 	}
 }
