@@ -1,0 +1,67 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReplayRunsTheSavedInterleaving: a failing scheduled run of a mutant
+// replays on its saved choices and fails again (exit 1). The same run
+// with its variant set to the correct store passes (exit 0), and, where
+// the run's episodes ran past LockTTL between the clock's ticks, says
+// that the run's interleaving may not have been the seed's alone.
+func TestReplayRunsTheSavedInterleaving(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "check", "--store", "sqlite", "--variant", "select-then-insert", "--scenario", "sched-race",
+		"--keys", "2", "--out", out)
+	if code != exitFail {
+		t.Fatalf("check of select-then-insert: exit %d, want %d\n%s%s", code, exitFail, stdout, stderr)
+	}
+	dirs, err := filepath.Glob(filepath.Join(out, "2*"))
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("want one run directory under %s, got %v (%v)", out, dirs, err)
+	}
+	dir := dirs[0]
+	code, stdout, stderr = runCLI(t, "replay", dir)
+	if code != exitFail || !strings.Contains(stdout, "=> fails again: ") || !strings.Contains(stdout, "FAIL: ") {
+		t.Fatalf("replay of the mutant's run: exit %d, want %d and its episodes failing again\n%s%s", code, exitFail, stdout, stderr)
+	}
+	if strings.Contains(stdout, "past LockTTL") {
+		t.Errorf("replay says an episode outran LockTTL on a store with the harness's clock:\n%s", stdout)
+	}
+
+	// The same run, said to be of the correct store, whose episodes ran a
+	// minute between ticks.
+	path := filepath.Join(dir, "summary.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(raw, &sum); err != nil {
+		t.Fatal(err)
+	}
+	sum["variant"] = "correct"
+	for _, sc := range sum["scenarios"].([]any) {
+		for _, ep := range sc.(map[string]any)["episodes"].([]any) {
+			ep.(map[string]any)["unticked_ns"] = time.Minute
+		}
+	}
+	if raw, err = json.Marshal(sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCLI(t, "replay", dir)
+	if code != exitPass || !strings.Contains(stdout, "PASS: no replayed episode failed") {
+		t.Fatalf("replay on the correct store: exit %d, want %d\n%s%s", code, exitPass, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "=> passes now; the run's episode ran 1m0s of real time between the clock's ticks, past LockTTL") {
+		t.Errorf("replay does not say the run's episode outran LockTTL:\n%s", stdout)
+	}
+}
