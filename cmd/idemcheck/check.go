@@ -189,7 +189,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 			return exitUsage, err
 		}
 	} else {
-		printSummary(stdout, sum)
+		printSummary(stdout, sum, len(errs))
 		printReproduce(stdout, sum, o)
 	}
 	return code, nil
@@ -357,7 +357,11 @@ func listOrNone(l []string) string {
 	return strings.Join(l, ", ")
 }
 
-func printSummary(w io.Writer, sum *results.Summary) {
+// printSummary prints the run's summary; unwritten counts the run's files
+// that could not be written (writeRun's errors, said on stderr), which the
+// last line names beside the results directory: a directory said to hold
+// the results must not be taken for a whole run's.
+func printSummary(w io.Writer, sum *results.Summary, unwritten int) {
 	fmt.Fprintf(w, "idemcheck check: store %s, variant %s, seed %d, %s, %s, LockTTL %s\n\n",
 		sum.Store, sum.Variant, sum.Seed, plural(sum.Clients, "client"), plural(sum.Keys, "key"), sum.LockTTL)
 	// Faults last: with every kind of fault, the column gets long.
@@ -444,8 +448,12 @@ func printSummary(w io.Writer, sum *results.Summary) {
 	if m, _ := stores.LookupMutant(sum.Variant); m.Side == stores.ConfigSide && len(sum.Violations) > 0 {
 		fmt.Fprintf(w, "\n%s is a configuration, not a bug in the store's code: %s\n", sum.Variant, m.Bug)
 	}
+	where := sum.Dir
+	if unwritten > 0 {
+		where += fmt.Sprintf(" (incomplete: %s failed, as said above; the verdict stands)", plural(unwritten, "report write"))
+	}
 	fmt.Fprintf(w, "\n%s: %s; %s, %.1fs elapsed. Results: %s\n",
-		strings.ToUpper(string(sum.Verdict)), countVerdicts(sum.Scenarios), plural(ops, "store call"), sum.Seconds, sum.Dir)
+		strings.ToUpper(string(sum.Verdict)), countVerdicts(sum.Scenarios), plural(ops, "store call"), sum.Seconds, where)
 }
 
 // whyUndecided says why a scenario run was left undecided: its error (an

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -429,5 +430,22 @@ func TestLogProgress(t *testing.T) {
 		"idemcheck: [1/3] race done, 1m1s elapsed, 2 violations so far\n"
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
+
+// TestSummarySaysResultsAreIncomplete: the summary's last line names the
+// results directory as incomplete when some of the run's files could not
+// be written (a full disk), and as it is otherwise.
+func TestSummarySaysResultsAreIncomplete(t *testing.T) {
+	sum := &results.Summary{Store: "memory", Variant: "correct", Verdict: check.Pass, Dir: "/r/run"}
+	var b bytes.Buffer
+	printSummary(&b, sum, 2)
+	if !strings.Contains(b.String(), "Results: /r/run (incomplete: 2 report writes failed, as said above; the verdict stands)") {
+		t.Errorf("two writes failed, and the summary does not say so:\n%s", b.String())
+	}
+	b.Reset()
+	printSummary(&b, sum, 0)
+	if !strings.HasSuffix(b.String(), "Results: /r/run\n") {
+		t.Errorf("every file written, and the summary's last line is not the directory:\n%s", b.String())
 	}
 }

@@ -99,7 +99,7 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		}
 		fmt.Fprintf(stdout, "  %-20s then %-8s now %-8s%s\n", s.ID(), then, s.Verdict, mark)
 	}
-	printSummary(stdout, sum)
+	printSummary(stdout, sum, 0) // a recheck writes nothing
 	return verdictCode(sum), nil
 }
 
@@ -172,13 +172,14 @@ func recoverRun(ctx context.Context, dir string, asJSON bool, stdout, stderr io.
 	}
 	abs, _ := filepath.Abs(dir)
 	rd := &report.RunDir{Root: filepath.Dir(abs), Path: abs, Older: true}
-	for _, err := range writeRun(rd, sum, "") {
+	errs := writeRun(rd, sum, "")
+	for _, err := range errs {
 		fmt.Fprintf(stderr, "idemcheck: %v (the verdict stands)\n", err)
 	}
 	if asJSON {
 		return verdictCode(sum), printJSON(stdout, sum)
 	}
 	fmt.Fprintf(stdout, "recovered %s from its journal: %s\n\n", dir, harness.Crashed)
-	printSummary(stdout, sum)
+	printSummary(stdout, sum, len(errs))
 	return verdictCode(sum), nil
 }
