@@ -328,6 +328,13 @@ const BytesPerCall = 5 << 10
 // the memory store's race at 256 clients and 10,000 keys.
 const DiskBytesPerCall = 2 << 10
 
+// HistoryBytesPerCall is the disk a recorded call takes in the run's
+// history.jsonl, written as the run ends (while the journal and any
+// spilled history are still there): 97,001,593 bytes for 137,133 calls
+// of race at 1,000 keys and 60 clients on the memory store; 4.2 GB for
+// 5,889,924 at 10,000 keys and 256 clients (docs/performance.md).
+const HistoryBytesPerCall = 710
+
 // ScenarioCost is a rough forecast of one run of sc's wall time under o:
 // the longer of its LockTTLs and retention periods
 // (scenario.Scenario.Cost at the LockTTL its store gets) and its calls at

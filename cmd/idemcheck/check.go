@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -196,14 +198,22 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 }
 
 // warnCost says, before a run starts, when it will take more than a
-// minute or hold more than 2 GB (harness.Options.Estimate and
-// EstimateCalls): a run that will exhaust the machine should not come as
-// a surprise.
+// minute, hold more than 2 GB, or write more than its results directory's
+// disk has free (harness.Options.Estimate and EstimateCalls): a run that
+// will exhaust the machine should not come as a surprise.
 func warnCost(w io.Writer, o harness.Options) {
 	if est := o.Estimate(); est > time.Minute {
 		fmt.Fprintf(w, "idemcheck: this run will take about %v (%d scenario runs, LockTTL %v)\n", est.Round(time.Second), len(o.Plan()), o.LockTTL)
 	}
 	calls := o.EstimateCalls()
+	if dir := filepath.Dir(o.SpillDir); o.SpillDir != "" {
+		need := uint64(calls) * (harness.DiskBytesPerCall + harness.HistoryBytesPerCall)
+		if free, err := freeBytes(dir); err == nil && need > free {
+			fmt.Fprintf(w, "idemcheck: this run may write about %s into %s (its journal, its history), and that disk has %s free: "+
+				"some of its files may not be written (the verdict stands); fewer --keys, --clients or --count write less, or --out another disk\n",
+				roughBytes(need), dir, roughBytes(free))
+		}
+	}
 	if spill := int64(cmp.Or(o.SpillAfter, harness.DefaultSpillAfter)); o.SpillDir != "" && calls > spill {
 		fmt.Fprintf(w, "idemcheck: this run may record about %d store calls: past %d, a scenario's history goes to disk as it grows (about %.1f GB in %s while it runs) and is checked part by part\n",
 			calls, spill, float64(calls*harness.DiskBytesPerCall)/(1<<30), o.SpillDir)
@@ -216,6 +226,24 @@ func warnCost(w io.Writer, o harness.Options) {
 			fmt.Fprintf(w, "idemcheck: once it holds half of --max-memory %s the run stops and reports what it recorded, undecided\n", (*bytesFlag)(&o.MaxMemory))
 		}
 	}
+}
+
+// roughBytes prints a size to a tenth of a GB, or in whole MB below one.
+func roughBytes(n uint64) string {
+	if n < 1<<30 {
+		return fmt.Sprintf("%d MB", n>>20)
+	}
+	return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
+}
+
+// freeBytes is the disk space an unprivileged writer has free where dir
+// lies.
+func freeBytes(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return uint64(st.Bavail) * uint64(st.Bsize), nil
 }
 
 // writeRun writes a run's files: its results directory, its HTML report

@@ -449,3 +449,27 @@ func TestSummarySaysResultsAreIncomplete(t *testing.T) {
 		t.Errorf("every file written, and the summary's last line is not the directory:\n%s", b.String())
 	}
 }
+
+// TestWarnCostSaysTheDiskIsTooSmall: a run whose journal and history
+// would take more than its results directory's disk has free is told so
+// before it starts; a small run is not.
+func TestWarnCostSaysTheDiskIsTooSmall(t *testing.T) {
+	b, err := stores.Lookup("memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := harness.DefaultOptions()
+	o.Backend, o.Scenarios = b, []string{"race"}
+	o.SpillDir = filepath.Join(t.TempDir(), harness.SpillDir)
+	var w bytes.Buffer
+	warnCost(&w, o)
+	if strings.Contains(w.String(), "may write about") {
+		t.Errorf("a default race warned of the disk:\n%s", w.String())
+	}
+	o.Keys, o.Clients = 100_000_000, 10_000 // terabytes of history
+	w.Reset()
+	warnCost(&w, o)
+	if !strings.Contains(w.String(), "that disk has") || !strings.Contains(w.String(), "the verdict stands") {
+		t.Errorf("a run of terabytes did not warn of the disk:\n%s", w.String())
+	}
+}
