@@ -77,10 +77,10 @@ func UnannouncedWaits(eps []EpisodeRecord, declared bool) string {
 
 // ClockOutran says, for a server-clock store, when an episode ran as long
 // as LockTTL of real time between two of the clock's ticks
-// (EpisodeRecord.Unticked; every claim was made inside its stretch): a claim made in that
-// stretch may have gone stale by the server's clock rather than a tick,
-// so the interleaving was the machine's as well as the seed's, and a
-// replay of the episode may take another path. The verdict stands: the
+// (EpisodeRecord.Unticked): a claim made in that stretch may have gone
+// stale by the server's clock rather than a tick, so the interleaving was
+// the machine's as well as the seed's, and a replay of the episode may
+// take another path. The verdict stands: the
 // checkers judge a claim's age by when its calls ran. "" when no episode
 // outran, or the store's clock is the harness's (Unticked is 0).
 func ClockOutran(eps []EpisodeRecord, lockTTL time.Duration) string {
