@@ -206,7 +206,8 @@ func warnCost(w io.Writer, o harness.Options) {
 		fmt.Fprintf(w, "idemcheck: this run will take about %v (%d scenario runs, LockTTL %v)\n", est.Round(time.Second), len(o.Plan()), o.LockTTL)
 	}
 	calls := o.EstimateCalls()
-	if dir := filepath.Dir(o.SpillDir); o.SpillDir != "" {
+	if o.SpillDir != "" {
+		dir := filepath.Dir(o.SpillDir)
 		need := uint64(calls) * (harness.DiskBytesPerCall + harness.HistoryBytesPerCall)
 		if free, err := freeBytes(dir); err == nil && need > free {
 			fmt.Fprintf(w, "idemcheck: this run may write about %s into %s (its journal, its history), and that disk has %s free: "+

@@ -108,8 +108,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 			if len(failing) > 0 {
 				back++
 				fmt.Fprintf(stdout, "  => fails again: %s\n\n", strings.Join(failing, ", "))
-			} else if ep.Unticked >= oo.LockTTL {
-				// scenario.ClockOutran: the run's interleaving was the machine's too.
+			} else if ep.Outran(oo.LockTTL) { // scenario.ClockOutran: the run's interleaving was the machine's too
 				fmt.Fprintf(stdout, "  => passes now; the run's episode ran %v of real time between the clock's ticks, past LockTTL (%v), "+
 					"so a claim may have gone stale there by the server's clock, which this replay need not repeat\n\n",
 					ep.Unticked.Round(time.Millisecond), oo.LockTTL)

@@ -86,7 +86,7 @@ func UnannouncedWaits(eps []EpisodeRecord, declared bool) string {
 func ClockOutran(eps []EpisodeRecord, lockTTL time.Duration) string {
 	n, longest := 0, time.Duration(0)
 	for _, e := range eps {
-		if e.Unticked >= lockTTL {
+		if e.Outran(lockTTL) {
 			n++
 			longest = max(longest, e.Unticked)
 		}
@@ -98,3 +98,7 @@ func ClockOutran(eps []EpisodeRecord, lockTTL time.Duration) string {
 		"have gone stale by the server's clock rather than a tick, so those interleavings are the machine's as well as the seed's "+
 		"(a replay may take another path; the verdict stands)", n, len(eps), longest.Round(time.Millisecond), lockTTL)
 }
+
+// Outran reports whether the episode ran as long as lockTTL of real time
+// between two of the clock's ticks (ClockOutran).
+func (e EpisodeRecord) Outran(lockTTL time.Duration) bool { return e.Unticked >= lockTTL }
