@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -73,6 +74,7 @@ func hammerProcesses(t *testing.T, path string, now time.Duration, takeover bool
 	type child struct {
 		cmd     *exec.Cmd
 		claimed []string
+		other   []string // the child's other output: a failing child's test log
 		stderr  *bytes.Buffer
 	}
 	children := make([]*child, 3)
@@ -98,6 +100,8 @@ func hammerProcesses(t *testing.T, path string, now time.Duration, takeover bool
 						t.Errorf("takeover of %s on a fresh file", k)
 					}
 					c.claimed = append(c.claimed, k)
+				} else {
+					c.other = append(c.other, line)
 				}
 			}
 		}()
@@ -106,7 +110,7 @@ func hammerProcesses(t *testing.T, path string, now time.Duration, takeover bool
 	owner := map[string]int{}
 	for i, c := range children {
 		if err := c.cmd.Wait(); err != nil {
-			t.Fatalf("child %d: %v\n%s", i, err, c.stderr)
+			t.Fatalf("child %d: %v\n%s\n%s", i, err, strings.Join(c.other, "\n"), c.stderr)
 		}
 		for _, k := range c.claimed {
 			if prev, dup := owner[k]; dup {
@@ -119,6 +123,46 @@ func hammerProcesses(t *testing.T, path string, now time.Duration, takeover bool
 	if len(owner) != childKeys {
 		t.Errorf("%d keys claimed, want all %d", len(owner), childKeys)
 	}
+}
+
+// TestOpenWaitsForTheSwitchToWAL: New on a file that is not yet in WAL mode
+// while another connection holds its write lock, as when processes create one
+// file together. Switching to WAL upgrades a read to a write, which SQLite
+// refuses at once (SQLITE_BUSY, no busy handler) while another writes; New
+// must wait for the writer, as for any other lock, not fail.
+func TestOpenWaitsForTheSwitchToWAL(t *testing.T) {
+	path := dbPath(t)
+	other, err := sql.Open("sqlite", path) // the default journal mode: DELETE
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx := context.Background()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{"CREATE TABLE other (x)", "BEGIN IMMEDIATE", "INSERT INTO other VALUES (1)"} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	const hold = 300 * time.Millisecond
+	released := time.Now().Add(hold)
+	go func() {
+		time.Sleep(hold)
+		conn.ExecContext(ctx, "COMMIT")
+	}()
+	s, err := New(ctx, path, testConfig(""))
+	if err != nil {
+		t.Fatalf("New while another connection wrote (the writer committed %v in): %v", hold, err)
+	}
+	defer s.Close()
+	if early := time.Until(released); early > 0 {
+		t.Fatalf("New returned %v before the other writer committed", early)
+	}
+	mustClaim(t, s, req(key("k"), "fp", t0), false)
 }
 
 // TestKilledProcess: a child commits a claim and a completed key, then is
