@@ -122,7 +122,7 @@ var demoSpecs = map[string]demoSpec{
 		story:   "A completes the order; the clock passes LockTTL (far inside the retention); the pruner runs; B retries the order",
 		clients: []scenario.SchedClient{{Name: "A"}, {Name: "B"}},
 		pruner:  true,
-		steps:   []demoStep{{client: "A", toEnd: true}, {tick: true}, {client: "P"}, {client: "B", toEnd: true}},
+		steps:   []demoStep{{client: "A", toEnd: true}, {tick: true}, {client: "P", toEnd: true}, {client: "B", toEnd: true}},
 	},
 	"stale-overwrite": {
 		story:   "A claims, charges and stalls past LockTTL; B reads A's claim as stale; A saves its answer; B writes its takeover",
