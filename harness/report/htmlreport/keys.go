@@ -23,12 +23,23 @@ type keyView struct {
 	Checkers   []string // the checkers it violated, in order
 	Violations []check.Violation
 	Calls      int
-	Owners     []owner
-	Saved      []saved
-	Charges    []history.Charge
-	Effective  int
-	Answers    []history.Answer
-	WorkRuns   int
+	// Claims counts the key's claims; Owners tells the first of them
+	// (Limits.KeyRows), MoreOwners how many more there were. Saved,
+	// Charges and Answers are cut the same way, each with its own More
+	// count: a key retried for a long run holds thousands of each, and
+	// telling them all cost a page more memory than the machine had.
+	Claims      int
+	Owners      []owner
+	MoreOwners  int
+	Saved       []saved
+	MoreSaved   int
+	Charges     []history.Charge // the order's charges (shared by its keys: read only)
+	ChargeCalls int              // how many there are, before the cut
+	MoreCharges int
+	Effective   int
+	Answers     []history.Answer
+	MoreAnswers int
+	WorkRuns    int
 	// AnswerSummary groups the clients' final answers ("5 × 200 "ch_1"").
 	AnswerSummary string
 }
@@ -60,8 +71,9 @@ type saved struct {
 // keys; one that names neither is returned apart, as scenario-wide. A
 // view's owners, saved responses and answer summary are filled by detail,
 // called on the views the page shows: a run of many keys shows a few,
-// and telling every key's owners was most of its page's cost.
-func keyViews(s *results.ScenarioResult, h *history.History, anchorPrefix string) (views []*keyView, wide []check.Violation, detail func(*keyView)) {
+// and telling every key's owners was most of its page's cost. detail
+// keeps the first rows of each of a key's tables (0: all of them).
+func keyViews(s *results.ScenarioResult, h *history.History, anchorPrefix string, rows int) (views []*keyView, wide []check.Violation, detail func(*keyView)) {
 	if h == nil {
 		return nil, s.Violations, func(*keyView) {}
 	}
@@ -124,19 +136,28 @@ func keyViews(s *results.ScenarioResult, h *history.History, anchorPrefix string
 		v.Answers = append(v.Answers, a)
 		setOrder(v, a.Order)
 	}
-	byOrder := map[string][]history.Charge{} // each key looks its order's charges up: linear, not keys × charges
+	// Each key looks its order's charges up, and shares them: an order
+	// retried under many keys (a scheduled scenario's rounds) has as many
+	// charges as keys, and a copy per key grew as their product (22 GB).
+	type orderCharges struct {
+		list      []history.Charge
+		effective int
+	}
+	byOrder := map[string]*orderCharges{}
 	for _, c := range charges {
-		byOrder[c.Order] = append(byOrder[c.Order], c)
+		oc := byOrder[c.Order]
+		if oc == nil {
+			oc = &orderCharges{}
+			byOrder[c.Order] = oc
+		}
+		oc.list = append(oc.list, c)
+		if c.Effective {
+			oc.effective++
+		}
 	}
 	for _, v := range views {
-		if v.Order == "" {
-			continue
-		}
-		for _, c := range byOrder[v.Order] {
-			v.Charges = append(v.Charges, c)
-			if c.Effective {
-				v.Effective++
-			}
+		if oc := byOrder[v.Order]; v.Order != "" && oc != nil {
+			v.Charges, v.ChargeCalls, v.Effective = oc.list, len(oc.list), oc.effective
 		}
 	}
 
@@ -174,40 +195,66 @@ func keyViews(s *results.ScenarioResult, h *history.History, anchorPrefix string
 		keyFaults[name] = append(keyFaults[name], f)
 	}
 	detail = func(v *keyView) {
-		v.Owners, v.Saved = owners(keyOps[v.Key], keyWork[v.Key], keyFaults[v.Key])
+		v.Owners, v.Claims, v.Saved, v.MoreSaved = owners(keyOps[v.Key], keyWork[v.Key], keyFaults[v.Key], rows)
+		v.MoreOwners = v.Claims - len(v.Owners)
 		v.AnswerSummary = summarizeAnswers(v.Answers)
+		v.Charges, v.MoreCharges = firstRows(v.Charges, rows)
+		v.Answers, v.MoreAnswers = firstRows(v.Answers, rows)
 	}
 	sort.SliceStable(views, func(i, j int) bool { return views[i].Violated && !views[j].Violated })
 	return views, wide, detail
 }
 
-// owners lists the claims on one key and what became of each, and the
-// responses it saved, from the key's calls, work runs and faults.
-func owners(ops []history.Op, work []history.WorkRun, faults []history.Fault) ([]owner, []saved) {
-	var out []owner
-	var sv []saved
+// owners tells the first rows claims on one key (0: all) and what became
+// of each, and the first rows responses it saved, from the key's calls,
+// work runs and faults; it counts the claims, and the saved responses
+// left out. Telling a claim's fate reads the key's calls, so only the
+// claims shown are told: told for every claim of a key retried
+// thousands of times, it took minutes.
+func owners(ops []history.Op, work []history.WorkRun, faults []history.Fault, rows int) (out []owner, claims int, sv []saved, moreSaved int) {
 	for _, op := range ops {
 		if op.Input.Kind != models.Begin {
 			continue
 		}
-		switch {
-		case op.Output.Unknown:
+		unknown, claimed := op.Output.Unknown, op.Output.Decision.Outcome == stores.Claimed
+		if !unknown && !claimed {
+			continue
+		}
+		claims++
+		if rows > 0 && len(out) >= rows {
+			continue
+		}
+		if unknown {
 			out = append(out, owner{Client: op.Client, Token: fmt.Sprintf("?%d (never seen)", op.Input.ID), At: ms(op.Call), Unknown: true,
 				Fate: []string{"Begin got no answer: it may have claimed the key with a token nobody saw"}})
-		case op.Output.Decision.Outcome == stores.Claimed:
-			d := op.Output.Decision
-			o := owner{Client: op.Client, Token: string(d.Token), At: ms(op.Return), Takeover: d.Takeover}
-			o.Fate = fate(op, d.Token, ops, work, faults)
-			out = append(out, o)
+			continue
 		}
+		d := op.Output.Decision
+		o := owner{Client: op.Client, Token: string(d.Token), At: ms(op.Return), Takeover: d.Takeover}
+		o.Fate = fate(op, d.Token, ops, work, faults)
+		out = append(out, o)
 	}
 	for _, op := range ops {
-		if op.Accepted(models.Complete) {
-			sv = append(sv, saved{Client: op.Client, Token: string(op.Input.Token), Status: op.Input.Response.Status,
-				Body: op.Input.Response.Body, At: ms(op.Return)})
+		if !op.Accepted(models.Complete) {
+			continue
 		}
+		if rows > 0 && len(sv) >= rows {
+			moreSaved++
+			continue
+		}
+		sv = append(sv, saved{Client: op.Client, Token: string(op.Input.Token), Status: op.Input.Response.Status,
+			Body: op.Input.Response.Body, At: ms(op.Return)})
 	}
-	return out, sv
+	return out, claims, sv, moreSaved
+}
+
+// firstRows is the first rows of list (0: all of it) and how many it
+// leaves out.
+func firstRows[T any](list []T, rows int) ([]T, int) {
+	if rows <= 0 || len(list) <= rows {
+		return list, 0
+	}
+	return list[:rows:rows], len(list) - rows
 }
 
 // fate says what the owner did with its claim: work, faults, its save or

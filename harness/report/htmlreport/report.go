@@ -38,6 +38,9 @@ type Limits struct {
 	ViolatedKeys  int // violated keys detailed per scenario
 	OtherKeys     int // keys without violations detailed per scenario
 	Violations    int // rows in the run-wide violation list
+	// KeyRows: rows of each table of a shown key (its owners, saved
+	// responses, charges, final answers); the rest are counted. 0: all.
+	KeyRows int
 }
 
 // shownViolations is how many violation rows the page shows unfolded, so
@@ -48,7 +51,7 @@ const shownViolations = 6
 const maxSchedule = 40
 
 // DefaultLimits are the limits Write uses.
-var DefaultLimits = Limits{TimelineOps: 2000, TimelineTotal: 12000, ViolatedKeys: 50, OtherKeys: 12, Violations: 100}
+var DefaultLimits = Limits{TimelineOps: 2000, TimelineTotal: 12000, ViolatedKeys: 50, OtherKeys: 12, Violations: 100, KeyRows: 40}
 
 // timelineCap is how many calls each scenario's timeline draws.
 func (l Limits) timelineCap(sum *results.Summary) int {
@@ -73,7 +76,20 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"mod2":  func(i int) int { return i % 2 },
 	"add":   func(a, b int) int { return a + b },
 	"ms":    ms,
+	"more":  moreRows,
 }).Parse(pageSource))
+
+// leftOut is what a key's table says of the rows it left out.
+type leftOut struct {
+	Left, Shown, Total int
+	What               string
+}
+
+// moreRows describes a table of a key that shows total-left of its total
+// rows of what (Limits.KeyRows).
+func moreRows(left int, what string, total int) leftOut {
+	return leftOut{Left: left, Shown: total - left, Total: total, What: what}
+}
 
 // Write writes dir/report.html for the run. Files the report links to
 // (history.jsonl, the porcupine visualisations, traces) are linked only
@@ -310,7 +326,7 @@ func viewOf(s *results.ScenarioResult, lim Limits, tlCap int, exists func(string
 	if h != nil {
 		h, whole = h.Drawable()
 	}
-	views, wide, detail := keyViews(s, h, sv.Anchor)
+	views, wide, detail := keyViews(s, h, sv.Anchor, lim.KeyRows)
 	sv.Wide = wide
 	sv.TotalKeys = len(views)
 	if !whole {

@@ -152,7 +152,7 @@ func TestTimelineCap(t *testing.T) {
 	// one fewer than that. The page counts the keys it marks violated (a
 	// violation named by its order marks each key of the order), not the
 	// violations' names.
-	views, _, _ := keyViews(&sum.Scenarios[0], sum.Scenarios[0].History(), "")
+	views, _, _ := keyViews(&sum.Scenarios[0], sum.Scenarios[0].History(), "", 0)
 	broken := 0
 	for _, v := range views {
 		if v.Violated {
