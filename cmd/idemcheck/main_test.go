@@ -347,7 +347,8 @@ func TestMemoryLimitKeepsTheRun(t *testing.T) {
 // correct memory and SQLite stores, each within a small budget. A correct
 // store must pass every draw; a draw that does not pass prints the check
 // command that runs it again. Each draw is in the soak's journal, one line
-// each, with the drawn command (--retention drawn too).
+// each, with the drawn command (--retention drawn too). Each draw's files
+// are written, so that the reports meet the drawn flags too.
 func TestRandomFlagsSoak(t *testing.T) {
 	for _, store := range []string{"memory", "sqlite"} {
 		t.Run(store, func(t *testing.T) {
@@ -382,6 +383,14 @@ func TestRandomFlagsSoak(t *testing.T) {
 				if err := json.Unmarshal([]byte(l), &e); err != nil || e.Verdict == "" || len(e.Scenarios) == 0 || !strings.Contains(e.Draw, "--retention ") {
 					t.Errorf("journal line %s: %+v, %v", l, e, err)
 				}
+				// Every draw's files were written, as check writes them,
+				// and a passing draw's removed again.
+				if e.WriteSecs <= 0 || (e.Verdict == "pass") == (e.Dir != "") {
+					t.Errorf("journal line %s: its files were not written, or a passing draw's kept (dir %q)", l, e.Dir)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(filepath.Dir(journals[0]), "*-draw")); len(left) > 0 {
+				t.Errorf("passing draws' files left behind: %v", left)
 			}
 		})
 	}

@@ -47,6 +47,8 @@ scenarios, the seed; --strict-availability when the drawn seed divides by 3,
 which a correct store must pass every draw. A draw keeps the scenarios
 that fit --budget (a forecast of wall time, and of the calls it records);
 one that does not pass prints the check command that runs it again.
+Each draw's files (history, summary, reports) are written as check writes
+them, and removed once it passed: the reports meet the drawn flags too.
 
 With --shard i/n only every n-th run (seed × scenario, seed-major; with
 --random-flags, every n-th draw) from the i-th is done; 'idemcheck merge'
@@ -250,18 +252,34 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if sum.Interrupted {
 			interrupted = true
 		}
-		if sum.Verdict != check.Pass && !sum.Interrupted {
-			stamp(sum, append([]string{"idemcheck", "soak"}, args...))
-			// As check does: a report that cannot be written is said, and
-			// the soak goes on with the verdict counted.
-			dir, err := report.PrepareRunDir(*out, backend.Name, o.Variant, time.Now()) // the seed's own
+		// A run that did not pass keeps its files. A drawn run's are
+		// written too, as check writes them, and removed once it passed:
+		// the reports are part of what a user's flags reach (one draw's
+		// HTML report once took 9 minutes and 22 GB). As check does, a
+		// report that cannot be written is said, and the soak goes on
+		// with the verdict counted.
+		if keep := sum.Verdict != check.Pass && !sum.Interrupted; keep || *randomFlags && !sum.Interrupted {
+			root, variant := *out, o.Variant // the seed's own directory
+			if keep {
+				stamp(sum, append([]string{"idemcheck", "soak"}, args...))
+			} else {
+				root, variant = dir.Path, "draw" // inside the soak's, for a moment
+			}
+			w0 := time.Now()
+			rd, err := report.PrepareRunDir(root, backend.Name, variant, w0)
 			var errs []error
 			if err != nil {
 				errs = append(errs, err)
 			} else {
-				errs = writeRun(dir, sum, "")
-				entry.Dir = dir.Path
+				rd.Older = !keep
+				errs = writeRun(rd, sum, "")
+				if keep {
+					entry.Dir = rd.Path
+				} else if err := os.RemoveAll(rd.Path); err != nil {
+					errs = append(errs, err)
+				}
 			}
+			entry.WriteSecs = time.Since(w0).Seconds()
 			for _, err := range errs {
 				fmt.Fprintf(stderr, "idemcheck soak: seed %d: writing results: %v (the verdict stands)\n", oo.Seed, err)
 			}
@@ -269,7 +287,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		tally.add(&rep, entry)
 		addEntry(entry)
 		if !progress && !*asJSON {
-			fmt.Fprintf(stderr, "[%d/%d] seed %d: %s, %d scenario run(s), %.1fs\n", i+1, nSeeds, oo.Seed, sum.Verdict, len(sum.Scenarios), entry.Secs)
+			fmt.Fprintf(stderr, "[%d/%d] seed %d: %s, %d scenario run(s), %.1fs%s\n", i+1, nSeeds, oo.Seed, sum.Verdict, len(sum.Scenarios), entry.Secs, writing(entry.WriteSecs))
 		}
 	}
 	if progress {

@@ -56,6 +56,17 @@ type soakEntry struct {
 	Error string  `json:"error,omitempty"`
 	At    string  `json:"at,omitempty"`
 	Secs  float64 `json:"seconds,omitempty"`
+	// WriteSecs is how long writing the run's files took, when they were
+	// written (a run that did not pass, or any drawn run).
+	WriteSecs float64 `json:"write_seconds,omitempty"`
+}
+
+// writing is a seed's progress line's note of the time its files took.
+func writing(secs float64) string {
+	if secs == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (its files: %.1fs)", secs)
 }
 
 // soakEntryScene is one scenario run's verdict in a journal line.
