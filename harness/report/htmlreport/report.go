@@ -85,10 +85,10 @@ type leftOut struct {
 	What               string
 }
 
-// moreRows describes a table of a key that shows total-left of its total
-// rows of what (Limits.KeyRows).
-func moreRows(left int, what string, total int) leftOut {
-	return leftOut{Left: left, Shown: total - left, Total: total, What: what}
+// moreRows describes a table of a key that shows shown rows of what and
+// leaves left out (Limits.KeyRows).
+func moreRows(shown, left int, what string) leftOut {
+	return leftOut{Left: left, Shown: shown, Total: shown + left, What: what}
 }
 
 // Write writes dir/report.html for the run. Files the report links to
