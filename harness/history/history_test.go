@@ -257,3 +257,70 @@ func TestRecorderMarksOnlyTheCallersDeadline(t *testing.T) {
 		t.Fatalf("ops %+v: want the store's own timeout unmarked, the caller's marked, both of unknown outcome", ops)
 	}
 }
+
+// monoClock reads time.Now() as Go gives it, with its monotonic reading.
+type monoClock struct{}
+
+func (monoClock) Now() time.Time { return time.Now() }
+
+// givenStore keeps every time a store call was given.
+type givenStore struct {
+	fakeStore
+	given []time.Time
+}
+
+func (g *givenStore) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	g.given = append(g.given, req.Now)
+	return g.fakeStore.Begin(ctx, req)
+}
+func (g *givenStore) Prune(ctx context.Context, now time.Time) (int, error) {
+	g.given = append(g.given, now)
+	return g.fakeStore.Prune(ctx, now)
+}
+func (g *givenStore) Extend(_ context.Context, _ stores.KeyRef, _ stores.Token, now time.Time) error {
+	g.given = append(g.given, now)
+	return nil
+}
+
+// hasMonotonic reports whether t carries Go's monotonic clock reading.
+func hasMonotonic(t time.Time) bool { return t != t.Round(0) }
+
+// TestRecorderKeepsWallReadings: whatever its clock and its callers give,
+// the Recorder gives a store, and records, wall readings alone
+// (faults.Wall), and a Begin's or Prune's recorded time is the one the
+// store was given. A time with a monotonic reading is measured by that
+// clock in memory and by the wall clock once saved, so a run was judged
+// by other intervals than its store measured and its re-check.
+func TestRecorderKeepsWallReadings(t *testing.T) {
+	if !hasMonotonic(time.Now()) || hasMonotonic(faults.RealClock{}.Now()) || hasMonotonic(faults.NewManualClock(time.Now()).Now()) {
+		t.Fatal("want time.Now() with a monotonic reading, and the harness's clocks without")
+	}
+	h := history.New()
+	g := &givenStore{fakeStore: fakeStore{d: stores.Decision{Outcome: stores.Claimed, Token: "a"}}}
+	r := &history.Recorder{Store: g, Client: 1, Hist: h, Clock: monoClock{}}
+	ctx := context.Background()
+	_, _ = r.Begin(ctx, stores.Request{KeyRef: key, Fingerprint: "fp", Now: time.Now()})
+	_ = r.Extend(ctx, key, "a", time.Now())
+	_ = r.Complete(ctx, key, "a", stores.Response{Status: 201})
+	_ = r.Release(ctx, key, "a")
+	_, _ = r.Prune(ctx, time.Now().Add(-time.Hour))
+	for i, at := range g.given {
+		if hasMonotonic(at) {
+			t.Errorf("store call %d was given %v, with a monotonic reading", i, at)
+		}
+	}
+	ops := h.Ops()
+	if len(ops) != 5 || len(g.given) != 3 {
+		t.Fatalf("%d ops recorded, %d times given; want 5 and 3", len(ops), len(g.given))
+	}
+	for _, op := range ops {
+		for _, at := range []time.Time{op.Input.Now, op.Input.Sent, op.Input.Called} {
+			if hasMonotonic(at) {
+				t.Errorf("%s recorded %v, with a monotonic reading", op.Input.Kind, at)
+			}
+		}
+	}
+	if ops[0].Input.Now != g.given[0] || ops[4].Input.Now.Before(g.given[2]) {
+		t.Errorf("Begin recorded %v, given %v; Prune recorded %v, given %v", ops[0].Input.Now, g.given[0], ops[4].Input.Now, g.given[2])
+	}
+}

@@ -30,6 +30,12 @@ type Recorder struct {
 	Clock faults.Clock
 }
 
+// now reads the client's clock as a wall reading, as every time the
+// Recorder gives a store and records is (faults.Wall): the run is then
+// judged by the intervals its store measured, and a saved run by the
+// same ones.
+func (r *Recorder) now() time.Time { return faults.Wall(r.Clock.Now()) }
+
 var _ stores.Store = (*Recorder)(nil)
 
 // Definite reports whether an error from a call is a definite answer
@@ -102,9 +108,10 @@ func (r *Recorder) ret(seq int64, in models.Input, call int64, out models.Output
 
 // Begin records the call and its decision.
 func (r *Recorder) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	req.Now = faults.Wall(req.Now)
 	in := models.Input{Kind: models.Begin, Key: req.KeyRef, Fingerprint: req.Fingerprint, Now: req.Now, ID: r.Hist.NextID()}
 	if r.Clock != nil {
-		in.Sent = r.Clock.Now()
+		in.Sent = r.now()
 	}
 	seq, call := r.call(in)
 	d, err := r.Store.Begin(ctx, req)
@@ -120,10 +127,10 @@ func (r *Recorder) Begin(ctx context.Context, req stores.Request) (stores.Decisi
 
 // Complete records the call; ErrFenced is a definite answer.
 func (r *Recorder) Complete(ctx context.Context, key stores.KeyRef, tok stores.Token, resp stores.Response) error {
-	in := models.Input{Kind: models.Complete, Key: key, Token: tok, Response: resp, ID: r.Hist.NextID(), Now: r.Clock.Now()}
+	in := models.Input{Kind: models.Complete, Key: key, Token: tok, Response: resp, ID: r.Hist.NextID(), Now: r.now()}
 	seq, call := r.call(in)
 	err := r.Store.Complete(ctx, key, tok, resp)
-	in.Now = r.Clock.Now() // the store decided no later than this
+	in.Now = r.now() // the store decided no later than this
 	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
 	r.ret(seq, in, call, writeOutput(err), err, drop)
 	return err
@@ -131,10 +138,10 @@ func (r *Recorder) Complete(ctx context.Context, key stores.KeyRef, tok stores.T
 
 // Release records the call; ErrFenced is a definite answer.
 func (r *Recorder) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
-	in := models.Input{Kind: models.Release, Key: key, Token: tok, ID: r.Hist.NextID(), Now: r.Clock.Now()}
+	in := models.Input{Kind: models.Release, Key: key, Token: tok, ID: r.Hist.NextID(), Now: r.now()}
 	seq, call := r.call(in)
 	err := r.Store.Release(ctx, key, tok)
-	in.Now = r.Clock.Now()
+	in.Now = r.now()
 	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
 	r.ret(seq, in, call, writeOutput(err), err, drop)
 	return err
@@ -142,10 +149,11 @@ func (r *Recorder) Release(ctx context.Context, key stores.KeyRef, tok stores.To
 
 // Prune records the call (its key is empty: it applies to every key).
 func (r *Recorder) Prune(ctx context.Context, now time.Time) (int, error) {
+	now = faults.Wall(now)
 	in := models.Input{Kind: models.Prune, Now: now, ID: r.Hist.NextID()}
 	seq, call := r.call(in)
 	n, err := r.Store.Prune(ctx, now)
-	if after := r.Clock.Now(); after.After(in.Now) {
+	if after := r.now(); after.After(in.Now) {
 		in.Now = after // a server-clock store pruned by its own clock, no later than this
 	}
 	na := errors.Is(err, stores.ErrNotApplied)
@@ -164,10 +172,10 @@ func (r *Recorder) Extend(ctx context.Context, key stores.KeyRef, tok stores.Tok
 	if !ok {
 		return ErrNoExtend
 	}
-	in := models.Input{Kind: models.Extend, Key: key, Token: tok, ID: r.Hist.NextID(), Called: r.Clock.Now(), Now: r.Clock.Now()}
+	in := models.Input{Kind: models.Extend, Key: key, Token: tok, ID: r.Hist.NextID(), Called: r.now(), Now: r.now()}
 	seq, call := r.call(in)
-	err := ext.Extend(ctx, key, tok, now)
-	in.Now = r.Clock.Now()
+	err := ext.Extend(ctx, key, tok, faults.Wall(now))
+	in.Now = r.now()
 	drop := errors.Is(err, stores.ErrInvalidKey) || NoEffect(err)
 	r.ret(seq, in, call, writeOutput(err), err, drop)
 	return err
