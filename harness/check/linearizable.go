@@ -41,92 +41,12 @@ import (
 // has.
 func porcupineOps(m models.Config, ops []history.Op) ([]porcupine.Operation, int) {
 	g := groupByKey(ops)
+	x := newPruneIndex(g.prunes)
 	out := make([]porcupine.Operation, 0, len(ops))
 	for _, k := range g.order {
-		out = append(out, keyPorcupineOps(m, g.keyed[k], g.prunes)...)
+		out = append(out, keyPorcupineOps(m, g.keyed[k], x)...)
 	}
 	return out, len(g.order)
-}
-
-// keyPorcupineOps is one key's part of porcupineOps: its operations (kops,
-// none a Prune) and a copy of each of prunes that can act on it
-// (prunesInPartition).
-func keyPorcupineOps(m models.Config, kops, prunes []history.Op) []porcupine.Operation {
-	// A call the store declared not applied changed nothing: it is left
-	// out (stores.ErrNotApplied).
-	kops = slices.DeleteFunc(slices.Clone(kops), func(op history.Op) bool { return op.Output.NotApplied })
-	if len(kops) == 0 {
-		return nil
-	}
-	sp := keySpan{first: kops[0].Call, last: kops[0].Return}
-	for _, op := range kops {
-		sp.add(op)
-	}
-	if !sp.answered {
-		return nil
-	}
-	ps := prunesInPartition(m, sp, kops, prunes)
-	out := make([]porcupine.Operation, 0, len(kops)+len(ps))
-	for _, op := range kops {
-		out = append(out, porcupineOp(op))
-	}
-	for _, p := range ps {
-		out = append(out, prunePorcupineOp(p, kops[0].Input.Key))
-	}
-	return out
-}
-
-// prunesInPartition lists the prunes copied into a key's partition: each
-// that can act on it (keySpan.prunable), except that the prunes falling in
-// one gap between the key's operations, overlapping none of them in time,
-// are one: the latest by its own clock. That is exact, not an
-// approximation. In every order porcupine may pick, the prunes of one gap
-// sit together, no operation of the key between them: an operation between
-// two of them would have returned before the later one was called, so
-// before the earlier one too (they have the same operations before them),
-// and must come before both. A run of prunes with nothing between them
-// leaves the key as it was or gone (models.Step: a Prune is the identity,
-// and at its time the key may be gone once past its retention), and whether
-// gone is allowed only grows with the prune's time (models.PastRetention):
-// so the latest of them allows exactly what the run allows. A prune that
-// overlaps an operation of the key (ties included, as in porcupine) is
-// kept as it is.
-//
-// A scheduled scenario's manual clock runs far ahead of real time (a
-// LockTTL a tick), and every key's final probe comes at the end of the run,
-// so every Prune of the run could act on every key: with 983 keys and 1,964
-// prunes, porcupine was given about two million operations, and a correct
-// memory store's sched-retention ended undecided (porcupine timed out).
-func prunesInPartition(m models.Config, sp keySpan, kops, prunes []history.Op) []history.Op {
-	returns := make([]int64, len(kops))
-	calls := make([]int64, len(kops))
-	for i, op := range kops {
-		returns[i], calls[i] = op.Return, op.Call
-	}
-	slices.Sort(returns)
-	slices.Sort(calls)
-	var out []history.Op
-	gaps := map[int]int{} // operations before the gap → its prune's index in out
-	for _, p := range prunes {
-		if p.Output.NotApplied || !sp.prunable(m, p) {
-			continue
-		}
-		before, _ := slices.BinarySearch(returns, p.Call) // operations that returned before p was called
-		after := len(calls) - upperBound(calls, p.Return) // operations called after p returned
-		if before+after != len(kops) {
-			out = append(out, p) // overlaps an operation of the key
-			continue
-		}
-		if i, ok := gaps[before]; ok {
-			if p.Input.Now.After(out[i].Input.Now) {
-				out[i] = p
-			}
-			continue
-		}
-		gaps[before] = len(out)
-		out = append(out, p)
-	}
-	return out
 }
 
 // upperBound is the number of elements of the sorted s that are at most v.
@@ -367,16 +287,12 @@ func mergedNote(n, replays int) string {
 // every part of a run, so that no history keeps a run for hours.
 func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op, g grouped, deadline time.Time) linTally {
 	t := linTally{keys: len(g.order)}
-	var prunes []history.Op
 	for _, op := range ops {
-		if op.Input.Kind != models.Prune {
-			continue
-		}
-		t.prunes++
-		if !op.Output.NotApplied {
-			prunes = append(prunes, op)
+		if op.Input.Kind == models.Prune {
+			t.prunes++
 		}
 	}
+	prunes := &lazyPruneIndex{prunes: g.prunes}
 	t.ops = len(ops) - t.prunes
 	failing := make([][]porcupine.Operation, len(g.order))
 	var slowKey atomic.Value // the first key that timed out
@@ -397,7 +313,7 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 					timedOut.Store(true)
 					return
 				}
-				part, u, r := reduceKey(e.Model, keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes))
+				part, u, r := reduceKey(e.Model, keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes.get()))
 				merged.Add(int64(u))
 				replays.Add(int64(r))
 				if witnessed(e.Model, part) {

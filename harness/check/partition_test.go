@@ -113,7 +113,7 @@ func TestKeyPorcupineOpsIsPorcupineOpsByKey(t *testing.T) {
 	}
 	totalPrunes := 0
 	for i, k := range order {
-		got := keyPorcupineOps(m, keyed[k], prunes)
+		got := keyPorcupineOps(m, keyed[k], newPruneIndex(prunes))
 		gn, gp := count(got)
 		wn, wp := count(whole[i])
 		if gn != wn || gp != wp || got[0].Input.(models.Input).Key != k {
@@ -178,7 +178,7 @@ func TestPrunesOfOneGapAreOne(t *testing.T) {
 	for _, op := range kops {
 		sp.add(op)
 	}
-	got := prunesInPartition(m, sp, kops, prunes)
+	got := newPruneIndex(prunes).prunesInPartition(m, sp, kops)
 	if len(got) != 2 || !got[0].Input.Now.Equal(t0.Add(50*time.Second)) || got[1].Call != 105 {
 		t.Fatalf("prunes kept: %+v, want the gap's latest (at +50s) and the overlapping one", got)
 	}
@@ -235,7 +235,7 @@ func TestPrunesOfOneGapAreOne(t *testing.T) {
 			}
 		}
 		want := porcupine.CheckOperations(model, full)
-		reduced := keyPorcupineOps(m, ops, all)
+		reduced := keyPorcupineOps(m, ops, newPruneIndex(all))
 		if len(reduced) < len(full) {
 			collapsed++
 		}
