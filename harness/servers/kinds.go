@@ -279,8 +279,8 @@ func postgresAllowReplication(ctx context.Context, ctr testcontainers.Container,
 // caught up with the window would lose them. (The correct replicated store
 // had a done key claimed again after repeated failovers, once in a long
 // hunt and once in the demo test; TestReplicatedFailover's second failover
-// has not lost a claim with or without this wait, so that loss may have
-// another cause.)
+// has not lost a claim with or without this wait: the checkpoint below
+// closes the window that is the likelier cause.)
 func postgresStreaming(ctx context.Context, p, sb *node) error {
 	if err := waitUntil(ctx, func(ctx context.Context) error {
 		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE state = 'streaming'`)
@@ -297,6 +297,21 @@ func postgresStreaming(ctx context.Context, p, sb *node) error {
 		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync'`)
 	}); err != nil {
 		return fmt.Errorf("postgres standby %s is not synchronous: %w", sb.name, err)
+	}
+	// A new session sees the standby as synchronous once the postmaster
+	// has reloaded, but a commit waits for it only once the checkpointer
+	// has reloaded too: it sets the flag every commit reads
+	// (SyncRepUpdateSyncStandbysDefined), and until then commits return
+	// without waiting, so a failover loses what they acknowledged. The
+	// correct replicated store lost a done key that way (the demo test
+	// beside a loaded suite: its claim and save committed in 10 to 20 ms
+	// while the standby was cut off). The checkpointer handles a pending
+	// reload before it starts a checkpoint, and CHECKPOINT waits for one
+	// that starts after it was asked for: once it returns, commits wait.
+	if err := waitUntil(ctx, func(ctx context.Context) error {
+		return pgExec(ctx, p.srv.Addr, `CHECKPOINT`)
+	}); err != nil {
+		return fmt.Errorf("postgres primary %s: a checkpoint after naming its synchronous standby: %w", p.name, err)
 	}
 	// Every commit acknowledged before the standby became synchronous
 	// lies at or before the primary's WAL position read now (read once: a
