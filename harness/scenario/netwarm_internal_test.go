@@ -3,6 +3,8 @@ package scenario
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/idemcheck/idemcheck/faults"
@@ -36,6 +38,49 @@ func TestNetWarmTakesFencedAsAnAnswer(t *testing.T) {
 	}
 	if err := netWarm(ctx, warmStore{err: errors.New("connection reset")}, 0); err == nil {
 		t.Error("a failed warm-up save passed")
+	}
+}
+
+// lateStore answers its first late Begins with stores.ErrLateClaim, then
+// claims; it keeps the keys its saves and releases were sent for.
+type lateStore struct {
+	warmStore
+	late  int
+	saved []string
+}
+
+func (l *lateStore) Begin(context.Context, stores.Request) (stores.Decision, error) {
+	if l.late > 0 {
+		l.late--
+		return stores.Decision{}, fmt.Errorf("begin: %w (it took 231ms, LockTTL allows 187.5ms)", stores.ErrLateClaim)
+	}
+	return stores.Decision{Outcome: stores.Claimed, Token: "t"}, nil
+}
+func (l *lateStore) Complete(_ context.Context, k stores.KeyRef, _ stores.Token, _ stores.Response) error {
+	l.saved = append(l.saved, k.Key)
+	return nil
+}
+func (l *lateStore) Release(_ context.Context, k stores.KeyRef, _ stores.Token) error {
+	l.saved = append(l.saved, k.Key)
+	return nil
+}
+
+// TestNetWarmTriesAnotherKeyAfterALateClaim: a warm-up claim that came
+// back too late to hand out (stores.ErrLateClaim) is tried again on
+// another key, and the save and release go to the keys claimed in time;
+// a store whose every claim is late stops the scenario after
+// netWarmTries keys.
+func TestNetWarmTriesAnotherKeyAfterALateClaim(t *testing.T) {
+	ctx := context.Background()
+	l := &lateStore{late: netWarmTries - 1}
+	if err := netWarm(ctx, l, 7); err != nil {
+		t.Fatalf("late claims, then one in time: %v", err)
+	}
+	if want := []string{fmt.Sprintf("warm-7-0-%d", netWarmTries-1), "warm-7-1-0"}; !slices.Equal(l.saved, want) {
+		t.Errorf("saved and released %v, want %v", l.saved, want)
+	}
+	if err := netWarm(ctx, &lateStore{late: netWarmTries}, 7); !errors.Is(err, stores.ErrLateClaim) {
+		t.Errorf("every claim late: %v, want the late claim's error", err)
 	}
 }
 
