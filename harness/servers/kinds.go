@@ -305,9 +305,12 @@ func postgresStreaming(ctx context.Context, p, sb *node) error {
 	// without waiting, so a failover loses what they acknowledged. The
 	// correct replicated store lost a done key that way (the demo test
 	// beside a loaded suite: its claim and save committed in 10 to 20 ms
-	// while the standby was cut off). The checkpointer handles a pending
-	// reload before it starts a checkpoint, and CHECKPOINT waits for one
-	// that starts after it was asked for: once it returns, commits wait.
+	// while the standby was cut off). With the checkpointer stopped, a
+	// session sees the standby as sync at once, and a commit with the
+	// standby cut off returns at once (TestSynchronousStandbyWaitsForTheCheckpointer).
+	// The checkpointer handles a pending reload before it starts a
+	// checkpoint, and CHECKPOINT waits for one that starts after it was
+	// asked for: once it returns, commits wait.
 	if err := waitUntil(ctx, func(ctx context.Context) error {
 		return pgExec(ctx, p.srv.Addr, `CHECKPOINT`)
 	}); err != nil {
