@@ -62,9 +62,10 @@ func TestRecheckSavedRuns(t *testing.T) {
 // TestRecheckRepetitions runs two repetitions of two scenarios (--count 2)
 // on a correct SQLite store, writes the run as `idemcheck check` does, and
 // re-checks it: each repetition must keep its own history and files
-// (named by results.ID), so the re-check passes as the run did. Before
-// results had an identity, history.jsonl merged the repetitions and the
-// re-check failed with dozens of violations.
+// (named by results.ID), so the re-check passes as the run did, each
+// checker with the same detail. Before results had an identity,
+// history.jsonl merged the repetitions and the re-check failed with
+// dozens of violations.
 func TestRecheckRepetitions(t *testing.T) {
 	o := harness.DefaultOptions()
 	b, err := stores.Lookup("sqlite")
@@ -103,6 +104,20 @@ func TestRecheckRepetitions(t *testing.T) {
 		}
 		if s.Verdict != check.Pass {
 			t.Errorf("%s: re-checked as %s with %d violations", s.ID(), s.Verdict, len(s.Violations))
+		}
+		// The re-check judges what the run judged: every checker says
+		// what it said then. A run judged its history in memory, where
+		// times carried Go's monotonic reading, and the re-check its
+		// saved copy without it (faults.Wall).
+		ran := sum.Scenarios[i].Checkers
+		if len(s.Checkers) != len(ran) {
+			t.Errorf("%s: %d checkers re-checked, %d when run", s.ID(), len(s.Checkers), len(ran))
+			continue
+		}
+		for j, c := range s.Checkers {
+			if c.Checker != ran[j].Checker || c.Verdict != ran[j].Verdict || c.Detail != ran[j].Detail {
+				t.Errorf("%s: re-checked %s %s (%s); run %s %s (%s)", s.ID(), c.Checker, c.Verdict, c.Detail, ran[j].Checker, ran[j].Verdict, ran[j].Detail)
+			}
 		}
 	}
 }
