@@ -143,18 +143,27 @@ func TestOpenWaitsForTheSwitchToWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	for _, q := range []string{"CREATE TABLE other (x)", "BEGIN IMMEDIATE", "INSERT INTO other VALUES (1)"} {
+	// The writer waits for readers as a store does (a busy timeout): its
+	// COMMIT needs New's read lock gone, and without one it failed at
+	// once while New held it, kept its own lock, and New waited in vain
+	// (the race pass of a loaded CI run).
+	for _, q := range []string{"PRAGMA busy_timeout = 10000", "CREATE TABLE other (x)", "BEGIN IMMEDIATE", "INSERT INTO other VALUES (1)"} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	const hold = 300 * time.Millisecond
 	released := time.Now().Add(hold)
+	committed := make(chan error, 1)
 	go func() {
 		time.Sleep(hold)
-		conn.ExecContext(ctx, "COMMIT")
+		_, err := conn.ExecContext(ctx, "COMMIT")
+		committed <- err
 	}()
 	s, err := New(ctx, path, testConfig(""))
+	if cerr := <-committed; cerr != nil {
+		t.Fatalf("the other writer's COMMIT: %v", cerr)
+	}
 	if err != nil {
 		t.Fatalf("New while another connection wrote (the writer committed %v in): %v", hold, err)
 	}
