@@ -58,7 +58,9 @@ func volumesGone(t *testing.T, names []string) {
 // official image, and a restart starts that cluster as it is.
 func TestPostgresImageOffTheDefaultContract(t *testing.T) {
 	ctx := dockerReady(t)
-	ctr, addr, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), 60*time.Second, []testcontainers.ContainerCustomizer{
+	// A real initdb (fsyncs, data checksums) beside a loaded suite took
+	// more than 60 s in a CI rehearsal: the bound is the harness's own.
+	ctr, addr, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), defaultStartTimeout, []testcontainers.ContainerCustomizer{
 		testcontainers.WithLabels(map[string]string{LabelManaged: "1", LabelSession: session, LabelOwner: owner()}),
 		tcpostgres.WithUsername("alice"), tcpostgres.WithPassword("s3cret"), tcpostgres.WithDatabase("shop"),
 		testcontainers.WithEnv(map[string]string{"POSTGRES_INITDB_ARGS": "--data-checksums"}),
@@ -244,7 +246,7 @@ func TestRedisContainer(t *testing.T) {
 func TestPostgresImageQuotesWhatItSetsUp(t *testing.T) {
 	ctx := dockerReady(t)
 	const password, db = `it's a "pass\word`, `the "shop's" db`
-	ctr, _, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), 60*time.Second, []testcontainers.ContainerCustomizer{
+	ctr, _, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), defaultStartTimeout, []testcontainers.ContainerCustomizer{
 		testcontainers.WithLabels(map[string]string{LabelManaged: "1", LabelSession: session, LabelOwner: owner()}),
 		tcpostgres.WithPassword(password), tcpostgres.WithDatabase(db),
 	})
