@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,13 +101,18 @@ func TestADialThatWaitsHoldsNoOneElse(t *testing.T) {
 			t.Fatal("the first client's connection never reached the relay")
 		}
 	}
-	// And its SYN has been sent and met the full queue: a socket of this
-	// machine in SYN_SENT to the upstream's port (a fixed 50 ms for the
-	// relay's dial to start was too short once under make test's load:
-	// the dial came after the queue was freed, and landed at once).
-	for deadline := time.Now().Add(5 * time.Second); !synSentTo(t, up.Addr().(*net.TCPAddr).Port); time.Sleep(5 * time.Millisecond) {
+	// And its SYN has been sent, met the full queue, and been sent again
+	// once: a socket of this machine in SYN_SENT to the upstream's port,
+	// with a retransmit (a fixed 50 ms for the relay's dial to start was
+	// too short once under make test's load: the dial came after the
+	// queue was freed, and landed at once). Its next retransmit is then
+	// 2 s away (the kernel doubles the wait from 1 s), which is the time
+	// the second client has to be answered first; freed before the first
+	// retransmit, that was under 1 s, and a CI rehearsal's second client
+	// took longer.
+	for deadline := time.Now().Add(10 * time.Second); synSentTo(t, up.Addr().(*net.TCPAddr).Port) < 1; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the relay's dial of the upstream never sent its SYN")
+			t.Fatal("the relay's dial of the upstream never sent its SYN again")
 		}
 	}
 	// Free the queue and serve: from now on a dial lands at once.
@@ -136,24 +142,31 @@ func TestADialThatWaitsHoldsNoOneElse(t *testing.T) {
 	}
 }
 
-// synSentTo says whether a TCP socket of this machine is in SYN_SENT to
-// a peer on port: a dial whose SYN met a full accept queue and waits for
-// its retransmit (the states in /proc/net/tcp are hexadecimal, SYN_SENT
-// is 02; the remote address is address:port in hexadecimal).
-func synSentTo(t *testing.T, port int) bool {
+// synSentTo is how many times a TCP socket of this machine in SYN_SENT
+// to a peer on port has sent its SYN again, or -1 if there is none: a
+// dial whose SYN met a full accept queue and waits for its retransmit
+// (the states in /proc/net/tcp are hexadecimal, SYN_SENT is 02; the
+// remote address is address:port in hexadecimal; the seventh field
+// counts the retransmits, in hexadecimal).
+func synSentTo(t *testing.T, port int) int {
 	t.Helper()
 	b, err := os.ReadFile("/proc/net/tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
 	suffix := fmt.Sprintf(":%04X", port)
+	n := -1
 	for _, line := range strings.Split(string(b), "\n")[1:] {
 		f := strings.Fields(line)
-		if len(f) > 3 && strings.HasSuffix(f[2], suffix) && f[3] == "02" {
-			return true
+		if len(f) > 6 && strings.HasSuffix(f[2], suffix) && f[3] == "02" {
+			r, err := strconv.ParseInt(f[6], 16, 64)
+			if err != nil {
+				t.Fatalf("/proc/net/tcp: retransmits %q: %v", f[6], err)
+			}
+			n = max(n, int(r))
 		}
 	}
-	return false
+	return n
 }
 
 // tracked is how many connections r holds (a link from the proxy counts
