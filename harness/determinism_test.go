@@ -164,7 +164,14 @@ func TestScheduledRunsAreDeterministic(t *testing.T) {
 			}
 			first := map[string]string{}
 			compared := map[string]int{}
-			for i := range runs {
+			// A loaded machine may leave a scenario without two runs to
+			// compare (2 of 3 Postgres runs outran LockTTL beside a CI
+			// rehearsal's suite): up to as many runs again are made,
+			// while one is short of two.
+			short := func() bool {
+				return slices.ContainsFunc(scheduled, func(name string) bool { return compared[name] < 2 })
+			}
+			for i := 0; i < runs || i < 2*runs && short(); i++ {
 				o := harnesstest.Options(t, backend, stores.Correct, scheduled...)
 				o.Seed, o.Keys = 7, keys
 				if o.Backend.Clock == stores.ServerClock {
@@ -195,7 +202,7 @@ func TestScheduledRunsAreDeterministic(t *testing.T) {
 			}
 			for _, name := range scheduled {
 				if compared[name] < 2 {
-					t.Errorf("%s: %d of %d runs stayed within LockTTL between ticks: nothing to compare", name, compared[name], runs)
+					t.Errorf("%s: %d of %d runs stayed within LockTTL between ticks: nothing to compare", name, compared[name], 2*runs)
 				}
 			}
 		})
