@@ -292,7 +292,7 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 			t.prunes++
 		}
 	}
-	prunes := &lazyPruneIndex{prunes: g.prunes}
+	prunes := newPruneIndex(g.prunes) // read by every key's goroutine, never written
 	t.ops = len(ops) - t.prunes
 	failing := make([][]porcupine.Operation, len(g.order))
 	var slowKey atomic.Value // the first key that timed out
@@ -313,7 +313,7 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 					timedOut.Store(true)
 					return
 				}
-				part, u, r := reduceKey(e.Model, keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes.get()))
+				part, u, r := reduceKey(e.Model, keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes))
 				merged.Add(int64(u))
 				replays.Add(int64(r))
 				if witnessed(e.Model, part) {

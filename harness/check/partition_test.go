@@ -139,12 +139,12 @@ func TestUnansweredKeyIsLinearizableByItself(t *testing.T) {
 		kops = append(kops, history.Op{Client: i, Input: models.Input{Kind: models.Begin, Key: k, Fingerprint: "fp", Now: t0, ID: i},
 			Output: models.Output{Unknown: true}, Call: int64(i), Return: int64(i + 100)})
 	}
-	if part := keyPorcupineOps(m, kops, nil); part != nil {
+	if part := keyPorcupineOps(m, kops, newPruneIndex(nil)); part != nil {
 		t.Fatalf("%d operations of an unanswered key went to porcupine", len(part))
 	}
 	kops = append(kops, history.Op{Client: 99, Input: models.Input{Kind: models.Begin, Key: k, Fingerprint: "fp", Now: t0, ID: 99},
 		Output: models.Output{Decision: stores.Decision{Outcome: stores.InFlight, DecidedAt: t0}}, Call: 200, Return: 210})
-	if part := keyPorcupineOps(m, kops, nil); len(part) != len(kops) {
+	if part := keyPorcupineOps(m, kops, newPruneIndex(nil)); len(part) != len(kops) {
 		t.Fatalf("%d of %d operations of an answered key went to porcupine", len(part), len(kops))
 	}
 }

@@ -3,7 +3,6 @@ package check
 import (
 	"math/bits"
 	"slices"
-	"sync"
 
 	"github.com/anishathalye/porcupine"
 
@@ -153,19 +152,6 @@ func (x *pruneIndex) prunesInPartition(m models.Config, sp keySpan, kops []histo
 	return out
 }
 
-// lazyPruneIndex builds a part's pruneIndex once, when the first key
-// asks for it; the keys are judged side by side.
-type lazyPruneIndex struct {
-	once   sync.Once
-	prunes []history.Op
-	x      *pruneIndex
-}
-
-func (l *lazyPruneIndex) get() *pruneIndex {
-	l.once.Do(func() { l.x = newPruneIndex(l.prunes) })
-	return l.x
-}
-
 // keyPorcupineOps is one key's part of porcupineOps: its operations (kops,
 // none a Prune) and a copy of each of the indexed Prunes that can act on
 // it (prunesInPartition).
@@ -183,10 +169,7 @@ func keyPorcupineOps(m models.Config, kops []history.Op, x *pruneIndex) []porcup
 	if !sp.answered {
 		return nil
 	}
-	var ps []history.Op
-	if x != nil {
-		ps = x.prunesInPartition(m, sp, kops)
-	}
+	ps := x.prunesInPartition(m, sp, kops)
 	out := make([]porcupine.Operation, 0, len(kops)+len(ps))
 	for _, op := range kops {
 		out = append(out, porcupineOp(op))
