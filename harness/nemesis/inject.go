@@ -37,27 +37,31 @@ func NetOn(p Proxy, kind string, d, jitter time.Duration) error {
 // minus jitter), then heals, and records the window in the history. It
 // returns early, healed, when ctx ends.
 func NetWindow(ctx context.Context, h *history.History, p Proxy, kind string, d, lat, jitter time.Duration) error {
-	return NetWindowHit(ctx, h, p, kind, d, d, lat, jitter)
+	_, err := NetWindowHit(ctx, h, p, kind, d, d, lat, jitter)
+	return err
 }
 
 // NetWindowHit is NetWindow that, past d, keeps the fault on until it has
 // hit some traffic (Proxy.Hits), for at most longest in all: on a loaded
 // machine the clients may send nothing through a window of a few tens of
-// milliseconds, and a window that hit nothing tested nothing.
-func NetWindowHit(ctx context.Context, h *history.History, p Proxy, kind string, d, longest, lat, jitter time.Duration) error {
+// milliseconds, and a window that hit nothing tested nothing. It says
+// whether the fault hit any traffic, so that a caller can say when one
+// did not.
+func NetWindowHit(ctx context.Context, h *history.History, p Proxy, kind string, d, longest, lat, jitter time.Duration) (hit bool, err error) {
 	before := p.Hits()[kind]
 	if err := NetOn(p, kind, lat, jitter); err != nil {
-		return fmt.Errorf("network fault %s: %w", kind, err)
+		return false, fmt.Errorf("network fault %s: %w", kind, err)
 	}
 	f := history.Fault{Client: -1, Kind: history.NetFault(kind), Failpoint: "network", Start: h.Now()}
 	_ = faults.PauseUntil(ctx, d, longest, 5*time.Millisecond, func() bool { return p.Hits()[kind] != before })
-	err := p.Heal()
+	hit = p.Hits()[kind] != before
+	err = p.Heal()
 	f.End = h.Now()
 	h.AddFault(f)
 	if err != nil {
-		return fmt.Errorf("healing network fault %s: %w", kind, err)
+		return hit, fmt.Errorf("healing network fault %s: %w", kind, err)
 	}
-	return nil
+	return hit, nil
 }
 
 // PauseServer freezes the server for d, thaws it, and records the window.
