@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -145,7 +146,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	res.Retention, res.LockTTL = results.Duration(env.Config.Retention), results.Duration(env.Config.LockTTL)
 	res.Schedule, res.Episodes = j.Record.Schedule, j.Record.Episodes
 	for _, n := range append([]string{scenario.BetweenCallsOnly(j.Record.Episodes), scenario.UnannouncedWaits(j.Record.Episodes, o.Backend.WaitsAnnounced),
-		scenario.ClockOutran(j.Record.Episodes, env.Config.LockTTL)}, j.Notes...) {
+		scenario.ClockOutran(j.Record.Episodes, env.Config.LockTTL)}, slices.Concat(j.Record.NotTested, j.Notes)...) {
 		if n != "" {
 			res.Notes = append(res.Notes, n)
 		}

@@ -72,6 +72,7 @@ type Env struct {
 	mu     sync.Mutex
 
 	incomplete []string       // why the workload could not finish, if it could not
+	untested   []string       // what the workload meant to test and did not (NotTested)
 	schedule   []string       // the fault schedule, printed with the result
 	counted    map[string]int // faults counted, not recorded one by one
 	findings   map[string]int // expected effects that are not violations
@@ -278,6 +279,16 @@ func (e *Env) Note(format string, args ...any) {
 	e.schedule = append(e.schedule, fmt.Sprintf(format, args...))
 }
 
+// NotTested records what the workload meant to test and could not,
+// although it finished (a fault that hit no call): the result's notes
+// say it beside a verdict that then judged less than planned.
+func (e *Env) NotTested(format string, args ...any) {
+	e = e.root()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.untested = append(e.untested, fmt.Sprintf(format, args...))
+}
+
 // Fail records why the scenario's workload could not finish as planned:
 // its verdict is then unknown, never pass, unless a checker failed.
 func (e *Env) Fail(format string, args ...any) {
@@ -317,6 +328,9 @@ func (e *Env) Finding(name string, n int) {
 type Record struct {
 	// Incomplete lists why the workload could not finish (nil if it did).
 	Incomplete []string
+	// NotTested lists what the workload meant to test and did not,
+	// although it finished (see Env.NotTested).
+	NotTested []string
 	// Schedule lists the faults the scenario planned, in order.
 	Schedule []string
 	// Counted counts the faults the history does not record one by one,
@@ -340,7 +354,7 @@ func (e *Env) Record() Record {
 	e = e.root()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	r := Record{Incomplete: slices.Clone(e.incomplete), Schedule: slices.Clone(e.schedule),
+	r := Record{Incomplete: slices.Clone(e.incomplete), NotTested: slices.Clone(e.untested), Schedule: slices.Clone(e.schedule),
 		Counted: maps.Clone(e.counted), Episodes: slices.Clone(e.episodes), LeakProbe: e.leakProbe, Skipped: e.skipped}
 	if r.Counted == nil {
 		r.Counted = map[string]int{}

@@ -80,7 +80,7 @@ func runNetwork(ctx context.Context, env *Env) {
 				return
 			}
 			if !hit && ctx.Err() == nil {
-				env.Note("network: the %s fault, kept on for %v, hit no traffic: the clients sent nothing through the proxy meanwhile (a loaded machine or a stalled server), and that fault was not tested", s.Kind, s.On+patience)
+				env.NotTested("network: the %s fault, kept on for %v, hit no traffic: the clients sent nothing through the proxy meanwhile (a loaded machine or a stalled server), and that fault was not tested", s.Kind, s.On+patience)
 			}
 			if faults.Pause(ctx, s.Heal) != nil {
 				return
