@@ -28,14 +28,15 @@ import (
 
 // Main is a test binary's TestMain body for tests that start worker
 // processes: started as a worker (worker.EnvVar set), the binary runs
-// worker.Main instead of its tests. Call it as
+// worker.Main instead of its tests. The tests share one server of each
+// kind that Options provisions (servers.RunSharing). Call it as
 //
 //	func TestMain(m *testing.M) { harnesstest.Main(m) }
 func Main(m *testing.M) {
 	if os.Getenv(worker.EnvVar) == "1" {
 		os.Exit(worker.Main(context.Background(), os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(servers.RunSharing(m.Run))
 }
 
 // WorkerCommand is the worker command of this test binary (see Main).
@@ -50,7 +51,7 @@ func WorkerCommand(t testing.TB) []string {
 
 // Options are the default run options on the named backend, its data
 // provisioned for t (servers.AddrForTest: a server from the environment or
-// a container, skipped or failed as servers.ForTest says when none can be
+// a container the test binary's tests share, skipped or failed as servers.ForTest says when none can be
 // had), with network proxies in front of a server, and this test binary
 // as the worker command (the test package's TestMain must call Main).
 func Options(t testing.TB, backend string, variant string, scenarios ...string) harness.Options {

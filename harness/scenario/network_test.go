@@ -115,7 +115,7 @@ func TestLostReplyCatchesBlindResend(t *testing.T) {
 		return resend{st}, nil
 	}
 	o := harness.DefaultOptions()
-	o.Backend, o.Addr, o.Net = b, servers.ForTest(t, servers.Redis).Addr, servers.Network("redis")
+	o.Backend, o.Addr, o.Net = b, servers.SharedForTest(t, servers.Redis).Addr, servers.Network("redis")
 	o.Scenarios = []string{"lost-reply"}
 	sum, err := harness.Run(context.Background(), o)
 	if err != nil {
