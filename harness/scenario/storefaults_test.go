@@ -15,6 +15,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/harnesstest"
 	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/harness/nemesis"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -93,6 +94,15 @@ func TestFaultScenariosOnServers(t *testing.T) {
 						t.Errorf("%s: no %s fault injected, and the run does not say why (faults %v, notes %q)", s.Name, k, s.Faults, s.Notes)
 					}
 				}
+				// A network window that hit no traffic tested nothing, and
+				// the run says so among its notes (Env.NotTested): on
+				// Postgres chaos's latency window used to hit nothing,
+				// unsaid, in every default run.
+				for _, k := range nemesis.NetKinds {
+					if s.Faults[string(history.NetFault(k))] > 0 && s.Faults[k] == 0 && !saysNoTraffic(s.Notes, k) {
+						t.Errorf("%s: a %s window hit no traffic, and the run does not say so (faults %v, notes %q)", s.Name, k, s.Faults, s.Notes)
+					}
+				}
 				if s.Name == "store-faults" && s.Outcomes["unknown"] == 0 {
 					t.Errorf("store-faults: no call ended with an unknown outcome during the outages: %v", s.Outcomes)
 				}
@@ -122,6 +132,14 @@ func TestNoPersistenceKilled(t *testing.T) {
 // (chaos arms them on an order's key, for whichever client reaches it).
 func clientFault(k history.FaultKind) bool {
 	return k == history.FaultPause || k == history.FaultCrash
+}
+
+// saysNoTraffic reports whether a scenario's notes say that its
+// network fault of kind hit no traffic.
+func saysNoTraffic(notes []string, kind string) bool {
+	return slices.ContainsFunc(notes, func(n string) bool {
+		return strings.Contains(n, "the "+kind+" fault") && strings.Contains(n, "hit no traffic")
+	})
 }
 
 // saysNotInjected reports whether a scenario's notes say that a client
