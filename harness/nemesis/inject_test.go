@@ -1,9 +1,10 @@
 package nemesis_test
 
 import (
-	"bufio"
 	"context"
-	"net"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -12,45 +13,15 @@ import (
 	"github.com/idemcheck/idemcheck/harness/nemesis"
 )
 
-// echoServer answers each line it reads with the same line.
-func echoServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				r := bufio.NewReader(c)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if _, err := c.Write([]byte(line)); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // TestNetWindowHitSaysWhetherTrafficWasHit: through a real proxy, a
 // latency window that no call passes through is kept on until its
 // longest and says it hit nothing; one that a call passes through after
 // its drawn length ends early and says it hit. Both are recorded as
 // windows in the history.
 func TestNetWindowHitSaysWhetherTrafficWasHit(t *testing.T) {
-	p, err := netfault.Start("inject-test", echoServer(t))
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok")) }))
+	defer up.Close()
+	p, err := netfault.Start("inject-test", up.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,27 +41,26 @@ func TestNetWindowHitSaysWhetherTrafficWasHit(t *testing.T) {
 		t.Errorf("a window that hit nothing ended after %v, before its longest (200ms)", took)
 	}
 
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	sent := make(chan error, 1)
 	go func() {
 		time.Sleep(50 * time.Millisecond) // past the drawn length
-		if _, err := c.Write([]byte("ping\n")); err != nil {
-			sent <- err
-			return
+		res, err := http.Get("http://" + p.Addr() + "/")
+		if err == nil {
+			_, err = io.ReadAll(res.Body)
+			res.Body.Close()
 		}
-		_, err := bufio.NewReader(c).ReadString('\n')
 		sent <- err
 	}()
+	start = time.Now()
 	hit, err = nemesis.NetWindowHit(ctx, h, p, nemesis.NetLatency, 10*time.Millisecond, time.Minute, time.Millisecond, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !hit {
 		t.Errorf("a window a call passed through says it hit nothing")
+	}
+	if took := time.Since(start); took >= time.Minute {
+		t.Errorf("a window that a call hit was kept on to its longest (%v)", took)
 	}
 	if err := <-sent; err != nil {
 		t.Fatalf("the call through the proxy: %v", err)
