@@ -3,6 +3,8 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,6 +164,7 @@ const raceKeysAtOnce = 256
 func runTakeover(ctx context.Context, env *Env) {
 	ttl := env.Config.LockTTL
 	defer env.RunPruner(ctx, ttl/2)() // maintenance runs while owners pause and others take over
+	var untaken orderList
 	parallel(env.Keys, func(k int) {
 		o := env.Order(k, "")
 		at := faults.RunAfterWork
@@ -195,7 +198,38 @@ func runTakeover(ctx context.Context, env *Env) {
 			faults.Pause(ctx, ttl/5) // an interrupt ends the wait
 			[]*workload.Client{b, c}[i-1].Submit(ctx, o)
 		})
+		if ctx.Err() == nil && !takenOver(env.Hist, o.Key) {
+			untaken.add(o.ID)
+		}
 	})
+	untaken.say(env, "takeover: no client took the paused owner's claim over (within 10 LockTTLs of its pause, or at all), so its late save or release was not tested against a takeover")
+}
+
+// orderList collects, from the goroutines of a scenario's keys, the
+// orders for which something the workload meant to test did not happen.
+type orderList struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (l *orderList) add(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ids = append(l.ids, id)
+}
+
+// say records one note for every order collected (Env.NotTested): what,
+// how many of the scenario's orders, and which (the first few).
+func (l *orderList) say(env *Env, what string) {
+	if len(l.ids) == 0 {
+		return
+	}
+	slices.Sort(l.ids)
+	ids := strings.Join(l.ids[:min(len(l.ids), 5)], ", ")
+	if len(l.ids) > 5 {
+		ids += ", …"
+	}
+	env.NotTested("%s: %d of %d orders (%s)", what, len(l.ids), env.Keys, ids)
 }
 
 // takenOver reports whether the history holds a takeover of key: a Begin

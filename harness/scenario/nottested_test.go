@@ -1,0 +1,42 @@
+package scenario_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/harnesstest"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// TestTakeoverSaysWhenNoneHappened: on a store that never takes a stale
+// claim over (the memory store's no-takeover mutant), the takeover
+// scenario could not test any owner's late save or release against a
+// takeover, and its notes say so, naming how many orders. (On the correct
+// store a loaded machine may delay the takers past the owner's longest
+// pause, and the note is then right: only the verdict is asked of it.)
+func TestTakeoverSaysWhenNoneHappened(t *testing.T) {
+	for _, variant := range []string{stores.Correct, "no-takeover"} {
+		o := harnesstest.Options(t, "memory", variant, "takeover")
+		sum, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sum.Scenarios[0]
+		var said string
+		for _, n := range s.Notes {
+			if strings.Contains(n, "no client took the paused owner's claim over") {
+				said = n
+			}
+		}
+		switch {
+		case variant == stores.Correct && s.Verdict != check.Pass:
+			t.Errorf("correct store: %s %s %v", s.Verdict, s.Error, s.Violations)
+		case variant != stores.Correct && !strings.Contains(said, fmt.Sprintf("%d of %d orders", o.Keys, o.Keys)):
+			t.Errorf("%s: notes %q; want one saying no claim of the %d orders was taken over", variant, s.Notes, o.Keys)
+		}
+	}
+}
