@@ -202,7 +202,7 @@ func runTakeover(ctx context.Context, env *Env) {
 			untaken.add(o.ID)
 		}
 	})
-	untaken.say(env, "takeover: no client took the paused owner's claim over (within 10 LockTTLs of its pause, or at all), so its late save or release was not tested against a takeover")
+	untaken.say(env, "takeover: no client took the paused owner's claim over (no Begin was answered as a takeover, within 10 LockTTLs of its pause or at all), so its late save or release was not tested against a takeover")
 }
 
 // orderList collects, from the goroutines of a scenario's keys, the
