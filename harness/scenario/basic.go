@@ -245,6 +245,7 @@ func takenOver(h *history.History, key stores.KeyRef) bool {
 func runCrash(ctx context.Context, env *Env) {
 	ttl := env.Config.LockTTL
 	defer env.RunPruner(ctx, ttl/2)() // maintenance runs while crashed claims wait to go stale
+	var untaken orderList
 	parallel(env.Keys, func(k int) {
 		o := env.Order(k, "")
 		at := []string{faults.RunAfterClaim, faults.RunAfterWork}[k%2]
@@ -253,7 +254,11 @@ func runCrash(ctx context.Context, env *Env) {
 		a.Submit(ctx, o)
 		faults.Pause(ctx, ttl/10+env.Jitter(ttl/10)) // an interrupt ends the wait (a LockTTL of minutes waits as long)
 		b.Submit(ctx, o)
+		if ctx.Err() == nil && !takenOver(env.Hist, o.Key) {
+			untaken.add(o.ID)
+		}
 	})
+	untaken.say(env, "crash: no client took the crashed owner's claim over (no Begin was answered as a takeover), so recovery from a crash was not tested")
 }
 
 // runError: the work fails after charging (the provider's reply is lost)

@@ -18,25 +18,28 @@ import (
 // takeover, and its notes say so, naming how many orders. (On the correct
 // store a loaded machine may delay the takers past the owner's longest
 // pause, and the note is then right: only the verdict is asked of it.)
+// The crash scenario says the same of its crashed owners' claims.
 func TestTakeoverSaysWhenNoneHappened(t *testing.T) {
-	for _, variant := range []string{stores.Correct, "no-takeover"} {
-		o := harnesstest.Options(t, "memory", variant, "takeover")
-		sum, err := harness.Run(context.Background(), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := sum.Scenarios[0]
-		var said string
-		for _, n := range s.Notes {
-			if strings.Contains(n, "no client took the paused owner's claim over") {
-				said = n
+	for _, sc := range []string{"takeover", "crash"} {
+		for _, variant := range []string{stores.Correct, "no-takeover"} {
+			o := harnesstest.Options(t, "memory", variant, sc)
+			sum, err := harness.Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		switch {
-		case variant == stores.Correct && s.Verdict != check.Pass:
-			t.Errorf("correct store: %s %s %v", s.Verdict, s.Error, s.Violations)
-		case variant != stores.Correct && !strings.Contains(said, fmt.Sprintf("%d of %d orders", o.Keys, o.Keys)):
-			t.Errorf("%s: notes %q; want one saying no claim of the %d orders was taken over", variant, s.Notes, o.Keys)
+			s := sum.Scenarios[0]
+			var said string
+			for _, n := range s.Notes {
+				if strings.Contains(n, "owner's claim over") {
+					said = n
+				}
+			}
+			switch {
+			case variant == stores.Correct && s.Verdict != check.Pass:
+				t.Errorf("%s, correct store: %s %s %v", sc, s.Verdict, s.Error, s.Violations)
+			case variant != stores.Correct && !strings.Contains(said, fmt.Sprintf("%d of %d orders", o.Keys, o.Keys)):
+				t.Errorf("%s, %s: notes %q; want one saying no claim of the %d orders was taken over", sc, variant, s.Notes, o.Keys)
+			}
 		}
 	}
 }
