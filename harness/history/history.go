@@ -140,6 +140,9 @@ type History struct {
 	// fencesGiven: a claim recorded gave a fencing number as a field
 	// (FencesGiven).
 	fencesGiven bool
+	// takeovers holds the keys on which a Begin was answered as a
+	// takeover (TakenOver).
+	takeovers map[stores.KeyRef]bool
 }
 
 // Sink hears each record of a History as it is made. A worker process's
@@ -216,6 +219,17 @@ func (h *History) Mark() Mark {
 	return Mark{h.nops, h.sorts}
 }
 
+// TakenOver reports whether a Begin on key was answered as a takeover (a
+// claim over a stale one), in constant time, calls moved to disk
+// (SpillTo) included: a scenario asks it of each key, and of a paused
+// owner's key every millisecond, and a scan of the history per question
+// (Has) grew with the run.
+func (h *History) TakenOver(key stores.KeyRef) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.takeovers[key]
+}
+
 // HasSince is Has over the calls recorded since m, or over every call
 // when Ops has sorted them since (their places moved). A scenario that
 // waits for an event of one episode asks it at every decision: Has would
@@ -263,6 +277,12 @@ func (h *History) push(op Op) {
 	h.nops++
 	if !h.fencesGiven && op.IsClaim() && op.Output.Decision.Fence != 0 {
 		h.fencesGiven = true
+	}
+	if op.IsClaim() && op.Output.Decision.Takeover {
+		if h.takeovers == nil {
+			h.takeovers = map[stores.KeyRef]bool{}
+		}
+		h.takeovers[op.Input.Key] = true
 	}
 	if h.spill != nil {
 		h.spillCalls()

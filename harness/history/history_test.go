@@ -324,3 +324,37 @@ func TestRecorderKeepsWallReadings(t *testing.T) {
 		t.Errorf("Begin recorded %v, given %v; Prune recorded %v, given %v", ops[0].Input.Now, g.given[0], ops[4].Input.Now, g.given[2])
 	}
 }
+
+// TestTakenOver: a key is taken over once a Begin on it was answered
+// Claimed as a takeover, and only then; a claim that is not a takeover,
+// or a takeover on another key, does not count, and a history that moved
+// its calls to disk still knows.
+func TestTakenOver(t *testing.T) {
+	other := stores.KeyRef{Tenant: key.Tenant, Key: key.Key + "-other"}
+	claim := func(k stores.KeyRef, takeover bool, call int64) history.Op {
+		return history.Op{Client: 1, Input: models.Input{Kind: models.Begin, Key: k, Fingerprint: "fp"},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "t", Takeover: takeover}}, Call: call, Return: call + 1}
+	}
+	h := history.New()
+	if err := h.SpillTo(t.TempDir(), 1024); err != nil {
+		t.Fatal(err)
+	}
+	h.AddOp(claim(key, false, 1))
+	h.AddOp(claim(other, true, 3))
+	if h.TakenOver(key) {
+		t.Errorf("a key claimed afresh, never taken over, reads as taken over")
+	}
+	if !h.TakenOver(other) {
+		t.Errorf("a key a Begin took over reads as not taken over")
+	}
+	h.AddOp(claim(key, true, 5))
+	for i := int64(0); i < 4096; i++ {
+		h.AddOp(claim(other, false, 7+2*i)) // pushes the takeover out to disk
+	}
+	if h.Has(func(op history.Op) bool { return op.Input.Key == key }) {
+		t.Fatalf("the takeover's call is still in memory: the test needs it moved to disk")
+	}
+	if !h.TakenOver(key) {
+		t.Errorf("a key taken over, its call since moved to disk, reads as not taken over")
+	}
+}

@@ -59,9 +59,10 @@ type spillRec struct {
 // run of millions of calls then holds its calls on disk, not in memory,
 // and is checked part by part ([History.EachPart]). Prunes, which have
 // no key, are kept in memory (every part needs them), as are work runs
-// and faults (few). Has and HasSince see only the calls still in memory:
-// a scenario that waits on them for an event of its run (a takeover)
-// waits out its bound instead when the event has moved to disk. Remove
+// and faults (few). Has and HasSince see only the calls still in memory
+// (TakenOver sees every call): a scenario that waits on them for an event
+// of its run waits out its bound instead when the event has moved to
+// disk. Remove
 // dir once nothing reads the history.
 func (h *History) SpillTo(dir string, keep int) error {
 	s, err := newSpill(dir, keep)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
-	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/workload"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -177,7 +176,7 @@ func runTakeover(ctx context.Context, env *Env) {
 		// takeover: on a loaded machine the takers' retries could miss a
 		// fixed window, and an unfenced save then went unseen.
 		a := env.NewClient(workload.Rule{Failpoint: at, Times: 1, Key: o.Key,
-			Action: workload.PauseUntil(2*ttl+env.Jitter(ttl/2), 10*ttl, func() bool { return takenOver(env.Hist, o.Key) })})
+			Action: workload.PauseUntil(2*ttl+env.Jitter(ttl/2), 10*ttl, func() bool { return env.Hist.TakenOver(o.Key) })})
 		if k%4 == 3 {
 			a.FailWork = func(workload.Order, int) bool { return true } // paused, then fails: a stale release
 			a.MaxAttempts = 1
@@ -198,7 +197,7 @@ func runTakeover(ctx context.Context, env *Env) {
 			faults.Pause(ctx, ttl/5) // an interrupt ends the wait
 			[]*workload.Client{b, c}[i-1].Submit(ctx, o)
 		})
-		if ctx.Err() == nil && !takenOver(env.Hist, o.Key) {
+		if ctx.Err() == nil && !env.Hist.TakenOver(o.Key) {
 			untaken.add(o.ID)
 		}
 	})
@@ -232,14 +231,6 @@ func (l *orderList) say(env *Env, what string) {
 	env.NotTested("%s: %d of %d orders (%s)", what, len(l.ids), env.Keys, ids)
 }
 
-// takenOver reports whether the history holds a takeover of key: a Begin
-// answered Claimed over a stale claim.
-func takenOver(h *history.History, key stores.KeyRef) bool {
-	return h.Has(func(op history.Op) bool {
-		return op.Input.Key == key && op.IsClaim() && op.Output.Decision.Takeover
-	})
-}
-
 // runCrash: per key, owner A crashes after its claim or after its work and
 // never cleans up; B retries until it can take over.
 func runCrash(ctx context.Context, env *Env) {
@@ -254,7 +245,7 @@ func runCrash(ctx context.Context, env *Env) {
 		a.Submit(ctx, o)
 		faults.Pause(ctx, ttl/10+env.Jitter(ttl/10)) // an interrupt ends the wait (a LockTTL of minutes waits as long)
 		b.Submit(ctx, o)
-		if ctx.Err() == nil && !takenOver(env.Hist, o.Key) {
+		if ctx.Err() == nil && !env.Hist.TakenOver(o.Key) {
 			untaken.add(o.ID)
 		}
 	})
