@@ -50,10 +50,11 @@ func WorkerCommand(t testing.TB) []string {
 }
 
 // Options are the default run options on the named backend, its data
-// provisioned for t (servers.AddrForTest: a server from the environment or
-// a container the test binary's tests share, skipped or failed as servers.ForTest says when none can be
-// had), with network proxies in front of a server, and this test binary
-// as the worker command (the test package's TestMain must call Main).
+// provisioned for t (servers.AddrForTest: a server from the environment
+// or a container the test binary's tests share, skipped or failed as
+// servers.ForTest says when none can be had), with network proxies in
+// front of a server, and this test binary as the worker command (the test
+// package's TestMain must call Main).
 func Options(t testing.TB, backend string, variant string, scenarios ...string) harness.Options {
 	t.Helper()
 	b, err := stores.Lookup(backend)

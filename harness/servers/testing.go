@@ -130,9 +130,9 @@ func RunSharing(run func() int) int {
 // and store keeps its own namespace, as on a server named in the
 // environment, which all tests already share). Under RunSharing one
 // server of kind serves the whole test binary, started by the first test
-// that asks: each container start cost the suite about 3 CPU-seconds of a
-// 2-core machine (the container's and the Docker daemon's) and took up
-// to 14 s in a loaded suite. Outside RunSharing it is ForTest. It skips
+// that asks: each container start cost the suite 1.5 to 4 CPU-seconds of
+// a 2-core machine (the container's, the Docker daemon's, the waiting
+// test's) and took up to 14 s in a loaded suite. Outside RunSharing it is ForTest. It skips
 // or fails t as ForTest does.
 func SharedForTest(t testing.TB, kind Kind) *Server {
 	t.Helper()
