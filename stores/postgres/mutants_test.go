@@ -16,6 +16,10 @@ import (
 // server's clock cannot be faked, so they sleep past it.
 const mutantTTL = 200 * time.Millisecond
 
+// mutantTries is how many times TestMutants runs a mutant's schedule
+// before it says the mutant did not show its bug.
+const mutantTries = 3
+
 func sleepPastTTL() { time.Sleep(mutantTTL + 50*time.Millisecond) }
 
 // A scenario drives one store through a short, deterministic schedule and
@@ -232,6 +236,16 @@ func TestMutants(t *testing.T) {
 				s := newStore(t, variant, mutantTTL, retention)
 				bug, seen := sc(t, s)
 				t.Logf("%s: %s", variant, seen)
+				// A mutant's schedule may be run again, on a fresh store,
+				// up to mutantTries times in all: on a loaded machine the
+				// two claims of blind-takeover were decided 329ms apart,
+				// more than LockTTL, so the second could have been a fair
+				// takeover and showed nothing (CI rehearsal). The correct
+				// store runs it once: a bug there is a bug.
+				for try := 1; variant != stores.Correct && !bug && try < mutantTries; try++ {
+					bug, seen = sc(t, newStore(t, variant, mutantTTL, retention))
+					t.Logf("%s, again: %s", variant, seen)
+				}
 				if variant == stores.Correct && bug {
 					t.Errorf("the correct store shows %s's bug: %s", m, seen)
 				}
