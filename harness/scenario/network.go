@@ -69,18 +69,9 @@ func runNetwork(ctx context.Context, env *Env) {
 		defer wg.Done()
 		defer close(stop)
 		for _, s := range steps {
-			// Kept on past s.On until it hits some traffic (for up to
-			// netHitPatience more): on a loaded machine the clients,
-			// backing off after the last fault or waiting on a slow
-			// server, may send nothing for a while.
-			patience := netHitPatience(env.Config.LockTTL)
-			hit, err := nemesis.NetWindowHit(ctx, env.Hist, p, s.Kind, s.On, s.On+patience, 20*time.Millisecond, 10*time.Millisecond)
-			if err != nil {
+			if err := netWindow(ctx, env, "network", p, s.Kind, s.On, 20*time.Millisecond, 10*time.Millisecond); err != nil {
 				env.Fail("%v", err)
 				return
-			}
-			if !hit && ctx.Err() == nil {
-				env.NotTested("network: the %s fault, kept on for %v, hit no traffic: the clients sent nothing through the proxy meanwhile (a loaded machine or a stalled server), and that fault was not tested", s.Kind, s.On+patience)
 			}
 			if faults.Pause(ctx, s.Heal) != nil {
 				return
@@ -113,6 +104,22 @@ func runNetwork(ctx context.Context, env *Env) {
 		}
 	})
 	wg.Wait()
+}
+
+// netWindow switches a network fault of kind on the proxy on for on
+// (latency: lat plus or minus jitter), and keeps it on past that until it
+// hits some traffic, for up to netHitPatience more: on a loaded machine
+// the clients, backing off after the last fault, waiting on a slow server
+// or on the cancels of calls a reset cut, may send nothing for a while. A
+// window that still hit nothing is said among the result's notes
+// (Env.NotTested), named by scenario. The error is the proxy's.
+func netWindow(ctx context.Context, env *Env, scenario string, p nemesis.Proxy, kind string, on, lat, jitter time.Duration) error {
+	longest := on + netHitPatience(env.Config.LockTTL)
+	hit, err := nemesis.NetWindowHit(ctx, env.Hist, p, kind, on, longest, lat, jitter)
+	if err == nil && !hit && ctx.Err() == nil {
+		env.NotTested("%s: the %s fault, kept on for %v, hit no traffic: the clients sent nothing through the proxy meanwhile (a loaded machine, a stalled server), and that fault was not tested", scenario, kind, longest)
+	}
+	return err
 }
 
 // netHitPatience is how long past its drawn length a network fault
