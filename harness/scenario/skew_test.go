@@ -28,7 +28,7 @@ func TestSkew(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := sum.Scenarios[0]
-			t.Logf("%s: %s, findings %v, faults %v, outcomes %v, %.1fs", name, s.Verdict, s.Findings, s.Faults, s.Outcomes, s.Seconds)
+			t.Logf("%s: %s, findings %v, faults %v, outcomes %v, notes %q, %.1fs", name, s.Verdict, s.Findings, s.Faults, s.Outcomes, s.Notes, s.Seconds)
 			if s.Verdict != check.Pass {
 				t.Fatalf("skew on the correct %s store: %s %v", name, s.Verdict, s.Violations)
 			}
