@@ -25,11 +25,17 @@ func runHeartbeat(ctx context.Context, env *Env) {
 		o := env.Order(k, "")
 		owner := env.NewClient()
 		owner.WorkTime, owner.Heartbeat = 3*ttl, ttl/3
+		// The others come after the owner's claim, not after its start:
+		// a store slow to answer the owner would let them claim first.
+		claimed := newSignal()
+		owner.Faults = firstAnswer(claimed, owner.Faults)
 		parallel(3, func(i int) {
 			if i == 0 {
 				owner.Submit(ctx, o)
+				claimed.fire()
 				return
 			}
+			claimed.wait(ctx, 10*ttl)
 			c := env.NewClient()
 			c.Backoff, c.MaxBackoff, c.MaxAttempts = ttl/4, ttl/4, 40
 			if faults.Pause(ctx, ttl/2+env.Jitter(ttl/4)) == nil {
@@ -40,11 +46,15 @@ func runHeartbeat(ctx context.Context, env *Env) {
 		s := env.Order(k+env.Keys, "")
 		stalled := env.NewClient(workload.Rule{Failpoint: faults.RunAfterClaim, Action: workload.PauseFor(2 * ttl), Times: 1})
 		stalled.WorkTime, stalled.Heartbeat, stalled.MaxAttempts = ttl/2, ttl/6, 1
+		stalledClaimed := newSignal()
+		stalled.Faults = firstAnswer(stalledClaimed, stalled.Faults)
 		parallel(2, func(i int) {
 			if i == 0 {
 				stalled.Submit(ctx, s)
+				stalledClaimed.fire()
 				return
 			}
+			stalledClaimed.wait(ctx, 10*ttl)
 			if faults.Pause(ctx, ttl+ttl/4) == nil {
 				env.NewClient().Submit(ctx, s)
 			}
