@@ -277,24 +277,58 @@ func runError(ctx context.Context, env *Env) {
 }
 
 // runMismatch: per key, the first request runs while others reuse the key
-// with other parameters, during and after it.
+// with other parameters, during and after it. The others come after the
+// first request's claim, and its owner, its work done, saves only once
+// both have been answered (or LockTTL/2 has passed, well inside its
+// lease): fixed sleeps from the start let a loaded machine answer them
+// after the save, and a store that mishandles other parameters only
+// while a claim is live went untested. Orders whose others were not both
+// answered before the save are said in a note (Env.NotTested).
 func runMismatch(ctx context.Context, env *Env) {
+	ttl := env.Config.LockTTL
+	// The others' first Begins must not wait for sessions a pool is still
+	// making: beside a loaded suite, on a fresh Postgres store, none was
+	// answered before its owner's save.
+	warmConnections(ctx, env, 3*env.Keys)
+	var unmet orderList
 	parallel(env.Keys, func(k int) {
 		o := env.Order(k, "")
 		other := env.Order(k, "&currency=eur")
 		owner := env.NewClient()
 		owner.WorkTime = 20 * time.Millisecond
+		claimed := newSignal()
+		owner.Faults = firstAnswer(claimed, owner.Faults)
+		answered := []*signal{newSignal(), newSignal()}
+		met := false // the owner worked, and both others were answered before its save
+		owner.Yield = faults.HandlerFunc(func(ctx context.Context, name string) error {
+			if name == faults.RunAfterWork {
+				end := time.Now().Add(ttl / 2)
+				met = true
+				for _, a := range answered {
+					met = a.wait(ctx, time.Until(end)) && met
+				}
+			}
+			return nil
+		})
 		parallel(3, func(i int) {
 			if i == 0 {
 				owner.Submit(ctx, o)
+				claimed.fire()
 				return
 			}
-			time.Sleep(time.Duration(i) * 10 * time.Millisecond)
-			env.NewClient().Submit(ctx, other)
+			claimed.wait(ctx, 10*ttl)
+			c := env.NewClient()
+			c.Faults = firstAnswer(answered[i-1], c.Faults)
+			c.Submit(ctx, other)
+			answered[i-1].fire()
 		})
+		if ctx.Err() == nil && !met {
+			unmet.add(o.ID)
+		}
 		env.NewClient().Submit(ctx, other)
 		env.NewClient().Submit(ctx, o)
 	})
+	unmet.say(env, "mismatch: the requests with other parameters were not both answered while the first request's claim was live (its owner saved first), so reuse during a request was not tested")
 }
 
 // runRetention: orders complete; a pruner runs throughout; clients retry

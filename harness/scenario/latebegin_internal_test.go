@@ -13,8 +13,10 @@ import (
 
 // lateSecondBegin is a correct store whose second Begin of each key is
 // held (a session the pool is still making, on a loaded machine) until
-// the key's answer is saved: the skew scenario's skewed client, which
-// comes second, then meets a replay, not the owner's live claim.
+// the key's answer is saved: the client that comes second (the skew
+// scenario's skewed client, the mismatch scenario's first request with
+// other parameters) then meets the saved answer, not the owner's live
+// claim.
 type lateSecondBegin struct {
 	stores.Store
 	mu    sync.Mutex
@@ -98,5 +100,40 @@ func isClosed(ch chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// TestMismatchSaysWhenOtherParametersCameLate: on a store that answers a
+// key's second Begin only after the key's answer is saved, the mismatch
+// scenario's requests with other parameters were not answered during the
+// first request, and it says so for every order; answered at once, it
+// says nothing.
+func TestMismatchSaysWhenOtherParametersCameLate(t *testing.T) {
+	cfg := stores.Config{LockTTL: 100 * time.Millisecond, Retention: time.Minute}
+	mismatch, ok := Lookup("mismatch")
+	if !ok {
+		t.Fatal("no mismatch scenario")
+	}
+	for _, late := range []bool{true, false} {
+		mem, err := memory.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st stores.Store = mem
+		if late {
+			st = &lateSecondBegin{Store: mem, begun: map[stores.KeyRef]int{}, saved: map[stores.KeyRef]chan struct{}{}}
+		}
+		env := NewEnv(Setup{Name: "mismatch", Store: st, Config: cfg, Clients: 3, Keys: 4, Seed: 1, RandSeed: 1})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		mismatch.Run(ctx, env)
+		cancel()
+		notes := strings.Join(env.Record().NotTested, "\n")
+		t.Logf("late %v: notes %q", late, notes)
+		switch {
+		case late && !strings.Contains(notes, "mismatch: ") || late && !strings.Contains(notes, ": 4 of 4 orders"):
+			t.Errorf("the other parameters all came after the saves, but the notes say %q", notes)
+		case !late && notes != "":
+			t.Errorf("the other parameters met live claims, but the notes say %q", notes)
+		}
 	}
 }
