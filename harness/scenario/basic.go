@@ -28,6 +28,7 @@ func widen() workload.Rule {
 // key order.
 func runRace(ctx context.Context, env *Env) {
 	warmConnections(ctx, env, min(env.Keys, raceKeysAtOnce)*env.Clients)
+	var apart orderList
 	var mu sync.Mutex
 	next := 0
 	parallel(min(env.Keys, raceKeysAtOnce), func(int) {
@@ -59,8 +60,12 @@ func runRace(ctx context.Context, env *Env) {
 			}
 			close(start)
 			wg.Wait()
+			if len(clients) > 1 && ctx.Err() == nil && meet.apart() {
+				apart.add(o.ID)
+			}
 		}
 	})
+	apart.say(env, fmt.Sprintf("race: no two of the key's clients were in the store at once (each came after the one before had waited %v for the others and gone on), so the key was not raced", rendezvousWait))
 }
 
 // warmConnections makes n calls at once on env's store (capped at
@@ -109,6 +114,19 @@ type rendezvous struct {
 	mu   sync.Mutex
 	came int
 	all  chan struct{}
+	// waiting counts the clients held now; together is set once a client
+	// came while another was held: two of them were in the store at once.
+	waiting  int
+	together bool
+}
+
+// apart reports whether clients reached the store (the failpoint) but
+// never two of them at once: each came after the last had given up
+// waiting, and the key was not raced.
+func (r *rendezvous) apart() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.came > 0 && !r.together
 }
 
 // rendezvousWait bounds how long a client waits for the others.
@@ -135,10 +153,19 @@ func (r *rendezvous) first(failpoint string, next faults.Handler) faults.Handler
 func (r *rendezvous) arrive(ctx context.Context) {
 	r.mu.Lock()
 	r.came++
+	if r.waiting > 0 {
+		r.together = true
+	}
+	r.waiting++
 	if r.came == r.n {
 		close(r.all)
 	}
 	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.waiting--
+		r.mu.Unlock()
+	}()
 	t := time.NewTimer(rendezvousWait)
 	defer t.Stop()
 	select {
