@@ -3,7 +3,9 @@ package nemesis
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,6 +175,20 @@ func (l *KillList) Decide(_ *worker.Worker, failpoint string, key stores.KeyRef)
 		return worker.Action{Kill: true}
 	}
 	return worker.Action{}
+}
+
+// Unfired lists the armed kills no worker reached, as "failpoint on
+// key", sorted: what a round meant to test and did not.
+func (l *KillList) Unfired() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var left []string
+	for id := range l.armed {
+		fp, key, _ := strings.Cut(id, "\x00")
+		left = append(left, fp+" on "+key)
+	}
+	slices.Sort(left)
+	return left
 }
 
 // WorkerKill is a planned kill of a worker process: at a failpoint on an

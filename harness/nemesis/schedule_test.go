@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness/nemesis"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // TestChaosPlanFromSeed: the chaos schedule is a pure function of the
@@ -38,5 +40,28 @@ func TestChaosPlanFromSeed(t *testing.T) {
 		if kinds[k] == 0 {
 			t.Errorf("no %s in the schedule %v", k, a)
 		}
+	}
+}
+
+// TestKillListUnfired: a kill fires once, at its failpoint on its key, and
+// Unfired lists the armed kills no worker reached, so a round can say
+// what it did not interrupt.
+func TestKillListUnfired(t *testing.T) {
+	l := nemesis.NewKillList()
+	a, b := stores.KeyRef{Tenant: "t", Key: "a"}, stores.KeyRef{Tenant: "t", Key: "b"}
+	l.Arm(faults.RunAfterClaim, a)
+	l.Arm(faults.RunAfterWork, b)
+	if got := l.Decide(nil, faults.RunAfterClaim, b); got.Kill {
+		t.Error("killed at an armed failpoint on another key")
+	}
+	if got := l.Decide(nil, faults.RunAfterClaim, a); !got.Kill {
+		t.Error("not killed at an armed failpoint on its key")
+	}
+	if got := l.Decide(nil, faults.RunAfterClaim, a); got.Kill {
+		t.Error("killed twice by one armed kill")
+	}
+	want := []string{faults.RunAfterWork + " on " + b.String()}
+	if got := l.Unfired(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Unfired: %q, want %q", got, want)
 	}
 }

@@ -2,7 +2,10 @@ package scenario
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +88,8 @@ func runWorkers(ctx context.Context, env *Env) {
 		}
 	}
 	var ncalls int
+	unfiredCalls := maps.Clone(calls) // the calls to kill in flight that no worker has made yet
+	var missed []string               // planned kills that did not happen, or happened to an idle round
 	orders := make([]workload.Order, env.Keys)
 	for i := range orders {
 		orders[i] = env.Order(i, "")
@@ -108,6 +113,7 @@ func runWorkers(ctx context.Context, env *Env) {
 			mu.Lock()
 			defer mu.Unlock()
 			ncalls++
+			delete(unfiredCalls, ncalls)
 			return calls[ncalls]
 		},
 	})
@@ -151,7 +157,13 @@ func runWorkers(ctx context.Context, env *Env) {
 			if faults.Pause(ctx, time.Until(begun.Add(k.At))) != nil {
 				return
 			}
-			if w := p.Victim(k.Victim); w != nil {
+			w, idle := p.Victim(k.Victim), p.Idle()
+			if w == nil || idle {
+				mu.Lock()
+				missed = append(missed, fmt.Sprintf("live worker #%d at +%v (no worker had an order in hand)", k.Victim, k.At))
+				mu.Unlock()
+			}
+			if w != nil {
 				w.Kill("", stores.KeyRef{})
 			}
 		}(k)
@@ -161,6 +173,20 @@ func runWorkers(ctx context.Context, env *Env) {
 		env.Fail("%d orders unanswered by the worker processes (first %s)", len(left), left[0].ID)
 	}
 	p.CloseAll()
+	if ctx.Err() != nil {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range slices.Sorted(maps.Keys(unfiredCalls)) {
+		missed = append(missed, fmt.Sprintf("in flight at store call #%d (the round made %d)", c, ncalls))
+	}
+	for _, k := range kills.Unfired() {
+		missed = append(missed, "at "+k)
+	}
+	if len(missed) > 0 {
+		env.NotTested("workers: %d of %d planned worker kills did not happen or found every worker idle, so what they meant to interrupt was not tested: %s", len(missed), len(plan), strings.Join(missed, "; "))
+	}
 }
 
 // workerHold is how long a worker is held at a failpoint inside its
