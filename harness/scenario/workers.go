@@ -157,10 +157,23 @@ func runWorkers(ctx context.Context, env *Env) {
 			if faults.Pause(ctx, time.Until(begun.Add(k.At))) != nil {
 				return
 			}
+			// At the moment, every worker may be dead and being replaced
+			// (killed at failpoints): the kill waits for a live one while
+			// orders are left, rather than not happen.
 			w, idle := p.Victim(k.Victim), p.Idle()
+			for waited := time.Duration(0); w == nil && !idle && waited < victimWait; waited += victimPoll {
+				if faults.Pause(ctx, victimPoll) != nil {
+					return
+				}
+				w, idle = p.Victim(k.Victim), p.Idle()
+			}
 			if w == nil || idle {
+				why := "no worker had an order in hand"
+				if w == nil && !idle {
+					why = fmt.Sprintf("no worker was alive for %v", victimWait)
+				}
 				mu.Lock()
-				missed = append(missed, fmt.Sprintf("live worker #%d at +%v (no worker had an order in hand)", k.Victim, k.At))
+				missed = append(missed, fmt.Sprintf("live worker #%d at +%v (%s)", k.Victim, k.At, why))
 				mu.Unlock()
 			}
 			if w != nil {
@@ -188,6 +201,14 @@ func runWorkers(ctx context.Context, env *Env) {
 		env.NotTested("workers: %d of %d planned worker kills did not happen or found every worker idle, so what they meant to interrupt was not tested: %s", len(missed), len(plan), strings.Join(missed, "; "))
 	}
 }
+
+// victimWait bounds how long a kill at a moment waits for a live worker
+// while every one is being replaced (a worker process starts in about
+// 100-200 ms); victimPoll is how often it looks.
+const (
+	victimWait = 10 * time.Second
+	victimPoll = 5 * time.Millisecond
+)
 
 // workerHold is how long a worker is held at a failpoint inside its
 // store's transaction: long enough for the other worker sending the order

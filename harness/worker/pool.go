@@ -95,14 +95,21 @@ func (p *Pool) watch(w *Worker) {
 	}
 }
 
-// Victim returns the i-th live worker (modulo how many live), or nil.
+// Victim returns the i-th live worker not already killed (modulo how
+// many), or nil: a kill meant for a worker must not land on one that is
+// dying from an earlier kill, where it would kill nothing.
 func (p *Pool) Victim(i int) *Worker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.live) == 0 {
+	var ws []*Worker
+	for _, w := range p.live {
+		if !w.Killed() {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
 		return nil
 	}
-	ws := append([]*Worker(nil), p.live...)
 	sort.Slice(ws, func(a, b int) bool { return ws[a].ID < ws[b].ID })
 	return ws[i%len(ws)]
 }
