@@ -237,8 +237,10 @@ func chaosInject(ctx context.Context, env *Env, ev nemesis.ChaosEvent, p *worker
 	var err error
 	switch {
 	case ev.Kind == nemesis.ChaosWorkerKill:
-		if w := p.Victim(ev.Slot); w != nil {
+		if w, _ := liveVictim(ctx, p, ev.Slot); w != nil {
 			w.Kill("", stores.KeyRef{})
+		} else if ctx.Err() == nil {
+			env.NotTested("chaos: %s did not happen: no worker was alive for %v (every one was being replaced)", ev, victimWait)
 		}
 	case ev.Kind == nemesis.ChaosServerPause:
 		err = nemesis.PauseServer(ctx, env.Hist, sf, ev.For)

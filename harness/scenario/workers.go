@@ -157,15 +157,9 @@ func runWorkers(ctx context.Context, env *Env) {
 			if faults.Pause(ctx, time.Until(begun.Add(k.At))) != nil {
 				return
 			}
-			// At the moment, every worker may be dead and being replaced
-			// (killed at failpoints): the kill waits for a live one while
-			// orders are left, rather than not happen.
-			w, idle := p.Victim(k.Victim), p.Idle()
-			for waited := time.Duration(0); w == nil && !idle && waited < victimWait; waited += victimPoll {
-				if faults.Pause(ctx, victimPoll) != nil {
-					return
-				}
-				w, idle = p.Victim(k.Victim), p.Idle()
+			w, idle := liveVictim(ctx, p, k.Victim)
+			if ctx.Err() != nil {
+				return
 			}
 			if w == nil || idle {
 				why := "no worker had an order in hand"
@@ -200,6 +194,22 @@ func runWorkers(ctx context.Context, env *Env) {
 	if len(missed) > 0 {
 		env.NotTested("workers: %d of %d planned worker kills did not happen or found every worker idle, so what they meant to interrupt was not tested: %s", len(missed), len(plan), strings.Join(missed, "; "))
 	}
+}
+
+// liveVictim returns p's i-th live worker (worker.Pool.Victim) for a kill
+// at a moment, and whether the pool was idle. At that moment every worker
+// may be dead and being replaced (killed at failpoints): it waits for a
+// live one while orders are left (victimWait at most), rather than let
+// the kill not happen. nil: none came, or ctx ended.
+func liveVictim(ctx context.Context, p *worker.Pool, i int) (w *worker.Worker, idle bool) {
+	w, idle = p.Victim(i), p.Idle()
+	for waited := time.Duration(0); w == nil && !idle && waited < victimWait; waited += victimPoll {
+		if faults.Pause(ctx, victimPoll) != nil {
+			return nil, idle
+		}
+		w, idle = p.Victim(i), p.Idle()
+	}
+	return w, idle
 }
 
 // victimWait bounds how long a kill at a moment waits for a live worker
