@@ -114,6 +114,13 @@ func runWorkers(ctx context.Context, env *Env) {
 			defer mu.Unlock()
 			ncalls++
 			delete(unfiredCalls, ncalls)
+			if calls[ncalls] && w.Killed() {
+				// Its worker is dying from an earlier kill (a call it sent
+				// before it died): the kill moves to the next call, which
+				// a live worker makes, rather than kill nothing.
+				calls[ncalls+1], unfiredCalls[ncalls+1] = true, true
+				return false
+			}
 			return calls[ncalls]
 		},
 	})
