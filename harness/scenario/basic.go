@@ -79,6 +79,12 @@ func runRace(ctx context.Context, env *Env) {
 // the rendezvous's wait, after the claim was saved, so no Begin met a
 // live claim. Its errors are ignored: the race itself meets them.
 func warmConnections(ctx context.Context, env *Env, n int) {
+	warmPool(ctx, env, env.Store, n)
+}
+
+// warmPool is warmConnections on st, one of env's stores (a store
+// through a proxy has a pool of its own).
+func warmPool(ctx context.Context, env *Env, st stores.Store, n int) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range min(n, warmAtOnce) {
@@ -87,9 +93,9 @@ func warmConnections(ctx context.Context, env *Env, n int) {
 			defer wg.Done()
 			<-start
 			key := stores.KeyRef{Tenant: "racewarm", Key: fmt.Sprintf("warm-%d", i)}
-			d, err := env.Store.Begin(ctx, stores.Request{KeyRef: key, Fingerprint: "warm", Now: env.Clock().Now()})
+			d, err := st.Begin(ctx, stores.Request{KeyRef: key, Fingerprint: "warm", Now: env.Clock().Now()})
 			if err == nil && d.Outcome == stores.Claimed {
-				_ = env.Store.Release(ctx, key, d.Token)
+				_ = st.Release(ctx, key, d.Token)
 			}
 		}()
 	}

@@ -129,6 +129,15 @@ func runChaos(ctx context.Context, env *Env) {
 		}
 	}
 
+	// The clients' first orders carry the client faults: their Begins
+	// must not wait for sessions a pool is still making (on Postgres the
+	// first order's fault at run.after-work went unreached in three
+	// default runs of three).
+	warmConnections(ctx, env, env.Clients)
+	if proxied != nil {
+		warmPool(ctx, env, proxied, env.Clients)
+	}
+
 	// Phase 1: faults on.
 	l := &load{env: env}
 	stopLoad := l.start(ctx, mk, 2*ttl/5)
