@@ -313,10 +313,11 @@ func runError(ctx context.Context, env *Env) {
 // with other parameters, during and after it. The others come after the
 // first request's claim, and its owner, its work done, saves only once
 // both have been answered (or LockTTL/2, at most 5 s, has passed, well
-// inside its lease): fixed sleeps from the start let a loaded machine answer them
-// after the save, and a store that mishandles other parameters only
-// while a claim is live went untested. Orders whose others were not both
-// answered before the save are said in a note (Env.NotTested).
+// inside its lease): fixed sleeps from the start let a loaded machine
+// answer them after the save, and a store that mishandles other
+// parameters only while a claim is live went untested. Orders whose
+// others were not both answered before the save are said in a note
+// (Env.NotTested).
 func runMismatch(ctx context.Context, env *Env) {
 	const mismatchMeetWait = 5 * time.Second
 	ttl := env.Config.LockTTL
