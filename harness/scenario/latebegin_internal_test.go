@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,38 +57,28 @@ func (s *lateSecondBegin) Complete(ctx context.Context, k stores.KeyRef, t store
 	return err
 }
 
-// TestSkewSaysWhenTheSkewedClientCameLate: on a store that answers the
-// skewed clients only after the owners' saves, the skew scenario met no
-// live claim, and says so (Env.NotTested) for every order, rather than
-// pass as if a skewed clock had been tested; on the same store answering
-// at once it says nothing.
-func TestSkewSaysWhenTheSkewedClientCameLate(t *testing.T) {
+// TestSaysWhenTheSecondClientCameLate: on a store that answers a key's
+// second Begin only after the key's answer is saved, the skew scenario's
+// skewed clients and the mismatch scenario's requests with other
+// parameters met no live claim, and each scenario says so for every
+// order, rather than pass as if that had been tested; on the same store
+// answering at once they say nothing.
+func TestSaysWhenTheSecondClientCameLate(t *testing.T) {
 	cfg := stores.Config{LockTTL: 100 * time.Millisecond, Retention: time.Minute}
-	skew, ok := Lookup("skew")
-	if !ok {
-		t.Fatal("no skew scenario")
-	}
-	for _, late := range []bool{true, false} {
-		mem, err := memory.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st stores.Store = mem
-		if late {
-			st = &lateSecondBegin{Store: mem, begun: map[stores.KeyRef]int{}, saved: map[stores.KeyRef]chan struct{}{}}
-		}
-		const keys = 4
-		env := NewEnv(Setup{Name: "skew", Store: st, Config: cfg, Clients: 2, Keys: keys, Seed: 1, RandSeed: 1})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		skew.Run(ctx, env)
-		cancel()
-		notes := strings.Join(env.Record().NotTested, "\n")
-		t.Logf("late %v: notes %q", late, notes)
-		switch {
-		case late && !strings.Contains(notes, "skew: ") || late && !strings.Contains(notes, ": 4 of 4 orders"):
-			t.Errorf("the skewed clients all came after the saves, but the notes say %q", notes)
-		case !late && notes != "":
-			t.Errorf("the skewed clients met live claims, but the notes say %q", notes)
+	for _, sc := range []struct {
+		name, what string
+		clients    int
+	}{{"skew", "skew: ", 2}, {"mismatch", "mismatch: ", 3}} {
+		for _, late := range []bool{true, false} {
+			mem, err := memory.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st stores.Store = mem
+			if late {
+				st = &lateSecondBegin{Store: mem, begun: map[stores.KeyRef]int{}, saved: map[stores.KeyRef]chan struct{}{}}
+			}
+			wantNote(t, notesOf(t, sc.name, st, cfg, sc.clients, 4), sc.what, 4, late)
 		}
 	}
 }
@@ -100,40 +89,5 @@ func isClosed(ch chan struct{}) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// TestMismatchSaysWhenOtherParametersCameLate: on a store that answers a
-// key's second Begin only after the key's answer is saved, the mismatch
-// scenario's requests with other parameters were not answered during the
-// first request, and it says so for every order; answered at once, it
-// says nothing.
-func TestMismatchSaysWhenOtherParametersCameLate(t *testing.T) {
-	cfg := stores.Config{LockTTL: 100 * time.Millisecond, Retention: time.Minute}
-	mismatch, ok := Lookup("mismatch")
-	if !ok {
-		t.Fatal("no mismatch scenario")
-	}
-	for _, late := range []bool{true, false} {
-		mem, err := memory.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st stores.Store = mem
-		if late {
-			st = &lateSecondBegin{Store: mem, begun: map[stores.KeyRef]int{}, saved: map[stores.KeyRef]chan struct{}{}}
-		}
-		env := NewEnv(Setup{Name: "mismatch", Store: st, Config: cfg, Clients: 3, Keys: 4, Seed: 1, RandSeed: 1})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		mismatch.Run(ctx, env)
-		cancel()
-		notes := strings.Join(env.Record().NotTested, "\n")
-		t.Logf("late %v: notes %q", late, notes)
-		switch {
-		case late && !strings.Contains(notes, "mismatch: ") || late && !strings.Contains(notes, ": 4 of 4 orders"):
-			t.Errorf("the other parameters all came after the saves, but the notes say %q", notes)
-		case !late && notes != "":
-			t.Errorf("the other parameters met live claims, but the notes say %q", notes)
-		}
 	}
 }

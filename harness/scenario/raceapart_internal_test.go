@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,26 +38,11 @@ func (s *roundTrips) Begin(ctx context.Context, req stores.Request) (stores.Deci
 // store with Begins at once it says nothing.
 func TestRaceSaysWhenNoKeyWasRaced(t *testing.T) {
 	cfg := stores.Config{LockTTL: 100 * time.Millisecond, Retention: time.Minute}
-	race, ok := Lookup("race")
-	if !ok {
-		t.Fatal("no race scenario")
-	}
 	for _, serial := range []bool{true, false} {
 		mem, err := memory.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := NewEnv(Setup{Name: "race", Store: &roundTrips{Store: mem, serial: serial}, Config: cfg, Clients: 3, Keys: 4, Seed: 1, RandSeed: 1})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		race.Run(ctx, env)
-		cancel()
-		notes := strings.Join(env.Record().NotTested, "\n")
-		t.Logf("serial %v: notes %q", serial, notes)
-		switch {
-		case serial && !strings.Contains(notes, "race: ") || serial && !strings.Contains(notes, ": 4 of 4 orders"):
-			t.Errorf("no two clients were ever in the store at once, but the notes say %q", notes)
-		case !serial && notes != "":
-			t.Errorf("the clients raced, but the notes say %q", notes)
-		}
+		wantNote(t, notesOf(t, "race", &roundTrips{Store: mem, serial: serial}, cfg, 3, 4), "race: no two of the key's clients were in the store at once", 4, serial)
 	}
 }
