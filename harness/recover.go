@@ -132,8 +132,8 @@ func Recover(ctx context.Context, path string) (*results.Summary, error) {
 	sum.Ended = st.ModTime()
 	sum.Seconds = sum.Ended.Sub(sum.Started).Seconds()
 	sum.Interrupted, sum.Stopped = true, Crashed
-	if sum.Verdict = overall(sum.Scenarios); sum.Verdict == check.Pass {
-		sum.Verdict = check.Unknown
+	if sum.Verdict = overall(sum.Scenarios); sum.Verdict != check.Fail {
+		sum.Verdict = check.Unknown // cut short: neither a pass nor nothing to judge
 	}
 	return sum, nil
 }

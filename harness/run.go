@@ -165,6 +165,9 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 	sum.Seconds = sum.Ended.Sub(sum.Started).Seconds()
 	sum.Verdict = overall(sum.Scenarios)
 	if ctx.Err() != nil {
+		if sum.Verdict == check.Skipped {
+			sum.Verdict = check.Unknown // cut short before anything was judged
+		}
 		sum.Interrupted = true
 		var mem *MemoryLimitError
 		if errors.As(context.Cause(ctx), &mem) {
@@ -244,14 +247,22 @@ func sumFaults(m map[string]int) int {
 	return n
 }
 
+// overall is a run's verdict from its scenario runs': a failure fails it;
+// else one undecided leaves it undecided; else it passes if a scenario
+// ran and passed. A run whose every scenario was skipped (or that had
+// none) judged nothing: check.Skipped, never a pass (the CLI exits 3).
 func overall(rs []results.ScenarioResult) check.Verdict {
-	v := check.Pass
+	v := check.Skipped
 	for _, r := range rs {
 		switch r.Verdict {
 		case check.Fail:
 			return check.Fail
 		case check.Unknown:
 			v = check.Unknown
+		case check.Pass:
+			if v == check.Skipped {
+				v = check.Pass
+			}
 		}
 	}
 	return v

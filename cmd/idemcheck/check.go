@@ -294,8 +294,9 @@ func unwrapPath(err error) error {
 }
 
 // verdictCode is the exit code of a run's verdict: 0 pass, 1 fail, 3 an
-// interrupted or undecided run (a violation found before an interrupt
-// still exits 1: it is true).
+// interrupted or undecided run, or one that judged nothing (every
+// scenario skipped); a violation found before an interrupt still exits
+// 1: it is true.
 func verdictCode(sum *results.Summary) int {
 	switch {
 	case sum.Verdict == check.Fail:
@@ -476,6 +477,9 @@ func printSummary(w io.Writer, sum *results.Summary, unwritten int) {
 	}
 	if m, _ := stores.LookupMutant(sum.Variant); m.Side == stores.ConfigSide && len(sum.Violations) > 0 {
 		fmt.Fprintf(w, "\n%s is a configuration, not a bug in the store's code: %s\n", sum.Variant, m.Bug)
+	}
+	if sum.Verdict == check.Skipped {
+		fmt.Fprintf(w, "\nnothing was judged: every scenario asked for was skipped on the %s store (exit 3), so this run is not a pass\n", sum.Store)
 	}
 	where := sum.Dir
 	if unwritten > 0 {

@@ -4,7 +4,8 @@
 //
 // Exit codes: 0 every check passed; 1 a violation was found; 2 bad usage or
 // a setup error (one line on stderr says which); 3 the run could not decide
-// (interrupted, or a checker's evidence was incomplete).
+// (interrupted, a checker's evidence was incomplete, or every scenario was
+// skipped on the store: nothing was judged).
 package main
 
 import (
@@ -54,7 +55,8 @@ Usage:
 
 Run 'idemcheck <command> --help' for a command's flags.
 
-Exit codes: 0 pass, 1 violation found, 2 bad usage or setup error, 3 undecided.
+Exit codes: 0 pass, 1 violation found, 2 bad usage or setup error, 3 undecided
+(or nothing judged: every scenario skipped).
 `
 
 func main() {

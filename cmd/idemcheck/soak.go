@@ -37,7 +37,8 @@ ends. A soak whose process dies keeps its journal: 'idemcheck recheck
 
 Prints, per scenario, how many runs passed, failed, were undecided or
 skipped, and the wall time. Exit codes: 0 every run passed, 1 a run
-failed, 2 bad usage or setup error, 3 a run was undecided or interrupted.
+failed, 2 bad usage or setup error, 3 a run was undecided or interrupted,
+or nothing was judged (every scenario run was skipped on the store).
 
 With --random-flags each seed is instead one draw of every flag a user may
 set, each from its allowed range (--lock-ttl 50ms to 10m, --retention 1s to
@@ -258,7 +259,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		// HTML report once took 9 minutes and 22 GB). As check does, a
 		// report that cannot be written is said, and the soak goes on
 		// with the verdict counted.
-		if keep := sum.Verdict != check.Pass && !sum.Interrupted; keep || *randomFlags && !sum.Interrupted {
+		if keep := !judgedWell(sum.Verdict) && !sum.Interrupted; keep || *randomFlags && !sum.Interrupted {
 			root, variant := *out, o.Variant // the seed's own directory
 			if keep {
 				stamp(sum, append([]string{"idemcheck", "soak"}, args...))
@@ -374,6 +375,9 @@ func printSoak(w io.Writer, rep soakReport) {
 		verdict = "SETUP ERROR"
 	case total.Unknown > 0 || len(rep.Unfinished) > 0:
 		verdict = "UNKNOWN"
+	case nothingJudged(rep):
+		verdict = "SKIPPED"
+		fmt.Fprintf(w, "\nnothing was judged: every scenario run was skipped on the store (exit 3), so this soak is not a pass\n")
 	}
 	fmt.Fprintf(w, "\n%s: %d scenario runs passed, %d failed, %d undecided, %d skipped, %.0fs\n", verdict, total.Pass, total.Fail, total.Unknown, total.Skipped, rep.Seconds)
 }

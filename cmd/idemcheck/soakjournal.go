@@ -145,7 +145,7 @@ func (t *soakTally) add(rep *soakReport, e soakEntry) {
 	if e.Dir != "" {
 		rep.Bad = append(rep.Bad, e.Dir)
 	}
-	if e.Draw != "" && e.Verdict != string(check.Pass) && !e.Interrupted {
+	if e.Draw != "" && !judgedWell(check.Verdict(e.Verdict)) && !e.Interrupted {
 		rep.BadDraws = append(rep.BadDraws, e.Draw)
 	}
 }
@@ -175,10 +175,22 @@ type soakUnfinished struct {
 	Started bool  `json:"started"`
 }
 
+// nothingJudged says whether no scenario run of the soak passed, failed
+// or was undecided: every one was skipped, or none ran.
+func nothingJudged(rep soakReport) bool {
+	for _, r := range rep.Rows {
+		if r.Pass+r.Fail+r.Unknown > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // soakCode is the exit code of a soak's report and why it applies: 1
 // when a run that ended failed, 3 when a planned seed did not end, 2
 // when a seed's run could not be made, 3 when a run was undecided or
-// cut short, else 0.
+// cut short or when no scenario run passed (every one was skipped:
+// nothing was judged), else 0.
 func soakCode(rep soakReport) (int, string) {
 	fails, unknowns := 0, 0
 	for _, r := range rep.Rows {
@@ -194,9 +206,17 @@ func soakCode(rep soakReport) (int, string) {
 		return exitUsage, fmt.Sprintf("exit 2: %d seed(s) could not run (setup errors)", len(rep.Errors))
 	case unknowns > 0 || rep.Interrupted:
 		return exitUnknown, "exit 3: undecided: a run was undecided or cut short"
+	case nothingJudged(rep):
+		return exitUnknown, "exit 3: nothing was judged: every scenario run was skipped"
 	}
 	return exitPass, "exit 0: every run passed"
 }
+
+// judgedWell says whether a seed's run verdict is no cause to keep its
+// files or print its reproduce line: a pass, or a run whose every scenario
+// was skipped (nothing wrong; the soak as a whole says if nothing was
+// judged at all).
+func judgedWell(v check.Verdict) bool { return v == check.Pass || v == check.Skipped }
 
 // soakVerdict is the verdict of a soak's exit code (summary.json's).
 func soakVerdict(code int) check.Verdict {
