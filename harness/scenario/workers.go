@@ -117,8 +117,13 @@ func runWorkers(ctx context.Context, env *Env) {
 			if calls[ncalls] && w.Killed() {
 				// Its worker is dying from an earlier kill (a call it sent
 				// before it died): the kill moves to the next call, which
-				// a live worker makes, rather than kill nothing.
-				calls[ncalls+1], unfiredCalls[ncalls+1] = true, true
+				// a live worker makes, rather than kill nothing (past
+				// the calls planned for other kills).
+				next := ncalls + 1
+				for calls[next] {
+					next++
+				}
+				calls[next], unfiredCalls[next] = true, true
 				return false
 			}
 			return calls[ncalls]
