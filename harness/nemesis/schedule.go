@@ -166,11 +166,14 @@ func (l *KillList) Arm(failpoint string, key stores.KeyRef) {
 }
 
 // Decide is a worker.Options.Decide: kill the worker at an armed point.
-func (l *KillList) Decide(_ *worker.Worker, failpoint string, key stores.KeyRef) worker.Action {
+// A worker already killed (dying from another kill, its failpoint still
+// on the way) leaves the kill armed for the next worker that reaches the
+// point: it would kill nothing.
+func (l *KillList) Decide(w *worker.Worker, failpoint string, key stores.KeyRef) worker.Action {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	id := failpoint + "\x00" + key.String()
-	if l.armed[id] {
+	if l.armed[id] && (w == nil || !w.Killed()) {
 		delete(l.armed, id)
 		return worker.Action{Kill: true}
 	}

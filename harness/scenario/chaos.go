@@ -268,10 +268,8 @@ func chaosInject(ctx context.Context, env *Env, ev nemesis.ChaosEvent, p *worker
 	}
 	switch {
 	case ev.Kind == nemesis.ChaosWorkerKill:
-		if w, _ := liveVictim(ctx, p, ev.Slot); w != nil {
-			w.Kill("", stores.KeyRef{})
-		} else if ctx.Err() == nil {
-			env.NotTested("chaos: %s did not happen: no worker was alive for %v (every one was being replaced)", ev, victimWait)
+		if killed, _, why := killVictim(ctx, p, ev.Slot); !killed && ctx.Err() == nil {
+			env.NotTested("chaos: %s did not happen: %s", ev, why)
 		}
 	case ev.Kind == nemesis.ChaosServerPause:
 		err = nemesis.PauseServer(ctx, env.Hist, sf, ev.For)

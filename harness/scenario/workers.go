@@ -169,21 +169,17 @@ func runWorkers(ctx context.Context, env *Env) {
 			if faults.Pause(ctx, time.Until(begun.Add(k.At))) != nil {
 				return
 			}
-			w, idle := liveVictim(ctx, p, k.Victim)
+			killed, idle, why := killVictim(ctx, p, k.Victim)
 			if ctx.Err() != nil {
 				return
 			}
-			if w == nil || idle {
-				why := "no worker had an order in hand"
-				if w == nil && !idle {
-					why = fmt.Sprintf("no worker was alive for %v", victimWait)
+			if !killed || idle {
+				if idle {
+					why = "no worker had an order in hand"
 				}
 				mu.Lock()
 				missed = append(missed, fmt.Sprintf("live worker #%d at +%v (%s)", k.Victim, k.At, why))
 				mu.Unlock()
-			}
-			if w != nil {
-				w.Kill("", stores.KeyRef{})
 			}
 		}(k)
 	}
@@ -224,12 +220,33 @@ func liveVictim(ctx context.Context, p *worker.Pool, i int) (w *worker.Worker, i
 	return w, idle
 }
 
+// killVictim kills p's i-th live worker at a moment (liveVictim). A
+// victim may be killed by another kill between its choice and this one,
+// which then kills nothing: it chooses again, victimTries times at most.
+// It returns whether it killed one, whether the pool was idle then, and,
+// if it killed none, why.
+func killVictim(ctx context.Context, p *worker.Pool, i int) (killed, idle bool, why string) {
+	for range victimTries {
+		var w *worker.Worker
+		if w, idle = liveVictim(ctx, p, i); w == nil {
+			return false, idle, fmt.Sprintf("no worker was alive for %v", victimWait)
+		}
+		if w.Kill("", stores.KeyRef{}) {
+			return true, idle, ""
+		}
+	}
+	return false, idle, fmt.Sprintf("each of %d victims was killed by another kill first", victimTries)
+}
+
 // victimWait bounds how long a kill at a moment waits for a live worker
 // while every one is being replaced (a worker process starts in about
-// 100-200 ms); victimPoll is how often it looks.
+// 100-200 ms); victimPoll is how often it looks; victimTries bounds how
+// often it chooses again when its victim was killed by another kill
+// first.
 const (
-	victimWait = 10 * time.Second
-	victimPoll = 5 * time.Millisecond
+	victimWait  = 10 * time.Second
+	victimPoll  = 5 * time.Millisecond
+	victimTries = 5
 )
 
 // workerHold is how long a worker is held at a failpoint inside its

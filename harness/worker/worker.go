@@ -229,18 +229,19 @@ func (w *Worker) Unanswered() []workload.Order {
 
 // Kill kills the worker with SIGKILL now, at the named failpoint on key if
 // it stopped at one (else wherever it is), and records the fault. It is a
-// no-op once the worker has been killed or has exited.
-func (w *Worker) Kill(failpoint string, key stores.KeyRef) {
+// no-op once the worker has been killed or has exited, and then reports
+// false: a kill meant to interrupt something did not.
+func (w *Worker) Kill(failpoint string, key stores.KeyRef) bool {
 	w.mu.Lock()
 	select {
 	case <-w.exited:
 		w.mu.Unlock()
-		return
+		return false
 	default:
 	}
 	if w.killed {
 		w.mu.Unlock()
-		return
+		return false
 	}
 	if key == (stores.KeyRef{}) {
 		key = w.key
@@ -249,6 +250,7 @@ func (w *Worker) Kill(failpoint string, key stores.KeyRef) {
 	w.kill = history.Fault{Client: w.ID, Key: key, Kind: history.FaultWorkerKill, Failpoint: failpoint, Start: w.hist.Now()}
 	w.mu.Unlock()
 	_ = w.cmd.Process.Kill() // SIGKILL: no cleanup, no last words
+	return true
 }
 
 // abort kills the worker without counting it as an injected fault: it
