@@ -166,14 +166,14 @@ func (l *KillList) Arm(failpoint string, key stores.KeyRef) {
 }
 
 // Decide is a worker.Options.Decide: kill the worker at an armed point.
-// A worker already killed (dying from another kill, its failpoint still
-// on the way) leaves the kill armed for the next worker that reaches the
-// point: it would kill nothing.
+// It kills w itself, so that a worker already killed (dying from another
+// kill, its failpoint still on the way), which this kill would not kill,
+// leaves the kill armed for the next worker that reaches the point.
 func (l *KillList) Decide(w *worker.Worker, failpoint string, key stores.KeyRef) worker.Action {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	id := failpoint + "\x00" + key.String()
-	if l.armed[id] && (w == nil || !w.Killed()) {
+	if l.armed[id] && (w == nil || w.Kill(failpoint, key)) {
 		delete(l.armed, id)
 		return worker.Action{Kill: true}
 	}

@@ -114,19 +114,22 @@ func runWorkers(ctx context.Context, env *Env) {
 			defer mu.Unlock()
 			ncalls++
 			delete(unfiredCalls, ncalls)
-			if calls[ncalls] && w.Killed() {
-				// Its worker is dying from an earlier kill (a call it sent
-				// before it died): the kill moves to the next call, which
-				// a live worker makes, rather than kill nothing (past
-				// the calls planned for other kills).
-				next := ncalls + 1
-				for calls[next] {
-					next++
-				}
-				calls[next], unfiredCalls[next] = true, true
+			if !calls[ncalls] {
 				return false
 			}
-			return calls[ncalls]
+			// Killed here, so that a worker already dying from an
+			// earlier kill (a call it sent before it died), which this
+			// kill would not kill, moves the kill to the next call a
+			// live worker makes (past the calls planned for other kills).
+			if w.Kill("", op.Input.Key) {
+				return true
+			}
+			next := ncalls + 1
+			for calls[next] {
+				next++
+			}
+			calls[next], unfiredCalls[next] = true, true
+			return false
 		},
 	})
 	n := env.Clients
