@@ -2,8 +2,6 @@ package scenario
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -172,8 +170,6 @@ func runChaos(ctx context.Context, env *Env) {
 	begun := time.Now()
 	var injecting sync.WaitGroup
 	var net []nemesis.ChaosEvent
-	var wmu sync.Mutex
-	windows := map[string]*serverWindow{} // the server faults', by what the server was
 	for _, ev := range live {
 		if ev.Kind == nemesis.ChaosClientPause || ev.Kind == nemesis.ChaosClientCrash || ev.Kind == nemesis.ChaosWorkerKillAt {
 			continue // armed at their failpoints
@@ -188,15 +184,7 @@ func runChaos(ctx context.Context, env *Env) {
 			if faults.Pause(ctx, time.Until(begun.Add(ev.At))) != nil {
 				return
 			}
-			if w := chaosInject(ctx, env, ev, p, sf); w != nil {
-				what := "paused"
-				if ev.Kind == nemesis.ChaosServerRestart {
-					what = "down for its restart"
-				}
-				wmu.Lock()
-				windows[what] = w
-				wmu.Unlock()
-			}
+			chaosInject(ctx, env, ev, p, sf)
 		}(ev)
 	}
 	if len(net) > 0 {
@@ -226,9 +214,7 @@ func runChaos(ctx context.Context, env *Env) {
 	close(stop)
 	stopLoad()
 	loaded.Wait()
-	for _, what := range slices.Sorted(maps.Keys(windows)) {
-		windows[what].say(env, "chaos", what)
-	}
+	sayUnmetServerFaults(env, "chaos")
 	for _, r := range shared.Unfired() {
 		env.NotTested("%s: the client fault at %s on %s was not injected: no client of the load reached it while the faults were on (its order's work ran in another way, or only once the faults were healed)",
 			env.Tenant, r.Failpoint, r.Key)
@@ -256,16 +242,9 @@ func runChaos(ctx context.Context, env *Env) {
 }
 
 // chaosInject injects one timed fault of the workers or the server and,
-// for those with a duration, undoes it when its time is up. A server
-// fault's window is returned (nil for others), to be asked once the load
-// has ended whether any call met it.
-func chaosInject(ctx context.Context, env *Env, ev nemesis.ChaosEvent, p *worker.Pool, sf nemesis.Server) (w *serverWindow) {
+// for those with a duration, undoes it when its time is up.
+func chaosInject(ctx context.Context, env *Env, ev nemesis.ChaosEvent, p *worker.Pool, sf nemesis.Server) {
 	var err error
-	if ev.Kind == nemesis.ChaosServerPause || ev.Kind == nemesis.ChaosServerRestart {
-		w = &serverWindow{}
-		w.open(env)
-		defer w.close(env)
-	}
 	switch {
 	case ev.Kind == nemesis.ChaosWorkerKill:
 		if killed, _, why := killVictim(ctx, p, ev.Slot); !killed && ctx.Err() == nil {
@@ -279,7 +258,6 @@ func chaosInject(ctx context.Context, env *Env, ev nemesis.ChaosEvent, p *worker
 	if err != nil {
 		env.Fail("%v", err)
 	}
-	return w
 }
 
 // chaosNet runs the network faults (in the order of the plan, which

@@ -31,26 +31,19 @@ func runStoreFaults(ctx context.Context, env *Env) {
 	env.Note("%s: +%v pause the %s server for %v", env.Tenant, pauseAt.Round(time.Millisecond), sf.Kind(), pauseFor.Round(time.Millisecond))
 	env.Note("%s: +%v kill the %s server (SIGKILL) and start it again", env.Tenant, restartAt.Round(time.Millisecond), sf.Kind())
 
-	var paused, restarted serverWindow
 	underLoad(ctx, env, func(*load) bool {
 		begun := time.Now()
 		if faults.Pause(ctx, time.Until(begun.Add(pauseAt))) != nil {
 			return false
 		}
-		paused.open(env)
-		err := nemesis.PauseServer(ctx, env.Hist, sf, pauseFor)
-		paused.close(env)
-		if err != nil {
+		if err := nemesis.PauseServer(ctx, env.Hist, sf, pauseFor); err != nil {
 			env.Fail("%v", err)
 			return false
 		}
 		if faults.Pause(ctx, time.Until(begun.Add(restartAt))) != nil {
 			return false
 		}
-		restarted.open(env)
-		err = nemesis.RestartServer(ctx, env.Hist, sf)
-		restarted.close(env)
-		if err != nil {
+		if err := nemesis.RestartServer(ctx, env.Hist, sf); err != nil {
 			env.Fail("%v", err)
 			return false
 		}
@@ -63,37 +56,31 @@ func runStoreFaults(ctx context.Context, env *Env) {
 		}
 	})
 	if ctx.Err() == nil {
-		paused.say(env, "store-faults", "paused")
-		restarted.say(env, "store-faults", "down for its restart")
+		sayUnmetServerFaults(env, "store-faults")
 	}
 }
 
-// serverWindow is a server fault's window in history time, and the place
-// in the recorded calls where it opened: the calls in flight during it
-// returned (or failed) after it opened.
-type serverWindow struct {
-	mark       history.Mark
-	start, end int64
-}
-
-func (w *serverWindow) open(env *Env) { w.mark, w.start = env.Hist.Mark(), env.Hist.Now() }
-
-func (w *serverWindow) close(env *Env) { w.end = env.Hist.Now() }
-
-// say records a note (Env.NotTested) of scenario when no store call was
-// in flight during the window that opened: the server was what, and no
-// call met it. It is asked once the calls in flight then have returned
-// (the load ended). Calls moved to disk (a run past its memory) are not
-// looked at, so then it says nothing.
-func (w *serverWindow) say(env *Env, scenario, what string) {
-	if w.end == 0 || env.Hist.Spilled() {
+// sayUnmetServerFaults records a note (Env.NotTested) of scenario for
+// each server pause or restart in env's history during which no store
+// call was in flight: the server was paused or down, and no call met it.
+// It is asked once the load has ended (the calls in flight then have
+// returned or failed). Calls moved to disk (a run past its memory) are
+// not looked at, so then it says nothing.
+func sayUnmetServerFaults(env *Env, scenario string) {
+	if env.Hist.Spilled() {
 		return
 	}
-	met := env.Hist.HasSince(w.mark, func(op history.Op) bool {
-		return op.Call <= w.end && (op.Return == history.Never || op.Return >= w.start)
-	})
-	if !met {
-		env.NotTested("%s: no store call was in flight while the server was %s (%v), so what a client meets then was not tested",
-			scenario, what, time.Duration(w.end-w.start).Round(time.Millisecond))
+	for _, f := range env.Hist.Faults() {
+		what := map[history.FaultKind]string{history.FaultServerPause: "paused", history.FaultServerRestart: "down for its restart"}[f.Kind]
+		if what == "" {
+			continue
+		}
+		met := env.Hist.Has(func(op history.Op) bool {
+			return op.Call <= f.End && (op.Return == history.Never || op.Return >= f.Start)
+		})
+		if !met {
+			env.NotTested("%s: no store call was in flight while the server was %s (%v), so what a client meets then was not tested",
+				scenario, what, time.Duration(f.End-f.Start).Round(time.Millisecond))
+		}
 	}
 }

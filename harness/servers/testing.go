@@ -32,7 +32,23 @@ func ForTestOptions(t testing.TB, kind Kind, opts Options) *Server {
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	s := startForTest(t, kind, opts, 2*time.Minute)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	return s
+}
+
+// startForTest starts a server of kind for t within timeout; when Docker
+// or the image is missing it skips t, unless servers are required
+// (Required), and any other error fails t.
+func startForTest(t testing.TB, kind Kind, opts Options, timeout time.Duration) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	s, err := Start(ctx, kind, opts)
 	if err != nil {
@@ -41,13 +57,6 @@ func ForTestOptions(t testing.TB, kind Kind, opts Options) *Server {
 		}
 		t.Fatalf("%v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		if err := s.Close(ctx); err != nil {
-			t.Errorf("%v", err)
-		}
-	})
 	return s
 }
 
@@ -132,8 +141,8 @@ func RunSharing(run func() int) int {
 // server of kind serves the whole test binary, started by the first test
 // that asks: each container start cost the suite 1.5 to 4 CPU-seconds of
 // a 2-core machine (the container's, the Docker daemon's, the waiting
-// test's) and took up to 14 s in a loaded suite. Outside RunSharing it is ForTest. It skips
-// or fails t as ForTest does.
+// test's) and took up to 14 s in a loaded suite. Outside RunSharing it
+// is ForTest. It skips or fails t as ForTest does.
 func SharedForTest(t testing.TB, kind Kind) *Server {
 	t.Helper()
 	if !shared.on.Load() {
@@ -145,15 +154,7 @@ func SharedForTest(t testing.TB, kind Kind) *Server {
 	if s := shared.kinds[kind]; s != nil {
 		return s
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultStartTimeout)
-	defer cancel()
-	s, err := Start(ctx, kind, Options{})
-	if err != nil {
-		if errors.Is(err, ErrUnavailable) && !Required() {
-			t.Skipf("%v (set %s=1 to fail instead of skipping)", err, EnvRequireServers)
-		}
-		t.Fatalf("%v", err)
-	}
+	s := startForTest(t, kind, Options{}, defaultStartTimeout)
 	t.Logf("servers: %s, shared by this binary's tests", s)
 	if shared.kinds == nil {
 		shared.kinds = map[Kind]*Server{}
