@@ -74,6 +74,11 @@ type node struct {
 	flt     *Faults
 	ip      string // on the clients' network
 	lagging bool
+	// synced: the standby streams as the topology's doc says (its kind's
+	// streaming returned). Until then a fault phase must not begin: a
+	// Postgres primary whose standby's wait was cut short may not wait
+	// for it on commit, and a failover then loses what it acknowledged.
+	synced bool
 }
 
 // topologyReadyTimeout bounds starting a container and its replication.
@@ -285,17 +290,49 @@ func (t *Topology) refreshIP(ctx context.Context, nd *node) error {
 // addStandby starts a standby from the primary and waits until it
 // streams (synchronously, for Postgres).
 func (t *Topology) addStandby(ctx context.Context) error {
-	t.mu.Lock()
-	p := t.primary
-	t.mu.Unlock()
-	sb, err := t.startNode(ctx, p)
+	sb, p, err := t.startStandby(ctx)
 	if err != nil {
 		return err
+	}
+	return t.syncStandby(ctx, p, sb)
+}
+
+// startStandby starts a standby from the primary and makes it the
+// topology's, not yet synced: Close removes it whatever happens next.
+func (t *Topology) startStandby(ctx context.Context) (sb, p *node, err error) {
+	t.mu.Lock()
+	p = t.primary
+	t.mu.Unlock()
+	if sb, err = t.startNode(ctx, p); err != nil {
+		return nil, nil, err
 	}
 	t.mu.Lock()
 	t.standby = sb
 	t.mu.Unlock()
-	return kinds[t.Servers].streaming(ctx, p, sb)
+	return sb, p, nil
+}
+
+// syncStandby waits until the standby sb streams from the primary p as
+// the topology's doc says, and marks it synced.
+func (t *Topology) syncStandby(ctx context.Context, p, sb *node) error {
+	if err := kinds[t.Servers].streaming(ctx, p, sb); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	sb.synced = true
+	t.mu.Unlock()
+	return nil
+}
+
+// dropStandby removes the standby sb, if it is still the topology's.
+func (t *Topology) dropStandby(ctx context.Context, sb *node) {
+	t.mu.Lock()
+	if t.standby == sb {
+		t.standby = nil
+	}
+	t.mu.Unlock()
+	sb.flt.Close()
+	_ = sb.srv.Close(context.WithoutCancel(ctx))
 }
 
 // Close removes the router, every container and both networks.
