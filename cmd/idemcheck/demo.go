@@ -140,19 +140,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		return exitUsage, err
 	}
-	verdict := hunt.Verdict(info, bad, good)
-	code := exitPass
-	if len(bad.Caught) == 0 {
-		code = exitFail
-	}
-	if good.Spoiled() {
-		// The contrast failed: the correct store's run of the same
-		// schedule went wrong too, so the demo shows nothing about the
-		// mutant (exit 3, said on the last line).
-		code = exitUnknown
-		verdict += "\nUNDECIDED: the correct store's run went wrong as well (" + strings.Join(good.Caught, ", ") +
-			"): the demo does not separate the mutant from the correct store; run it again on a less loaded machine"
-	}
+	verdict, code := demoVerdict(info, bad, good)
 	if *htmlOut != "" {
 		if err := writeDemoHTML(*htmlOut, info, bad, good); err != nil {
 			return exitUsage, err
@@ -269,4 +257,28 @@ func wrap(s string, width int, indent string) string {
 	}
 	lines = append(lines, cur)
 	return strings.Join(lines, "\n"+indent)
+}
+
+// demoVerdict is a demo's last line and its exit code: 0 when a checker
+// caught the mutant and the correct store's run of the same schedule was
+// judged and did no harm; 1 when no checker caught the mutant; 3 when the
+// correct store's run went wrong too or was not judged whole, which
+// leaves the demo showing nothing about the mutant.
+func demoVerdict(info *hunt.DemoInfo, bad, good *hunt.DemoRun) (string, int) {
+	verdict := hunt.Verdict(info, bad, good)
+	code := exitPass
+	if len(bad.Caught) == 0 {
+		code = exitFail
+	}
+	switch {
+	case good.Spoiled():
+		code = exitUnknown
+		verdict += "\nUNDECIDED: the correct store's run went wrong as well (" + strings.Join(good.Caught, ", ") +
+			"): the demo does not separate the mutant from the correct store; run it again on a less loaded machine"
+	case good.NotJudged != "":
+		code = exitUnknown
+		verdict += "\nUNDECIDED: the correct store's run of the same schedule was not judged whole (" + good.NotJudged +
+			"): the demo does not separate the mutant from the correct store; run it again"
+	}
+	return verdict, code
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -135,5 +136,40 @@ func TestDemoInterruptSaysSo(t *testing.T) {
 	code := run(ctx, []string{"demo", "select-then-insert", "--store", "memory"}, &so, &se)
 	if code != exitUnknown || !strings.Contains(so.String(), "INTERRUPTED: the demo of select-then-insert") {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, so.String(), se.String())
+	}
+}
+
+// TestDemoVerdictNeedsAJudgedContrast: a demo passes only when the
+// mutant was caught and the correct store's run of the same schedule was
+// judged whole and did no harm; a correct run whose workload could not
+// finish (a topology that did not come back) once read "no harm: every
+// checker passed".
+func TestDemoVerdictNeedsAJudgedContrast(t *testing.T) {
+	info := &hunt.DemoInfo{Mutant: "m", Side: "config", Store: "s"}
+	caught := &hunt.DemoRun{Harm: "HARM: twice", Caught: []string{"at-most-once"}}
+	clean := &hunt.DemoRun{Harm: "no harm: every checker passed"}
+	notJudged := &hunt.DemoRun{Harm: "not judged: workload incomplete: a new standby", NotJudged: "workload incomplete: a new standby"}
+	spoiled := &hunt.DemoRun{Harm: "BROKEN", Caught: []string{"at-most-once"}}
+	for _, c := range []struct {
+		name      string
+		bad, good *hunt.DemoRun
+		code      int
+		undecided string
+	}{
+		{"caught, clean contrast", caught, clean, exitPass, ""},
+		{"not caught", &hunt.DemoRun{Harm: "no harm"}, clean, exitFail, ""},
+		{"contrast not judged", caught, notJudged, exitUnknown, "not judged whole (workload incomplete: a new standby)"},
+		{"contrast spoiled", caught, spoiled, exitUnknown, "went wrong as well (at-most-once)"},
+	} {
+		v, code := demoVerdict(info, c.bad, c.good)
+		if code != c.code {
+			t.Errorf("%s: exit %d, want %d: %s", c.name, code, c.code, v)
+		}
+		if c.undecided != "" && !strings.Contains(v, "\nUNDECIDED: the correct store's run") || !strings.Contains(v, c.undecided) {
+			t.Errorf("%s: verdict %q does not say %q", c.name, v, c.undecided)
+		}
+		if c.undecided == "" && strings.Contains(v, "UNDECIDED") {
+			t.Errorf("%s: verdict %q is undecided", c.name, v)
+		}
 	}
 }

@@ -179,6 +179,11 @@ type DemoRun struct {
 	Harm string `json:"harm"`
 	// Caught lists the checkers that failed on the run's history.
 	Caught []string `json:"caught"`
+	// NotJudged says why the run was not judged whole (its workload could
+	// not finish: a topology that did not come back after a failover),
+	// empty when it was. A correct store's run that was not judged shows
+	// nothing, however its checkers ended.
+	NotJudged string `json:"not_judged,omitempty"`
 }
 
 // DemoInfo describes a demo.

@@ -86,7 +86,7 @@ th.row{background:#f6f6ee}
 tr.switch td{background:#eef3fb;color:#335;font-size:12px;border-top:2px solid #8aa}
 tr.wide td{background:#fdf3e3;font-style:italic}
 .result{display:block;color:#064;margin-top:.2em}
-p.harm{font-weight:bold}p.harm.bad{color:#a00}p.harm.good{color:#064}
+p.harm{font-weight:bold}p.harm.bad{color:#a00}p.harm.good{color:#064}p.harm.undecided{color:#850}
 pre.trace{font-size:12px;background:#f8f8f8;padding:.5em;overflow-x:auto}
 #verdict{border:2px solid #a00;padding:.6em;font-weight:bold}
 </style></head><body>
@@ -114,7 +114,7 @@ pre.trace{font-size:12px;background:#f8f8f8;padding:.5em;overflow-x:auto}
 <pre class="trace">{{range $r.Run.Trace}}{{.}}
 {{end}}</pre>{{end}}
 {{if $r.Run.Answers}}<ul class="answers">{{range $r.Run.Answers}}<li>{{.}}</li>{{end}}</ul>{{end}}
-<p class="harm {{if $r.Caught}}bad{{else}}good{{end}}">{{$r.Run.Harm}}</p>
+<p class="harm {{if $r.Caught}}bad{{else if $r.Run.NotJudged}}undecided{{else}}good{{end}}">{{$r.Run.Harm}}</p>
 {{if $r.Caught}}<p class="caught">caught by: {{range $i, $c := $r.Run.Caught}}{{if $i}}, {{end}}<span class="checker">{{$c}}</span>{{end}}</p>{{end}}
 </section>
 {{end}}

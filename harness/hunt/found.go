@@ -119,10 +119,11 @@ func correctRun(ctx context.Context, o harness.Options, name string, k *Kill, or
 	o.Variant = stores.Correct
 	sc, _ := scenario.Lookup(name)
 	var (
-		res    []check.Result
-		hist   *history.History
-		ledger *history.Ledger
-		lines  []DemoLine
+		res       []check.Result
+		hist      *history.History
+		ledger    *history.Ledger
+		lines     []DemoLine
+		notJudged string
 	)
 	if sc.Scheduled {
 		ep, err := replay(ctx, o, name, scenario.EpisodeRecord{Key: k.episodeKey, Choices: k.choices}, true)
@@ -140,8 +141,11 @@ func correctRun(ctx context.Context, o harness.Options, name string, k *Kill, or
 			return nil, fmt.Errorf("%w (correct store)", err)
 		}
 		res, hist, ledger = r.Checkers, r.History(), r.Ledger()
+		if r.Verdict == check.Unknown {
+			notJudged = r.Error
+		}
 	}
-	run := &DemoRun{Variant: stores.Correct, Lines: lines, Trace: orderTrace(hist, ledger, order), Answers: []string{}, Caught: []string{}}
+	run := &DemoRun{Variant: stores.Correct, Lines: lines, Trace: orderTrace(hist, ledger, order), Answers: []string{}, Caught: []string{}, NotJudged: notJudged}
 	if run.Lines == nil {
 		run.Lines = []DemoLine{}
 	}
@@ -150,9 +154,12 @@ func correctRun(ctx context.Context, o harness.Options, name string, k *Kill, or
 		run.Caught = append(run.Caught, c.Checker)
 		details = append(details, c.Violations[0].Detail)
 	}
-	if len(details) > 0 {
+	switch {
+	case len(details) > 0:
 		run.Harm = "BROKEN on the correct store (a false alarm, or a broken store): " + details[0]
-	} else {
+	case notJudged != "":
+		run.Harm = "not judged: " + notJudged
+	default:
 		run.Harm = "no harm: every checker passed"
 	}
 	return run, nil
