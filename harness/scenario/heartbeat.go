@@ -2,9 +2,14 @@ package scenario
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // runHeartbeat, for stores that renew leases (stores.Extender): per key,
@@ -21,9 +26,14 @@ func runHeartbeat(ctx context.Context, env *Env) {
 	}
 	ttl := env.Config.LockTTL
 	var untaken orderList
+	var mu sync.Mutex
+	healthy := map[stores.KeyRef]healthyOwner{}
 	parallel(env.Keys, func(k int) {
 		o := env.Order(k, "")
 		owner := env.NewClient()
+		mu.Lock()
+		healthy[o.Key] = healthyOwner{client: owner.ID, order: o.ID}
+		mu.Unlock()
 		owner.WorkTime, owner.Heartbeat = 3*ttl, ttl/3
 		// The others come after the owner's claim, not after its start:
 		// a store slow to answer the owner would let them claim first.
@@ -64,4 +74,62 @@ func runHeartbeat(ctx context.Context, env *Env) {
 		}
 	})
 	untaken.say(env, "heartbeat: no client took the stalled owner's claim over (no Begin was answered as a takeover), so its late heartbeats and save were not tested against a takeover")
+	if ctx.Err() != nil {
+		return
+	}
+	var unmet orderList
+	for _, id := range heartbeatUnmet(env.Hist.Ops(), healthy, ttl) {
+		unmet.add(id)
+	}
+	unmet.say(env, "heartbeat: no other client's Begin came after the working owner's first LockTTL and before its save, so renewing a working owner's lease was not tested")
+}
+
+// healthyOwner is the client that claims an order of the heartbeat
+// scenario and works on it, extending its claim.
+type healthyOwner struct {
+	client int
+	order  string
+}
+
+// heartbeatUnmet returns the orders whose working owner (healthy, by
+// key) no other client met once the owner's first lease had run out: no
+// Begin of another client called LockTTL or more after the owner's claim
+// returned, and before the owner saved, was answered other than by a
+// replay (a 409, or a takeover). Only such a Begin tests the renewal: a
+// store that never extends a lease answers it with a takeover. An order
+// whose owner has no decided claim is returned too.
+func heartbeatUnmet(ops []history.Op, healthy map[stores.KeyRef]healthyOwner, ttl time.Duration) []string {
+	claimed := map[stores.KeyRef]int64{}
+	saved := map[stores.KeyRef]int64{}
+	for _, op := range ops {
+		h, ok := healthy[op.Input.Key]
+		if !ok || op.Client != h.client {
+			continue
+		}
+		if at, seen := claimed[op.Input.Key]; op.IsClaim() && (!seen || op.Return < at) {
+			claimed[op.Input.Key] = op.Return
+		}
+		if at, seen := saved[op.Input.Key]; op.Input.Kind == models.Complete && (!seen || op.Call < at) {
+			saved[op.Input.Key] = op.Call
+		}
+	}
+	met := map[stores.KeyRef]bool{}
+	for _, op := range ops {
+		h, ok := healthy[op.Input.Key]
+		at, claim := claimed[op.Input.Key]
+		if !ok || !claim || op.Client == h.client || op.Input.Kind != models.Begin || !op.Output.Decided() ||
+			op.Output.Decision.Outcome == stores.Replay || op.Call < at+int64(ttl) {
+			continue
+		}
+		if save, ok := saved[op.Input.Key]; !ok || op.Call < save {
+			met[op.Input.Key] = true
+		}
+	}
+	var unmet []string
+	for k, h := range healthy {
+		if !met[k] {
+			unmet = append(unmet, h.order)
+		}
+	}
+	return unmet
 }

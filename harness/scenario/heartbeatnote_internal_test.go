@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,5 +24,47 @@ func TestHeartbeatSaysWhenNoStalledOwnerWasTakenOver(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantNote(t, notesOf(t, "heartbeat", st, cfg, 3, 2), "heartbeat: no client took the stalled owner's claim over", 2, clock != nil)
+	}
+}
+
+// lateExtender is lateSecondBegin over a store that renews leases.
+type lateExtender struct {
+	*lateSecondBegin
+	ext stores.Extender
+}
+
+func (s lateExtender) Extend(ctx context.Context, k stores.KeyRef, t stores.Token, now time.Time) error {
+	return s.ext.Extend(ctx, k, t, now)
+}
+
+// TestHeartbeatSaysWhenNoClientMetTheWorkingOwner: on a store that
+// answers every Begin of a key after the first only once the key's
+// answer is saved, no other client meets the working owner's renewed
+// claim, so the renewal was not tested, and the heartbeat scenario says
+// so for every order; answering at once, it says nothing.
+func TestHeartbeatSaysWhenNoClientMetTheWorkingOwner(t *testing.T) {
+	cfg := stores.Config{LockTTL: 100 * time.Millisecond, Retention: time.Minute}
+	const what = "heartbeat: no other client's Begin came after the working owner's first LockTTL"
+	for _, late := range []bool{true, false} {
+		ls, err := lease.New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st stores.Store = ls
+		if late {
+			st = lateExtender{&lateSecondBegin{Store: ls, every: true, hold: 2 * time.Second, begun: map[stores.KeyRef]int{}, saved: map[stores.KeyRef]chan struct{}{}}, ls}
+		}
+		notes := notesOf(t, "heartbeat", st, cfg, 3, 2)
+		var mine string
+		for _, n := range strings.Split(notes, "\n") {
+			if strings.HasPrefix(n, what) {
+				mine = n
+			}
+		}
+		if late {
+			wantNote(t, mine, what, 2, true)
+		} else {
+			wantNote(t, notes, what, 2, false)
+		}
 	}
 }

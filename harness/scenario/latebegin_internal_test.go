@@ -15,9 +15,12 @@ import (
 // the key's answer is saved: the client that comes second (the skew
 // scenario's skewed client, the mismatch scenario's first request with
 // other parameters) then meets the saved answer, not the owner's live
-// claim.
+// claim. With every set, each Begin after the key's first is held; for
+// hold at most (0: 10 s), whatever happens.
 type lateSecondBegin struct {
 	stores.Store
+	every bool
+	hold  time.Duration
 	mu    sync.Mutex
 	begun map[stores.KeyRef]int
 	saved map[stores.KeyRef]chan struct{}
@@ -35,12 +38,17 @@ func (s *lateSecondBegin) savedCh(k stores.KeyRef) chan struct{} {
 func (s *lateSecondBegin) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	s.mu.Lock()
 	s.begun[req.KeyRef]++
-	second, saved := s.begun[req.KeyRef] == 2, s.savedCh(req.KeyRef)
+	n := s.begun[req.KeyRef]
+	second, saved := n == 2 || s.every && n > 2, s.savedCh(req.KeyRef)
 	s.mu.Unlock()
 	if second {
+		hold := s.hold
+		if hold == 0 {
+			hold = 10 * time.Second
+		}
 		select {
 		case <-saved:
-		case <-time.After(10 * time.Second):
+		case <-time.After(hold):
 		}
 		req.Now = time.Now()
 	}
