@@ -459,6 +459,27 @@ func TestSummarySaysResultsAreIncomplete(t *testing.T) {
 	}
 }
 
+// TestSummarySaysASharedNoteOnce: a note that several scenarios made
+// word for word is said once after the table, naming them; a note of one
+// scenario stays under its row.
+func TestSummarySaysASharedNoteOnce(t *testing.T) {
+	shared, own := "interleaved only between store calls", "a planned worker kill did not happen"
+	sum := &results.Summary{Store: "lease", Variant: "correct", Verdict: check.Pass, Dir: "/r/run", Scenarios: []results.ScenarioResult{
+		{Name: "sched-race", Verdict: check.Pass, Notes: []string{shared}},
+		{Name: "workers", Verdict: check.Pass, Notes: []string{own}},
+		{Name: "sched-crash", Verdict: check.Pass, Notes: []string{shared}},
+	}}
+	var b bytes.Buffer
+	printSummary(&b, sum, 0)
+	out := b.String()
+	if n := strings.Count(out, shared); n != 1 || !strings.Contains(out, "\nnote of sched-race, sched-crash: "+shared+"\n") {
+		t.Errorf("the shared note is said %d times, or not once naming both scenarios:\n%s", n, out)
+	}
+	if !strings.Contains(out, "note: "+own+"\n") || strings.Contains(out, "note of workers") {
+		t.Errorf("the note of one scenario is not under its row:\n%s", out)
+	}
+}
+
 // TestWarnCostSaysTheDiskIsTooSmall: a run whose journal and history
 // would take more than its results directory's disk has free is told so
 // before it starts; a small run is not.
