@@ -208,8 +208,9 @@ func runTakeover(ctx context.Context, env *Env) {
 		// over), so that its stale save or release always comes after a
 		// takeover: on a loaded machine the takers' retries could miss a
 		// fixed window, and an unfenced save then went unseen.
+		reclaimed := newSignal() // B or C claimed the key (see onClaim)
 		a := env.NewClient(workload.Rule{Failpoint: at, Times: 1, Key: o.Key,
-			Action: workload.PauseUntil(2*ttl+env.Jitter(ttl/2), 10*ttl, func() bool { return env.Hist.TakenOver(o.Key) })})
+			Action: workload.PauseUntil(2*ttl+env.Jitter(ttl/2), 10*ttl, func() bool { return env.Hist.TakenOver(o.Key) || reclaimed.fired() })})
 		if k%4 == 3 {
 			a.FailWork = func(workload.Order, int) bool { return true } // paused, then fails: a stale release
 			a.MaxAttempts = 1
@@ -220,6 +221,7 @@ func runTakeover(ctx context.Context, env *Env) {
 		claimed := newSignal()
 		a.Faults = firstAnswer(claimed, a.Faults)
 		b, c := env.NewClient(widen()), env.NewClient(widen())
+		b.Faults, c.Faults = onClaim(reclaimed, b.Faults), onClaim(reclaimed, c.Faults)
 		parallel(3, func(i int) {
 			if i == 0 {
 				a.Submit(ctx, o)
@@ -230,11 +232,11 @@ func runTakeover(ctx context.Context, env *Env) {
 			faults.Pause(ctx, ttl/5) // an interrupt ends the wait
 			[]*workload.Client{b, c}[i-1].Submit(ctx, o)
 		})
-		if ctx.Err() == nil && !env.Hist.TakenOver(o.Key) {
+		if ctx.Err() == nil && !env.Hist.TakenOver(o.Key) && !reclaimed.fired() {
 			untaken.add(o.ID)
 		}
 	})
-	untaken.say(env, "takeover: no client took the paused owner's claim over (no Begin was answered as a takeover, within 10 LockTTLs of its pause or at all), so its late save or release was not tested against a takeover")
+	untaken.say(env, "takeover: no client took the paused owner's claim over (no Begin was answered as a takeover, or as a claim once the owner's record was pruned, within 10 LockTTLs of its pause or at all), so its late save or release was not tested against another owner")
 }
 
 // orderList collects, from the goroutines of a scenario's keys, the
@@ -275,14 +277,16 @@ func runCrash(ctx context.Context, env *Env) {
 		at := []string{faults.RunAfterClaim, faults.RunAfterWork}[k%2]
 		a := env.NewClient(workload.Rule{Failpoint: at, Action: workload.Crash(), Times: 1, Key: o.Key})
 		b := env.NewClient()
+		reclaimed := newSignal() // B claimed the key (see onClaim)
+		b.Faults = onClaim(reclaimed, b.Faults)
 		a.Submit(ctx, o)
 		faults.Pause(ctx, ttl/10+env.Jitter(ttl/10)) // an interrupt ends the wait (a LockTTL of minutes waits as long)
 		b.Submit(ctx, o)
-		if ctx.Err() == nil && !env.Hist.TakenOver(o.Key) {
+		if ctx.Err() == nil && !env.Hist.TakenOver(o.Key) && !reclaimed.fired() {
 			untaken.add(o.ID)
 		}
 	})
-	untaken.say(env, "crash: no client took the crashed owner's claim over (no Begin was answered as a takeover), so recovery from a crash was not tested")
+	untaken.say(env, "crash: no client took the crashed owner's claim over (no Begin was answered as a takeover, or as a claim once the owner's record was pruned), so recovery from a crash was not tested")
 }
 
 // runError: the work fails after charging (the provider's reply is lost)

@@ -24,6 +24,16 @@ func newSignal() *signal { return &signal{ch: make(chan struct{})} }
 // fire marks the event as reached; later calls do nothing.
 func (s *signal) fire() { s.once.Do(func() { close(s.ch) }) }
 
+// fired reports whether the event was reached.
+func (s *signal) fired() bool {
+	select {
+	case <-s.ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // wait returns once the event is reached (true), or longest has passed
 // or ctx ended (false): a client that never gets there (a store that
 // never answers) holds the others up for longest at most.
@@ -54,6 +64,25 @@ func firstAnswer(s *signal, next faults.Handler) faults.Handler {
 				s.fire()
 			}
 		case faults.RunAfterClaim:
+			s.fire()
+		}
+		if next == nil {
+			return nil
+		}
+		return next.Hit(ctx, name)
+	})
+}
+
+// onClaim returns next with s fired whenever the client's Begin is
+// answered with a claim (faults.RunAfterClaim), before next sees the
+// failpoint. Given to the clients that come after an owner, it tells that
+// one of them claimed the key: a takeover of the owner's claim, or a
+// fresh claim once the owner's record was pruned (a retention shorter
+// than the LockTTL prunes a claim still held: the store may), which the
+// history's takeovers (history.History.TakenOver) do not show.
+func onClaim(s *signal, next faults.Handler) faults.Handler {
+	return faults.HandlerFunc(func(ctx context.Context, name string) error {
+		if name == faults.RunAfterClaim {
 			s.fire()
 		}
 		if next == nil {
