@@ -45,9 +45,13 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	}
 	key := stores.StoredKey(s.variant, req.KeyRef)
 	seen := s.seen.see(key.Tenant, key.Key)
+	var busyErr error // a write that found no turn within the busy timeout
 	if !seen {
 		// Most likely a new key: claim it, and read only if it is there.
-		if d, ok, err := s.claimAlone(ctx, req); err != nil || ok {
+		d, ok, err := s.claimAlone(ctx, req)
+		if errors.Is(err, ErrBusy) {
+			busyErr = err // wrote nothing: the read below may still decide
+		} else if err != nil || ok {
 			return d, err
 		}
 	}
@@ -55,12 +59,35 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	if err != nil || ok {
 		return d, err
 	}
+	if busyErr != nil {
+		return stores.Decision{}, busyErr // only a write decides this key, and it found no turn
+	}
 	if absent && seen {
 		if d, ok, err := s.claimAlone(ctx, req); err != nil || ok {
-			return d, err
+			return s.afterBusy(ctx, req, d, err)
 		}
 	}
-	return s.inTx(ctx, func(tx *writeTx) (stores.Decision, error) { return s.decide(ctx, tx, req) })
+	d, err = s.inTx(ctx, func(tx *writeTx) (stores.Decision, error) { return s.decide(ctx, tx, req) })
+	return s.afterBusy(ctx, req, d, err)
+}
+
+// afterBusy answers a Begin whose write found no turn within the busy
+// timeout (ErrBusy: it wrote nothing) from a read of the key, when the
+// row read then settles it (replayOnRead: a replay, a 409 or a 422),
+// and passes any other result through. Under a pile-up of writers (a
+// check at --keys 50, six clients a key, on a loaded machine) the
+// Begins queued behind a key's claim waited out the busy timeout and
+// failed, though the claim they waited behind had long committed: a
+// correct store failed --strict-availability. The read is a decision of
+// its own, linearized at the read (see replayOnRead).
+func (s *Store) afterBusy(ctx context.Context, req stores.Request, d stores.Decision, err error) (stores.Decision, error) {
+	if !errors.Is(err, ErrBusy) || ctx.Err() != nil {
+		return d, err
+	}
+	if rd, ok, _, rerr := s.replayOnRead(ctx, req); rerr == nil && ok {
+		return rd, nil
+	}
+	return d, err
 }
 
 // claimAlone claims a key that is likely absent (not seen, or found absent

@@ -243,9 +243,14 @@ func TestBusy(t *testing.T) {
 		}
 	}
 	// The first call of a store on a key it has not seen claims first, and
-	// waits for the write lock: busy, having written nothing.
-	if _, err := ss[0].Begin(ctx, req(key("unseen"), "fp", t0)); !errors.Is(err, ErrBusy) {
-		t.Fatalf("store 0: Begin(unseen) while another writer holds the lock = %v, want ErrBusy", err)
+	// waits for the write lock: busy, having written nothing; the read
+	// after it finds store 1's live claim, a 409 (afterBusy).
+	start := time.Now()
+	if d, err := ss[0].Begin(ctx, req(key("unseen"), "fp", t0)); err != nil || d.Outcome != stores.InFlight {
+		t.Fatalf("store 0: Begin(unseen) while another writer holds the lock = %+v, %v; want in-flight from the read after the busy wait", d, err)
+	}
+	if el := time.Since(start); el < timeout {
+		t.Errorf("store 0: Begin(unseen) answered after %v, before the busy timeout %v: it did not wait for the write lock", el, timeout)
 	}
 	if err := ss[1].Complete(ctx, key("other"), other, stores.Response{Status: 200}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Complete while another writer holds the lock = %v, want ErrBusy", err)

@@ -534,3 +534,39 @@ func TestCloseTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBusyBeginIsAnsweredByTheRow: a Begin whose write finds no turn
+// within the busy timeout (its Store's writer held by another call, as in
+// a pile-up of writers) wrote nothing, and is answered from a read of the
+// key when the row settles it: a 409 on another store's live claim, a
+// replay once it is saved; only a key the read cannot decide (absent)
+// fails with ErrBusy. Such Begins once failed behind a claim that had
+// long committed, and a correct store failed --strict-availability at
+// --keys 50 on a loaded machine.
+func TestBusyBeginIsAnsweredByTheRow(t *testing.T) {
+	ctx := context.Background()
+	path := dbPath(t)
+	owner := openAt(t, path, "correct")
+	s, err := newStore(ctx, path, testConfig("correct"), 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	mustClaim(t, owner, req(key("live"), "fp", t0), false)
+	tok := mustClaim(t, owner, req(key("saved"), "fp", t0), false)
+	if err := owner.Complete(ctx, key("saved"), tok, stores.Response{Status: 201, Body: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	s.writer <- struct{}{} // another call's write holds this Store's turn
+	defer func() { <-s.writer }()
+	later := t0.Add(time.Second)
+	if got, err := s.Begin(ctx, req(key("live"), "fp", later)); err != nil || got.Outcome != stores.InFlight {
+		t.Errorf("Begin behind a held writer, on a live claim: %v, %v; want a 409", got, err)
+	}
+	if got, err := s.Begin(ctx, req(key("saved"), "fp", later)); err != nil || got.Outcome != stores.Replay || got.Response.Body != "ok" {
+		t.Errorf("Begin behind a held writer, on a saved key: %v, %v; want the replay", got, err)
+	}
+	if got, err := s.Begin(ctx, req(key("absent"), "fp", later)); !errors.Is(err, ErrBusy) {
+		t.Errorf("Begin behind a held writer, on an absent key: %v, %v; want ErrBusy", got, err)
+	}
+}
