@@ -1,10 +1,16 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/servers"
 )
 
 // TestExecProtocolErrorIsOneLineExit2: a store that breaks the protocol,
@@ -50,5 +56,59 @@ func TestExecConfigFile(t *testing.T) {
 	code, _, stderr = runCLI(t, "check", "--config", cfg, "--cmd", "echo hi; cat >/dev/null", "--scenario", "race", "--out", t.TempDir())
 	if code != exitUsage || !strings.Contains(stderr, `line 1 "hi"`) {
 		t.Fatalf("exit %d, stderr %q: want --cmd to win over the config's cmd", code, stderr)
+	}
+}
+
+// TestSoakOfAnExecStore: a store in another language soaks as it checks
+// (--store exec --cmd), here the JavaScript example in a real node
+// process, on drawn flags: every draw passes, and each draw's check
+// command, in the journal, names the store's command.
+func TestSoakOfAnExecStore(t *testing.T) {
+	nodePath := os.Getenv("NODE_PATH")
+	if nodePath == "" {
+		nodePath = "/usr/local/lib/idemcheck/node" // scripts/node-sqlite3.sh
+	}
+	if err := exec.Command("env", "NODE_PATH="+nodePath, "node", "-e", `require("sqlite3")`).Run(); err != nil {
+		msg := fmt.Sprintf("node with sqlite3 (apt-get install nodejs; bash scripts/node-sqlite3.sh): %v", err)
+		if servers.Required() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg + " (set IDEM_REQUIRE_SERVERS=1 to fail instead of skipping)")
+	}
+	script, err := filepath.Abs("../../examples/exec-js-sqlite/store.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := "NODE_PATH=" + nodePath + " node " + script
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "soak", "--store", "exec", "--cmd", cmd, "--random-flags", "--draw-seed", "7", "--seeds", "1-2",
+		"--budget", "3s", "--hogs", "0", "--out", out)
+	if code != exitPass {
+		t.Fatalf("exit %d: the example store did not pass every draw:\n%s\n%s", code, stdout, stderr)
+	}
+	journals, _ := filepath.Glob(filepath.Join(out, "*-soak", harness.JournalFile))
+	if len(journals) != 1 {
+		t.Fatalf("journals %v", journals)
+	}
+	b, err := os.ReadFile(journals[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	draws := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e soakEntry
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("journal line %s: %v", l, err)
+		}
+		if e.Type != "seed" {
+			continue
+		}
+		draws++
+		if want := fmt.Sprintf("idemcheck check --store exec --cmd %q ", cmd); !strings.HasPrefix(e.Draw, want) {
+			t.Errorf("draw %q does not begin %q", e.Draw, want)
+		}
+	}
+	if draws != 2 {
+		t.Errorf("the journal has %d ended draws, want 2:\n%s", draws, b)
 	}
 }

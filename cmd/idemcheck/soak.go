@@ -54,6 +54,11 @@ them, and removed once it passed: the reports meet the drawn flags too.
 With --shard i/n only every n-th run (seed × scenario, seed-major; with
 --random-flags, every n-th draw) from the i-th is done; 'idemcheck merge'
 joins the shards' --json reports.
+
+A store in another language soaks as it checks: --store exec --cmd
+"python3 mystore.py" (or --config FILE); a drawn run's check command then
+names the same --cmd. A store that breaks the protocol stops the soak:
+one line names the line, exit 2.
 `
 
 // soakRow counts one scenario's runs over the seeds.
@@ -124,12 +129,13 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	randomFlags := fs.Bool("random-flags", false, "draw every flag of each run from its allowed range (see above)")
 	drawSeed := fs.Int64("draw-seed", 1, "with --random-flags: the seed of the draws")
 	budget := fs.Duration("budget", 30*time.Second, "with --random-flags: the longest forecast wall time of one drawn run")
+	sf := addStoreFlags(fs)
 	if err := parse(fs, soakHelp, args, stdout); err != nil {
 		return exitUsage, err
 	}
-	backend, err := stores.Lookup(*store)
+	backend, ex, err := sf.lookup(ctx, fs, store, variant)
 	if err != nil {
-		return exitUsage, usageError{err.Error()}
+		return exitUsage, err
 	}
 	firstSeed, nSeeds, err := seedsF.resolve(*seed, given(fs, "seed"), 10, 100_000)
 	if err != nil {
@@ -151,6 +157,10 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, err
 	}
 	defer cleanup()
+	// An exec store's workers start its command; a protocol error cancels
+	// the soak's runs (ctx from here on) and is its error.
+	ctx, workers, protocolErr := execRun(ctx, ex, o.WorkerCommand)
+	o.WorkerCommand = workers
 	stop, err := startHogs(*hogs)
 	if err != nil {
 		return exitUsage, err
@@ -226,6 +236,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 				continue
 			}
 			d, cmd := drawRun(*drawSeed, firstSeed+int64(i), o, drawBudget{Time: *budget, Calls: maxDrawCalls})
+			if ex != nil { // the check command that runs the draw again names the store's command
+				cmd = strings.Replace(cmd, "--store "+backend.Name+" ", fmt.Sprintf("--store exec --cmd %q ", ex.Line), 1)
+			}
 			oo, drawn = d, cmd
 			rep.Draws = append(rep.Draws, cmd)
 		}
@@ -293,6 +306,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	if progress {
 		fmt.Fprint(stderr, "\r\033[K")
+	}
+	if perr := protocolErr(); perr != nil {
+		return exitUsage, perr
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	rep.Shard = shard.info("soak", args, interrupted)
