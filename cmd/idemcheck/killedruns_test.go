@@ -227,3 +227,29 @@ func TestRecheckReportsAKilledSoak(t *testing.T) {
 	}
 	recheckCuts(t, dir, exitUnknown)
 }
+
+// TestRecheckReportsAKilledRandomFlagsSoak: a random-flag soak's draws
+// are numbered in its plan, and each draw runs on a seed drawn for it: the
+// draws that ended are counted as ended, not as never run. The report
+// once matched the drawn seeds against the draws' numbers and listed
+// every draw as never run.
+func TestRecheckReportsAKilledRandomFlagsSoak(t *testing.T) {
+	ended := func(j string) bool { return lines(j, `"type":"seed"`) >= 3 }
+	dir, _ := killedRun(t, "soak", ended, "soak", "--store", "memory", "--random-flags", "--draw-seed", "2", "--budget", "2s", "--seeds", "1-500", "--hogs", "0")
+	journal, _ := os.ReadFile(filepath.Join(dir, harness.JournalFile))
+	draws := lines(string(journal), `"type":"seed"`)
+	code, stdout, stderr := runCLI(t, "recheck", "--json", dir)
+	var rep soakReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("recheck --json of a killed soak: exit %d, %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	if code != exitUnknown || rep.Ran != draws || len(rep.Unfinished) != 500-draws {
+		t.Fatalf("recheck of a killed random-flag soak: exit %d, %d draws ran (the journal ended %d), %d unfinished, want %d",
+			code, rep.Ran, draws, len(rep.Unfinished), 500-draws)
+	}
+	for _, u := range rep.Unfinished {
+		if u.Seed <= int64(draws) { // draws end in the plan's order
+			t.Errorf("draw %d ended, and the report lists it as unfinished", u.Seed)
+		}
+	}
+}

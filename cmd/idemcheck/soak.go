@@ -248,8 +248,12 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if progress {
 			fmt.Fprintf(stderr, "\r\033[K[%d/%d] seed %d, %d run(s) not passed so far, %s elapsed", i+1, nSeeds, oo.Seed, len(rep.Bad), time.Since(start).Round(time.Second))
 		}
-		began = oo.Seed
-		addEntry(soakEntry{Type: "began", Seed: oo.Seed, Draw: drawn})
+		var number int64 // the draw's, in the plan (oo.Seed is the seed drawn)
+		if *randomFlags {
+			number = firstSeed + int64(i)
+		}
+		addEntry(soakEntry{Type: "began", Seed: oo.Seed, Draw: drawn, DrawNumber: number})
+		began = soakEntry{Seed: oo.Seed, DrawNumber: number}.planned()
 		t0 := time.Now()
 		sum, err := harness.Run(ctx, oo)
 		if err != nil {
@@ -257,12 +261,13 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 				interrupted = true
 				break
 			}
-			e := soakEntry{Type: "seed", Seed: oo.Seed, Draw: drawn, Verdict: "error", Error: err.Error(), At: time.Now().UTC().Format(time.RFC3339), Secs: time.Since(t0).Seconds()}
+			e := soakEntry{Type: "seed", Seed: oo.Seed, Draw: drawn, DrawNumber: number, Verdict: "error", Error: err.Error(), At: time.Now().UTC().Format(time.RFC3339), Secs: time.Since(t0).Seconds()}
 			tally.add(&rep, e)
 			addEntry(e)
 			continue
 		}
 		entry := entryOf(oo.Seed, drawn, sum, time.Since(t0))
+		entry.DrawNumber = number
 		if sum.Interrupted {
 			interrupted = true
 		}
@@ -368,19 +373,23 @@ func printSoak(w io.Writer, rep soakReport) {
 	}
 	const shown = 8
 	never := 0
+	unit := "seed"
+	if len(rep.Draws) > 0 {
+		unit = "draw" // numbered in the plan; each ran on a seed drawn for it
+	}
 	for _, u := range rep.Unfinished {
 		switch {
 		case u.Started:
-			fmt.Fprintf(w, "\ncut short: seed %d", u.Seed)
+			fmt.Fprintf(w, "\ncut short: %s %d", unit, u.Seed)
 		case never < shown:
-			fmt.Fprintf(w, "\nnever ran: seed %d", u.Seed)
+			fmt.Fprintf(w, "\nnever ran: %s %d", unit, u.Seed)
 			never++
 		default:
 			never++
 		}
 	}
 	if never > shown {
-		fmt.Fprintf(w, "\nnever ran: and %d more seed(s)", never-shown)
+		fmt.Fprintf(w, "\nnever ran: and %d more %s(s)", never-shown, unit)
 	}
 	fmt.Fprintln(w)
 	verdict := "PASS"

@@ -45,10 +45,13 @@ type soakHead struct {
 type soakEntry struct {
 	Type string `json:"type"`
 	Seed int64  `json:"seed"`
-	// Draw is a drawn run's check command (--random-flags).
-	Draw      string           `json:"draw,omitempty"`
-	Verdict   string           `json:"verdict,omitempty"`
-	Scenarios []soakEntryScene `json:"scenarios,omitempty"`
+	// Draw is a drawn run's check command (--random-flags), and DrawNumber
+	// its number in the soak's plan (the head's Seeds): the run's Seed is
+	// the seed drawn for it.
+	Draw       string           `json:"draw,omitempty"`
+	DrawNumber int64            `json:"draw_number,omitempty"`
+	Verdict    string           `json:"verdict,omitempty"`
+	Scenarios  []soakEntryScene `json:"scenarios,omitempty"`
 	// Interrupted: an interrupt cut the seed's run short.
 	Interrupted bool `json:"interrupted,omitempty"`
 	// Dir is the results directory kept for a run that did not pass.
@@ -112,7 +115,7 @@ func (t *soakTally) add(rep *soakReport, e soakEntry) {
 	if t.rows == nil {
 		t.rows, t.ended = map[string]*soakRow{}, map[int64]bool{}
 	}
-	t.ended[e.Seed] = true
+	t.ended[e.planned()] = true
 	if e.Verdict == "error" {
 		rep.Errors = append(rep.Errors, fmt.Sprintf("seed %d: %s", e.Seed, e.Error))
 		return
@@ -166,6 +169,15 @@ func (t *soakTally) finish(rep *soakReport, planned []int64, began int64, cut bo
 			rep.Unfinished = append(rep.Unfinished, soakUnfinished{Seed: s, Started: s == began})
 		}
 	}
+}
+
+// planned is the entry's seed or draw in the soak's plan: the draw's
+// number for a drawn run, else its seed.
+func (e soakEntry) planned() int64 {
+	if e.DrawNumber != 0 {
+		return e.DrawNumber
+	}
+	return e.Seed
 }
 
 // soakUnfinished is a seed (draw) a soak cut short did not finish:
@@ -257,7 +269,7 @@ func recoverSoak(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 		}
 		switch e.Type {
 		case "began":
-			began = e.Seed
+			began = e.planned()
 		case "seed":
 			t.add(&rep, e)
 			if e.Draw != "" {
