@@ -370,7 +370,7 @@ func runMismatch(ctx context.Context, env *Env) {
 		env.NewClient().Submit(ctx, other)
 		env.NewClient().Submit(ctx, o)
 	})
-	unmet.say(env, "mismatch: the requests with other parameters were not both answered while the first request's claim was live (its owner saved first), so reuse during a request was not tested")
+	unmet.say(env, "mismatch: the requests with other parameters were not both answered while the first request's claim was live (its owner saved first, having waited for them half a LockTTL and 5 s at most; a store slower than that meets them at a longer --lock-ttl or fewer --keys), so reuse during a request was not tested")
 }
 
 // runRetention: orders complete; a pruner runs throughout; clients retry

@@ -122,7 +122,7 @@ func runSkew(ctx context.Context, env *Env) {
 	for _, id := range skewMissed(ops, first, skewedOrder) {
 		missed.add(id)
 	}
-	missed.say(env, "skew: the skewed client came after the owner had saved its answer (its first answer was a replay), so it met no live claim and its clock was not tested")
+	missed.say(env, "skew: the skewed client came after the owner had saved its answer (its first answer was a replay; the owner waits for it half a LockTTL at most, and a store slower than that meets it at a longer --lock-ttl or fewer --keys), so it met no live claim and its clock was not tested")
 }
 
 // skewMissed returns the orders, among the calls since first, whose
