@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/internal/exampletest"
 )
 
 // TestExecProtocolErrorIsOneLineExit2: a store that breaks the protocol,
@@ -104,17 +104,8 @@ func TestSoakOfAnExecStore(t *testing.T) {
 // them the test skips, or fails under IDEM_REQUIRE_SERVERS=1.
 func jsExampleCmd(t *testing.T) string {
 	t.Helper()
-	nodePath := os.Getenv("NODE_PATH")
-	if nodePath == "" {
-		nodePath = "/usr/local/lib/idemcheck/node" // scripts/node-sqlite3.sh
-	}
-	if err := exec.Command("env", "NODE_PATH="+nodePath, "node", "-e", `require("sqlite3")`).Run(); err != nil {
-		msg := fmt.Sprintf("node with sqlite3 (apt-get install nodejs; bash scripts/node-sqlite3.sh): %v", err)
-		if servers.Required() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + " (set IDEM_REQUIRE_SERVERS=1 to fail instead of skipping)")
-	}
+	nodePath := exampletest.NodePath()
+	exampletest.NeedRuntime(t, servers.Required(), []string{"NODE_PATH=" + nodePath}, "node", "-e", `require("sqlite3")`)
 	script, err := filepath.Abs("../../examples/exec-js-sqlite/store.js")
 	if err != nil {
 		t.Fatal(err)

@@ -3,30 +3,15 @@ package execstore_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/idemtest"
 	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/internal/exampletest"
 	"github.com/idemcheck/idemcheck/stores"
 )
-
-// needRuntime skips t without the example's runtime, or fails it under
-// IDEM_REQUIRE_SERVERS=1 (CI installs them: .ci/run).
-func needRuntime(t *testing.T, env []string, name string, arg ...string) {
-	t.Helper()
-	cmd := exec.Command(name, arg...)
-	cmd.Env = append(os.Environ(), env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		msg := name + " cannot run the example: " + err.Error() + ": " + string(out)
-		if servers.Required() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + " (set IDEM_REQUIRE_SERVERS=1 to fail instead of skipping)")
-	}
-}
 
 // exampleVerdicts runs the correct store on race and sched-race (both must
 // pass) and its select-then-insert variant on sched-race (it must fail,
@@ -64,21 +49,12 @@ func exampleVerdicts(t *testing.T, f idemtest.Factory) {
 	run("select-then-insert", "sched-race", check.Fail)
 }
 
-// nodePath is where scripts/node-sqlite3.sh puts Debian's node-sqlite3
-// when node does not find it by itself.
-func nodePath() string {
-	if p := os.Getenv("NODE_PATH"); p != "" {
-		return p
-	}
-	return "/usr/local/lib/idemcheck/node"
-}
-
 // TestExampleJSSQLite: the lesson card's store in JavaScript over SQLite,
 // through the protocol in a real node process.
 func TestExampleJSSQLite(t *testing.T) {
 	t.Parallel() // a store process, files or server, and a name of its own
-	env := []string{"NODE_PATH=" + nodePath()}
-	needRuntime(t, env, "node", "-e", `require("sqlite3")`)
+	env := []string{"NODE_PATH=" + exampletest.NodePath()}
+	exampletest.NeedRuntime(t, servers.Required(), env, "node", "-e", `require("sqlite3")`)
 	script, err := filepath.Abs("../../examples/exec-js-sqlite/store.js")
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +70,7 @@ func TestExampleJSSQLite(t *testing.T) {
 // protocol in a real python3 process, on a Redis server of the test's.
 func TestExamplePythonRedis(t *testing.T) {
 	t.Parallel() // a store process, files or server, and a name of its own
-	needRuntime(t, nil, "/usr/bin/python3", "-c", "import redis")
+	exampletest.NeedRuntime(t, servers.Required(), nil, "/usr/bin/python3", "-c", "import redis")
 	addr := servers.ForTest(t, servers.Redis).Addr
 	script, err := filepath.Abs("../../examples/exec-py-redis/store.py")
 	if err != nil {
