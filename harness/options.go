@@ -262,15 +262,18 @@ func (o Options) Caps() scenario.Caps {
 // Estimate is a rough forecast of a run's wall time, from each scenario's
 // cost in LockTTLs and retention periods (scenario.Scenario.Cost) on an idle
 // machine, phase by phase as Run runs them: the shared ones Parallel at a
-// time (their sum shared out, but never less than the longest), the others
-// one after another, and the server-fault scenarios on a server of their
-// own (Options.OwnServer) beside the shared and scheduled ones. Enough to
+// time (their sum shared out, but never less than the longest), the
+// scheduled ones as many at once as their slots allow
+// (Options.scheduledSlots), those that run alone one after another, and
+// the server-fault scenarios on a server of their own
+// (Options.OwnServer) beside the shared and scheduled ones. Enough to
 // warn before a run that will take long.
 func (o Options) Estimate() time.Duration {
 	sum := make([]time.Duration, scenario.Alone+1)
 	longest := make([]time.Duration, scenario.Alone+1)
 	caps := o.Caps()
-	var own time.Duration // the lane of the server-fault scenarios, beside the shared and scheduled phases
+	var own time.Duration      // the lane of the server-fault scenarios, beside the shared and scheduled phases
+	var slotCost time.Duration // the scheduled scenarios' costs, each times its share of the phase's slots
 	for _, name := range o.Plan() {
 		sc, ok := scenario.Lookup(name)
 		if !ok || sc.WhyNot(caps) != "" {
@@ -284,9 +287,14 @@ func (o Options) Estimate() time.Duration {
 		}
 		sum[ph] += c
 		longest[ph] = max(longest[ph], c)
+		if ph == scenario.Scheduled {
+			slotCost += c * time.Duration(o.scheduledSlots(sc))
+		}
 	}
-	shared := max(sum[scenario.Shared]/time.Duration(max(o.Parallel, 1)), longest[scenario.Shared])
-	return max(shared+sum[scenario.Scheduled], own) + sum[scenario.Alone]
+	parallel := time.Duration(max(o.Parallel, 1))
+	shared := max(sum[scenario.Shared]/parallel, longest[scenario.Shared])
+	scheduled := max(sum[scenario.Scheduled]/parallel, slotCost/scenario.EpisodesAtOnce, longest[scenario.Scheduled])
+	return max(shared+scheduled, own) + sum[scenario.Alone]
 }
 
 // EstimateCalls is a rough upper bound on the store calls a run of o

@@ -20,10 +20,12 @@ import (
 // Run runs the scenarios, each on a fresh store, and checks each, in the
 // phases of scenario.Phase: first the shared ones, up to Parallel at once
 // (each has its own store, clients, proxy and worker processes); then the
-// scheduled ones one at a time (each runs its keys' episodes at once on a
-// server store; five such scenarios at once made clients wait 15 s inside
-// a Postgres soaked at load 30); then those that must run alone (they
-// pause or restart the server the others use). With Options.OwnServer,
+// scheduled ones, up to Parallel at once on a server-clock store while
+// their episode slots fit scenario.EpisodesAtOnce, else one at a time
+// (Options.scheduledSlots: every key's episode of every scheduled scenario at
+// once made clients wait 15 s inside a Postgres soaked at load 30); then
+// those that must run alone (they pause or restart the server the others
+// use). With Options.OwnServer,
 // the scenarios that fault the server run instead each on a server of its
 // own, beside the shared and the scheduled phases, and the scenarios that
 // run alone wait for them.
@@ -130,10 +132,22 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 		phases[scenario.Alone] = append(back, phases[scenario.Alone]...)
 		ownDone <- err
 	}()
+	budget := newSlotBudget(scenario.EpisodesAtOnce)
 	for ph := range phases {
 		n := max(o.Parallel, 1)
-		if scenario.Phase(ph) != scenario.Shared {
+		if scenario.Phase(ph) == scenario.Alone {
 			n = 1
+		}
+		run := func(i int) error { return runOne(o, i, false) }
+		if scenario.Phase(ph) == scenario.Scheduled {
+			run = func(i int) error {
+				w := o.scheduledSlots(slots[i].sc)
+				if !budget.take(ctx, w) {
+					return nil // interrupted: not run
+				}
+				defer budget.give(w)
+				return runOne(o, i, false)
+			}
 		}
 		if scenario.Phase(ph) == scenario.Alone {
 			// The lane ends before the scenarios that run alone, which
@@ -146,7 +160,7 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 			}
 		}
 		idx := phases[ph]
-		if err := pool.Each(len(idx), n, func(j int) error { return runOne(o, idx[j], false) }); err != nil {
+		if err := pool.Each(len(idx), n, func(j int) error { return run(idx[j]) }); err != nil {
 			if scenario.Phase(ph) != scenario.Alone {
 				<-ownDone // the lane's scenarios hold servers and the summary
 			}

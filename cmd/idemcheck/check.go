@@ -61,7 +61,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	lockTTL := fs.Duration("lock-ttl", def.LockTTL, "the stores' LockTTL")
 	retention := fs.Duration("retention", def.Retention, "how long the stores keep a key (the retention and store-faults scenarios and a replicated topology keep their own)")
 	count := fs.Int("count", 1, "run the scenarios this many times, each run on its own store")
-	parallel := fs.Int("parallel", def.Parallel, "scenarios run at once, each on its own store (1: one after another); the scheduled ones and those that pause the server always run alone")
+	parallel := fs.Int("parallel", def.Parallel, "scenarios run at once, each on its own store (1: one after another); the scheduled ones run apart, up to eight episode slots at once on a server, and those that pause the server run alone")
 	strict := fs.Bool("strict-retention", false, "a key kept past its retention fails the run (by default it is a finding)")
 	maxMem := bytesFlag(def.MaxMemory)
 	fs.Var(&maxMem, "max-memory", "the memory the harness may use (e.g. 4GB; 0: no limit; default: half the memory available at start): once it holds half, the run stops and reports what it recorded, checked with the other half")

@@ -77,9 +77,9 @@ func TestScheduledEpisodesAtOnceAreBounded(t *testing.T) {
 		name        string
 		keys, slots int
 	}{
-		{"sched-takeover", 3 * episodesAtOnce, 6}, // 24 keys × 2 ticks × 120 ms: 5.76 s, slots of about a second
+		{"sched-takeover", 3 * EpisodesAtOnce, 6}, // 24 keys × 2 ticks × 120 ms: 5.76 s, slots of about a second
 		{"sched-takeover", 2, 1},
-		{"sched-race", 3 * episodesAtOnce, 1}, // no ticks
+		{"sched-race", 3 * EpisodesAtOnce, 1}, // no ticks
 	} {
 		if got := episodeSlots(episodeSpecs[tc.name], tc.keys, cfg.LockTTL); got != tc.slots {
 			t.Fatalf("%s, %d keys: %d slots, want %d", tc.name, tc.keys, got, tc.slots)
@@ -108,11 +108,11 @@ func TestScheduledEpisodesAtOnceAreBounded(t *testing.T) {
 }
 
 // TestEpisodeSlotsAreBounded: however many keys and however long the
-// ticks, at most episodesAtOnce slots, and never more than the keys.
+// ticks, at most EpisodesAtOnce slots, and never more than the keys.
 func TestEpisodeSlotsAreBounded(t *testing.T) {
 	spec := episodeSpecs["sched-takeover"]
-	if n := episodeSlots(spec, 200, 10*time.Second); n != episodesAtOnce {
-		t.Errorf("200 keys at LockTTL 10s: %d slots, want %d", n, episodesAtOnce)
+	if n := episodeSlots(spec, 200, 10*time.Second); n != EpisodesAtOnce {
+		t.Errorf("200 keys at LockTTL 10s: %d slots, want %d", n, EpisodesAtOnce)
 	}
 	if n := episodeSlots(spec, 3, 10*time.Second); n != 3 {
 		t.Errorf("3 keys at LockTTL 10s: %d slots, want 3", n)

@@ -105,10 +105,11 @@ type Phase int
 const (
 	// Shared scenarios run beside one another.
 	Shared Phase = iota
-	// Scheduled scenarios run one at a time, apart from the shared ones:
-	// the scheduler learns that a client blocked in the store by a
-	// timeout, which a machine loaded by other scenarios can trip, and a
-	// seed must give the same trace.
+	// Scheduled scenarios run apart from the shared ones: the scheduler
+	// learns that a client blocked in the store by a timeout, which a
+	// machine loaded by other scenarios can trip, and a seed must give
+	// the same trace. On a server-clock store they run side by side while
+	// their slots (Scenario.Slots) fit EpisodesAtOnce, else one at a time.
 	Scheduled
 	// Alone scenarios run one at a time, after the rest: they pause,
 	// kill or fail over what the others use (the server, the cluster),

@@ -43,6 +43,9 @@ func episodes(name string) func(ctx context.Context, env *Env) {
 		if slots > 1 {
 			slottedEpisodes(ctx, env, name, slots)
 		} else {
+			if env.ServerClock() {
+				warmPool(ctx, env, env.Store, episodeIDs(name)) // see slottedEpisodes
+			}
 			for k := 0; k < env.Keys && ctx.Err() == nil; k++ {
 				first := env.nextClientID()
 				env.recordEpisode(name, runRecorded(ctx, env, name, k, env.Int63(), first))
@@ -82,15 +85,32 @@ func slottedEpisodes(ctx context.Context, env *Env, name string, slots int) {
 			recs[k].Err = fmt.Sprintf("the episode used %d client ids, more than the %d it was given", used, stride)
 		}
 	}
+	// Every slot's store is opened and warmed before any episode starts:
+	// a store's first calls open its sessions (a Postgres session is a
+	// forked backend, about 30 ms of CPU here), and an episode that made
+	// them, or ran beside another slot making them, ran 40 to 100 ms of
+	// real time between two ticks where a warm one ran 2 to 15 ms.
+	slotStores := make([]stores.Store, slots)
+	slotStores[0] = env.Store
 	pool.Each(slots, slots, func(slot int) error {
-		store := env.Store
 		if slot > 0 {
-			var err error
-			if store, err = env.setup.OpenAt(ctx, env.setup.Addr, env.Config); err != nil {
+			store, err := env.setup.OpenAt(ctx, env.setup.Addr, env.Config)
+			if err != nil {
 				env.Note("%s: the episodes of slot %d run after the others, on the run's store: another connection to the store: %v", env.Tenant, slot, err)
 				unopened[slot] = true
 				return nil
 			}
+			slotStores[slot] = store
+		}
+		warmPool(ctx, env, slotStores[slot], stride)
+		return nil
+	})
+	pool.Each(slots, slots, func(slot int) error {
+		store := slotStores[slot]
+		if store == nil {
+			return nil
+		}
+		if slot > 0 {
 			defer store.Close()
 		}
 		for k := slot; k < env.Keys && ctx.Err() == nil; k += slots {
@@ -113,7 +133,7 @@ func slottedEpisodes(ctx context.Context, env *Env, name string, slots int) {
 // episodeSlots is how many of a scheduled scenario's episodes run at once
 // on a server-clock store: enough that each slot's share of the ticks,
 // waited out one episode after another, takes about slotTicks; at most
-// episodesAtOnce and the keys; 1 for a scenario without ticks. Few slots
+// EpisodesAtOnce and the keys; 1 for a scenario without ticks. Few slots
 // keep each episode's real time between ticks short: every other slot
 // opens a store of its own, whose first episode opens its sessions, and
 // the slots share the machine (Postgres, an episode on a warm store: 2 to
@@ -128,19 +148,35 @@ func episodeSlots(spec episodeSpec, keys int, lockTTL time.Duration) int {
 		ticks++
 	}
 	waits := time.Duration(keys*ticks) * (lockTTL + tickMargin)
-	return max(1, min(int((waits+slotTicks-1)/slotTicks), episodesAtOnce, keys))
+	return max(1, min(int((waits+slotTicks-1)/slotTicks), EpisodesAtOnce, keys))
 }
 
 // slotTicks is about how long one slot's ticks take (episodeSlots).
 const slotTicks = time.Second
 
-// episodesAtOnce bounds the slots of one scheduled scenario on a
-// server-clock store. Each slot holds a store of its own, and so
-// connections to the server (a client parked at a failpoint keeps one):
-// every key's episode at once, at 200 keys and four scenarios side by
-// side, met Postgres's "too many clients already" (SQLSTATE 53300), and
-// the refused calls read as a liveness failure of a correct store.
-const episodesAtOnce = 8
+// EpisodesAtOnce bounds the slots of the scheduled scenarios that run at
+// once on a server-clock store: one scenario's (episodeSlots), and the
+// runner's sum over those it runs side by side (Scenario.Slots). Each
+// slot holds a store of its own, and so connections to the server (a
+// client parked at a failpoint keeps one): every key's episode at once,
+// at 200 keys and four scenarios side by side, met Postgres's "too many
+// clients already" (SQLSTATE 53300), and the refused calls read as a
+// liveness failure of a correct store.
+const EpisodesAtOnce = 8
+
+// Slots is how many episodes of the scheduled scenario s run at once on a
+// server-clock store with this many keys and this LockTTL (episodeSlots);
+// 0 for a scenario that is not scheduled. The runner runs scheduled
+// scenarios side by side there while their slots add up to at most
+// EpisodesAtOnce: most of an episode's time is its ticks' waits, and the
+// slots of several scenarios load the server and the machine no more than
+// as many slots of one.
+func (s Scenario) Slots(keys int, lockTTL time.Duration) int {
+	if !s.Scheduled {
+		return 0
+	}
+	return episodeSlots(episodeSpecs[s.Name], keys, lockTTL)
+}
 
 // untickedClock measures the longest stretch of an episode's real time
 // between two of the clock's ticks (or the episode's start or end) on a
