@@ -326,11 +326,12 @@ func runMismatch(ctx context.Context, env *Env) {
 	const mismatchMeetWait = 5 * time.Second
 	ttl := env.Config.LockTTL
 	// The others' first Begins must not wait for sessions a pool is still
-	// making: beside a loaded suite, on a fresh Postgres store, none was
-	// answered before its owner's save.
-	warmConnections(ctx, env, 3*env.Keys)
+	// making (meetingWave warms it): beside a loaded suite, on a fresh
+	// Postgres store, none was answered before its owner's save. A store
+	// too slow for every key at once gets them in waves.
+	wave := meetingWave(ctx, env, 3, min(ttl/2, mismatchMeetWait))
 	var unmet orderList
-	parallel(env.Keys, func(k int) {
+	inWaves(ctx, env.Keys, wave, func(k int) {
 		o := env.Order(k, "")
 		other := env.Order(k, "&currency=eur")
 		owner := env.NewClient()
@@ -370,7 +371,7 @@ func runMismatch(ctx context.Context, env *Env) {
 		env.NewClient().Submit(ctx, other)
 		env.NewClient().Submit(ctx, o)
 	})
-	unmet.say(env, "mismatch: the requests with other parameters were not both answered while the first request's claim was live (its owner saved first, having waited for them half a LockTTL and 5 s at most; a store slower than that meets them at a longer --lock-ttl or fewer --keys), so reuse during a request was not tested")
+	unmet.say(env, "mismatch: the requests with other parameters were not both answered while the first request's claim was live (its owner saved first, having waited for them half a LockTTL and 5 s at most; a store slower than that meets them at a longer --lock-ttl), so reuse during a request was not tested")
 }
 
 // runRetention: orders complete; a pruner runs throughout; clients retry

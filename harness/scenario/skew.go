@@ -40,13 +40,15 @@ func runSkew(ctx context.Context, env *Env) {
 	ttl := env.Config.LockTTL
 	work := ttl / 8
 	// The skewed clients' first Begins must not wait for sessions a pool
-	// is still making: in CI every one of a Postgres store's came after
-	// its owner's save (replays), and the skew was tested on no order.
-	warmConnections(ctx, env, 2*env.Keys)
+	// is still making (meetingWave warms it): in CI every one of a
+	// Postgres store's came after its owner's save (replays), and the
+	// skew was tested on no order.
+	// A store too slow for every key at once gets them in waves.
+	wave := meetingWave(ctx, env, 2, ttl/2)
 	first := env.Hist.Now()
 	var mu sync.Mutex
 	skewedOrder := map[int]string{} // the skewed clients' IDs: their orders
-	parallel(env.Keys, func(k int) {
+	inWaves(ctx, env.Keys, wave, func(k int) {
 		o := env.Order(k, "")
 		owner := env.NewClient()
 		owner.WorkTime = work
@@ -122,7 +124,7 @@ func runSkew(ctx context.Context, env *Env) {
 	for _, id := range skewMissed(ops, first, skewedOrder) {
 		missed.add(id)
 	}
-	missed.say(env, "skew: the skewed client came after the owner had saved its answer (its first answer was a replay; the owner waits for it half a LockTTL at most, and a store slower than that meets it at a longer --lock-ttl or fewer --keys), so it met no live claim and its clock was not tested")
+	missed.say(env, "skew: the skewed client came after the owner had saved its answer (its first answer was a replay; the owner waits for it half a LockTTL at most, and a store slower than that meets it at a longer --lock-ttl), so it met no live claim and its clock was not tested")
 }
 
 // skewMissed returns the orders, among the calls since first, whose

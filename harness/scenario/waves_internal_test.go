@@ -1,0 +1,64 @@
+package scenario
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/stores"
+	"github.com/idemcheck/idemcheck/stores/memory"
+)
+
+// oneAtATime answers one claim or release at a time, each after d.
+type oneAtATime struct {
+	stores.Store
+	mu sync.Mutex
+	d  time.Duration
+}
+
+func (s *oneAtATime) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	time.Sleep(s.d)
+	return s.Store.Begin(ctx, req)
+}
+
+func (s *oneAtATime) Release(ctx context.Context, key stores.KeyRef, tok stores.Token) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	time.Sleep(s.d)
+	return s.Store.Release(ctx, key, tok)
+}
+
+// TestMeetingWaveFollowsTheStoresPace: a fast store gets every key at
+// once; a store that answers one call at a time, fast enough for the
+// capped warm batch (warmAtOnce calls) but not for every key's calls,
+// gets them in smaller waves: the batch stands for every key's calls at
+// the pace it was answered, not for all of them.
+func TestMeetingWaveFollowsTheStoresPace(t *testing.T) {
+	cfg := stores.Config{LockTTL: time.Second, Retention: time.Hour, Variant: stores.Correct}
+	env := func(st stores.Store, keys int) *Env {
+		return NewEnv(Setup{Name: "skew", Store: st, Config: cfg, Clients: 2, Keys: keys, Seed: 1, RandSeed: 1})
+	}
+	mem := func() stores.Store {
+		m, err := memory.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	budget := 200 * time.Millisecond
+	ctx := context.Background()
+	if w := meetingWave(ctx, env(mem(), 200), 2, budget); w != 200 {
+		t.Errorf("the memory store: waves of %d keys, want every one of 200 at once", w)
+	}
+	// warmAtOnce claims and their releases, 1 ms each: about 128 ms,
+	// inside the budget; every key's 400 claims and releases, about 800.
+	slow := &oneAtATime{Store: mem(), d: time.Millisecond}
+	w := meetingWave(ctx, env(slow, 200), 2, budget)
+	if w < 1 || w >= 200 {
+		t.Errorf("a store that answers one call a millisecond: waves of %d keys of 200, want fewer than all and at least one", w)
+	}
+	t.Logf("one call a millisecond: waves of %d keys", w)
+}
