@@ -58,3 +58,39 @@ func TestProgressShowsSkipsInPlace(t *testing.T) {
 		t.Errorf("progress columns do not line up: %q", lines)
 	}
 }
+
+// TestDrawProgress: a soak's seed that runs long says where it is in a
+// log, one line a logProgressEvery at most however many scenarios tick,
+// and once, when it has run past twice its forecast and half a minute,
+// that it has and why; a short one says nothing until the soak's own line.
+func TestDrawProgress(t *testing.T) {
+	var b strings.Builder
+	p := &drawProgress{w: &b, i: 2, n: 5, seed: 7, forecast: 10 * time.Second, slowReason: slowReason(true)}
+	at := func(scenario string, elapsed time.Duration, done bool) {
+		p.report(harness.Progress{Scenario: scenario, Index: 1, Total: 3, Ops: 40, Elapsed: elapsed, Done: done})
+	}
+	at("race", 5*time.Second, false)
+	at("race", 6*time.Second, true)
+	if b.Len() != 0 {
+		t.Fatalf("a short seed said: %q", b.String())
+	}
+	at("takeover", 31*time.Second, false)
+	at("workers", 32*time.Second, false) // another scenario's tick, within the same half minute
+	at("takeover", 62*time.Second, false)
+	at("takeover", 95*time.Second, false)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	want := []string{
+		"idemcheck soak: [2/5] seed 7 running: takeover (scenario 1 of 3), 40 calls, 31s elapsed of about 10s",
+		"idemcheck soak: [2/5] seed 7 has run 1m2s, past twice its forecast of 10s and half a minute: the forecast prices a call of a store in another language at 2ms",
+		"idemcheck soak: [2/5] seed 7 running: takeover (scenario 1 of 3), 40 calls, 1m2s elapsed of about 10s",
+		"idemcheck soak: [2/5] seed 7 running: takeover (scenario 1 of 3), 40 calls, 1m35s elapsed of about 10s",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), b.String())
+	}
+	for i := range want {
+		if !strings.HasPrefix(lines[i], want[i]) {
+			t.Errorf("line %d:\n got %q\nwant %q…", i+1, lines[i], want[i])
+		}
+	}
+}

@@ -252,6 +252,10 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if *randomFlags {
 			number = firstSeed + int64(i)
 		}
+		if !*asJSON {
+			dp := &drawProgress{w: stderr, terminal: progress, i: i + 1, n: nSeeds, seed: oo.Seed, forecast: oo.Estimate(), slowReason: slowReason(ex != nil)}
+			oo.Progress, oo.ProgressEvery = dp.report, dp.every()
+		}
 		addEntry(soakEntry{Type: "began", Seed: oo.Seed, Draw: drawn, DrawNumber: number})
 		began = soakEntry{Seed: oo.Seed, DrawNumber: number}.planned()
 		t0 := time.Now()
@@ -460,4 +464,14 @@ func cmdSpin() int {
 			return 0
 		}
 	}
+}
+
+// slowReason says why a soak's run may outlast its forecast (drawProgress),
+// for a store in another language (exec) or a registered one.
+func slowReason(exec bool) string {
+	why := "a loaded machine, or a store slower than the backend's forecast"
+	if exec {
+		why = fmt.Sprintf("the forecast prices a call of a store in another language at %s, and this store's calls take longer", stores.DefaultCallWall)
+	}
+	return why + " (the forecast, and --budget with --random-flags, bound nothing; an interrupt ends the soak and reports every seed that ended)"
 }
