@@ -34,8 +34,10 @@ func (s *oneAtATime) Release(ctx context.Context, key stores.KeyRef, tok stores.
 // TestMeetingWaveFollowsTheStoresPace: a fast store gets every key at
 // once; a store that answers one call at a time, fast enough for the
 // capped warm batch (warmAtOnce calls) but not for every key's calls,
-// gets them in smaller waves: the batch stands for every key's calls at
-// the pace it was answered, not for all of them.
+// gets them in smaller waves (the batch stands for every key's calls at
+// the pace it was answered, not for all of them), and at most
+// maxMeetingWaves of them; a store too slow for one key's calls gets
+// every key at once.
 func TestMeetingWaveFollowsTheStoresPace(t *testing.T) {
 	cfg := stores.Config{LockTTL: time.Second, Retention: time.Hour, Variant: stores.Correct}
 	env := func(st stores.Store, keys int) *Env {
@@ -61,4 +63,14 @@ func TestMeetingWaveFollowsTheStoresPace(t *testing.T) {
 		t.Errorf("a store that answers one call a millisecond: waves of %d keys of 200, want fewer than all and at least one", w)
 	}
 	t.Logf("one call a millisecond: waves of %d keys", w)
+	// At the most keys, no more than maxMeetingWaves waves.
+	if w := meetingWave(ctx, env(slow, 10_000), 2, budget); w != 10_000/maxMeetingWaves {
+		t.Errorf("10,000 keys: waves of %d keys, want %d (%d waves at most)", w, 10_000/maxMeetingWaves, maxMeetingWaves)
+	}
+	// A store that does not answer one key's calls in the budget meets no
+	// one in waves either: every key at once, as fast as before.
+	hopeless := &oneAtATime{Store: mem(), d: 100 * time.Millisecond}
+	if w := meetingWave(ctx, env(hopeless, 2), 2, 100*time.Millisecond); w != 2 {
+		t.Errorf("a store slower than the budget for one key: waves of %d keys, want both at once", w)
+	}
 }
