@@ -10,6 +10,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/harnesstest"
+	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 )
@@ -208,5 +209,41 @@ func TestForecastCountsCalls(t *testing.T) {
 	o.Keys = 8
 	if est := o.Estimate(); est > 10*time.Second {
 		t.Errorf("forecast %v for 8 keys: want seconds", est)
+	}
+}
+
+// TestScheduledPlan: the forecast runs the scheduled scenarios as Run
+// does: side by side on a server-clock store (less than their sum, at the
+// default keys, whose slots fit the budget), one after another on a
+// caller-clock one (their sum).
+func TestScheduledPlan(t *testing.T) {
+	var scheduled []string
+	for _, sc := range scenario.All {
+		if sc.Scheduled {
+			scheduled = append(scheduled, sc.Name)
+		}
+	}
+	for _, tc := range []struct {
+		backend    string
+		sideBySide bool
+	}{{"redis", true}, {"sqlite", false}} {
+		b, err := stores.Lookup(tc.backend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := harness.DefaultOptions()
+		o.Backend, o.Addr, o.Scenarios = b, "unused", scheduled
+		var sum time.Duration
+		for _, name := range scheduled {
+			sc, _ := scenario.Lookup(name)
+			sum += o.ScenarioCost(sc)
+		}
+		est := o.Estimate()
+		if tc.sideBySide && est >= sum {
+			t.Errorf("%s: forecast %v, the scenarios' sum %v: want less, side by side", tc.backend, est, sum)
+		}
+		if !tc.sideBySide && est != sum {
+			t.Errorf("%s: forecast %v, want the scenarios' sum %v, one after another", tc.backend, est, sum)
+		}
 	}
 }
