@@ -30,3 +30,31 @@ func TestChaosMemory(t *testing.T) {
 		t.Errorf("no fault listed as skipped on the memory store: %v", s.Schedule)
 	}
 }
+
+// TestChaosOneClientMeetsTheNetwork: with a single client, that client
+// goes through the proxy, so the network's fault windows meet its calls.
+// Before, only odd client slots did: at --clients 1 no call went through
+// it, every window waited its 30 s for traffic in vain, and chaos took
+// 101 s on Redis and said its network faults hit nothing.
+func TestChaosOneClientMeetsTheNetwork(t *testing.T) {
+	o := harnesstest.Options(t, "redis", stores.Correct, "chaos")
+	o.Clients, o.Keys = 1, 2
+	s := harnesstest.RunOne(t, o)
+	if s.Verdict != check.Pass {
+		t.Fatalf("verdict %s: %s %v", s.Verdict, s.Error, s.Violations)
+	}
+	windows := 0
+	for kind, n := range s.Faults {
+		if strings.HasPrefix(kind, "net-") {
+			windows += n
+		}
+	}
+	if windows == 0 {
+		t.Fatalf("faults %v: the seed's plan had no network fault window to test", s.Faults)
+	}
+	for _, n := range s.Notes {
+		if strings.Contains(n, "hit no traffic") {
+			t.Errorf("a network fault met no call of the one client: %s", n)
+		}
+	}
+}

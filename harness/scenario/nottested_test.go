@@ -43,3 +43,21 @@ func TestTakeoverSaysWhenNoneHappened(t *testing.T) {
 		}
 	}
 }
+
+// TestRaceSaysOneClientRacesNothing: at --clients 1 each key's order has
+// one client, and the race scenario says it raced no key, rather than
+// pass as if it had.
+func TestRaceSaysOneClientRacesNothing(t *testing.T) {
+	for _, clients := range []int{1, 2} {
+		o := harnesstest.Options(t, "memory", stores.Correct, "race")
+		o.Clients = clients
+		s := harnesstest.RunOne(t, o)
+		if s.Verdict != check.Pass {
+			t.Fatalf("%d clients: %s %s %v", clients, s.Verdict, s.Error, s.Violations)
+		}
+		said := strings.Contains(strings.Join(s.Notes, "\n"), "no key was raced")
+		if said != (clients == 1) {
+			t.Errorf("%d clients: notes %q", clients, s.Notes)
+		}
+	}
+}
