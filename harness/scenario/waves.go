@@ -10,20 +10,20 @@ import (
 // size the waves of keys they run at once, so that a store too slow for
 // every key at once still meets them.
 
-// meetingWave is how many of env's keys a meeting scenario runs at once:
-// every key when the store answered a warm batch of perKey claims a key
-// (up to warmAtOnce at once, each released; a smaller batch scaled up to
-// every key's) within budget, else as many keys as it answered in budget,
-// in at most maxMeetingWaves waves; every key when not one key's calls
-// were answered in budget. budget is how long an
-// owner waits for the others (the calls that must meet in that window
-// are about perKey a key, half the batch's claims and releases: a margin
-// of two). The batch runs twice, and the second is timed: the first opens
-// a pool's sessions, which cost once.
-// All at once, a slow store answers the late clients after the owner has
-// saved, and the scenario tests nothing: the JavaScript example at
-// --keys 200 answered in 3.8 s (median), where an owner waits half a
-// LockTTL for the others, and every order went untested.
+// meetingWave is how many of env's keys a meeting scenario runs at once.
+// It times a warm batch of perKey claims a key (up to warmAtOnce at once,
+// each released; a smaller batch stands for every key's at the pace it
+// was answered), run twice, the second timed: the first opens a pool's
+// sessions, which cost once. budget is how long an owner waits for the
+// others; the calls that must meet in it are about perKey a key, half the
+// batch's claims and releases, a margin of two. Every key at once when
+// the store answered every key's batch within budget; else as many keys
+// as it answered in budget, in at most maxMeetingWaves waves; and every
+// key at once again when not one key's calls fit, since waves would meet
+// no one either. All at once, a slow store answers the late clients after
+// the owner has saved, and the scenario tests nothing: the JavaScript
+// example at --keys 200 answered in 3.8 s (median), where an owner waits
+// half a LockTTL for the others, and every order went untested.
 func meetingWave(ctx context.Context, env *Env, perKey int, budget time.Duration) int {
 	all := perKey * env.Keys
 	calls := min(all, warmAtOnce)
