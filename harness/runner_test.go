@@ -217,12 +217,7 @@ func TestForecastCountsCalls(t *testing.T) {
 // default keys, whose slots fit the budget), one after another on a
 // caller-clock one (their sum).
 func TestScheduledPlan(t *testing.T) {
-	var scheduled []string
-	for _, sc := range scenario.All {
-		if sc.Scheduled {
-			scheduled = append(scheduled, sc.Name)
-		}
-	}
+	scheduled := scheduledNames()
 	for _, tc := range []struct {
 		backend    string
 		sideBySide bool

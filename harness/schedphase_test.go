@@ -15,16 +15,11 @@ import (
 // TestScheduledScenariosShareTheirSlots: on a server-clock store the
 // scheduled scenarios run side by side while their episodes' slots
 // (scenario.Scenario.Slots) add up to at most scenario.EpisodesAtOnce, never
-// more; on a caller-clock store one at a time. At 12 keys the five
-// scheduled scenarios' slots add up to more than the budget, so it is
-// what holds some back.
+// more; on a caller-clock store one at a time. At 12 keys the scheduled
+// scenarios' slots add up to more than the budget, so it is what holds
+// some back.
 func TestScheduledScenariosShareTheirSlots(t *testing.T) {
-	var scheduled []string
-	for _, sc := range scenario.All {
-		if sc.Scheduled {
-			scheduled = append(scheduled, sc.Name)
-		}
-	}
+	scheduled := scheduledNames()
 	for _, tc := range []struct {
 		backend    string
 		keys       int
@@ -84,4 +79,15 @@ func TestScheduledScenariosShareTheirSlots(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scheduledNames lists the scheduled scenarios, in order.
+func scheduledNames() []string {
+	var out []string
+	for _, sc := range scenario.All {
+		if sc.Scheduled {
+			out = append(out, sc.Name)
+		}
+	}
+	return out
 }
