@@ -45,22 +45,15 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	}
 	key := stores.StoredKey(s.variant, req.KeyRef)
 	seen := s.seen.see(key.Tenant, key.Key)
-	var busyErr error // a write that found no turn within the busy timeout
 	if !seen {
 		// Most likely a new key: claim it, and read only if it is there.
-		d, ok, err := s.claimAlone(ctx, req)
-		if errors.Is(err, ErrBusy) {
-			busyErr = err // wrote nothing: the read below may still decide
-		} else if err != nil || ok {
-			return d, err
+		if d, ok, err := s.claimAlone(ctx, req); err != nil || ok {
+			return s.afterBusy(ctx, req, d, err)
 		}
 	}
 	d, ok, absent, err := s.replayOnRead(ctx, req)
 	if err != nil || ok {
 		return d, err
-	}
-	if busyErr != nil {
-		return stores.Decision{}, busyErr // only a write decides this key, and it found no turn
 	}
 	if absent && seen {
 		if d, ok, err := s.claimAlone(ctx, req); err != nil || ok {
