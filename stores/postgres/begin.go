@@ -50,7 +50,7 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 	)
 	args := []any{raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), s.cfg.LockTTL, req.Now}
 	query := func(q string, args []any) error {
-		return s.pool.QueryRow(ctx, q, args...).Scan(&decision, &token, &status, &body, &at)
+		return s.queryRow(ctx, q, args...).Scan(&decision, &token, &status, &body, &at)
 	}
 	var err error
 	plain := s.plainBegin.Load()
@@ -111,7 +111,7 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 		// during a cut to the standby.)
 		barrier := `UPDATE ` + s.table + ` SET token = token WHERE tenant = $1 AND key = $2`
 		bargs := []any{raw(req.Tenant), raw(req.Key)}
-		if _, err := s.pool.Exec(ctx, barrier, bargs...); err != nil {
+		if _, err := s.exec(ctx, barrier, bargs...); err != nil {
 			faults.TraceBoundf(ctx, barrier, bargs, "error: %v", err)
 			return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef)+": wait for the standby", err)
 		}
@@ -132,7 +132,7 @@ type row struct {
 // there is no row.
 func (s *Store) read(ctx context.Context, req stores.Request) (r row, found bool, err error) {
 	args := []any{raw(req.Tenant), raw(req.Key), s.cfg.LockTTL}
-	err = s.pool.QueryRow(ctx, s.sql.read, args...).
+	err = s.queryRow(ctx, s.sql.read, args...).
 		Scan(&r.status, &r.fingerprint, &r.createdAt, &r.stale)
 	if errors.Is(err, pgx.ErrNoRows) {
 		faults.TraceBound(ctx, s.sql.read, args, "no row")
@@ -189,7 +189,7 @@ func (s *Store) beginTakeoverOnRead(ctx context.Context, req stores.Request) (st
 	if s.stmts.split == takeoverByState {
 		q, args = s.sql.byState, append(args, s.cfg.LockTTL)
 	}
-	err = s.pool.QueryRow(ctx, q, args...).Scan(&token, &at)
+	err = s.queryRow(ctx, q, args...).Scan(&token, &at)
 	if errors.Is(err, pgx.ErrNoRows) { // gone or done since the read (or, by state, not stale)
 		faults.TraceBound(ctx, q, args, "0 rows: no longer in flight")
 		return s.begin(ctx, req)
@@ -207,7 +207,7 @@ func (s *Store) overwrite(ctx context.Context, req stores.Request, createdAt *ti
 	var token string
 	var at time.Time
 	args := []any{raw(req.Tenant), raw(req.Key), raw(req.Fingerprint), createdAt, decision}
-	err := s.pool.QueryRow(ctx, s.sql.overwrite, args...).
+	err := s.queryRow(ctx, s.sql.overwrite, args...).
 		Scan(&token, &at)
 	if err != nil {
 		faults.TraceBoundf(ctx, s.sql.overwrite, args, "error: %v", err)

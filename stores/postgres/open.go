@@ -41,6 +41,13 @@ type Store struct {
 	sql     sqlTexts
 	table   string // the quoted schema.table, for ShowRow
 	pool    *pgxpool.Pool
+	// release lets the store's sessions go (Close): the pool's Close, or
+	// the store's hold on a shared pool (sharedSessions).
+	release func()
+	// slots, on a shared pool, holds a slot per call in flight: no more
+	// than defaultMaxConns at once, as a pool of the store's own allows
+	// (take); nil on a pool of its own.
+	slots chan struct{}
 	// lateAfter, when set, is how long a claim may take to commit and
 	// still be handed out (the replicated store: see stores.ErrLateClaim).
 	lateAfter time.Duration
@@ -162,20 +169,34 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 	if configure != nil {
 		configure(pcfg)
 	}
+	if configure == nil && !strings.Contains(dsn, "pool_max_conns") {
+		pool, release, err := sharedSessions(ctx, poolKey(dsn, rp), pcfg.Copy(), poolLinger)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: connect: %w", err)
+		}
+		st.pool, st.release, st.slots = pool, release, make(chan struct{}, defaultMaxConns)
+	} else if err := st.ownSessions(ctx, pcfg); err != nil {
+		return nil, err
+	}
+	if err := waitForSession(ctx, func() error { return ensureSchema(ctx, st.pool, schemaID, tableID) }); err != nil {
+		st.release()
+		return nil, err
+	}
+	if err := st.ensureBeginFunc(ctx, pcfg); err != nil {
+		st.release()
+		return nil, err
+	}
+	return st, nil
+}
+
+// ownSessions gives the store a pool of its own, made from pcfg.
+func (s *Store) ownSessions(ctx context.Context, pcfg *pgxpool.Config) error {
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: connect: %w", err)
+		return fmt.Errorf("postgres: connect: %w", err)
 	}
-	if err := waitForSession(ctx, func() error { return ensureSchema(ctx, pool, schemaID, tableID) }); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	if err := st.ensureBeginFunc(ctx, pool); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	st.pool = pool
-	return st, nil
+	s.pool, s.release, s.slots = pool, pool.Close, nil
+	return nil
 }
 
 // ensureBeginFunc makes Begin's function in the store's schema unless it
@@ -191,10 +212,10 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 // to the function each session makes (sessionFunc), and a role that may
 // not do that either to two round trips (plainBegin): the same
 // decisions.
-func (s *Store) ensureBeginFunc(ctx context.Context, pool *pgxpool.Pool) error {
+func (s *Store) ensureBeginFunc(ctx context.Context, pcfg *pgxpool.Config) error {
 	var exists, callable bool
 	name := s.sql.funcName
-	if err := pool.QueryRow(ctx, `SELECT f IS NOT NULL, coalesce(has_function_privilege(f, 'EXECUTE'), false)
+	if err := s.pool.QueryRow(ctx, `SELECT f IS NOT NULL, coalesce(has_function_privilege(f, 'EXECUTE'), false)
 FROM (SELECT to_regprocedure($1) AS f) AS p`, name+beginFuncArgs).Scan(&exists, &callable); err != nil {
 		return fmt.Errorf("postgres: look up Begin's function %s: %w", name, err)
 	}
@@ -202,7 +223,7 @@ FROM (SELECT to_regprocedure($1) AS f) AS p`, name+beginFuncArgs).Scan(&exists, 
 		return nil
 	}
 	if !exists { // else made by another role, which did not let this one call it
-		err := runDDL(ctx, pool, s.sql.beginFunc)
+		err := runDDL(ctx, s.pool, s.sql.beginFunc)
 		if err == nil {
 			return nil
 		}
@@ -211,11 +232,16 @@ FROM (SELECT to_regprocedure($1) AS f) AS p`, name+beginFuncArgs).Scan(&exists, 
 		}
 	}
 	s.sessionFunc.Store(true)
-	// The sessions open so far connected without their function: a new
-	// one makes it, or finds it may not (plainBegin), before New returns.
-	pool.Reset()
+	// The sessions open so far connected without their function: the
+	// store's own pool of new ones (installBegin makes it in each), one of
+	// which makes it, or finds it may not (plainBegin), before New returns.
+	s.release()
+	if err := s.ownSessions(ctx, pcfg); err != nil {
+		s.release = func() {}
+		return err
+	}
 	return waitForSession(ctx, func() error {
-		c, err := pool.Acquire(ctx)
+		c, err := s.pool.Acquire(ctx)
 		if err != nil {
 			return fmt.Errorf("postgres: connect: %w", err)
 		}
@@ -236,8 +262,9 @@ func (s *Store) beginCall() string {
 // tooManyPatience is how long New waits for a session while the server
 // refuses them for too many connections (SQLSTATE 53300: its
 // max_connections, or the role's CONNECTION LIMIT). A run's stores share
-// their server, each scenario's store closes its sessions when the
-// scenario ends, and a store opened at a busy moment then gets one:
+// their server, each scenario's store lets its sessions go when the
+// scenario ends (to the pool it shares, or closed: sharedSessions), and
+// a store opened at a busy moment then gets one:
 // failing at once left its scenario undecided (`check --parallel 16` on a
 // server of max_connections 60).
 const tooManyPatience = time.Minute

@@ -138,7 +138,7 @@ func (s *Store) Complete(ctx context.Context, key stores.KeyRef, token stores.To
 	}
 	key = stores.StoredKey(s.variant, key)
 	args := []any{raw(key.Tenant), raw(key.Key), string(token), resp.Status, raw(resp.Body)}
-	tag, err := s.pool.Exec(ctx, s.sql.complete, args...)
+	tag, err := s.exec(ctx, s.sql.complete, args...)
 	if err != nil {
 		faults.TraceBoundf(ctx, s.sql.complete, args, "error: %v", err)
 		return callErr(ctx, "complete "+quote(key), err)
@@ -158,7 +158,7 @@ func (s *Store) Release(ctx context.Context, key stores.KeyRef, token stores.Tok
 	}
 	key = stores.StoredKey(s.variant, key)
 	args := []any{raw(key.Tenant), raw(key.Key), string(token)}
-	tag, err := s.pool.Exec(ctx, s.sql.release, args...)
+	tag, err := s.exec(ctx, s.sql.release, args...)
 	if err != nil {
 		faults.TraceBoundf(ctx, s.sql.release, args, "error: %v", err)
 		return callErr(ctx, "release "+quote(key), err)
@@ -174,7 +174,7 @@ func (s *Store) Release(ctx context.Context, key stores.KeyRef, token stores.Tok
 // server's clock (now is ignored) and returns how many it deleted.
 func (s *Store) Prune(ctx context.Context, _ time.Time) (int, error) {
 	args := []any{s.stmts.keep(s.cfg)}
-	tag, err := s.pool.Exec(ctx, s.sql.prune, args...)
+	tag, err := s.exec(ctx, s.sql.prune, args...)
 	if err != nil {
 		faults.TraceBoundf(ctx, s.sql.prune, args, "error: %v", err)
 		return 0, callErr(ctx, "prune", err)
@@ -183,9 +183,10 @@ func (s *Store) Prune(ctx context.Context, _ time.Time) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
-// Close closes the pool's connections; the data stays on the server.
+// Close lets the store's sessions go (closes its own pool, or releases its
+// hold on a shared one); the data stays on the server.
 func (s *Store) Close() error {
-	s.pool.Close()
+	s.release()
 	return nil
 }
 
@@ -277,7 +278,7 @@ func (s *Store) ShowRow(ctx context.Context, key stores.KeyRef) (string, error) 
 		fp, body      []byte
 		respStatus    *int32
 	)
-	err := s.pool.QueryRow(ctx, `SELECT status, token, fingerprint, response_status, response_body FROM `+s.table+
+	err := s.queryRow(ctx, `SELECT status, token, fingerprint, response_status, response_body FROM `+s.table+
 		` WHERE tenant = $1 AND key = $2`, raw(key.Tenant), raw(key.Key)).Scan(&status, &token, &fp, &respStatus, &body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return stores.NoRow, nil
