@@ -221,21 +221,38 @@ func (f *Faults) state(ctx context.Context) (containerState, error) {
 
 // Ready waits until the server answers a ping (Postgres: a new connection
 // and a query, so recovery after a crash is over; Redis: PING, which
-// answers LOADING until the append-only file is read back).
+// answers LOADING until the append-only file is read back). A ping that
+// runs out of time is given twice as long the next time, up to
+// readyPingMax: a restarted Postgres on a starved machine, its recovery
+// and the load's connection attempts beside two CPU-spinning processes,
+// took longer than a fixed 2 s to give a ping its session every time,
+// and chaos waited for it for the whole of the machine's overload (420
+// s).
 func (f *Faults) Ready(ctx context.Context) error {
 	var last error
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	for wait := readyPing; ; {
+		pctx, cancel := context.WithTimeout(ctx, wait)
 		last = ping(pctx, f.srv)
+		timedOut := pctx.Err() != nil
 		cancel()
 		if last == nil {
 			return nil
+		}
+		if timedOut {
+			wait = min(2*wait, readyPingMax)
 		}
 		if err := faults.Pause(ctx, 50*time.Millisecond); err != nil {
 			return fmt.Errorf("%s did not come back: %v", f.srv.Kind, last)
 		}
 	}
 }
+
+// readyPing and readyPingMax bound a ping of Ready: the first, and the
+// longest once pings run out of time.
+const (
+	readyPing    = 2 * time.Second
+	readyPingMax = 30 * time.Second
+)
 
 // HostPort is the host address the container's server port is published
 // on now (it must not change across a restart).
