@@ -236,7 +236,7 @@ FROM (SELECT to_regprocedure($1) AS f) AS p`, name+beginFuncArgs).Scan(&exists, 
 	// store's own pool of new ones (installBegin makes it in each), one of
 	// which makes it, or finds it may not (plainBegin), before New returns.
 	s.release()
-	if err := s.ownSessions(ctx, pcfg); err != nil {
+	if err := s.ownSessions(ctx, pcfg.Copy()); err != nil {
 		s.release = func() {}
 		return err
 	}

@@ -162,7 +162,8 @@ func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 }
 
 // queryRow is the pool's QueryRow, in one of the store's slots until its
-// Scan.
+// Scan, which the caller must call (as pgx's row holds its session until
+// then).
 func (s *Store) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if err := s.take(ctx); err != nil {
 		return errRow{err}
