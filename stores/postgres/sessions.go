@@ -113,7 +113,7 @@ func releaseShared(key string, sp *sharedPool, linger time.Duration) {
 	var t *time.Timer
 	t = time.AfterFunc(linger, func() {
 		pools.Lock()
-		if sp.timer != t { // taken again, or closed by another timer
+		if sp.timer != t { // taken again since (a later release set a timer of its own)
 			pools.Unlock()
 			return
 		}
