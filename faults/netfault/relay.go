@@ -14,7 +14,7 @@ import (
 // inside its accept loop, one connection at a time and with no timeout,
 // so one slow dial holds every later client of the proxy waiting. An
 // upstream whose listen backlog is full makes each dial wait for the
-// kernel's SYN retransmits (1 s, then 3 s, …): Python's http.server
+// kernel's SYN retransmits (a second or more apart): Python's http.server
 // listens with a backlog of 5, and under a retry storm through the proxy
 // (clients timing out faster than the service answers) the proxy stopped
 // passing anything, while the service answered at once when called
