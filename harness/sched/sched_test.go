@@ -117,12 +117,16 @@ func TestSameSeedSameSchedule(t *testing.T) {
 // TestBlockedClientLetsAnotherRun: A parks holding a lock (as SQLite's
 // Begin holds the write lock at begin.before-commit); B, let run, blocks on
 // it. The scheduler sees B reach no failpoint, lets A run, and B finishes.
+// Its Block is 2 s, not fast's 100 ms, which B's real block then costs: a
+// client that load keeps off the CPU for 100 ms on its way to its first
+// failpoint is taken to be blocked too, and the script's first step (A)
+// is passed over.
 func TestBlockedClientLetsAnotherRun(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
 	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
 	var lock sync.Mutex
-	s := New(NewScript(Step{Client: "A", Until: []string{"holding"}}, Step{Client: "B"}), fast)
+	s := New(NewScript(Step{Client: "A", Until: []string{"holding"}}, Step{Client: "B"}), Options{Block: 2 * time.Second, Stuck: 20 * time.Second, MaxSteps: 200})
 	s.Client("A", func(ctx context.Context) {
 		_ = faults.Hit(ctx, "before")
 		lock.Lock()
@@ -138,9 +142,8 @@ func TestBlockedClientLetsAnotherRun(t *testing.T) {
 		lock.Unlock()
 		_ = faults.Hit(ctx, "after")
 	})
-	start := time.Now()
 	if err := s.Run(context.Background()); err != nil {
-		t.Fatal(err)
+		t.Fatal(err) // ErrStuck: B's block was not seen, and A never let run
 	}
 	if got := strings.Join(order, ", "); got != "A locked, A unlocks, B locked" {
 		t.Errorf("order %q", got)
@@ -153,9 +156,6 @@ func TestBlockedClientLetsAnotherRun(t *testing.T) {
 	}
 	if !blocked {
 		t.Errorf("B was never seen blocked: %v", s.Log())
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("took %v", d)
 	}
 }
 
@@ -181,7 +181,9 @@ func TestStuckIsReported(t *testing.T) {
 	if !strings.Contains(err.Error(), "forever") {
 		t.Errorf("error does not name the blocked client: %v", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
+	// Not a timing bound (load may stretch the 300 ms): a scheduler that
+	// never gave up would hold the test until go test's own timeout.
+	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("took %v to give up", d)
 	}
 }
@@ -189,7 +191,7 @@ func TestStuckIsReported(t *testing.T) {
 // TestMaxStepsRunsFreely: a client that loops over failpoints forever
 // stops being scheduled after MaxSteps, and the run ends when it does.
 func TestMaxStepsRunsFreely(t *testing.T) {
-	o := fast
+	o := steady
 	o.MaxSteps = 20
 	s := New(NewRandom(3), o)
 	var n atomic.Int32

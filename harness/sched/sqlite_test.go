@@ -36,9 +36,10 @@ func TestSQLiteWriteLockHolderIsDetected(t *testing.T) {
 	), sched.Options{
 		// Long enough that B's read before its write transaction, slow
 		// under -race beside the other test pass, is not taken for a block
-		// (at 100 ms it was); well short of the busy timeout, so a lock
-		// wait without its event still shows as a block.
-		Block: time.Second, Stuck: 10 * time.Second})
+		// (at 100 ms it was; 1 s is a stall CI's load can reach); short of
+		// the busy timeout (5 s), so a lock wait without its event still
+		// shows as a block. It costs nothing when the test passes.
+		Block: 4 * time.Second, Stuck: 20 * time.Second})
 	s.Client("A", func(ctx context.Context) {
 		if faults.Hit(ctx, "start") == nil {
 			da, ea = st.Begin(ctx, req)
