@@ -2,9 +2,11 @@ package nemesis_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,7 +45,16 @@ func TestNetWindowHitSaysWhetherTrafficWasHit(t *testing.T) {
 
 	sent := make(chan error, 1)
 	go func() {
-		time.Sleep(50 * time.Millisecond) // past the drawn length
+		// Once the window is on (sent on a timer alone, a call a loaded
+		// machine started before the window met no fault, and the window
+		// stayed on to its longest), and past its drawn length.
+		for deadline := time.Now().Add(30 * time.Second); !slices.Contains(p.Active(), nemesis.NetLatency); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				sent <- errors.New("the latency window never came on")
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
 		res, err := http.Get("http://" + p.Addr() + "/")
 		if err == nil {
 			_, err = io.ReadAll(res.Body)
