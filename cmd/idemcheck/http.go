@@ -437,6 +437,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 			problems = sched.Run(fctx, h, names, insts, proxies)
 		}
 	}()
+	fmt.Fprintf(stderr, "idemcheck http: the load: %d clients for %v\n", *clients, *duration)
 	load.Run(ctx)
 	stopFaults()
 	wg.Wait()
@@ -448,6 +449,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if ctx.Err() != nil {
 		interrupted = "during the load"
 	} else {
+		fmt.Fprintf(stderr, "idemcheck http: the final probes (up to %v)\n", settleDur)
 		probed = load.Probe(ctx, settleDur)
 		sup.Wait()
 		if ctx.Err() != nil {

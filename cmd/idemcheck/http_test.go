@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -59,20 +60,30 @@ func TestHTTPBadTarget(t *testing.T) {
 // stdout and the report.
 func blackbox(t *testing.T, mode string, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	code, stdout, report, _ := blackboxIn(context.Background(), t, mode, env, args...)
+	code, stdout, report, _ := blackboxIn(t, mode, "", env, args...)
 	return code, stdout, report
 }
 
-// blackboxIn is blackbox under ctx (cancel it for an interrupt); it
-// also returns the results directory.
-func blackboxIn(ctx context.Context, t *testing.T, mode string, env []string, args ...string) (int, string, string, string) {
+// blackboxIn is blackbox interrupted (its context cancelled, as by
+// Ctrl-C) a second after its progress on stderr shows a line with
+// interruptAt ("": never); it also returns the results directory. The
+// interrupt follows the run's own phases, not a clock: a timer that
+// meant the load could land before it on a loaded machine, where the
+// service took long to start.
+func blackboxIn(t *testing.T, mode, interruptAt string, env []string, args ...string) (int, string, string, string) {
 	t.Helper()
 	out := t.TempDir()
 	base := []string{"http", "--cmd", serviceCmd(t, mode, env...), "--instances", "1", "--duration", "2s", "--settle", "3s",
 		"--clients", "4", "--out", out, "--seed", "3"}
-	var so, se bytes.Buffer
-	code := run(ctx, append(base, args...), &so, &se)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var so bytes.Buffer
+	se := &watchedBuffer{on: interruptAt, then: func() { time.AfterFunc(time.Second, cancel) }}
+	code := run(ctx, append(base, args...), &so, se)
 	stdout, stderr := so.String(), se.String()
+	if interruptAt != "" && !strings.Contains(stderr, interruptAt) {
+		t.Fatalf("%s: the run never printed %q (exit %d, stderr %q)", mode, interruptAt, code, stderr)
+	}
 	report, err := os.ReadFile(filepath.Join(out, "report.txt"))
 	if err != nil {
 		t.Fatalf("%s: no report (exit %d, stderr %q): %v", mode, code, stderr, err)
@@ -83,6 +94,33 @@ func blackboxIn(ctx context.Context, t *testing.T, mode string, env []string, ar
 	return code, stdout, string(report), out
 }
 
+// watchedBuffer is a buffer that calls then, once, when what was written
+// to it holds on.
+type watchedBuffer struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	on   string
+	then func()
+	done bool
+}
+
+func (w *watchedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if w.on != "" && !w.done && strings.Contains(w.buf.String(), w.on) {
+		w.done = true
+		w.then()
+	}
+	return n, err
+}
+
+func (w *watchedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
 // TestHTTPInterruptReports: an interrupt during the load or during the
 // final probes still writes the report, history and summary: what was
 // recorded is judged (a violation stands: exit 1), what was cut short is
@@ -91,9 +129,7 @@ func blackboxIn(ctx context.Context, t *testing.T, mode string, env []string, ar
 func TestHTTPInterruptReports(t *testing.T) {
 	strict := []string{"--process-faults=false", "-H", "Authorization: Bearer s3cret", "--body-type", "form", "--body", "currency=EUR",
 		"--order-at", "ref", "--amount-at", "cents", "--duration", "20s"}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
-	defer cancel()
-	code, stdout, report, dir := blackboxIn(ctx, t, "strict", nil, strict...)
+	code, stdout, report, dir := blackboxIn(t, "strict", "idemcheck http: the load:", nil, strict...)
 	if code != exitUnknown || !strings.HasPrefix(report, "INTERRUPTED during the load") || !strings.Contains(report, "UNDECIDED liveness") ||
 		!strings.Contains(stdout, "INTERRUPTED during the load") {
 		t.Fatalf("interrupted during the load: exit %d, report:\n%s", code, report)
@@ -109,9 +145,7 @@ func TestHTTPInterruptReports(t *testing.T) {
 
 	// lock423 holds the keys of killed owners: with a declared TTL the
 	// probes go on long after the load; an interrupt lands among them.
-	ctx, cancel = context.WithTimeout(context.Background(), 8*time.Second)
-	defer cancel()
-	code, _, report, _ = blackboxIn(ctx, t, "lock423", []string{"IDEM_TEST_DIR=" + t.TempDir()}, "--net-faults=false",
+	code, _, report, _ = blackboxIn(t, "lock423", "idemcheck http: the final probes", []string{"IDEM_TEST_DIR=" + t.TempDir()}, "--net-faults=false",
 		"--fault-gap", "250ms", "--fault-window", "100ms", "--provider-fail", "0", "--inflight-ttl", "30s")
 	if !strings.HasPrefix(report, "INTERRUPTED during the final probes") || strings.Contains(report, "FAIL liveness") ||
 		!strings.Contains(report, "the final probes did not run to their end") {
