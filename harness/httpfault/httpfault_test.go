@@ -48,7 +48,7 @@ func TestInstanceLifecycle(t *testing.T) {
 	if err := in.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(20 * time.Second) // only a failure waits it out
 	for state(t, pid) != "T" && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

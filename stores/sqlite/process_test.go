@@ -199,7 +199,10 @@ func TestKilledProcess(t *testing.T) {
 	}
 
 	s := openAt(t, path, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// A bound on a lock the kill left held, well past the busy timeout
+	// (which answers first), not a timing: 2 s was a stall CI's load
+	// could reach.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	d, err := s.Begin(ctx, req(key("claimed"), "fp", t0.Add(time.Second)))
 	if err != nil || d.Outcome != stores.InFlight {
