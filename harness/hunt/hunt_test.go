@@ -125,7 +125,11 @@ func TestScheduledScenariosOnEveryBackend(t *testing.T) {
 				for _, m := range storeMutants() {
 					// 400 ms on the server stores: proves the same as the
 					// CLI's first 100 ms, with room for make test's load.
-					k, err := hunt.Hunt(ctx, o, m, hunt.Options{Budget: 30 * time.Second, ServerLockTTL: hunt.LoadedServerLockTTL})
+					// At least 100 episodes however slow they are (idle,
+					// the slowest kill took 35): a loaded machine fits
+					// fewer in the budget, and a seed's episodes are the
+					// same at any speed.
+					k, err := hunt.Hunt(ctx, o, m, hunt.Options{Budget: 30 * time.Second, MinEpisodes: 100, ServerLockTTL: hunt.LoadedServerLockTTL})
 					if err != nil {
 						t.Fatalf("%s: %v", m, err)
 					}
@@ -240,7 +244,9 @@ func TestEveryMutantDiesOnTwentySeedsMemory(t *testing.T) {
 		i, seed := j/seeds, int64(1+j%seeds)
 		m, oo := mutants[i], o
 		oo.Seed = seed
-		k, err := hunt.Hunt(context.Background(), oo, m, hunt.Options{Budget: 10 * time.Second})
+		// At least 40 episodes (idle, no kill took over 15), so that
+		// load, which fits fewer in the budget, cannot make a survivor.
+		k, err := hunt.Hunt(context.Background(), oo, m, hunt.Options{Budget: 10 * time.Second, MinEpisodes: 40})
 		if err != nil {
 			return fmt.Errorf("%s, seed %d: %w", m, seed, err)
 		}
@@ -268,7 +274,7 @@ func TestClientMutantsDie(t *testing.T) {
 	o := harnesstest.Options(t, "memory", stores.Correct)
 	ctx := context.Background()
 	for _, m := range workload.ClientMutants {
-		k, err := hunt.Hunt(ctx, o, m.Name, hunt.Options{Budget: 20 * time.Second, Keys: 2})
+		k, err := hunt.Hunt(ctx, o, m.Name, hunt.Options{Budget: 20 * time.Second, MinEpisodes: 5, Keys: 2}) // each dies in its first round idle
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,7 +315,7 @@ func TestRunMutantsMatrix(t *testing.T) {
 	o := harnesstest.Options(t, "memory", stores.Correct)
 	rep, err := hunt.RunMutants(context.Background(), o, hunt.MutantsOptions{
 		Seeds: 2, Mutants: []string{"token-reuse", "stale-overwrite", "no-key"},
-		Hunt: hunt.Options{Budget: 20 * time.Second, Keys: 2, Shrink: time.Second}})
+		Hunt: hunt.Options{Budget: 20 * time.Second, MinEpisodes: 5, Keys: 2, Shrink: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestFaultingHuntsRunOnAServerOfTheirOwn(t *testing.T) {
 		started.Add(1)
 		return own(ctx)
 	}
-	k, err := hunt.Hunt(context.Background(), o, redisstore.NoPersistence, hunt.Options{Budget: 20 * time.Second, Keys: 2})
+	k, err := hunt.Hunt(context.Background(), o, redisstore.NoPersistence, hunt.Options{Budget: 20 * time.Second, MinEpisodes: 3, Keys: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
