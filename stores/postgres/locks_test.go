@@ -85,7 +85,11 @@ func TestAnswersThatOnlyRead(t *testing.T) {
 		key, fp string
 		want    stores.Outcome
 	}{{"live", "fp", stores.InFlight}, {"live", "other", stores.Mismatch}, {"done", "other", stores.Mismatch}, {"done", "fp", stores.Replay}} {
-		short, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// A bound, not a pace: an answer that waits for the lock never
+		// comes, and one from the read comes at once; 15 s (under ctxT's
+		// 20 s) leaves a loaded machine (CI) room, at a cost only to a
+		// failing run.
+		short, cancel := context.WithTimeout(ctx, 15*time.Second)
 		d, err := s.Begin(short, req(c.key, c.fp))
 		cancel()
 		if err != nil {

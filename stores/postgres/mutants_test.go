@@ -45,7 +45,7 @@ var scenarios = map[string]scenario{
 				t.Fatal(err)
 			}
 		}
-		return twoOwners(ds)
+		return storetest.TwoOwners(ds[0], ds[1], mutantTTL)
 	},
 
 	// A pauses past LockTTL, B takes over, A's late save lands.
@@ -116,7 +116,7 @@ var scenarios = map[string]scenario{
 				t.Fatal(err)
 			}
 		}
-		return twoOwners(ds)
+		return storetest.TwoOwners(ds[0], ds[1], mutantTTL)
 	},
 
 	// docs/DESIGN.md §1's counterexample: A claims and pauses; B takes over and
@@ -189,17 +189,6 @@ var scenarios = map[string]scenario{
 		lost := saved == nil && (c.Outcome != stores.Replay || c.Response != resp)
 		return lost, "A's Complete: " + errString(saved) + "; B " + b.Outcome.String() + "; retry " + c.Outcome.String()
 	},
-}
-
-// twoOwners reports whether both decisions claimed the key while the
-// other's claim was live: decided less than a LockTTL apart by the
-// server's clock. Under make test's load one Begin can wait past the
-// 200 ms LockTTL, and the correct store then rightly takes the other's
-// stale claim over: two claims, one owner at a time.
-func twoOwners(ds []stores.Decision) (bool, string) {
-	apart := ds[1].DecidedAt.Sub(ds[0].DecidedAt).Abs()
-	return ds[0].Outcome == stores.Claimed && ds[1].Outcome == stores.Claimed && apart < mutantTTL,
-		fmt.Sprintf("%s and %s, decided %v apart", ds[0].Outcome, ds[1].Outcome, apart)
 }
 
 func errString(err error) string {

@@ -440,7 +440,11 @@ func TestBinaryKeys(t *testing.T) {
 }
 
 // TestPrune: keys older than Retention by the server's clock go; younger
-// ones, done or in flight, stay. The caller's now is ignored.
+// ones, done or in flight, stay. The caller's now is ignored. "young" is
+// held to staying only while the server's clock, read after a prune, says
+// it was younger than Retention all through it: on a loaded machine (CI:
+// a 0.5-3 s deschedule) the 300 ms retention can pass between its claim
+// and a prune, and the prune then rightly takes it too.
 func TestPrune(t *testing.T) {
 	t.Parallel()
 	const retention = 300 * time.Millisecond
@@ -452,17 +456,35 @@ func TestPrune(t *testing.T) {
 	}
 	mustBegin(t, s, req("old-in-flight", "fp"))
 	time.Sleep(retention + 50*time.Millisecond)
-	mustBegin(t, s, req("young", "fp"))
+	young := mustBegin(t, s, req("young", "fp"))
+	// youngAfter says whether "young" (claimed at its DecidedAt, its
+	// created_at) was still younger than Retention on the server's clock
+	// after the prune it follows.
+	youngAfter := func() bool {
+		var now time.Time
+		if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		if age := now.Sub(young.DecidedAt); age >= retention {
+			t.Logf("young was %v old after the prune (a loaded machine): it may be pruned", age)
+			return false
+		}
+		return true
+	}
 	n, err := s.Prune(ctx, time.Now().Add(-24*hour)) // a caller clock far behind changes nothing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 2 {
+	stays := youngAfter()
+	if n != 2 && (stays || n != 3) {
 		t.Errorf("pruned %d, want 2", n)
 	}
 	wantOutcome(t, mustBegin(t, s, req("old", "fp")), stores.Claimed)
-	wantOutcome(t, mustBegin(t, s, req("young", "fp")), stores.InFlight)
-	if n, err := s.Prune(ctx, time.Now().Add(24*hour)); err != nil || n != 0 {
+	if d := mustBegin(t, s, req("young", "fp")); stays || n == 2 {
+		wantOutcome(t, d, stores.InFlight)
+	}
+	// "young" is the oldest key left: while it is young, nothing is.
+	if n, err := s.Prune(ctx, time.Now().Add(24*hour)); err != nil || (n != 0 && youngAfter()) {
 		t.Errorf("second prune: %d, %v; want 0", n, err)
 	}
 }

@@ -86,7 +86,11 @@ func TestSharedPoolClosesAfterItsLastStore(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	key := "test:" + t.Name()
-	const linger = 100 * time.Millisecond
+	// Long enough that the store opened right after the release finds the
+	// pool still there on a loaded machine (make test's CI: a 0.5-3 s
+	// deschedule; at 100 ms the pool could close in between). The close
+	// phase polls, so a longer linger costs only its own wait.
+	const linger = 2 * time.Second
 	p1, release1, err := sharedSessions(ctx, key, pcfg.Copy(), linger)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +104,7 @@ func TestSharedPoolClosesAfterItsLastStore(t *testing.T) {
 	if p2 != p1 {
 		t.Fatal("a store opened within the linger got a new pool")
 	}
-	time.Sleep(3 * linger)
+	time.Sleep(linger + linger/2) // past the first release's timer, which must not close a held pool
 	if err := p1.Ping(ctx); err != nil {
 		t.Fatalf("the pool closed while a store held it: %v", err)
 	}

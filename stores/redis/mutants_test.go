@@ -68,12 +68,18 @@ var mutantScenarios = map[string]struct {
 		}
 		return begin(t, s, req("k", "amount=99")).Outcome == stores.Replay
 	}},
-	// Two takers both judge the claim stale, then both write: two owners.
+	// Two takers both judge the claim stale, then both write: two owners,
+	// each claim made while the other's was live (storetest.TwoOwners: on
+	// the correct store, which never stops at the failpoint, a loaded
+	// machine can run the two Begins a LockTTL apart, and the second then
+	// rightly takes the first's stale claim over).
 	"blind-takeover": {short, long, func(t *testing.T, s *Store) bool {
 		begin(t, s, req("k", "f"))
 		time.Sleep(past)
 		ds := concurrentBegins(t, s, req("k", "f"))
-		return ds[0].Outcome == stores.Claimed && ds[1].Outcome == stores.Claimed
+		bug, seen := storetest.TwoOwners(ds[0], ds[1], short)
+		t.Log(seen)
+		return bug
 	}},
 	// A's claim goes stale; T reads it and stops before its write; A
 	// releases, O (other parameters) claims, and O's claim goes stale; T's
@@ -217,6 +223,10 @@ func storeSide() []string {
 	return out
 }
 
+// mutantTries is how many times testMutants runs a mutant's schedule
+// before it says the mutant did not show its bug.
+const mutantTries = 3
+
 func testMutants(t *testing.T, addr string) {
 	t.Parallel()
 	for _, m := range storeSide() {
@@ -239,8 +249,16 @@ func testMutants(t *testing.T, addr string) {
 		for _, variant := range []string{m, stores.Correct} {
 			t.Run(m+"/"+variant, func(t *testing.T) {
 				t.Parallel()
-				s := open(t, addr, variant, sc.lockTTL, sc.retention)
-				bug := sc.run(t, s)
+				bug := sc.run(t, open(t, addr, variant, sc.lockTTL, sc.retention))
+				// A mutant's schedule may be run again, on a fresh store,
+				// up to mutantTries times in all: on a loaded machine (CI)
+				// blind-takeover's two writes can land a LockTTL apart, and
+				// then the second is a fair takeover and shows nothing. The
+				// correct store runs it once: a bug there is a bug.
+				for try := 1; variant != stores.Correct && !bug && try < mutantTries; try++ {
+					t.Logf("%s did not show its bug; again on a fresh store", variant)
+					bug = sc.run(t, open(t, addr, variant, sc.lockTTL, sc.retention))
+				}
 				switch {
 				case variant == m && !bug:
 					t.Errorf("mutant %s: the bug did not happen", m)

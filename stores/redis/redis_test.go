@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,101 +312,6 @@ func testRelease(t *testing.T, addr string) {
 	}
 }
 
-// testTakeover: a claim older than LockTTL is taken over once; the old owner
-// is fenced; the new owner's answer is replayed.
-func testTakeover(t *testing.T, addr string) {
-	t.Parallel()
-	s := open(t, addr, stores.Correct, short, long)
-	ctx := context.Background()
-	a := begin(t, s, req("k", "f"))
-	want(t, begin(t, s, req("k", "f")), stores.InFlight)
-	time.Sleep(past)
-	b := begin(t, s, req("k", "f"))
-	want(t, b, stores.Claimed)
-	if !b.Takeover || b.Token == a.Token {
-		t.Fatalf("takeover: %+v (old token %s)", b, a.Token)
-	}
-	if got := b.DecidedAt.Sub(a.DecidedAt); got < short {
-		t.Errorf("took over after %v < LockTTL %v", got, short)
-	}
-	want(t, begin(t, s, req("k", "f")), stores.InFlight) // the new claim is live
-	want(t, begin(t, s, req("k", "g")), stores.Mismatch)
-	if err := s.Complete(ctx, ref("k"), a.Token, stores.Response{Status: 200, Body: "stale"}); !errors.Is(err, stores.ErrFenced) {
-		t.Errorf("stale complete: %v, want ErrFenced", err)
-	}
-	if err := s.Release(ctx, ref("k"), a.Token); !errors.Is(err, stores.ErrFenced) {
-		t.Errorf("stale release: %v, want ErrFenced", err)
-	}
-	if err := s.Complete(ctx, ref("k"), b.Token, stores.Response{Status: 200, Body: "new"}); err != nil {
-		t.Fatal(err)
-	}
-	if got := begin(t, s, req("k", "f")); got.Outcome != stores.Replay || got.Response.Body != "new" {
-		t.Errorf("after takeover: %+v", got)
-	}
-	// A done key is never taken over, however old.
-	time.Sleep(past)
-	want(t, begin(t, s, req("k", "f")), stores.Replay)
-}
-
-// testConcurrentTakeover: 32 clients race to take over one stale claim;
-// one wins. A loaded machine may run a client so late that the winner's
-// own claim went stale meanwhile (LockTTL is short): a second takeover
-// is then right, and only one decided within a LockTTL of the last is
-// counted against the store: two wins both asked for and answered
-// within less than a LockTTL.
-func testConcurrentTakeover(t *testing.T, addr string) {
-	t.Parallel()
-	s := open(t, addr, stores.Correct, short, long)
-	const keys, clients = 5, 32
-	for k := 0; k < keys; k++ {
-		begin(t, s, req(fmt.Sprint("k", k), "f"))
-	}
-	time.Sleep(past)
-	type win struct{ call, ret time.Time }
-	var mu sync.Mutex
-	var wins [keys][]win
-	var wg sync.WaitGroup
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := 0; k < keys; k++ {
-				call := time.Now()
-				d, err := s.Begin(context.Background(), req(fmt.Sprint("k", k), "f"))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if d.Outcome == stores.Claimed {
-					if !d.Takeover {
-						t.Errorf("claimed without takeover: %+v", d)
-					}
-					mu.Lock()
-					wins[k] = append(wins[k], win{call, time.Now()})
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for k, ws := range wins {
-		if len(ws) == 0 {
-			t.Errorf("key %d never taken over", k)
-		}
-		sort.Slice(ws, func(i, j int) bool { return ws[i].call.Before(ws[j].call) })
-		for i := 1; i < len(ws); i++ {
-			// Both decided between the first call and the last return.
-			last := ws[i].ret
-			if ws[i-1].ret.After(last) {
-				last = ws[i-1].ret
-			}
-			if gap := last.Sub(ws[i-1].call); gap < short {
-				t.Errorf("key %d taken over twice within %v, inside LockTTL %v", k, gap, short)
-			}
-		}
-	}
-}
-
 // testTenantScoping: the same key in two tenants is two keys, and no choice
 // of tenant and key bytes (':' included) makes two pairs collide.
 func testTenantScoping(t *testing.T, addr string) {
@@ -466,39 +370,57 @@ func testKeys(t *testing.T, addr string) {
 }
 
 // testRetentionExpiry: a key expires Retention after its first claim, done
-// or not; Complete does not extend it; Prune has nothing to do.
+// or not; Complete does not extend it; Prune has nothing to do. What needs
+// the key alive (Complete, the replays, Prune) runs on an hour's retention:
+// on a loaded machine (CI: a 0.5-3 s deschedule) a 600 ms one can run out
+// before them. The expiry is watched on a 600 ms retention, where a key
+// found gone by its Complete is excused only once the server's clock says
+// the retention had passed.
 func testRetentionExpiry(t *testing.T, addr string) {
 	t.Parallel()
 	const retention = 600 * time.Millisecond
-	s := open(t, addr, stores.Correct, long, retention)
 	ctx := context.Background()
-	d := begin(t, s, req("done", "f"))
-	begin(t, s, req("in-flight", "f"))
-	pttl := func(k string) time.Duration {
+	pttl := func(s *Store, k string) time.Duration {
 		v, err := s.rdb.PTTL(ctx, s.redisKey(ref(k))).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
-	if p := pttl("done"); p <= 0 || p > retention {
-		t.Errorf("PTTL after claim %v, want (0, %v]", p, retention)
+	kept := open(t, addr, stores.Correct, long, long)
+	d := begin(t, kept, req("done", "f"))
+	if p := pttl(kept, "done"); p <= 0 || p > long {
+		t.Errorf("PTTL after claim %v, want (0, %v]", p, long)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if err := s.Complete(ctx, ref("done"), d.Token, stores.Response{Status: 200}); err != nil {
+	if err := kept.Complete(ctx, ref("done"), d.Token, stores.Response{Status: 200}); err != nil {
 		t.Fatal(err)
 	}
-	if p := pttl("done"); p <= 0 || p > retention-150*time.Millisecond {
+	if p := pttl(kept, "done"); p <= 0 || p > long-150*time.Millisecond {
 		t.Errorf("PTTL after complete %v: Complete must keep the claim's expiry", p)
 	}
-	want(t, begin(t, s, req("done", "f")), stores.Replay)
-	if n, err := s.Prune(ctx, time.Now().Add(24*time.Hour)); n != 0 || err != nil {
+	want(t, begin(t, kept, req("done", "f")), stores.Replay)
+	if n, err := kept.Prune(ctx, time.Now().Add(24*time.Hour)); n != 0 || err != nil {
 		t.Errorf("Prune = %d, %v; want 0, nil", n, err)
 	}
-	want(t, begin(t, s, req("done", "f")), stores.Replay) // Prune removed nothing
+	want(t, begin(t, kept, req("done", "f")), stores.Replay) // Prune removed nothing
+
+	s := open(t, addr, stores.Correct, long, retention)
+	d = begin(t, s, req("done", "f"))
+	begin(t, s, req("in-flight", "f"))
+	if p := pttl(s, "done"); p == -1 || p > retention { // -2: gone already
+		t.Errorf("PTTL after claim %v, want at most %v", p, retention)
+	}
+	if err := s.Complete(ctx, ref("done"), d.Token, stores.Response{Status: 200}); err != nil {
+		now, terr := s.rdb.Time(ctx).Result()
+		if !errors.Is(err, stores.ErrFenced) || terr != nil || now.Sub(d.DecidedAt) < retention {
+			t.Fatalf("complete inside the retention: %v (server clock: %v, %v)", err, now, terr)
+		}
+		t.Logf("the key expired before its Complete (a loaded machine): %v", err)
+	}
 	time.Sleep(retention)
 	for _, k := range []string{"done", "in-flight"} {
-		if p := pttl(k); p != -2 {
+		if p := pttl(s, k); p != -2 {
 			t.Errorf("%s: PTTL %v after retention, want gone", k, p)
 		}
 		d := begin(t, s, req(k, "other"))
