@@ -51,7 +51,17 @@ func (s serialStore) Release(ctx context.Context, key stores.KeyRef, tok stores.
 // store's pace (meetingWave), every order meets.
 func TestMeetingsOnAStoreThatAnswersOneCallAtATime(t *testing.T) {
 	o := harnesstest.Options(t, "memory", stores.Correct, "skew", "mismatch")
-	o.Keys = 40
+	// The late clients must be answered within the owner's wait (half a
+	// LockTTL), and a wave's calls fill about half of it: at the default
+	// 250 ms a deschedule on CI's loaded machine past about 60 ms during a
+	// wave rightly made the scenarios miss orders. At 2 s a wave leaves
+	// about half a second. Every key at once must still queue past the
+	// owner's wait, or this test would pass on a meetingWave that made no
+	// waves: 320 keys keep the queue's share of LockTTL what 40 keys had
+	// at 250 ms, and every key at once misses orders of both scenarios.
+	// The run takes about 15 s instead of 3.
+	o.LockTTL = 2 * time.Second
+	o.Keys = 320
 	wrapStores(&o, func(s stores.Store) stores.Store { return serialStore{s, &sync.Mutex{}, 3 * time.Millisecond} })
 	sum, err := harness.Run(context.Background(), o)
 	if err != nil {

@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +30,19 @@ func (g *gatedStore) Begin(ctx context.Context, req stores.Request) (stores.Deci
 		}
 	}
 	return g.Store.Begin(ctx, req)
+}
+
+// waitingCtx closes waiting the first time Done is asked: a wait (a
+// faults.Pause) has begun under it.
+type waitingCtx struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (c *waitingCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
 }
 
 // TestHoldForAcknowledged: a replicated fault is held until the store
@@ -58,13 +72,18 @@ func TestHoldForAcknowledged(t *testing.T) {
 		t.Errorf("no note of a round that acknowledged nothing: %q", notes)
 	}
 
+	// The gate opens once the hold waits (its first pause asks the
+	// context), not 100 ms after cut: a deschedule on CI's loaded machine
+	// past that could let a claim through before the hold's first look,
+	// and it rightly returned at once, with no note.
 	env.schedule = nil
 	cut = time.Now()
+	waiting := &waitingCtx{Context: ctx, waiting: make(chan struct{})}
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		<-waiting.waiting
 		g.open.Store(true)
 	}()
-	holdForAcknowledged(ctx, env, l, cut, time.Minute, "the gate was shut")
+	holdForAcknowledged(waiting, env, l, cut, time.Minute, "the gate was shut")
 	if !l.freshSince(cut) {
 		t.Fatal("returned before a claim sent during the hold was acknowledged")
 	}

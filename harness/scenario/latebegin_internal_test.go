@@ -72,12 +72,25 @@ func (s *lateSecondBegin) Complete(ctx context.Context, k stores.KeyRef, t store
 // order, rather than pass as if that had been tested; on the same store
 // answering at once they say nothing.
 func TestSaysWhenTheSecondClientCameLate(t *testing.T) {
-	cfg := stores.Config{LockTTL: 100 * time.Millisecond, Retention: time.Minute}
+	// On the store that answers at once, the others must still be
+	// answered within the owner's wait for them (half a LockTTL, 5 s at
+	// most), or the scenario rightly writes the note: 50 ms at 100 ms, which
+	// a deschedule on CI's loaded machine can outlast. The waits end when
+	// the others are answered, so a longer LockTTL costs mismatch nothing;
+	// skew's skewed client holds still for LockTTL/8 + LockTTL/2 after its
+	// takeover, so there 2 s, a wait of 1 s (and a run of about 1.3 s).
+	// The late runs keep 100 ms: the held Begin is answered only after the
+	// save, whatever the load.
 	for _, sc := range []struct {
 		name, what string
 		clients    int
-	}{{"skew", "skew: ", 2}, {"mismatch", "mismatch: ", 3}} {
+		onTimeTTL  time.Duration
+	}{{"skew", "skew: ", 2, 2 * time.Second}, {"mismatch", "mismatch: ", 3, 10 * time.Second}} {
 		for _, late := range []bool{true, false} {
+			cfg := stores.Config{LockTTL: 100 * time.Millisecond, Retention: time.Minute}
+			if !late {
+				cfg.LockTTL = sc.onTimeTTL
+			}
 			mem, err := memory.New(cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -3,6 +3,7 @@ package scenario_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
@@ -23,6 +24,13 @@ func TestSkew(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := harnesstest.Options(t, name, stores.Correct)
 			o.Scenarios = []string{"skew"}
+			// The skewed clients must meet the owners' live claims: a
+			// takeover counts only within LockTTL of the owner's claim, and
+			// the owner waits half a LockTTL for the skewed client. At
+			// 250 ms one deschedule on CI's loaded machine, covering every
+			// key (all run at once), could leave none counted; at 2 s it must
+			// outlast more than a second (the run takes about 3 s, not 0.5).
+			o.LockTTL = 2 * time.Second
 			sum, err := harness.Run(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)
