@@ -245,13 +245,18 @@ func Demo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo, *De
 		// takes it over and charges again: the lease working, not a bug
 		// of the store. The correct run is run again at a longer LockTTL
 		// (each tick of the script waits it out), and the demo says so.
+		// Its Retention grows as much: a tick is meant to pass far inside
+		// the retention (short-retention's story), and at ten times a
+		// LockTTL of 2 s a tick outlasted the default 10 s, the pruner
+		// rightly deleted the record, and the rerun charged again.
 		ttl := o.LockTTLFor(demoScenario)
 		longer := o
 		longer.ScheduledLockTTL = ttl * rerunFactor
 		longer.LockTTL = max(longer.LockTTL, longer.ScheduledLockTTL)
+		longer.Retention = o.Retention * rerunFactor
 		info.CorrectRerun = fmt.Sprintf("the correct store's first run, at LockTTL %s, was spoiled (%s): a store that judges leases by its own clock "+
-			"lets a parked owner's claim go stale when the machine is slower than the lease; it ran again at LockTTL %s",
-			ttl, strings.TrimSuffix(good.Harm, "."), longer.LockTTLFor(demoScenario))
+			"lets a parked owner's claim go stale when the machine is slower than the lease; it ran again at LockTTL %s (Retention %s)",
+			ttl, strings.TrimSuffix(good.Harm, "."), longer.LockTTLFor(demoScenario), longer.Retention)
 		good, err = runDemo(ctx, longer, spec, stores.Correct)
 	}
 	return info, bad, good, err

@@ -2,6 +2,7 @@ package hunt_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,8 @@ import (
 // schedule sees the parked owner's claim go stale and taken over (the
 // lease working, on a machine slower than the lease). The demo must not
 // show that as the correct store's harm: it runs the correct store again
-// at ten times the LockTTL, says so in its verdict, and the run it shows
-// charged the order once.
+// at ten times the LockTTL and Retention, says so in its verdict, and the
+// run it shows charged the order once.
 func TestDemoRerunsASpoiledCorrectRun(t *testing.T) {
 	o := harnesstest.Options(t, "redis", stores.Correct)
 	o.ScheduledLockTTL = time.Millisecond
@@ -41,8 +42,12 @@ func TestDemoRerunsASpoiledCorrectRun(t *testing.T) {
 			t.Logf("try %d: the first correct run was not spoiled at a 1ms LockTTL; again", try)
 			continue
 		}
-		if !strings.Contains(info.CorrectRerun, "ran again at LockTTL 10ms") {
-			t.Errorf("the rerun's note does not name its LockTTL: %s", info.CorrectRerun)
+		// Its Retention grows with its LockTTL, so that its ticks stay
+		// inside the retention (at ten times a 2 s LockTTL a tick
+		// outlasted the default 10 s, and short-retention's rerun
+		// rightly lost its record and charged again).
+		if want := fmt.Sprintf("ran again at LockTTL 10ms (Retention %s)", o.Retention*10); !strings.Contains(info.CorrectRerun, want) {
+			t.Errorf("the rerun's note does not say %q: %s", want, info.CorrectRerun)
 		}
 		if v := hunt.Verdict(info, bad, good); !strings.Contains(v, info.CorrectRerun) {
 			t.Errorf("the verdict does not say the correct run was run again: %s", v)

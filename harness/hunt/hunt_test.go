@@ -206,6 +206,12 @@ func TestScheduledScenariosOnEveryBackend(t *testing.T) {
 					}
 					if len(good.Caught) > 0 || good.Charges > 1 {
 						t.Errorf("demo %s: the correct store's run was caught by %v: %s", m, good.Caught, good.Harm)
+						// Where the machine took the run off the script.
+						t.Logf("demo %s, correct store: %s", m, info.CorrectRerun)
+						for _, l := range good.Lines {
+							t.Logf("demo %s, correct store: %s %s -> %s", m, l.Client, l.Text, l.Result)
+						}
+						t.Logf("demo %s, correct store: answers: %s", m, strings.Join(good.Answers, "; "))
 					}
 					if len(bad.Lines) < 3 || len(bad.Lines) > 40 || len(good.Lines) > 40 {
 						t.Errorf("demo %s: %d and %d lines: not a short step-by-step", m, len(bad.Lines), len(good.Lines))
