@@ -1,7 +1,6 @@
 package htmlreport_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,14 +9,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/idemcheck/idemcheck/harness"
-	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/report/htmlreport"
 	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/internal/browsertest"
-	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 	_ "github.com/idemcheck/idemcheck/stores/sqlite"
 )
@@ -80,10 +76,7 @@ const readDOM = `(() => {
 // screenshot of the page and one of the timeline.
 func TestReportInChromium(t *testing.T) {
 	bin := findChromium(t)
-	sum := runScenario(t, "sqlite", "select-then-insert", "race")
-	if sum.Verdict != check.Fail || len(sum.Violations) == 0 {
-		t.Fatalf("select-then-insert survived race (verdict %s): nothing to show", sum.Verdict)
-	}
+	sum := htmlreport.FailingRun(t, "sqlite", "select-then-insert")
 	dir := writeResults(t, sum)
 	sc := sum.Scenarios[0]
 	wantBoxes := len(sc.History().Ops()) + len(sc.History().Work())
@@ -185,23 +178,6 @@ func saveScreenshot(t *testing.T, name string, png []byte) {
 		}
 		t.Logf("screenshot %s (%d bytes)", p, len(png))
 	}
-}
-
-// runScenario runs one scenario against a variant of a backend; SQLite
-// files go to the test's temporary directory.
-func runScenario(t *testing.T, store, variant string, scenarios ...string) *results.Summary {
-	t.Helper()
-	b, err := stores.Lookup(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := harness.DefaultOptions()
-	o.Backend, o.Variant, o.Scenarios, o.Addr = b, variant, scenarios, t.TempDir()
-	sum, err := harness.Run(context.Background(), o)
-	if err != nil {
-		t.Fatalf("run %s/%s %v: %v", store, variant, scenarios, err)
-	}
-	return sum
 }
 
 // writeResults writes the run's results directory as `idemcheck check`

@@ -1,0 +1,7 @@
+package htmlreport
+
+// The external tests (the browser's) run scenarios as the internal ones do.
+var (
+	RunScenario = runScenario
+	FailingRun  = failingRun
+)
