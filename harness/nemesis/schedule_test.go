@@ -65,3 +65,22 @@ func TestKillListUnfired(t *testing.T) {
 		t.Errorf("Unfired: %q, want %q", got, want)
 	}
 }
+
+// TestChaosPlanFitsItsWindow: on every seed every timed fault starts
+// inside the faults phase, and the server's restart half a LockTTL or
+// more before its end, so the load meets the restarted server inside it.
+func TestChaosPlanFitsItsWindow(t *testing.T) {
+	for _, ttl := range []time.Duration{time.Millisecond, 250 * time.Millisecond, 2 * time.Minute} {
+		w := nemesis.ChaosWindow * ttl
+		for seed := int64(1); seed <= 2000; seed++ {
+			for _, ev := range nemesis.ChaosPlan(nemesis.Rand(seed, "chaos", 0), ttl, 6) {
+				if ev.At < 0 || ev.At > w {
+					t.Fatalf("seed %d, LockTTL %v: %v starts outside the %v faults phase", seed, ttl, ev, w)
+				}
+				if ev.Kind == nemesis.ChaosServerRestart && ev.At > w-ttl/2 {
+					t.Fatalf("seed %d, LockTTL %v: %v leaves less than half a LockTTL of the %v faults phase", seed, ttl, ev, w)
+				}
+			}
+		}
+	}
+}
