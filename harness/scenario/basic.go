@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -145,10 +146,12 @@ type rendezvous struct {
 	// came while another was held: two of them were in the store at once.
 	waiting  int
 	together bool
-	// deadline, when once is set, is rendezvousWait after the first
-	// arrival: no client is held past it (newReadRendezvous).
+	// deadline, when once is set, is wait after the first arrival: no
+	// client is held past it (newReadRendezvous).
 	once     bool
 	deadline time.Time
+	// wait bounds a client's wait (rendezvousWait where zero).
+	wait time.Duration
 }
 
 // apart reports whether clients reached the store (the failpoint) but
@@ -201,10 +204,10 @@ func (r *rendezvous) arrive(ctx context.Context) {
 	if r.came == r.n {
 		close(r.all)
 	}
-	wait := rendezvousWait
+	wait := cmp.Or(r.wait, rendezvousWait)
 	if r.once {
 		if r.came == 1 {
-			r.deadline = time.Now().Add(rendezvousWait)
+			r.deadline = time.Now().Add(wait)
 		}
 		wait = time.Until(r.deadline)
 	}
