@@ -128,9 +128,10 @@ func warmPool(ctx context.Context, env *Env, st stores.Store, n int) {
 // warmAtOnce caps warmConnections' calls: more than any store's pool.
 const warmAtOnce = 64
 
-// rendezvous holds each of a key's racing clients at its first round trip
-// into the store until all of them are there, or rendezvousWait has passed, then
-// lets them go together. Their goroutines start at once, but on a loaded
+// rendezvous holds each of a key's racing clients at its first pass of a
+// failpoint (its first round trip into the store; a split Begin's read,
+// for newReadRendezvous) until all of them are there, or rendezvousWait
+// has passed, then lets them go together. Their goroutines start at once, but on a loaded
 // machine they may still reach the store one after another, each Begin
 // answered before the next is sent, and the race would not be one (the
 // CLI's test saw 1 Begin at a time on SQLite under make test's load).
