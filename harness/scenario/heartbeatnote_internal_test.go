@@ -52,7 +52,7 @@ func TestHeartbeatSaysWhenNoClientMetTheWorkingOwner(t *testing.T) {
 		}
 		var st stores.Store = ls
 		if late {
-			st = lateExtender{&lateSecondBegin{Store: ls, every: true, hold: 2 * time.Second, begun: map[stores.KeyRef]int{}, saved: map[stores.KeyRef]chan struct{}{}}, ls}
+			st = lateExtender{newLateSecondBegin(ls, true, 2*time.Second), ls}
 		}
 		notes := notesOf(t, "heartbeat", st, cfg, 3, 2)
 		var mine string

@@ -26,14 +26,19 @@ type lateSecondBegin struct {
 	hold  time.Duration
 	mu    sync.Mutex
 	begun map[stores.KeyRef]int
-	saved map[stores.KeyRef]chan struct{}
+	ended map[stores.KeyRef]chan struct{} // closed once the key's claim ends
 }
 
-func (s *lateSecondBegin) savedCh(k stores.KeyRef) chan struct{} {
-	ch, ok := s.saved[k]
+// newLateSecondBegin wraps st (every and hold as lateSecondBegin says).
+func newLateSecondBegin(st stores.Store, every bool, hold time.Duration) *lateSecondBegin {
+	return &lateSecondBegin{Store: st, every: every, hold: hold, begun: map[stores.KeyRef]int{}, ended: map[stores.KeyRef]chan struct{}{}}
+}
+
+func (s *lateSecondBegin) endedCh(k stores.KeyRef) chan struct{} {
+	ch, ok := s.ended[k]
 	if !ok {
 		ch = make(chan struct{})
-		s.saved[k] = ch
+		s.ended[k] = ch
 	}
 	return ch
 }
@@ -42,7 +47,7 @@ func (s *lateSecondBegin) Begin(ctx context.Context, req stores.Request) (stores
 	s.mu.Lock()
 	s.begun[req.KeyRef]++
 	n := s.begun[req.KeyRef]
-	second, saved := n == 2 || s.every && n > 2, s.savedCh(req.KeyRef)
+	second, ended := n == 2 || s.every && n > 2, s.endedCh(req.KeyRef)
 	s.mu.Unlock()
 	if second {
 		hold := s.hold
@@ -50,7 +55,7 @@ func (s *lateSecondBegin) Begin(ctx context.Context, req stores.Request) (stores
 			hold = 10 * time.Second
 		}
 		select {
-		case <-saved:
+		case <-ended:
 		case <-time.After(hold):
 		}
 		req.Now = time.Now()
@@ -59,18 +64,18 @@ func (s *lateSecondBegin) Begin(ctx context.Context, req stores.Request) (stores
 }
 
 func (s *lateSecondBegin) Complete(ctx context.Context, k stores.KeyRef, t stores.Token, r stores.Response) error {
-	return s.ended(k, s.Store.Complete(ctx, k, t, r))
+	return s.claimEnded(k, s.Store.Complete(ctx, k, t, r))
 }
 
 func (s *lateSecondBegin) Release(ctx context.Context, k stores.KeyRef, t stores.Token) error {
-	return s.ended(k, s.Store.Release(ctx, k, t))
+	return s.claimEnded(k, s.Store.Release(ctx, k, t))
 }
 
-// ended lets the key's held Begins go once its claim ended (err nil).
-func (s *lateSecondBegin) ended(k stores.KeyRef, err error) error {
+// claimEnded lets the key's held Begins go once its claim ended (err nil).
+func (s *lateSecondBegin) claimEnded(k stores.KeyRef, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch := s.savedCh(k); err == nil && !isClosed(ch) {
+	if ch := s.endedCh(k); err == nil && !isClosed(ch) {
 		close(ch)
 	}
 	return err
@@ -108,7 +113,7 @@ func TestSaysWhenTheSecondClientCameLate(t *testing.T) {
 			}
 			var st stores.Store = mem
 			if late {
-				st = &lateSecondBegin{Store: mem, begun: map[stores.KeyRef]int{}, saved: map[stores.KeyRef]chan struct{}{}}
+				st = newLateSecondBegin(mem, false, 0)
 			}
 			wantNote(t, notesOf(t, sc.name, st, cfg, sc.clients, 4), sc.what, 4, late)
 		}
