@@ -32,6 +32,13 @@ func waitAnswered(ctx context.Context, env *Env, orders []workload.Order, idle f
 		want[o.Key] = true
 	}
 	for {
+		// Idle is asked before the answers are read: a worker's answer is
+		// in the history before the worker stops being busy, so an idle
+		// pool's answers are all read below. Asked after, it could see an
+		// answer that came between, which the read missed: an answered
+		// order then counted as left (a workers run on Redis, beside a
+		// loaded machine, ended undecided so).
+		wasIdle := idle()
 		done := map[string]bool{}
 		for _, a := range env.Hist.Answers() {
 			if want[a.Key] && a.Definite() {
@@ -47,7 +54,7 @@ func waitAnswered(ctx context.Context, env *Env, orders []workload.Order, idle f
 		if len(left) < lastLeft {
 			lastLeft, end = len(left), time.Now().Add(stall)
 		}
-		if len(left) == 0 || time.Now().After(end) || ctx.Err() != nil || idle() {
+		if len(left) == 0 || time.Now().After(end) || ctx.Err() != nil || wasIdle {
 			return left
 		}
 		_ = faults.Pause(ctx, 20*time.Millisecond)
