@@ -41,6 +41,9 @@ STATICCHECK_VERSION := v0.8.2
 
 # The packages whose tests also run under the race detector: the ones made
 # of goroutines, mutexes and the scheduler, on the memory and SQLite paths.
+# Their test binaries link no Docker, testcontainers or toxiproxy
+# (TestRacePassLinksNoServers): tests on Postgres and Redis run in the
+# other pass.
 RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/worker \
 	./harness/nemesis ./harness/sched ./harness ./stores/memory ./stores/sqlite \
 	./harness/httpload ./harness/httpfault
@@ -85,7 +88,7 @@ soak-flags: build servers-if-needed
 	@./$(BIN) soak --store $(STORE) --random-flags --draw-seed $(DRAW_SEED) --seeds 1-$(DRAWS); $(explain)
 
 determinism: images
-	IDEM_REQUIRE_SERVERS=1 IDEM_DETERMINISM_RUNS=10 $(GO) test -count=1 -run TestScheduledRunsAreDeterministic -v ./harness
+	IDEM_REQUIRE_SERVERS=1 IDEM_DETERMINISM_RUNS=10 $(GO) test -count=1 -run TestScheduledRunsAreDeterministic -v ./harness ./harness/scenario
 
 # The example services of the black-box mode (Go, Python, Node/Express),
 # each correct variant and its mutants with the checker and cause that

@@ -163,3 +163,52 @@ func TestFilesAlongTheirSeams(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// serverMachinery are the module prefixes of what starts and faults
+// servers: Docker, testcontainers and toxiproxy.
+var serverMachinery = []string{"github.com/docker/", "github.com/moby/", "github.com/testcontainers/", "github.com/Shopify/toxiproxy"}
+
+// TestRacePassLinksNoServers: the test binaries of make test's race pass
+// (the Makefile's RACE_PKGS, built with -race) link no Docker,
+// testcontainers or toxiproxy. Their instrumented build was a fifth of a
+// fresh machine's compiling, and the tests that need a server run in the
+// other pass (harnesstest provisions none under -race).
+func TestRacePassLinksNoServers(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(mk), "\nRACE_PKGS :=")
+	if !ok {
+		t.Fatal("the Makefile sets no RACE_PKGS")
+	}
+	var pkgs []string
+	for line := range strings.Lines(rest) {
+		line = strings.TrimSpace(line)
+		cont := strings.HasSuffix(line, "\\")
+		pkgs = append(pkgs, strings.Fields(strings.TrimSuffix(line, "\\"))...)
+		if !cont {
+			break
+		}
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("RACE_PKGS lists no package")
+	}
+	cmd := exec.Command("go", append([]string{"list", "-race", "-test", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
+	cmd.Dir = ".."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, stderr.String())
+	}
+	seen := map[string]bool{}
+	for dep := range strings.Lines(string(out)) {
+		for _, h := range serverMachinery {
+			if strings.HasPrefix(dep, h) && !seen[h] {
+				seen[h] = true
+				t.Errorf("the race pass (%v) links %s (and maybe more of %s): move the test that needs it to a package of the other pass", pkgs, strings.TrimSpace(dep), h)
+			}
+		}
+	}
+}

@@ -13,6 +13,11 @@ import (
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
+	// The server backends, registered for the plans of TestOwnServerPlan
+	// and TestScheduledPlan: their drivers, not their servers (this
+	// package's tests run under -race, without Docker: harnesstest).
+	_ "github.com/idemcheck/idemcheck/stores/postgres"
+	_ "github.com/idemcheck/idemcheck/stores/redis"
 )
 
 // TestMain lets this test binary serve as a worker process.
@@ -217,7 +222,7 @@ func TestForecastCountsCalls(t *testing.T) {
 // default keys, whose slots fit the budget), one after another on a
 // caller-clock one (their sum).
 func TestScheduledPlan(t *testing.T) {
-	scheduled := scheduledNames()
+	scheduled := harnesstest.ScheduledNames()
 	for _, tc := range []struct {
 		backend    string
 		sideBySide bool

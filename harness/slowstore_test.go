@@ -69,14 +69,14 @@ func TestSlowStoreKeepsItsInterleaving(t *testing.T) {
 					if s.History() == nil {
 						t.Fatalf("%s: no history (%s %s)", s.Name, s.Verdict, s.Error)
 					}
-					out[s.Name] = scheduledTrace(t, s)
+					out[s.Name] = harnesstest.Trace(t, s)
 				}
 				return out
 			}
 			fast, slowed := traces(0), traces(60*time.Millisecond)
 			for _, name := range scheduled {
 				if fast[name] != slowed[name] {
-					t.Errorf("%s: the slowed store's trace differs: %s", name, firstDiff(fast[name], slowed[name]))
+					t.Errorf("%s: the slowed store's trace differs: %s", name, harnesstest.FirstDiff(fast[name], slowed[name]))
 				}
 			}
 		})

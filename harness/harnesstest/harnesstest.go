@@ -3,7 +3,11 @@
 // Postgres or Redis server from harness/servers), the fault tools that go
 // with a server this test started, and the test binary as the worker
 // process. It is imported by tests only: it brings in Docker and the
-// database drivers.
+// database drivers, except under -race, where it provisions only the
+// in-process and file backends (race.go): make test runs the server
+// backends' tests without -race, and keeps the race pass's test binaries
+// free of Docker and the drivers, whose instrumented build was a fifth of
+// a fresh machine's compiling (docs/performance.md).
 package harnesstest
 
 import (
@@ -17,26 +21,24 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/results"
-	"github.com/idemcheck/idemcheck/harness/servers"
 	"github.com/idemcheck/idemcheck/harness/worker"
 	"github.com/idemcheck/idemcheck/stores"
-	_ "github.com/idemcheck/idemcheck/stores/memory"   // registered backends,
-	_ "github.com/idemcheck/idemcheck/stores/postgres" // as the CLI links them
-	_ "github.com/idemcheck/idemcheck/stores/redis"
-	_ "github.com/idemcheck/idemcheck/stores/sqlite"
+	_ "github.com/idemcheck/idemcheck/stores/memory" // registered backends, as the CLI links them
+	_ "github.com/idemcheck/idemcheck/stores/sqlite" // (the servers' in servers.go)
 )
 
 // Main is a test binary's TestMain body for tests that start worker
 // processes: started as a worker (worker.EnvVar set), the binary runs
 // worker.Main instead of its tests. The tests share one server of each
-// kind that Options provisions (servers.RunSharing). Call it as
+// kind that Options provisions (servers.RunSharing; none under -race).
+// Call it as
 //
 //	func TestMain(m *testing.M) { harnesstest.Main(m) }
 func Main(m *testing.M) {
 	if os.Getenv(worker.EnvVar) == "1" {
 		os.Exit(worker.Main(context.Background(), os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(servers.RunSharing(m.Run))
+	os.Exit(shareServers(m.Run))
 }
 
 // WorkerCommand is the worker command of this test binary (see Main).
@@ -52,9 +54,10 @@ func WorkerCommand(t testing.TB) []string {
 // Options are the default run options on the named backend, its data
 // provisioned for t (servers.AddrForTest: a server from the environment
 // or a container the test binary's tests share, skipped or failed as
-// servers.ForTest says when none can be had), with network proxies in
-// front of a server, and this test binary as the worker command (the test
-// package's TestMain must call Main).
+// servers.ForTest says when none can be had; under -race a server
+// backend skips t), with network proxies in front of a server, and this
+// test binary as the worker command (the test package's TestMain must
+// call Main).
 func Options(t testing.TB, backend string, variant string, scenarios ...string) harness.Options {
 	t.Helper()
 	b, err := stores.Lookup(backend)
@@ -63,80 +66,11 @@ func Options(t testing.TB, backend string, variant string, scenarios ...string) 
 	}
 	o := harness.DefaultOptions()
 	o.Backend, o.Variant, o.Scenarios = b, variant, scenarios
-	o.Addr = servers.AddrForTest(t, backend)
+	o.Addr = addrForTest(t, b)
 	if b.Lives == stores.Server {
-		o.Net = servers.Network(backend)
+		o.Net = network(backend)
 		o.NoServer = "the test's server may come from the environment: use harnesstest.ServerOptions to pause and restart it"
 	}
-	o.WorkerCommand = WorkerCommand(t)
-	return o
-}
-
-// ServerOptions are Options on a Postgres or Redis container that this
-// test started (never one from the environment), so the harness can also
-// pause, kill and restart it.
-func ServerOptions(t testing.TB, kind servers.Kind, variant string, scenarios ...string) harness.Options {
-	t.Helper()
-	srv := servers.ForTestOptions(t, kind, servers.Options{Container: true})
-	b, err := stores.Lookup(string(kind))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := harness.DefaultOptions()
-	o.Backend, o.Variant, o.Scenarios, o.Addr = b, variant, scenarios, srv.Addr
-	o.Net = servers.Network(string(kind))
-	f, err := servers.NewFaults(srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	o.Server = f
-	o.WorkerCommand = WorkerCommand(t)
-	return o
-}
-
-// OwnServer is an Options.OwnServer for tests: each call starts a
-// container of kind (never the environment's server) with its faults, and
-// its Close removes it.
-func OwnServer(kind servers.Kind) func(ctx context.Context) (*harness.OwnedServer, error) {
-	return func(ctx context.Context) (*harness.OwnedServer, error) {
-		srv, err := servers.Start(ctx, kind, servers.Options{Container: true})
-		if err != nil {
-			return nil, err
-		}
-		closeSrv := func() {
-			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_ = srv.Close(cctx)
-		}
-		f, err := servers.NewFaults(srv)
-		if err != nil {
-			closeSrv()
-			return nil, err
-		}
-		return &harness.OwnedServer{Addr: srv.Addr, Net: servers.Network(string(kind)), Server: f,
-			Close: func() { f.Close(); closeSrv() }}, nil
-	}
-}
-
-// ReplicatedOptions are the default run options on a replicated backend
-// (postgres-replicated, redis-replicated) with a topology this test
-// started (servers.TopologyForTest): its router's address, its failover
-// and partition faults, and network proxies in front of the router.
-func ReplicatedOptions(t testing.TB, backend string, variant string, scenarios ...string) harness.Options {
-	t.Helper()
-	b, err := stores.Lookup(backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b.Replicated == "" {
-		t.Fatalf("%s is not a replicated backend", backend)
-	}
-	top := servers.TopologyForTest(t, servers.Kind(b.Replicated))
-	o := harness.DefaultOptions()
-	o.Backend, o.Variant, o.Scenarios, o.Addr, o.Cluster = b, variant, scenarios, top.Addr, top
-	o.Net = servers.Network(b.Replicated)
-	o.NoServer = "the store is replicated: its server faults are the failover and partition scenarios"
 	o.WorkerCommand = WorkerCommand(t)
 	return o
 }

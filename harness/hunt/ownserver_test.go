@@ -1,3 +1,7 @@
+//go:build !race
+
+// Servers only: under -race harnesstest provisions none (see its package comment).
+
 package hunt_test
 
 import (

@@ -1,4 +1,4 @@
-package harness_test
+package scenario_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // scenarios' slots add up to more than the budget, so it is what holds
 // some back.
 func TestScheduledScenariosShareTheirSlots(t *testing.T) {
-	scheduled := scheduledNames()
+	scheduled := harnesstest.ScheduledNames()
 	for _, tc := range []struct {
 		backend    string
 		keys       int
@@ -79,15 +79,4 @@ func TestScheduledScenariosShareTheirSlots(t *testing.T) {
 			}
 		})
 	}
-}
-
-// scheduledNames lists the scheduled scenarios, in order.
-func scheduledNames() []string {
-	var out []string
-	for _, sc := range scenario.All {
-		if sc.Scheduled {
-			out = append(out, sc.Name)
-		}
-	}
-	return out
 }

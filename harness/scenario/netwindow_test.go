@@ -1,4 +1,4 @@
-package nemesis_test
+package scenario_test
 
 import (
 	"context"
