@@ -41,7 +41,7 @@ STATICCHECK_VERSION := v0.8.2
 
 # The packages whose tests also run under the race detector: the ones made
 # of goroutines, mutexes and the scheduler, on the memory and SQLite paths.
-# Their test binaries link no Docker, testcontainers or toxiproxy
+# Their test binaries link no Docker, testcontainers, toxiproxy or driver
 # (TestRacePassLinksNoServers): tests on Postgres and Redis run in the
 # other pass.
 RACE_PKGS := ./harness/history ./harness/check ./harness/workload ./harness/worker \

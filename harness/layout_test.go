@@ -164,15 +164,12 @@ func TestFilesAlongTheirSeams(t *testing.T) {
 	}
 }
 
-// serverMachinery are the module prefixes of what starts and faults
-// servers: Docker, testcontainers and toxiproxy.
-var serverMachinery = []string{"github.com/docker/", "github.com/moby/", "github.com/testcontainers/", "github.com/Shopify/toxiproxy"}
-
 // TestRacePassLinksNoServers: the test binaries of make test's race pass
-// (the Makefile's RACE_PKGS, built with -race) link no Docker,
-// testcontainers or toxiproxy. Their instrumented build was a fifth of a
-// fresh machine's compiling, and the tests that need a server run in the
-// other pass (harnesstest provisions none under -race).
+// (the Makefile's RACE_PKGS, built with -race) link none of the heavy
+// modules: no Docker, testcontainers, toxiproxy or database driver. Their
+// instrumented build was a quarter of the race pass's compiling on a
+// fresh machine, and the tests that need a server run in the other pass
+// (harnesstest provisions none under -race).
 func TestRacePassLinksNoServers(t *testing.T) {
 	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
 	if err != nil {
@@ -204,7 +201,7 @@ func TestRacePassLinksNoServers(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for dep := range strings.Lines(string(out)) {
-		for _, h := range serverMachinery {
+		for _, h := range heavy {
 			if strings.HasPrefix(dep, h) && !seen[h] {
 				seen[h] = true
 				t.Errorf("the race pass (%v) links %s (and maybe more of %s): move the test that needs it to a package of the other pass", pkgs, strings.TrimSpace(dep), h)
