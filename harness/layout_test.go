@@ -65,6 +65,21 @@ type listed struct {
 	Deps       []string
 }
 
+// goList runs go with args in the module's root and returns its output;
+// a failure fails t with go's own words.
+func goList(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = ".."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
 // golist lists the packages (module-relative) with their imports and deps.
 func golist(t *testing.T, pkgs []string) map[string]listed {
 	t.Helper()
@@ -72,13 +87,7 @@ func golist(t *testing.T, pkgs []string) map[string]listed {
 	for _, p := range pkgs {
 		args = append(args, module+p)
 	}
-	cmd := exec.Command("go", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v: %s", err, stderr.String())
-	}
+	out := goList(t, args...)
 	got := map[string]listed{}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for dec.More() {
@@ -191,14 +200,7 @@ func TestRacePassLinksNoServers(t *testing.T) {
 	if len(pkgs) == 0 {
 		t.Fatal("RACE_PKGS lists no package")
 	}
-	cmd := exec.Command("go", append([]string{"list", "-race", "-test", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
-	cmd.Dir = ".."
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v: %s", err, stderr.String())
-	}
+	out := goList(t, append([]string{"list", "-race", "-test", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
 	seen := map[string]bool{}
 	for dep := range strings.Lines(string(out)) {
 		for _, h := range heavy {
