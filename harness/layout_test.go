@@ -176,7 +176,7 @@ func TestFilesAlongTheirSeams(t *testing.T) {
 // TestRacePassLinksNoServers: the test binaries of make test's race pass
 // (the Makefile's RACE_PKGS, built with -race) link none of the heavy
 // modules: no Docker, testcontainers, toxiproxy or database driver. Their
-// instrumented build was a quarter of the race pass's compiling on a
+// instrumented build was about half of the race pass's compiling on a
 // fresh machine, and the tests that need a server run in the other pass
 // (harnesstest provisions none under -race).
 func TestRacePassLinksNoServers(t *testing.T) {

@@ -6,8 +6,8 @@
 // database drivers, except under -race, where it provisions only the
 // in-process and file backends (race.go): make test runs the server
 // backends' tests without -race, and keeps the race pass's test binaries
-// free of Docker and the drivers, whose instrumented build was a fifth of
-// a fresh machine's compiling (docs/performance.md).
+// free of Docker and the drivers, whose instrumented build was about half
+// of the race pass's compiling on a fresh machine (docs/performance.md).
 package harnesstest
 
 import (
