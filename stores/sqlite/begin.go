@@ -18,7 +18,7 @@ import (
 // a replay, a 409 or a 422 from a committed snapshot, or nothing), and
 // the write transaction (decide, under BEGIN IMMEDIATE), which decides
 // whatever the first two left open: a takeover, or a key claimed or
-// removed between them. A key this Store has not seen (seenKeys) is
+// removed between them. A key this Store has not seen (seen.Keys) is
 // claimed first, a seen one read first. Either order gives the same
 // answers; the hint saves a round trip: a new key's claim skips the read
 // (under 8 writers it cost a claim a fifth of its time), and a retry's
@@ -44,7 +44,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return s.beginTakeoverOnRead(ctx, req)
 	}
 	key := stores.StoredKey(s.variant, req.KeyRef)
-	seen := s.seen.see(key.Tenant, key.Key)
+	seen := s.seen.See(key.Tenant, key.Key)
 	if !seen {
 		// Most likely a new key: claim it, and read only if it is there.
 		if d, ok, err := s.claimAlone(ctx, req); err != nil || ok {

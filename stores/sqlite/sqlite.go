@@ -59,6 +59,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/stores"
+	"github.com/idemcheck/idemcheck/stores/internal/seen"
 )
 
 func init() {
@@ -123,7 +124,7 @@ type Store struct {
 	// settings (see settings).
 	begin string
 	// seen says which order Begin tries its steps in (a hint only).
-	seen *seenKeys
+	seen *seen.Keys
 	// processLock is the process-lock mutant's lock in process memory.
 	processLock sync.Mutex
 	// replayStmt is sql.replay, prepared: Begin's read outside the write
@@ -274,7 +275,7 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	// new connections and closes them again.
 	db.SetMaxIdleConns(idleConns)
 	db.SetMaxOpenConns(maxConns)
-	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v).hooked(cfg), writer: make(chan struct{}, 1), busyTimeout: busyTimeout, seen: newSeenKeys(),
+	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v).hooked(cfg), writer: make(chan struct{}, 1), busyTimeout: busyTimeout, seen: seen.New(),
 		begin: "BEGIN " + stores.SettingValue(ss, "transaction"), lockTTLArg: sql.Named("lock_ttl", cfg.LockTTL.Nanoseconds())}
 	if err := s.initWaiting(ctx); err != nil {
 		db.Close()

@@ -1,0 +1,60 @@
+// Package seen is a hint of the keys a store has decided a Begin on, for
+// the stores that can decide a Begin in either of two orders (claim
+// first, or read first) and want the cheaper one for each key.
+package seen
+
+import (
+	"hash/maphash"
+	"sync/atomic"
+)
+
+// Keys is a hint of the keys a Store has decided a Begin on: a bit per
+// hash of the stored key, in a fixed table. It only chooses which of two
+// correct orders a Begin tries first: a key not seen is most likely new,
+// and is claimed first and read only if the claim finds it there; a key
+// seen (a retry) is read first, so that a replay, a 409 or a 422 takes
+// the read alone. A wrong hint costs a round trip, never a wrong answer:
+// another process's keys are not seen here, a hash collision makes a new
+// key look seen, and a cleared table forgets every key.
+//
+// Bounds: the table is Bits bits (128 KiB); once half of them are set it
+// is cleared, so that it does not fill up and call every key seen. Safe
+// for concurrent use.
+type Keys struct {
+	seed maphash.Seed
+	bits [Bits / 64]atomic.Uint64
+	set  atomic.Int64 // bits set since the last clear
+}
+
+// Bits is the size of a table, in bits.
+const Bits = 1 << 20
+
+// New returns an empty table.
+func New() *Keys { return &Keys{seed: maphash.MakeSeed()} }
+
+func (s *Keys) slot(tenant, key string) (word int, bit uint64) {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(tenant)
+	h.WriteByte(0)
+	h.WriteString(key)
+	n := h.Sum64() % Bits
+	return int(n / 64), 1 << (n % 64)
+}
+
+// See marks the key seen and says whether it was seen before (false:
+// surely not, since the last clear). The key that makes the table half
+// full clears it, itself included.
+func (s *Keys) See(tenant, key string) (before bool) {
+	w, b := s.slot(tenant, key)
+	if s.bits[w].Or(b)&b != 0 {
+		return true
+	}
+	if s.set.Add(1) >= Bits/2 {
+		s.set.Store(0)
+		for i := range s.bits {
+			s.bits[i].Store(0)
+		}
+	}
+	return false
+}
