@@ -3,10 +3,7 @@
 // first, or read first) and want the cheaper one for each key.
 package seen
 
-import (
-	"hash/maphash"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Keys is a hint of the keys a Store has decided a Begin on: a bit per
 // hash of the stored key, in a fixed table. It only chooses which of two
@@ -17,11 +14,16 @@ import (
 // another process's keys are not seen here, a hash collision makes a new
 // key look seen, and a cleared table forgets every key.
 //
+// The hash is FNV-1a, the same in every process: a run that sends the
+// same keys in the same order takes the same paths, so a scheduled run's
+// round trips, and its trace, do not depend on a random hash seed (with
+// one, a rare collision changed them from one run to the next). Keys made
+// to collide cost their sender a round trip, nothing more.
+//
 // Bounds: the table is Bits bits (128 KiB); once half of them are set it
 // is cleared, so that it does not fill up and call every key seen. Safe
 // for concurrent use.
 type Keys struct {
-	seed maphash.Seed
 	bits [Bits / 64]atomic.Uint64
 	set  atomic.Int64 // bits set since the last clear
 }
@@ -30,15 +32,20 @@ type Keys struct {
 const Bits = 1 << 20
 
 // New returns an empty table.
-func New() *Keys { return &Keys{seed: maphash.MakeSeed()} }
+func New() *Keys { return &Keys{} }
 
+// slot is the key's bit: FNV-1a of the tenant, a zero byte and the key.
 func (s *Keys) slot(tenant, key string) (word int, bit uint64) {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	h.WriteString(tenant)
-	h.WriteByte(0)
-	h.WriteString(key)
-	n := h.Sum64() % Bits
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(tenant); i++ {
+		h = (h ^ uint64(tenant[i])) * prime
+	}
+	h *= prime // the zero byte between them
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * prime
+	}
+	n := h % Bits
 	return int(n / 64), 1 << (n % 64)
 }
 
