@@ -13,14 +13,19 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-// Begin decides per the decision table. In the correct variant it is one
-// round trip, a call of Begin's function (beginFuncSQL): a read that
-// answers a replay (replaySQL), else an insert that claims a key without
-// a row (claimSQL), else one statement that decides on the row there
-// (beginSQL); the time it decides with is the server's, returned as
-// DecidedAt; req.Now is bound but never judged by (only the request-clock
-// mutant does). A network error or timeout is returned as an error: the
-// claim may or may not have been made.
+// Begin decides per the decision table, in the correct variant by three
+// statements tried in turn, each of which decides or changes nothing: a
+// read that answers a replay, a 409 or a 422 (replaySQL), an insert that
+// claims a key without a row (claimSQL), and one statement that decides
+// on the row there (beginSQL). Begin's function (beginFuncSQL) runs the
+// three in one round trip. A hint (seen.Keys) sends the statement most
+// likely to decide first, alone: the read for a key this Store has
+// already decided a Begin on (a retry), the claim for a key it has not;
+// the function follows only when that had no answer. The time it decides
+// with is the server's, returned as DecidedAt; req.Now is bound but never
+// judged by (only the request-clock mutant does). A network error or
+// timeout is returned as an error: the claim may or may not have been
+// made.
 func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	if err := stores.ValidateKey(req.KeyRef); err != nil {
 		return stores.Decision{}, err
@@ -38,9 +43,10 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	return s.begin(ctx, req)
 }
 
-// begin runs Begin's read and, when it has no answer, its decision: in
-// one round trip through Begin's function, or in two (the read, then
-// beginSQL, which claims too) where the store could not make one.
+// begin runs Begin's first statement alone (the read of a key seen, the
+// claim of one not seen) and, when it has no answer, Begin's function; or,
+// where the store could not make the function, the read, then beginSQL
+// (which claims too).
 func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
 	var (
 		decision, token string
@@ -52,28 +58,59 @@ func (s *Store) begin(ctx context.Context, req stores.Request) (stores.Decision,
 	query := func(q string, args []any) error {
 		return s.queryRow(ctx, q, args...).Scan(&decision, &token, &status, &body, &at)
 	}
-	var err error
-	plain := s.plainBegin.Load()
-	if !plain {
-		err = query(s.beginCall(), args)
-	}
-	// No function: the store may not make one (plainBegin), or the call
-	// found none and nothing ran (the schema's function was dropped under
-	// the store; a pooler in transaction mode ran a session function's
-	// call on a server session that did not make it). The read and
-	// beginSQL (which claims too), one round trip each.
-	if plain || sqlState(err) == "42883" { // undefined_function
-		plain = true
-		err = query(s.sql.replay, args)
+	// read is Begin's read alone (replaySQL): an answer, or pgx.ErrNoRows
+	// when it has none and the write must decide.
+	read := func() error {
+		err := query(s.sql.replay, args)
 		if errors.Is(err, pgx.ErrNoRows) {
 			faults.TraceBound(ctx, s.sql.replay, args, "no answer without a write: no row, or a stale claim")
-			err = query(s.sql.begin, args)
 		}
+		return err
+	}
+	var err error
+	plain := s.plainBegin.Load()
+	// Begin's first statement goes alone when the hint says which one
+	// will decide. A key this Store has seen (a retry) is read first
+	// (replaySQL): its replay, 409 or 422 then skips the function, which
+	// on the server costs about a third more than the statement bare. A
+	// key not seen, most likely new, is claimed first (claimSQL): one
+	// INSERT, like the raw write a claim is measured beside, without the
+	// read before it and the function around it. Only when that
+	// statement has no answer (a stale claim, or a key that another
+	// process made) does the function decide, in a second round trip.
+	// Either order gives the same answers, each from one statement that
+	// decides or changes nothing; a wrong hint costs a round trip. A key
+	// is marked seen once its Begin is decided, so the first calls of a
+	// race all claim first, and the losers' claims meet the winner's
+	// insert as they would inside the function.
+	if plain || s.seen.Seen(req.Tenant, req.Key) {
+		err = read()
+	} else {
+		err = query(s.sql.claim, args[:3])
+		if errors.Is(err, pgx.ErrNoRows) {
+			faults.TraceBound(ctx, s.sql.claim, args[:3], "0 rows: the key is there")
+		}
+	}
+	if errors.Is(err, pgx.ErrNoRows) && !plain {
+		err = query(s.beginCall(), args)
+		// No function: the call found none and nothing ran (the schema's
+		// function was dropped under the store; a pooler in transaction
+		// mode ran a session function's call on a server session that
+		// did not make it). The read, then beginSQL, as when the store
+		// may not make one (plainBegin).
+		if sqlState(err) == "42883" { // undefined_function
+			plain = true
+			err = read()
+		}
+	}
+	if errors.Is(err, pgx.ErrNoRows) && plain {
+		err = query(s.sql.begin, args) // claims too
 	}
 	if err != nil {
 		faults.TraceBoundf(ctx, s.sql.begin, args, "error: %v", err)
 		return stores.Decision{}, callErr(ctx, "begin "+quote(req.KeyRef), err)
 	}
+	s.seen.Mark(req.Tenant, req.Key)
 	if token == "" && decision != "claimed" && decision != "takeover" { // decided by reading alone
 		faults.TraceBoundf(ctx, s.sql.replay, args, "%s, nothing written", decision)
 	} else if decision == "claimed" && !plain { // claimSQL's row, or beginSQL's if the row went in between

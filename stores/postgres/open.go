@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemcheck/idemcheck/stores"
+	"github.com/idemcheck/idemcheck/stores/internal/seen"
 )
 
 // DefaultSchema holds the table when Config.Namespace is empty.
@@ -62,6 +63,9 @@ type Store struct {
 	// plainBegin: the sessions could not make Begin's function either (no
 	// TEMPORARY privilege), so Begin sends replaySQL and beginSQL itself.
 	plainBegin atomic.Bool
+	// seen says whether Begin reads first, alone, or calls its function
+	// at once (a hint only: see begin).
+	seen *seen.Keys
 }
 
 // New connects to the Postgres server at dsn (a URL or key=value
@@ -164,7 +168,7 @@ func open(ctx context.Context, dsn string, cfg stores.Config, configure func(*pg
 	pcfg.BeforeClose = cancelled.forget
 	schemaID := pgx.Identifier{schema}.Sanitize()
 	tableID := pgx.Identifier{schema, "idempotency_keys"}.Sanitize()
-	st := &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID, cfg), table: tableID}
+	st := &Store{cfg: cfg, variant: v, stmts: stmts, sql: stmts.render(schemaID, tableID, cfg), table: tableID, seen: seen.New()}
 	pcfg.AfterConnect = st.installBegin
 	if configure != nil {
 		configure(pcfg)

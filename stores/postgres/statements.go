@@ -124,9 +124,12 @@ SELECT decision, token, response_status, response_body, (SELECT clock FROM n) FR
 // commit or abort, so at most one of them gets a row back, and the others
 // go on to beginSQL, which sees the winner's row. It is beginSQL's claim
 // arm without the CTEs and the conflict arm, which a claim does not run
-// but would pay for: a claim is the one Begin that must write, and it
-// costs a single-statement upsert plus the function call. $1 tenant, $2
-// key, $3 fingerprint; {fresh} is the token, as in beginSQL.
+// but would pay for: a claim is the one Begin that must write. Sent
+// alone, it is the first statement of a Begin on a key the Store has not
+// seen (see Store.begin): a new key's claim is then this one INSERT,
+// without the read and the function call. On a key that has a row it
+// changes nothing: the row keeps its version (TestReplayOnlyReads). $1
+// tenant, $2 key, $3 fingerprint; {fresh} is the token, as in beginSQL.
 const claimSQL = `
 INSERT INTO {t} AS k (tenant, key, fingerprint, status, locked_at, token, created_at, decision)
 SELECT $1, $2, $3, 'in_flight', n.clock, n.token, n.clock, 'claimed'

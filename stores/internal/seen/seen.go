@@ -49,6 +49,18 @@ func (s *Keys) slot(tenant, key string) (word int, bit uint64) {
 	return int(n / 64), 1 << (n % 64)
 }
 
+// Seen says whether the key was marked (false: surely not, since the
+// last clear), and marks nothing: a caller that marks a key only once
+// its Begin is decided (Mark) sends every first call of a race by the
+// same path.
+func (s *Keys) Seen(tenant, key string) bool {
+	w, b := s.slot(tenant, key)
+	return s.bits[w].Load()&b != 0
+}
+
+// Mark marks the key seen (See, its answer dropped).
+func (s *Keys) Mark(tenant, key string) { s.See(tenant, key) }
+
 // See marks the key seen and says whether it was seen before (false:
 // surely not, since the last clear). The key that makes the table half
 // full clears it, itself included.

@@ -16,6 +16,15 @@ func TestKeys(t *testing.T) {
 	if !s.See("t", "k") {
 		t.Fatal("a key met again was not seen before")
 	}
+	if s.Seen("t", "m") {
+		t.Fatal("a key never marked was seen")
+	}
+	s.Mark("t", "m")
+	for range 2 { // Seen leaves the mark
+		if !s.Seen("t", "m") {
+			t.Fatal("a key marked was not seen")
+		}
+	}
 	if s.See("t2", "k") || s.See("", "tk") {
 		t.Error("the tenant and the key are not told apart")
 	}
