@@ -63,8 +63,8 @@ type Store struct {
 	// plainBegin: the sessions could not make Begin's function either (no
 	// TEMPORARY privilege), so Begin sends replaySQL and beginSQL itself.
 	plainBegin atomic.Bool
-	// seen says whether Begin reads first, alone, or calls its function
-	// at once (a hint only: see begin).
+	// seen says which statement Begin sends first, alone: the read for a
+	// key seen, the claim for one not (a hint only: see begin).
 	seen *seen.Keys
 }
 
