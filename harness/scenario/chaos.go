@@ -115,6 +115,10 @@ func runChaos(ctx context.Context, env *Env) {
 			CallTimeout: callTimeout,
 			MaxUnknown:  maxUnknown,
 			Decide:      kills.Decide,
+			// The server may be paused or restarting at any time in
+			// the faults phase; once healed, it opens within the
+			// start's own bound.
+			StartPatience: max(worker.DefaultStartPatience, nemesis.ChaosWindow*ttl+worker.StartTimeout),
 		})
 		var startErr error
 		var smu sync.Mutex

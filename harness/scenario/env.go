@@ -385,7 +385,7 @@ func (e *Env) StartWorker(ctx context.Context, wo worker.Options) (*worker.Worke
 // WorkerPool makes a pool of worker processes (see StartWorker) whose
 // failures are recorded with Fail.
 func (e *Env) WorkerPool(ctx context.Context, wo worker.Options) *worker.Pool {
-	return worker.NewPool(ctx, func(ctx context.Context) (*worker.Worker, error) {
+	return worker.NewPool(ctx, wo.StartPatience, func(ctx context.Context) (*worker.Worker, error) {
 		return e.StartWorker(ctx, wo)
 	}, func(err error) { e.Fail("%v", err) })
 }

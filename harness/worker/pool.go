@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -14,6 +15,7 @@ import (
 // hands the new one the orders the dead one left unanswered.
 type Pool struct {
 	ctx      context.Context
+	patience time.Duration
 	newW     func(ctx context.Context) (*Worker, error)
 	fail     func(error)
 	mu       sync.Mutex
@@ -23,11 +25,17 @@ type Pool struct {
 	wg       sync.WaitGroup
 }
 
+// DefaultStartPatience is how long a Pool tries again to start a worker
+// whose start failed, unless told otherwise (see Options.StartPatience).
+const DefaultStartPatience = time.Minute
+
 // NewPool makes a pool whose workers newW starts (each with a new client
 // id); fail hears what went wrong with a worker after it started (it died
-// on its own, or could not be replaced). Workers are killed when ctx ends.
-func NewPool(ctx context.Context, newW func(ctx context.Context) (*Worker, error), fail func(error)) *Pool {
-	return &Pool{ctx: ctx, newW: newW, fail: fail}
+// on its own, or could not be replaced). A start that fails is tried
+// again for patience (0: DefaultStartPatience). Workers are killed when
+// ctx ends.
+func NewPool(ctx context.Context, patience time.Duration, newW func(ctx context.Context) (*Worker, error), fail func(error)) *Pool {
+	return &Pool{ctx: ctx, patience: cmp.Or(patience, DefaultStartPatience), newW: newW, fail: fail}
 }
 
 // Start starts a worker and watches it; it reports a failure to start.
@@ -40,11 +48,12 @@ func (p *Pool) Start() (*Worker, error) {
 
 // started starts a worker whose start was already counted in p.starting.
 // A start that fails (the server is down, so the store cannot be opened)
-// is tried again for a while, as a supervisor restarts a crashed process.
+// is tried again for the pool's patience, as a supervisor restarts a
+// crashed process.
 func (p *Pool) started() (*Worker, error) {
 	var w *Worker
 	var err error
-	for end := time.Now().Add(time.Minute); ; {
+	for end := time.Now().Add(p.patience); ; {
 		if w, err = p.newW(p.ctx); err == nil || time.Now().After(end) || p.ctx.Err() != nil {
 			break
 		}

@@ -87,6 +87,15 @@ type Options struct {
 	// at once, so the call may or may not reach the store: an unknown
 	// outcome for real.
 	OnCall func(w *Worker, op history.Op) bool
+	// StartPatience is how long a Pool tries again to start a worker
+	// whose start failed (the server down or paused, so its store could
+	// not be opened within StartTimeout); 0: DefaultStartPatience. A
+	// scenario whose faults may keep the server away longer (their
+	// lengths scale with LockTTL) sets it to cover them: at a LockTTL of
+	// 30 s, chaos paused a Postgres server for 57 s, a killed worker's
+	// replacement gave up after the minute, and a correct store's run
+	// ended undecided.
+	StartPatience time.Duration
 }
 
 // Spec is what a worker process is started with: the command (argv of
