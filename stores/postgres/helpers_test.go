@@ -196,3 +196,15 @@ func beginAll(ctx context.Context, s *Store, reqs []stores.Request, ctxs []conte
 	wg.Wait()
 	return ds, errs
 }
+
+// rowVersion is the version of key's row (tenant t1): its ctid and xmin,
+// which any write of the row changes, even one of the same values.
+func rowVersion(t testing.TB, s *Store, key string) string {
+	t.Helper()
+	var v string
+	if err := s.pool.QueryRow(ctxT(t), `SELECT ctid::text || '/' || xmin::text FROM `+s.table+` WHERE tenant = $1 AND key = $2`,
+		raw("t1"), raw(key)).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

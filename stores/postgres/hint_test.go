@@ -57,14 +57,7 @@ func TestBeginSendsTheStatementTheHintNames(t *testing.T) {
 	// Another process's key: this Store has not seen it (a new hint
 	// forgets every key), so the claim goes first, finds the row and
 	// writes nothing, and the function answers.
-	version := func() string {
-		var v string
-		if err := s.pool.QueryRow(ctxT(t), `SELECT ctid::text || '/' || xmin::text FROM `+s.table+` WHERE tenant = $1 AND key = $2`,
-			raw("t1"), raw("k")).Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	version := func() string { return rowVersion(t, s, "k") }
 	before := version()
 	s.seen = seen.New()
 	if d := begin("k", "fp", stores.Replay, 2); d.Response != resp {

@@ -110,14 +110,7 @@ func replayOnlyReads(t *testing.T, s *Store) {
 	if err := s.Complete(ctx, ref("k"), c.Token, resp); err != nil {
 		t.Fatal(err)
 	}
-	version := func() string {
-		var v string
-		if err := s.pool.QueryRow(ctx, `SELECT ctid::text || '/' || xmin::text FROM `+s.table+` WHERE tenant = $1 AND key = $2`,
-			raw("t1"), raw("k")).Scan(&v); err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	version := func() string { return rowVersion(t, s, "k") }
 	before := version()
 	for range 20 {
 		d := mustBegin(t, s, req("k", "fp"))
