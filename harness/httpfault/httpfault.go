@@ -116,14 +116,17 @@ func (in *Instance) Start() error {
 	c.Env = append(os.Environ(), in.env...)
 	c.Stdout, c.Stderr = in.log, in.log
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The tail is this process's: emptied before it starts, since a
+	// process that fails at once may have written its last words before
+	// Start returns (emptied after, a crash's tail lost them under -race).
+	in.tail.mu.Lock()
+	in.tail.buf = in.tail.buf[:0]
+	in.tail.mu.Unlock()
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("instance %s: %v", in.Name, err)
 	}
 	register(c.Process.Pid) // the group's id is its leader's (Setpgid)
 	in.proc, in.done, in.err, in.killing = c, make(chan struct{}), nil, false
-	in.tail.mu.Lock()
-	in.tail.buf = in.tail.buf[:0] // the tail is this process's
-	in.tail.mu.Unlock()
 	done := in.done
 	go func() {
 		err := c.Wait()
