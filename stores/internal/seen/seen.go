@@ -63,10 +63,12 @@ func (s *Keys) Mark(tenant, key string) { s.See(tenant, key) }
 
 // See marks the key seen and says whether it was seen before (false:
 // surely not, since the last clear). The key that makes the table half
-// full clears it, itself included.
+// full clears it, itself included. A key seen before costs a load, not a
+// write: every retry's Begin asks, and the writes of many goroutines to
+// the same word would contend for its cache line.
 func (s *Keys) See(tenant, key string) (before bool) {
 	w, b := s.slot(tenant, key)
-	if s.bits[w].Or(b)&b != 0 {
+	if s.bits[w].Load()&b != 0 || s.bits[w].Or(b)&b != 0 {
 		return true
 	}
 	if s.set.Add(1) >= Bits/2 {
