@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -59,6 +58,13 @@ func startContainer(ctx context.Context, kind Kind, opts Options) (*Server, erro
 	var s *Server
 	for attempt := 1; ; attempt++ {
 		s, err = runOnce(rctx, cli, kind, img, opts)
+		if errors.Is(err, errUnreachable) { // and never again in this process
+			hostNetOff.Store(true)
+			if opts.Logf != nil {
+				opts.Logf("servers: %v: publishing ports instead", err)
+			}
+			s, err = runOnce(rctx, cli, kind, img, opts)
+		}
 		if err == nil || attempt == 2 || !portTaken(err) {
 			break
 		}
@@ -92,7 +98,14 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opt
 	common := []testcontainers.ContainerCustomizer{
 		testcontainers.WithLabels(labels),
 		testcontainers.WithLogger(logfLogger{opts.Logf}),
-		testcontainers.WithHostConfigModifier(bindLoopback(cli, facts.port+"/tcp")),
+	}
+	port := 0
+	if hostNetwork(ctx, cli) {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+	} else {
+		common = append(common, testcontainers.WithHostConfigModifier(bindLoopback(cli, facts.port+"/tcp")))
 	}
 
 	var ctr testcontainers.Container
@@ -113,7 +126,10 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opt
 			_ = ctr.Terminate(cctx, testcontainers.StopTimeout(0))
 		}
 		_, _ = removeLabelled(cctx, cli, labelStart+"="+startID)
-		if !portTaken(err) {
+		if port != 0 && strings.Contains(strings.ToLower(last), "address already in use") {
+			err = fmt.Errorf("port %d: %w", port, errPortTaken) // taken since freePort
+		}
+		if !portTaken(err) && !errors.Is(err, errUnreachable) {
 			msg := fmt.Sprintf("cannot start %s from image %s: %v", kind, img, err)
 			if last != "" {
 				msg += " (container log: " + last + ")"
@@ -123,7 +139,10 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opt
 		s = nil
 	}()
 
-	ctr, addr, err = facts.run(ctx, img, timeout, common)
+	ctr, addr, err = facts.run(ctx, img, timeout, port, common)
+	if err == nil && port != 0 {
+		err = reachable(ctx, loopback(port))
+	}
 	if err == nil && pending.Load() {
 		err = errors.New("interrupted: CloseAll was called while it started")
 	}
@@ -152,9 +171,8 @@ func bindLoopback(cli *client.Client, containerPort string) func(*container.Host
 			return
 		}
 		hostPort := "0"
-		if l, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
-			hostPort = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-			_ = l.Close()
+		if port, err := freePort(); err == nil {
+			hostPort = strconv.Itoa(port)
 		}
 		if hc.PortBindings == nil {
 			hc.PortBindings = network.PortMap{}
@@ -167,6 +185,9 @@ func bindLoopback(cli *client.Client, containerPort string) func(*container.Host
 func portTaken(err error) bool {
 	if err == nil {
 		return false
+	}
+	if errors.Is(err, errPortTaken) {
+		return true
 	}
 	m := err.Error()
 	return strings.Contains(m, "port is already allocated") || strings.Contains(m, "address already in use")

@@ -63,7 +63,7 @@ func TestPostgresImageOffTheDefaultContract(t *testing.T) {
 	// the harness's own start timeout (dockerReady's context outlasts
 	// it), and initdb skips its fsyncs (--no-sync: what is tested is that
 	// it ran, not that its files survive a power cut).
-	ctr, addr, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), defaultStartTimeout, []testcontainers.ContainerCustomizer{
+	ctr, addr, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), defaultStartTimeout, 0, []testcontainers.ContainerCustomizer{
 		testcontainers.WithLabels(map[string]string{LabelManaged: "1", LabelSession: session, LabelOwner: owner()}),
 		tcpostgres.WithUsername("alice"), tcpostgres.WithPassword("s3cret"), tcpostgres.WithDatabase("shop"),
 		testcontainers.WithEnv(map[string]string{"POSTGRES_INITDB_ARGS": "--data-checksums --no-sync"}),
@@ -249,7 +249,7 @@ func TestRedisContainer(t *testing.T) {
 func TestPostgresImageQuotesWhatItSetsUp(t *testing.T) {
 	ctx := dockerReady(t)
 	const password, db = `it's a "pass\word`, `the "shop's" db`
-	ctr, _, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), defaultStartTimeout, []testcontainers.ContainerCustomizer{
+	ctr, _, err := runPostgres(ctx, getenv(EnvPostgresImage, LocalPostgresImage), defaultStartTimeout, 0, []testcontainers.ContainerCustomizer{
 		testcontainers.WithLabels(map[string]string{LabelManaged: "1", LabelSession: session, LabelOwner: owner()}),
 		tcpostgres.WithPassword(password), tcpostgres.WithDatabase(db),
 	})

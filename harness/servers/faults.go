@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -255,11 +256,15 @@ const (
 )
 
 // HostPort is the host address the container's server port is published
-// on now (it must not change across a restart).
+// on now, or the server's own for a container on the host network (it
+// must not change across a restart).
 func (f *Faults) HostPort(ctx context.Context) (string, error) {
 	res, err := f.cli.ContainerInspect(ctx, f.id, client.ContainerInspectOptions{})
 	if err != nil {
 		return "", err
+	}
+	if hc := res.Container.HostConfig; hc != nil && hc.NetworkMode == "host" {
+		return "host network, " + hostPortOf(f.srv.Addr), nil
 	}
 	ns := res.Container.NetworkSettings
 	if ns == nil {
@@ -280,4 +285,13 @@ func ping(ctx context.Context, srv *Server) error {
 		return fmt.Errorf("unknown server kind %q", srv.Kind)
 	}
 	return facts.ping(ctx, srv.Addr)
+}
+
+// hostPortOf is the host:port of a store address: a Postgres DSN's host,
+// or Redis's address itself.
+func hostPortOf(addr string) string {
+	if u, err := url.Parse(addr); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return addr
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,8 +45,11 @@ type kindFacts struct {
 	ping func(ctx context.Context, addr string) error
 	// run starts a container from img with testcontainers' module, its
 	// waits bounded by timeout, and returns it (nil if none was created)
-	// with the store address of its server.
-	run func(ctx context.Context, img string, timeout time.Duration, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error)
+	// with the store address of its server. A port other than 0 puts the
+	// server on the host network (see [hostNetwork]), listening on that
+	// loopback port; 0 leaves it on Docker's bridge, its port published
+	// as opts say.
+	run func(ctx context.Context, img string, timeout time.Duration, port int, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error)
 
 	// storeAddr is the store address of a replicated node at hostport,
 	// password being the topology's.
@@ -161,7 +165,8 @@ const postgresReady = `(?s)database system is ready to accept connections.*datab
 // (SkipInternalCheck): the log line already says the server listens, and
 // the check inside the container is a process started there (docker
 // exec), which costs more than the rest of the wait on a machine where
-// starting a process is slow.
+// starting a process is slow. On the host network (port not 0) the port
+// is tried once the log says it listens, by the caller ([reachable]).
 //
 // Passwords are stored and checked as md5 (password_encryption, which
 // the entrypoint's pg_hba line follows), not SCRAM: SCRAM's key
@@ -169,10 +174,19 @@ const postgresReady = `(?s)database system is ready to accept connections.*datab
 // costs (12 ms against 6 in pgbench in the container), and a check opens
 // hundreds of sessions. A wrong password is still refused; how a store
 // logs in is not what idemcheck judges.
-func runPostgres(ctx context.Context, img string, timeout time.Duration, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error) {
-	pc, err := tcpostgres.Run(ctx, img, append(opts, testcontainers.WithCmdArgs("-c", "password_encryption=md5"), testcontainers.WithWaitStrategyAndDeadline(timeout,
-		wait.ForLog(postgresReady).AsRegexp().WithStartupTimeout(timeout).WithPollInterval(startPoll),
-		wait.ForListeningPort(postgresPort+"/tcp").WithStartupTimeout(timeout).SkipInternalCheck().WithPollInterval(startPoll)))...)
+func runPostgres(ctx context.Context, img string, timeout time.Duration, port int, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error) {
+	args := []string{"-c", "password_encryption=md5"}
+	waits := []wait.Strategy{wait.ForLog(postgresReady).AsRegexp().WithStartupTimeout(timeout).WithPollInterval(startPoll)}
+	if port != 0 {
+		// On the host network: its own loopback port, and nothing else,
+		// and a password even there (loopbackHBA).
+		args = append(args, "-c", "port="+strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1", "-c", "hba_file="+loopbackHBAPath)
+		opts = append(opts, onHostNetwork(), testcontainers.WithFiles(testcontainers.ContainerFile{
+			Reader: strings.NewReader(loopbackHBA), ContainerFilePath: loopbackHBAPath, FileMode: 0o644}))
+	} else {
+		waits = append(waits, wait.ForListeningPort(postgresPort+"/tcp").WithStartupTimeout(timeout).SkipInternalCheck().WithPollInterval(startPoll))
+	}
+	pc, err := tcpostgres.Run(ctx, img, append(opts, testcontainers.WithCmdArgs(args...), testcontainers.WithWaitStrategyAndDeadline(timeout, waits...))...)
 	if pc == nil {
 		return nil, "", err
 	}
@@ -180,8 +194,30 @@ func runPostgres(ctx context.Context, img string, timeout time.Duration, opts []
 		return pc, "", err
 	}
 	addr, err := pc.ConnectionString(ctx, "sslmode=disable")
-	return pc, addr, err
+	if err != nil || port == 0 {
+		return pc, addr, err
+	}
+	// The module names the container's port, which the host network
+	// does not map: the server listens on port.
+	u, err := url.Parse(addr)
+	if err != nil {
+		return pc, "", err
+	}
+	u.Host = loopback(port)
+	return pc, u.String(), nil
 }
+
+// loopbackHBA is the client authentication of a Postgres on the host
+// network, at loopbackHBAPath in its container. initdb's own trusts any
+// connection from 127.0.0.1, which is where every client of a server on
+// the host network comes from (on the bridge they come from its
+// gateway): a wrong password would be let in, and any user of the
+// machine too. Here only the container's own socket is trusted (the
+// entrypoint's setup), and every TCP client gives the password.
+const (
+	loopbackHBA     = "local all all trust\nhost all all all md5\n"
+	loopbackHBAPath = "/etc/idemcheck-pg_hba.conf"
+)
 
 // startPoll is how often a container's start is looked at (its log, its
 // port): testcontainers' 100 ms lost 50 ms on average of each start,
@@ -191,19 +227,26 @@ const startPoll = 20 * time.Millisecond
 
 // runRedis runs a Redis container that makes every write durable before
 // it answers (appendfsync always).
-func runRedis(ctx context.Context, img string, timeout time.Duration, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error) {
-	rc, err := tcredis.Run(ctx, img, append(opts,
-		testcontainers.WithCmd(redisServer()...),
-		// The module waits 10 s for the port; the start timeout here, and
-		// from outside only, as runPostgres does.
-		testcontainers.WithWaitStrategyAndDeadline(timeout,
-			wait.ForListeningPort(redisPort+"/tcp").WithStartupTimeout(timeout).SkipInternalCheck().WithPollInterval(startPoll),
-			wait.ForLog("* Ready to accept connections").WithStartupTimeout(timeout).WithPollInterval(startPoll)))...)
+func runRedis(ctx context.Context, img string, timeout time.Duration, port int, opts []testcontainers.ContainerCustomizer) (testcontainers.Container, string, error) {
+	cmd := redisServer()
+	// The module waits 10 s for the port; the start timeout here, and
+	// from outside only, as runPostgres does.
+	waits := []wait.Strategy{wait.ForLog("* Ready to accept connections").WithStartupTimeout(timeout).WithPollInterval(startPoll)}
+	if port != 0 {
+		cmd = append(cmd, "--port", strconv.Itoa(port), "--bind", "127.0.0.1")
+		opts = append(opts, onHostNetwork())
+	} else {
+		waits = append([]wait.Strategy{wait.ForListeningPort(redisPort + "/tcp").WithStartupTimeout(timeout).SkipInternalCheck().WithPollInterval(startPoll)}, waits...)
+	}
+	rc, err := tcredis.Run(ctx, img, append(opts, testcontainers.WithCmd(cmd...), testcontainers.WithWaitStrategyAndDeadline(timeout, waits...))...)
 	if rc == nil {
 		return nil, "", err
 	}
 	if err != nil {
 		return rc, "", err
+	}
+	if port != 0 {
+		return rc, loopback(port), nil
 	}
 	ep, err := rc.ConnectionString(ctx)
 	return rc, redisAddr(ep), err

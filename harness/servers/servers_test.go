@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -84,7 +83,11 @@ func TestEnvServers(t *testing.T) {
 	wrongPassword := u.String()
 	u.User = url.UserPassword("nobody", secret)
 	wrongUser := u.String()
-	free := freePort(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := strconv.Itoa(port)
 
 	cases := []struct {
 		name, env, value, want string
@@ -158,15 +161,6 @@ func connectRetry(ctx context.Context, dsn string) (*pgx.Conn, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
 // TestUnavailable checks the errors for a missing Docker and a missing image.

@@ -1,0 +1,86 @@
+package servers
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/client"
+)
+
+// TestServersOnEitherNetwork: a server on the host network (the default
+// on a Linux machine whose Docker is local) and one behind a published
+// port (IDEM_DOCKER_NETWORK=bridge) both answer on loopback, keep their
+// address across a kill and a start, and answer again there; Postgres
+// refuses a wrong password on both.
+func TestServersOnEitherNetwork(t *testing.T) {
+	clearEnv(t)
+	for _, network := range []string{"", "bridge"} {
+		for _, kind := range []Kind{Postgres, Redis} {
+			name := network
+			if name == "" {
+				name = "default"
+			}
+			t.Run(name+"/"+string(kind), func(t *testing.T) {
+				t.Setenv(EnvDockerNetwork, network)
+				s := ForTestOptions(t, kind, Options{Container: true})
+				ctx := dockerCtx(t)
+				cli, err := dockerClient()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cli.Close()
+				res, err := cli.ContainerInspect(ctx, s.Container().GetContainerID(), client.ContainerInspectOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				mode := string(res.Container.HostConfig.NetworkMode)
+				wantHost := network == "" && runtime.GOOS == "linux" && localDaemon(cli) && !hostNetOff.Load() && !desktop.is
+				if (mode == "host") != wantHost {
+					t.Errorf("network mode %q, want the host network: %v", mode, wantHost)
+				}
+				if h, _, err := net.SplitHostPort(hostPortOf(s.Addr)); err != nil || h != "127.0.0.1" {
+					t.Errorf("address %s: want 127.0.0.1:port (%v)", Redact(s.Addr), err)
+				}
+				f, err := NewFaults(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				before, err := f.HostPort(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Kill(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Start(ctx); err != nil { // waits until it answers at s.Addr
+					t.Fatal(err)
+				}
+				if after, err := f.HostPort(ctx); err != nil || after != before {
+					t.Errorf("address %s before a restart, %s after (%v)", before, after, err)
+				}
+				if kind == Postgres {
+					wrongPasswordRefused(ctx, t, s.Addr)
+				}
+			})
+		}
+	}
+}
+
+// wrongPasswordRefused fails t unless the Postgres at dsn refuses its
+// user with another password.
+func wrongPasswordRefused(ctx context.Context, t *testing.T, dsn string) {
+	t.Helper()
+	i := strings.Index(dsn, "@")
+	j := strings.LastIndex(dsn[:i], ":")
+	if i < 0 || j < 0 {
+		t.Fatalf("no password in %s", Redact(dsn))
+	}
+	wrong := dsn[:j+1] + "not-the-password" + dsn[i:]
+	if err := pgPing(ctx, wrong); err == nil || !strings.Contains(err.Error(), "28P01") {
+		t.Errorf("a wrong password: want SQLSTATE 28P01, got %v", err)
+	}
+}
