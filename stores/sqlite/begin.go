@@ -155,12 +155,31 @@ func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (d stores.
 		respBody   sql.NullString // a string at once: a []byte is copied again by Scan
 	)
 	// Prepared once per connection (database/sql would parse it again on
-	// every call), with only the parameters it reads; :lock_ttl, the
-	// Store's own, is made once.
+	// every call), with only the parameters it reads, bound by position
+	// (see positional); :lock_ttl, the Store's own, is made once.
 	key := stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
-	args := []any{sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)), sql.Named("fingerprint", blob(req.Fingerprint)),
-		sql.Named("now", req.Now.UnixNano()), s.lockTTLArg}
-	err = s.replayStmt.QueryRowContext(ctx, args...).Scan(&judged, &respStatus, &respBody)
+	var buf [5]any
+	pos := buf[:0]
+	for _, p := range s.replayParams {
+		switch p {
+		case paramTenant:
+			pos = append(pos, blob(key.Tenant))
+		case paramKey:
+			pos = append(pos, blob(key.Key))
+		case paramFingerprint:
+			pos = append(pos, blob(req.Fingerprint))
+		case paramNow:
+			pos = append(pos, req.Now.UnixNano())
+		case paramLockTTL:
+			pos = append(pos, s.lockTTLArg)
+		}
+	}
+	err = s.replayStmt.QueryRowContext(ctx, pos...).Scan(&judged, &respStatus, &respBody)
+	var args []any // the named parameters, for a trace only
+	if faults.Tracing(ctx) {
+		args = []any{sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)), sql.Named("fingerprint", blob(req.Fingerprint)),
+			sql.Named("now", req.Now.UnixNano()), sql.Named("lock_ttl", s.lockTTLArg)}
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		faults.TraceBound(ctx, s.sql.replay, args, "no row: claim")
 		return stores.Decision{}, false, true, nil

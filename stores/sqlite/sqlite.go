@@ -130,6 +130,9 @@ type Store struct {
 	// replayStmt is sql.replay, prepared: Begin's read outside the write
 	// transaction (replayOnRead).
 	replayStmt *sql.Stmt
+	// replayParams are replayStmt's parameters in the order they bind:
+	// it is sql.replay with each :name made an anonymous ? (positional).
+	replayParams []replayParam
 	// lockTTLArg is replayStmt's :lock_ttl parameter, made once.
 	lockTTLArg any
 	// wtx is the connection of Begin's write transactions, with the claim
@@ -276,12 +279,17 @@ func newStore(ctx context.Context, path string, cfg stores.Config, busyTimeout t
 	db.SetMaxIdleConns(idleConns)
 	db.SetMaxOpenConns(maxConns)
 	s := &Store{db: db, cfg: cfg, variant: v, sql: statementsFor(v).hooked(cfg), writer: make(chan struct{}, 1), busyTimeout: busyTimeout, seen: seen.New(),
-		begin: "BEGIN " + stores.SettingValue(ss, "transaction"), lockTTLArg: sql.Named("lock_ttl", cfg.LockTTL.Nanoseconds())}
+		begin: "BEGIN " + stores.SettingValue(ss, "transaction"), lockTTLArg: cfg.LockTTL.Nanoseconds()}
 	if err := s.initWaiting(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	if s.replayStmt, err = db.PrepareContext(ctx, s.sql.replay); err != nil {
+	text, names := positional(s.sql.replay)
+	if s.replayParams, err = replayParams(names); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	if s.replayStmt, err = db.PrepareContext(ctx, text); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: prepare: %w", abs, describe(err))
 	}

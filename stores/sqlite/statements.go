@@ -49,6 +49,8 @@ type statements struct {
 	// the write lock: judged (same fingerprint, done and stale as the bits
 	// of one integer, judgedSameFP and the rest), resp_status, resp_body.
 	// It judges the fingerprint and the staleness as read does (readPair).
+	// The Store prepares it with its parameters bound by position
+	// (positional).
 	replay string
 	// takeover is the compare-and-set on the token read (:old_token): of
 	// two takers only one can change the row.
