@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -141,7 +142,7 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opt
 
 	ctr, addr, err = facts.run(ctx, img, timeout, port, common)
 	if err == nil && port != 0 {
-		err = reachable(ctx, loopback(port))
+		err = reachable(ctx, net.JoinHostPort(reachHost, strconv.Itoa(port)))
 	}
 	if err == nil && pending.Load() {
 		err = errors.New("interrupted: CloseAll was called while it started")

@@ -98,6 +98,11 @@ func freePort() (int, error) {
 // loopback is the address of a host-network server's port.
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
+// reachHost is where a new server on the host network is tried from
+// here: its loopback address, a variable so that a test can stand in for
+// a daemon whose host network is not this machine's.
+var reachHost = "127.0.0.1"
+
 // reachable waits up to reachTimeout for a TCP connection to hostport,
 // whose server has said it listens. It fails with errUnreachable.
 func reachable(ctx context.Context, hostport string) error {

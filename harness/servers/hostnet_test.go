@@ -2,9 +2,12 @@ package servers
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/moby/moby/client"
@@ -82,5 +85,56 @@ func wrongPasswordRefused(ctx context.Context, t *testing.T, dsn string) {
 	wrong := dsn[:j+1] + "not-the-password" + dsn[i:]
 	if err := pgPing(ctx, wrong); err == nil || !strings.Contains(err.Error(), "28P01") {
 		t.Errorf("a wrong password: want SQLSTATE 28P01, got %v", err)
+	}
+}
+
+// TestUnreachableHostNetworkFallsBack: a server on the host network that
+// does not answer here (tried at an address it does not listen on, as a
+// daemon in another network namespace would give) is removed, and
+// started again behind a published port, which answers; the rest of the
+// process publishes ports.
+func TestUnreachableHostNetworkFallsBack(t *testing.T) {
+	clearEnv(t)
+	t.Setenv(EnvDockerNetwork, "")
+	cli, err := dockerClient()
+	if err != nil {
+		t.Skipf("docker: %v", err)
+	}
+	defer cli.Close()
+	if !hostNetwork(dockerCtx(t), cli) {
+		t.Skip("this machine's servers do not use the host network")
+	}
+	reachHost = "127.0.0.2" // on loopback, but not the server's address
+	t.Cleanup(func() { reachHost = "127.0.0.1"; hostNetOff.Store(false) })
+	before := sessionContainers(t, SessionID())
+	var mu sync.Mutex
+	var said []string
+	logf := func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		said = append(said, fmt.Sprintf(f, a...))
+	}
+	s := ForTestOptions(t, Redis, Options{Container: true, Logf: logf})
+	ctx := dockerCtx(t)
+	res, err := cli.ContainerInspect(ctx, s.Container().GetContainerID(), client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Container.HostConfig.NetworkMode == "host" {
+		t.Error("the server stayed on the host network")
+	}
+	if !hostNetOff.Load() {
+		t.Error("the host network is still on for this process")
+	}
+	mu.Lock()
+	if !slices.ContainsFunc(said, func(l string) bool { return strings.Contains(l, "publishing ports instead") }) {
+		t.Errorf("the fallback was not said: %q", said)
+	}
+	mu.Unlock()
+	if err := ping(ctx, s); err != nil {
+		t.Errorf("the server behind a published port does not answer: %v", err)
+	}
+	if n := sessionContainers(t, SessionID()) - before; n != 1 {
+		t.Errorf("%d more containers of this process, want 1 (the unreachable one removed)", n)
 	}
 }
