@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,8 +39,9 @@ const EnvDockerNetwork = "IDEM_DOCKER_NETWORK"
 // container's own bridge address may go to another container meanwhile.
 //
 // It is only for a daemon that shares this machine's network: a local
-// daemon (a unix socket) on Linux, not Docker Desktop, whose daemon runs
-// in a VM. Whatever these say, the first server is tried from here
+// daemon (a unix socket) on Linux, neither Docker Desktop, whose daemon
+// runs in a VM, nor a rootless daemon, whose host network is a namespace
+// of its own. Whatever these say, the first server is tried from here
 // before it is used (see [reachable]); one that cannot be reached turns
 // the host network off for the rest of the process, and the server is
 // started again behind a published port. IDEM_DOCKER_NETWORK=bridge
@@ -48,18 +50,20 @@ func hostNetwork(ctx context.Context, cli *client.Client) bool {
 	if hostNetOff.Load() || os.Getenv(EnvDockerNetwork) == "bridge" || runtime.GOOS != "linux" || !localDaemon(cli) {
 		return false
 	}
-	desktop.once.Do(func() {
+	daemonNet.once.Do(func() {
 		info, err := cli.Info(ctx, client.InfoOptions{})
-		desktop.is = err != nil || strings.Contains(info.Info.OperatingSystem, "Docker Desktop")
+		daemonNet.apart = err != nil || strings.Contains(info.Info.OperatingSystem, "Docker Desktop") ||
+			slices.ContainsFunc(info.Info.SecurityOptions, func(o string) bool { return strings.Contains(o, "rootless") })
 	})
-	return !desktop.is
+	return !daemonNet.apart
 }
 
-// desktop is whether the daemon is Docker Desktop's (or would not say),
+// daemonNet is whether the daemon's host network is apart from this
+// machine's (Docker Desktop, rootless) or the daemon would not say,
 // asked once per process.
-var desktop struct {
-	once sync.Once
-	is   bool
+var daemonNet struct {
+	once  sync.Once
+	apart bool
 }
 
 // hostNetOff is set once a server on the host network could not be

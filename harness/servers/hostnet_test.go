@@ -40,7 +40,7 @@ func TestServersOnEitherNetwork(t *testing.T) {
 					t.Fatal(err)
 				}
 				mode := string(res.Container.HostConfig.NetworkMode)
-				wantHost := network == "" && runtime.GOOS == "linux" && localDaemon(cli) && !hostNetOff.Load() && !desktop.is
+				wantHost := network == "" && runtime.GOOS == "linux" && localDaemon(cli) && !hostNetOff.Load() && !daemonNet.apart
 				if (mode == "host") != wantHost {
 					t.Errorf("network mode %q, want the host network: %v", mode, wantHost)
 				}
