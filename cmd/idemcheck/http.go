@@ -27,6 +27,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/nemesis"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/servers"
+	"github.com/idemcheck/idemcheck/internal/loopback"
 )
 
 const httpHelp = `Usage: idemcheck http --target URL [--target URL ...] [flags]
@@ -329,7 +330,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}
 		for i := 1; i <= *instances; i++ {
 			name := "i" + strconv.Itoa(i)
-			port, err := httpfault.FreePort()
+			port, err := loopback.FreePort()
 			if err != nil {
 				return exitUsage, fmt.Errorf("http: no free port: %v", err)
 			}

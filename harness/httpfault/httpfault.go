@@ -82,16 +82,6 @@ func (in *Instance) LogTail() string {
 	return strings.TrimRight(s, "\n")
 }
 
-// FreePort asks the kernel for a free port on 127.0.0.1.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // NewInstance describes an instance: command is run by /bin/sh with
 // "{port}" replaced by port and PORT=<port> plus env in its environment;
 // its output goes to log.

@@ -17,6 +17,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/idemcheck/idemcheck/internal/loopback"
 )
 
 // EnvDockerNetwork, set to "bridge", makes every server container publish
@@ -86,21 +88,14 @@ func onHostNetwork() testcontainers.ContainerCustomizer {
 	})
 }
 
-// freePort picks a loopback port nothing listens on now, for a server on
-// the host network. Another process may take it before the server binds
-// it; the server then fails with "Address already in use", which
-// [portTaken] recognises, and the start is tried once more.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort picks a loopback port for a server on the host network.
+// Another process may take it before the server binds it; the server
+// then fails with "Address already in use", which [portTaken]
+// recognises, and the start is tried once more.
+var freePort = loopback.FreePort
 
-// loopback is the address of a host-network server's port.
-func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+// onLoopback is the address of a host-network server's port.
+func onLoopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
 // reachHost is where a new server on the host network is tried from
 // here: its loopback address, a variable so that a test can stand in for

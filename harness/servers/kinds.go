@@ -203,7 +203,7 @@ func runPostgres(ctx context.Context, img string, timeout time.Duration, port in
 	if err != nil {
 		return pc, "", err
 	}
-	u.Host = loopback(port)
+	u.Host = onLoopback(port)
 	return pc, u.String(), nil
 }
 
@@ -246,7 +246,7 @@ func runRedis(ctx context.Context, img string, timeout time.Duration, port int, 
 		return rc, "", err
 	}
 	if port != 0 {
-		return rc, loopback(port), nil
+		return rc, onLoopback(port), nil
 	}
 	ep, err := rc.ConnectionString(ctx)
 	return rc, redisAddr(ep), err
