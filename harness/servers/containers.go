@@ -58,13 +58,16 @@ func startContainer(ctx context.Context, kind Kind, opts Options) (*Server, erro
 
 	var s *Server
 	for attempt := 1; ; attempt++ {
-		s, err = runOnce(rctx, cli, kind, img, opts)
-		if errors.Is(err, errUnreachable) { // and never again in this process
+		host := hostNetwork(rctx, cli)
+		s, err = runOnce(rctx, cli, kind, img, host, opts)
+		if err != nil && host && !portTaken(err) && rctx.Err() == nil {
+			// A daemon that refuses the host network, or whose host
+			// network is not this machine's: never again in this process.
 			hostNetOff.Store(true)
 			if opts.Logf != nil {
-				opts.Logf("servers: %v: publishing ports instead", err)
+				opts.Logf("servers: on the host network: %v: publishing ports instead", err)
 			}
-			s, err = runOnce(rctx, cli, kind, img, opts)
+			s, err = runOnce(rctx, cli, kind, img, false, opts)
 		}
 		if err == nil || attempt == 2 || !portTaken(err) {
 			break
@@ -83,9 +86,10 @@ func startContainer(ctx context.Context, kind Kind, opts Options) (*Server, erro
 	return s, nil
 }
 
-// runOnce creates and starts one container; on any failure the container,
-// even half-created, is removed before it returns.
-func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opts Options) (s *Server, err error) {
+// runOnce creates and starts one container, on the host network if host
+// (see [hostNetwork]); on any failure the container, even half-created,
+// is removed before it returns.
+func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, host bool, opts Options) (s *Server, err error) {
 	timeout := startTimeout(opts)
 	startID := session + "-" + strconv.FormatInt(starts.Add(1), 10)
 	labels := map[string]string{
@@ -101,7 +105,7 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opt
 		testcontainers.WithLogger(logfLogger{opts.Logf}),
 	}
 	port := 0
-	if hostNetwork(ctx, cli) {
+	if host {
 		if port, err = freePort(); err != nil {
 			return nil, err
 		}
@@ -130,7 +134,7 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, opt
 		if port != 0 && strings.Contains(strings.ToLower(last), "address already in use") {
 			err = fmt.Errorf("port %d: %w", port, errPortTaken) // taken since freePort
 		}
-		if !portTaken(err) && !errors.Is(err, errUnreachable) {
+		if !portTaken(err) {
 			msg := fmt.Sprintf("cannot start %s from image %s: %v", kind, img, err)
 			if last != "" {
 				msg += " (container log: " + last + ")"

@@ -43,11 +43,13 @@ const EnvDockerNetwork = "IDEM_DOCKER_NETWORK"
 // It is only for a daemon that shares this machine's network: a local
 // daemon (a unix socket) on Linux, neither Docker Desktop, whose daemon
 // runs in a VM, nor a rootless daemon, whose host network is a namespace
-// of its own. Whatever these say, the first server is tried from here
-// before it is used (see [reachable]); one that cannot be reached turns
-// the host network off for the rest of the process, and the server is
-// started again behind a published port. IDEM_DOCKER_NETWORK=bridge
-// turns it off from the start.
+// of its own. Whatever these say, a server on the host network is tried
+// from here before it is used (see [reachable]); one that cannot be
+// reached, or that does not start there for any reason but a taken port
+// (a daemon that refuses the host network), turns the host network off
+// for the rest of the process, and the server is started again behind a
+// published port. IDEM_DOCKER_NETWORK=bridge turns it off from the
+// start.
 func hostNetwork(ctx context.Context, cli *client.Client) bool {
 	if hostNetOff.Load() || os.Getenv(EnvDockerNetwork) == "bridge" || runtime.GOOS != "linux" || !localDaemon(cli) {
 		return false
