@@ -5,14 +5,15 @@ import (
 	"strings"
 )
 
-// positional rewrites a statement's :name parameters as anonymous ?
-// parameters, and returns the names in the order they now bind. It is
-// for Begin's read (replayOnRead), the hot read of a retry storm: with
-// named parameters modernc.org/sqlite asks SQLite each parameter's name
-// and makes a Go string of it on every call, and database/sql boxes each
-// sql.NamedArg, about a fifth of the read's allocations; an anonymous ?
-// costs neither. Quoted literals and identifiers ('…', "…") and comments
-// are copied as they are: a colon there is not a parameter.
+// positional rewrites a statement's named parameters (:name, @name,
+// $name) as anonymous ? parameters, and returns the names in the order
+// they now bind. It is for Begin's read (replayOnRead), the hot read of a
+// retry storm: with named parameters modernc.org/sqlite asks SQLite each
+// parameter's name and makes a Go string of it on every call, and
+// database/sql boxes each sql.NamedArg, about a fifth of the read's
+// allocations; an anonymous ? costs neither. Quoted literals and
+// identifiers ('…', "…") and comments are copied as they are: a colon
+// there is not a parameter.
 func positional(stmt string) (string, []string) {
 	var b strings.Builder
 	var names []string
@@ -39,7 +40,7 @@ func positional(stmt string) (string, []string) {
 			} else {
 				j = len(stmt)
 			}
-		case c == ':' && j < len(stmt) && isNameStart(stmt[j]):
+		case (c == ':' || c == '@' || c == '$') && j < len(stmt) && isNameStart(stmt[j]): // SQLite's three forms
 			for j < len(stmt) && (isNameStart(stmt[j]) || stmt[j] >= '0' && stmt[j] <= '9') {
 				j++
 			}

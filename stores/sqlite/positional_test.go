@@ -18,6 +18,7 @@ func TestPositional(t *testing.T) {
 		{"SELECT 1 -- :gone\nWHERE k = :key /* :also */", "SELECT 1 -- :gone\nWHERE k = ? /* :also */", []string{"key"}},
 		{`SELECT ':unterminated`, `SELECT ':unterminated`, nil},
 		{`SELECT :1x`, `SELECT :1x`, nil},
+		{`SELECT @now, $key`, `SELECT ?, ?`, []string{"now", "key"}},
 	} {
 		out, names := positional(c.in)
 		if out != c.out || !slices.Equal(names, c.names) {
