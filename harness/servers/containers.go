@@ -125,13 +125,14 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, hos
 		unregister(s)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
-		last := ""
+		last, taken := "", false
 		if ctr != nil {
 			last = lastLogLines(cctx, ctr)
+			taken = port != 0 && logSays(cctx, ctr, "address already in use")
 			_ = ctr.Terminate(cctx, testcontainers.StopTimeout(0))
 		}
 		_, _ = removeLabelled(cctx, cli, labelStart+"="+startID)
-		if port != 0 && strings.Contains(strings.ToLower(last), "address already in use") {
+		if taken {
 			err = fmt.Errorf("port %d: %w", port, errPortTaken) // taken since freePort
 		}
 		if !portTaken(err) {
@@ -196,6 +197,19 @@ func portTaken(err error) bool {
 	}
 	m := err.Error()
 	return strings.Contains(m, "port is already allocated") || strings.Contains(m, "address already in use")
+}
+
+// logSays reports whether the container's log holds text, in any case
+// (a server that could not bind its port says so a few lines before its
+// last).
+func logSays(ctx context.Context, ctr testcontainers.Container, text string) bool {
+	rc, err := ctr.Logs(ctx)
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(io.LimitReader(rc, 4<<20))
+	return strings.Contains(strings.ToLower(string(b)), strings.ToLower(text))
 }
 
 // lastLogLines returns the container's last three non-empty log lines,

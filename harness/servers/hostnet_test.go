@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/moby/moby/client"
@@ -160,5 +161,57 @@ func TestUnreachableHostNetworkFallsBack(t *testing.T) {
 	}
 	if n := sessionContainers(t, SessionID()) - before; n != 1 {
 		t.Errorf("%d more containers of this process, want 1 (the unreachable one removed)", n)
+	}
+}
+
+// TestHostNetworkPortTakenIsTriedAgain: a port another process took
+// between freePort and the server's bind ends the server at once with
+// "Address already in use"; the start is tried again on another port,
+// still on the host network.
+func TestHostNetworkPortTakenIsTriedAgain(t *testing.T) {
+	clearEnv(t)
+	t.Setenv(EnvDockerNetwork, "")
+	ctx := dockerCtx(t)
+	cli, err := dockerClient()
+	if err != nil {
+		t.Skipf("docker: %v", err)
+	}
+	defer cli.Close()
+	if !hostNetwork(ctx, cli) {
+		t.Skip("this machine's servers do not use the host network")
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var calls atomic.Int32
+	real := freePort
+	freePort = func() (int, error) {
+		if calls.Add(1) == 1 {
+			return taken.Addr().(*net.TCPAddr).Port, nil
+		}
+		return real()
+	}
+	t.Cleanup(func() { freePort = real })
+	for _, kind := range []Kind{Postgres, Redis} {
+		calls.Store(0)
+		s := ForTestOptions(t, kind, Options{Container: true})
+		if calls.Load() != 2 {
+			t.Errorf("%s: %d ports picked, want 2 (the taken one, then another)", kind, calls.Load())
+		}
+		if hostPortOf(s.Addr) == taken.Addr().String() {
+			t.Errorf("%s: the server is at the taken port %s", kind, taken.Addr())
+		}
+		res, err := cli.ContainerInspect(ctx, s.Container().GetContainerID(), client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Container.HostConfig.NetworkMode != "host" || hostNetOff.Load() {
+			t.Errorf("%s: a taken port moved the server off the host network", kind)
+		}
+		if err := ping(ctx, s); err != nil {
+			t.Errorf("%s: %v", kind, err)
+		}
 	}
 }
