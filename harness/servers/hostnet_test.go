@@ -119,16 +119,7 @@ func wrongPasswordRefused(ctx context.Context, t *testing.T, dsn string) {
 // started again behind a published port, which answers; the rest of the
 // process publishes ports.
 func TestUnreachableHostNetworkFallsBack(t *testing.T) {
-	clearEnv(t)
-	t.Setenv(EnvDockerNetwork, "")
-	cli, err := dockerClient()
-	if err != nil {
-		t.Skipf("docker: %v", err)
-	}
-	defer cli.Close()
-	if !hostNetwork(dockerCtx(t), cli) {
-		t.Skip("this machine's servers do not use the host network")
-	}
+	_, cli := hostNetworkHere(t)
 	reachHost = "127.0.0.2" // on loopback, but not the server's address
 	t.Cleanup(func() { reachHost = "127.0.0.1"; hostNetOff.Store(false) })
 	before := sessionContainers(t, SessionID())
@@ -169,17 +160,7 @@ func TestUnreachableHostNetworkFallsBack(t *testing.T) {
 // "Address already in use"; the start is tried again on another port,
 // still on the host network.
 func TestHostNetworkPortTakenIsTriedAgain(t *testing.T) {
-	clearEnv(t)
-	t.Setenv(EnvDockerNetwork, "")
-	ctx := dockerCtx(t)
-	cli, err := dockerClient()
-	if err != nil {
-		t.Skipf("docker: %v", err)
-	}
-	defer cli.Close()
-	if !hostNetwork(ctx, cli) {
-		t.Skip("this machine's servers do not use the host network")
-	}
+	ctx, cli := hostNetworkHere(t)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -214,4 +195,23 @@ func TestHostNetworkPortTakenIsTriedAgain(t *testing.T) {
 			t.Errorf("%s: %v", kind, err)
 		}
 	}
+}
+
+// hostNetworkHere prepares a test of the host network's own paths
+// (dockerReady: it fails without Docker under IDEM_REQUIRE_SERVERS=1),
+// and skips it where this machine's servers do not use the host network.
+func hostNetworkHere(t *testing.T) (context.Context, *client.Client) {
+	t.Helper()
+	dockerReady(t)
+	t.Setenv(EnvDockerNetwork, "")
+	ctx := dockerCtx(t)
+	cli, err := dockerClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	if !hostNetwork(ctx, cli) {
+		t.Skip("this machine's servers do not use the host network")
+	}
+	return ctx, cli
 }
