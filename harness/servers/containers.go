@@ -1,7 +1,6 @@
 package servers
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -127,8 +126,10 @@ func runOnce(ctx context.Context, cli *client.Client, kind Kind, img string, hos
 		defer cancel()
 		last, taken := "", false
 		if ctr != nil {
-			last = lastLogLines(cctx, ctr)
-			taken = port != 0 && logSays(cctx, ctr, "address already in use")
+			log := containerLog(cctx, ctr)
+			// A server that could not bind its port says so a few
+			// lines before its last.
+			last, taken = lastLines(log), port != 0 && strings.Contains(strings.ToLower(log), "address already in use")
 			_ = ctr.Terminate(cctx, testcontainers.StopTimeout(0))
 		}
 		_, _ = removeLabelled(cctx, cli, labelStart+"="+startID)
@@ -199,32 +200,29 @@ func portTaken(err error) bool {
 	return strings.Contains(m, "port is already allocated") || strings.Contains(m, "address already in use")
 }
 
-// logSays reports whether the container's log holds text, in any case
-// (a server that could not bind its port says so a few lines before its
-// last).
-func logSays(ctx context.Context, ctr testcontainers.Container, text string) bool {
-	rc, err := ctr.Logs(ctx)
-	if err != nil {
-		return false
-	}
-	defer rc.Close()
-	b, _ := io.ReadAll(io.LimitReader(rc, 4<<20))
-	return strings.Contains(strings.ToLower(string(b)), strings.ToLower(text))
-}
-
-// lastLogLines returns the container's last three non-empty log lines,
-// joined with " | " and cut to 300 bytes, for a one-line error.
-func lastLogLines(ctx context.Context, ctr testcontainers.Container) string {
+// containerLog is the container's log, its first 4 MiB ("" if Docker
+// will not give it).
+func containerLog(ctx context.Context, ctr testcontainers.Container) string {
 	rc, err := ctr.Logs(ctx)
 	if err != nil {
 		return ""
 	}
 	defer rc.Close()
+	b, _ := io.ReadAll(io.LimitReader(rc, 4<<20))
+	return string(b)
+}
+
+// lastLogLines returns the container's last three non-empty log lines,
+// joined with " | " and cut to 300 bytes, for a one-line error.
+func lastLogLines(ctx context.Context, ctr testcontainers.Container) string {
+	return lastLines(containerLog(ctx, ctr))
+}
+
+// lastLines is lastLogLines of a log already read.
+func lastLines(log string) string {
 	var last []string
-	sc := bufio.NewScanner(io.LimitReader(rc, 4<<20))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" {
+	for l := range strings.Lines(log) {
+		if l = strings.TrimSpace(l); l != "" {
 			last = append(last, l)
 			if len(last) > 3 {
 				last = last[1:]

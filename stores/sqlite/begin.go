@@ -177,8 +177,7 @@ func (s *Store) replayOnRead(ctx context.Context, req stores.Request) (d stores.
 	err = s.replayStmt.QueryRowContext(ctx, pos...).Scan(&judged, &respStatus, &respBody)
 	var args []any // the named parameters, for a trace only
 	if faults.Tracing(ctx) {
-		args = []any{sql.Named("tenant", blob(key.Tenant)), sql.Named("key", blob(key.Key)), sql.Named("fingerprint", blob(req.Fingerprint)),
-			sql.Named("now", req.Now.UnixNano()), sql.Named("lock_ttl", s.lockTTLArg)}
+		args = s.beginArgs(req, "")
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		faults.TraceBound(ctx, s.sql.replay, args, "no row: claim")
