@@ -68,7 +68,7 @@ func startContainer(ctx context.Context, kind Kind, opts Options) (*Server, erro
 			}
 			s, err = runOnce(rctx, cli, kind, img, false, opts)
 		}
-		if err == nil || attempt == 2 || !portTaken(err) {
+		if err == nil || attempt == portAttempts || !portTaken(err) {
 			break
 		}
 	}

@@ -90,11 +90,17 @@ func onHostNetwork() testcontainers.ContainerCustomizer {
 	})
 }
 
-// freePort picks a loopback port for a server on the host network.
-// Another process may take it before the server binds it; the server
-// then fails with "Address already in use", which [portTaken]
-// recognises, and the start is tried once more.
+// freePort picks a loopback port for a server on the host network, or
+// for a published one. Another process may take it before the server
+// binds it; the server then fails with "Address already in use", which
+// [portTaken] recognises, and the start is tried again on another port,
+// up to [portAttempts] starts in all.
 var freePort = loopback.FreePort
+
+// portAttempts bounds the starts of one server whose picked port was
+// taken each time. [loopback.FreePort] draws outside the ephemeral range,
+// so only another process picking the same port at once can take it.
+const portAttempts = 3
 
 // onLoopback is the address of a host-network server's port.
 func onLoopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
