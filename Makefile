@@ -153,14 +153,15 @@ lint: vet fmt
 # Two passes run side by side, and every package runs in exactly one: the
 # RACE_PKGS under -race, every other package without it (TEST_P at once).
 # Most tests wait on servers, sleeps and lock expiry rather than compute,
-# so the passes overlap well on two cores: four packages at once (warm,
-# idle, 217 s against 260 s at three; docs/performance.md). The race pass's output goes to
+# so the passes overlap well on two cores: six packages at once (warm,
+# idle, 157 s against 206 s at four and 154 s at eight;
+# docs/performance.md). The race pass's output goes to
 # results/test-race.txt and is printed when it ends, so the two never
 # interleave; the target fails if either pass does. Lint has run go vet
 # on every package with every analyzer, so the passes do not vet again
 # (-vet=off: on a fresh machine go test's own vet took 22 of the plain
 # pass's 54 CPU-seconds of compiling).
-TEST_P ?= 4
+TEST_P ?= 6
 test:
 	@mkdir -p results
 	@images=; if docker info >/dev/null 2>&1; then \
