@@ -206,7 +206,7 @@ type tally struct {
 	replay       countTally
 	mismatch     countTally
 	lin          linTally
-	liveness     countTally
+	liveness     livenessTally
 	retention    retentionTally
 	availability availabilityTally
 }
@@ -230,7 +230,7 @@ func checkPart(e Evidence, deadline time.Time, first bool) tally {
 }
 
 // countTally is the tally of a checker that counts what it judged and
-// lists its violations (replay-fidelity, mismatch, liveness).
+// lists its violations (replay-fidelity, mismatch).
 type countTally struct {
 	n  int
 	vs []Violation
@@ -272,7 +272,7 @@ func (t tally) decide(e Evidence) []Result {
 		t.replay.decide(Replay, "%d replays, all of a saved response; every client got the same answer"),
 		t.mismatch.decide(Mismatch, "%d reuses with other parameters, all answered 422; no 422 to a key's own parameters"),
 		t.lin.decide(e),
-		decideLiveness(t.liveness, len(e.Unprobed)),
+		t.liveness.decide(len(e.Unprobed)),
 		t.retention.decide(e),
 		t.availability.decide(e),
 	}

@@ -63,8 +63,13 @@ func (r *rec) op(client int, in models.Input, out models.Output, call, ret int64
 // begin records a Begin by client at [call, ret] ms that answered d (its
 // DecidedAt is set to the call time).
 func (r *rec) begin(client int, fp string, call, ret int64, d stores.Decision) {
+	r.beginOn(stores.KeyRef{}, client, fp, call, ret, d)
+}
+
+// beginOn is begin on key k (the zero KeyRef: the default key).
+func (r *rec) beginOn(k stores.KeyRef, client int, fp string, call, ret int64, d stores.Decision) {
 	d.DecidedAt = t0.Add(time.Duration(call * ms))
-	r.op(client, models.Input{Kind: models.Begin, Fingerprint: fp}, models.Output{Decision: d}, call, ret)
+	r.op(client, models.Input{Kind: models.Begin, Fingerprint: fp, Key: k}, models.Output{Decision: d}, call, ret)
 }
 
 func (r *rec) beginUnknown(client int, fp string, call int64) {

@@ -124,9 +124,11 @@ func (e *Env) pass(ctx context.Context, manual, real time.Duration) error {
 // probeTries bounds how often the final probe waits out LockTTL on a key
 // answered in flight after a lost answer: a key still in flight then is
 // stuck. probeErrTries bounds the calls in a row without an answer, after
-// pauses of probeErrPause, doubling up to LockTTL: a key whose store never
-// answers fails liveness (8 in a row: a store that fails one call in ten at
-// random is wrongly judged so once in 10⁸ keys).
+// pauses of probeErrPause, doubling up to LockTTL: a key the store does
+// not answer while it answers most others fails liveness (8 in a row: a store
+// that fails one call in ten at random is wrongly judged so once in 10⁸
+// keys), and one it does not answer while it answers few others or none
+// is not judged (the liveness checker).
 const (
 	probeTries    = 4
 	probeErrTries = 8
