@@ -270,8 +270,11 @@ func TestCloseAllAndReap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Errorf("Reap removed %d containers, want 1", n)
+	// At least the dead owner's: a run killed earlier on this machine (a
+	// test binary past its timeout) may have left its own, which are
+	// leftovers too.
+	if n < 1 {
+		t.Errorf("Reap removed %d containers, want at least the dead owner's", n)
 	}
 	if _, err := cli.ContainerInspect(ctx, dead, client.ContainerInspectOptions{}); err == nil {
 		t.Error("the dead owner's container is still there")
