@@ -155,6 +155,9 @@ func want(t *testing.T, r *rec, name string, v check.Verdict, detail string) {
 	if v == check.Fail && (len(got.Violations) == 0 || !strings.Contains(got.Violations[0].Detail, detail)) {
 		t.Fatalf("%s: violations %+v, want one saying %q", name, got.Violations, detail)
 	}
+	if v != check.Fail && !strings.Contains(got.Detail, detail) {
+		t.Fatalf("%s: %s (%s), want it to say %q", name, got.Verdict, got.Detail, detail)
+	}
 }
 
 // happy is one order done right: A claims, works, saves; B is told 409
