@@ -29,67 +29,54 @@ import (
 // part's: in a history spilled into parts, a key may find fewer.
 func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 	var t livenessTally
-	last := map[stores.KeyRef]history.Op{}
-	tries := map[stores.KeyRef]int{}
-	// silentFrom is when each key's unanswered probes began: the call of
-	// the first since its last answer.
-	silentFrom := map[stores.KeyRef]int64{}
+	probed := map[stores.KeyRef]*keyProbes{}
 	var keys []stores.KeyRef
-	// When each decided call returned, and each unanswered one's error
-	// came (its call if not recorded).
-	var answered, unanswered []int64
-	streak := map[stores.KeyRef]int{} // each key's unanswered probes since its last answer
 	for _, op := range ops {
-		if op.Output.Decided() {
-			answered = append(answered, op.Return)
-		} else {
-			unanswered = append(unanswered, max(op.ErrAt, op.Call))
-		}
 		if op.Client != e.ProbeClient || op.Input.Kind != models.Begin || e.Unprobed[op.Input.Key.String()] {
 			continue
 		}
 		k := op.Input.Key
-		if _, ok := last[k]; !ok {
+		p := probed[k]
+		if p == nil {
+			p = &keyProbes{}
+			probed[k] = p
 			keys = append(keys, k)
 		}
+		p.last = op // ops are in call order
+		p.tries++
 		if op.Output.Decided() {
-			delete(silentFrom, k)
-			streak[k] = 0
+			p.silent = 0
 		} else {
-			if _, ok := silentFrom[k]; !ok {
-				silentFrom[k] = op.Call
+			if p.silent == 0 {
+				p.silentFrom = op.Call
 			}
-			streak[k]++
+			p.silent++
 		}
-		last[k] = op // ops are in call order
-		tries[k]++
 	}
-	slices.Sort(answered)
-	slices.Sort(unanswered)
-	within := func(ts []int64, from, to int64) int {
-		i, _ := slices.BinarySearch(ts, from)
-		j, _ := slices.BinarySearch(ts, to+1)
-		return j - i
+	var answered, unanswered []int64
+	if slices.ContainsFunc(keys, func(k stores.KeyRef) bool { return probed[k].silent > 0 }) {
+		answered, unanswered = callEnds(ops)
 	}
 	t.n = len(keys)
 	for _, k := range keys {
-		op := last[k]
+		p := probed[k]
+		op := p.last
 		switch {
 		case !op.Output.Decided():
 			// The other calls that ended while the key's probes went
 			// unanswered, from the first of them to the last one's error:
 			// most of them answered, the store was answering.
-			from, to := silentFrom[k], max(op.ErrAt, op.Call)
+			from, to := p.silentFrom, max(op.ErrAt, op.Call)
 			ok := within(answered, from, to)
-			failed := within(unanswered, from, to) - streak[k]
+			failed := within(unanswered, from, to) - p.silent
 			if ok > 0 && ok > failed {
 				t.vs = append(t.vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
 					"the final probe of %s got no answer in %d tries (last: %s), while the store answered %d of %d other calls meanwhile",
-					op.Input.Key, tries[k], op.Err, ok, ok+failed)})
+					op.Input.Key, p.tries, op.Err, ok, ok+failed)})
 				continue
 			}
 			if t.unanswered == 0 {
-				t.firstUnanswered = fmt.Sprintf("%s, %d tries, the last: %s", op.Input.Key, tries[k], op.Err)
+				t.firstUnanswered = fmt.Sprintf("%s, %d tries, the last: %s", op.Input.Key, p.tries, op.Err)
 			}
 			t.unanswered++
 		case op.Output.Decision.Outcome == stores.InFlight:
@@ -99,6 +86,39 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 		}
 	}
 	return t
+}
+
+// keyProbes is what the final probes of one key came to: the last, how
+// many, and the unanswered ones since its last answer (silent, the first
+// of them called at silentFrom).
+type keyProbes struct {
+	last       history.Op
+	tries      int
+	silent     int
+	silentFrom int64
+}
+
+// callEnds is when each of ops ended, sorted: a decided call's return
+// (answered), an unanswered one's error, or its call where no error time
+// was recorded (unanswered). Only a part with a silent key needs them.
+func callEnds(ops []history.Op) (answered, unanswered []int64) {
+	for _, op := range ops {
+		if op.Output.Decided() {
+			answered = append(answered, op.Return)
+		} else {
+			unanswered = append(unanswered, max(op.ErrAt, op.Call))
+		}
+	}
+	slices.Sort(answered)
+	slices.Sort(unanswered)
+	return answered, unanswered
+}
+
+// within counts the times of sorted ts in [from, to].
+func within(ts []int64, from, to int64) int {
+	i, _ := slices.BinarySearch(ts, from)
+	j, _ := slices.BinarySearch(ts, to+1)
+	return j - i
 }
 
 // livenessTally is the liveness checker's tally: the keys probed and the

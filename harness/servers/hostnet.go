@@ -71,7 +71,8 @@ var daemonNet struct {
 }
 
 // hostNetOff is set once a server on the host network could not be
-// reached from this process: the rest of its servers publish a port.
+// reached from this process, or did not start there for a reason other
+// than a taken port: the rest of its servers publish a port.
 var hostNetOff atomic.Bool
 
 // errUnreachable is a host-network server that does not answer here.
