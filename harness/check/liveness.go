@@ -53,9 +53,9 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 			p.silent++
 		}
 	}
-	var answered, unanswered []int64
+	var ends history.Ends
 	if slices.ContainsFunc(keys, func(k stores.KeyRef) bool { return probed[k].silent > 0 }) {
-		answered, unanswered = callEnds(ops)
+		ends = callEnds(ops)
 	}
 	t.n = len(keys)
 	for _, k := range keys {
@@ -66,10 +66,8 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 			// The other calls that ended while the key's probes went
 			// unanswered, from the first of them to the last one's error:
 			// most of them answered, the store was answering.
-			from, to := p.silentFrom, max(op.ErrAt, op.Call)
-			ok := within(answered, from, to)
-			failed := within(unanswered, from, to) - p.silent
-			if ok > 0 && ok > failed {
+			ok, failed, answering := ends.Beside(p.silentFrom, max(op.ErrAt, op.Call), p.silent)
+			if answering {
 				t.vs = append(t.vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
 					"the final probe of %s got no answer in %d tries (last: %s), while the store answered %d of %d other calls meanwhile",
 					op.Input.Key, p.tries, op.Err, ok, ok+failed)})
@@ -98,10 +96,11 @@ type keyProbes struct {
 	silentFrom int64
 }
 
-// callEnds is when each of ops ended, sorted: a decided call's return
+// callEnds is when each of ops ended: a decided call's return
 // (answered), an unanswered one's error, or its call where no error time
 // was recorded (unanswered). Only a part with a silent key needs them.
-func callEnds(ops []history.Op) (answered, unanswered []int64) {
+func callEnds(ops []history.Op) history.Ends {
+	var answered, unanswered []int64
 	for _, op := range ops {
 		if op.Output.Decided() {
 			answered = append(answered, op.Return)
@@ -109,16 +108,7 @@ func callEnds(ops []history.Op) (answered, unanswered []int64) {
 			unanswered = append(unanswered, max(op.ErrAt, op.Call))
 		}
 	}
-	slices.Sort(answered)
-	slices.Sort(unanswered)
-	return answered, unanswered
-}
-
-// within counts the times of sorted ts in [from, to].
-func within(ts []int64, from, to int64) int {
-	i, _ := slices.BinarySearch(ts, from)
-	j, _ := slices.BinarySearch(ts, to+1)
-	return j - i
+	return history.NewEnds(answered, unanswered)
 }
 
 // livenessTally is the liveness checker's tally: the keys probed and the

@@ -14,8 +14,10 @@ import (
 // 5xx for an order whose charge went through while the service may lack
 // its outcome (a saved error, replayed). A key still refused with 409,
 // 423 or 429, answered a 5xx the ledger does not explain, or not
-// answered at all, is stuck; one held ([held]) after its owner died,
-// with no in-flight TTL declared, is not judged ([orphans]).
+// answered while the service answered most other calls beside its
+// probes, is stuck; one held ([held]) after its owner died, with no
+// in-flight TTL declared, is not judged ([orphans]), nor one not answered
+// while the service answered few others ([history.Ends]).
 func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, keys keyFacts, p Policy) Result {
 	last := map[string]history.Exchange{}
 	first := map[string]int64{}
@@ -39,6 +41,8 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		return p
 	}
 	var order []string
+	silent := map[string]int{}       // the key's unanswered probes since its last answer
+	silentFrom := map[string]int64{} // when the first of them was sent
 	for _, x := range xs {
 		if x.Purpose != history.PurposeProbe {
 			continue
@@ -48,6 +52,21 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			first[x.Key] = x.Call
 		}
 		last[x.Key] = x
+		switch {
+		case x.Answered():
+			silent[x.Key] = 0
+		case silent[x.Key] == 0:
+			silent[x.Key], silentFrom[x.Key] = 1, x.Call
+		default:
+			silent[x.Key]++
+		}
+	}
+	var ends history.Ends
+	for _, n := range silent {
+		if n > 0 {
+			ends = exchangeEnds(xs)
+			break
+		}
 	}
 	// The orders whose charge took effect but whose outcome the service
 	// may not have: the provider failed it or the service hung up first
@@ -78,7 +97,8 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	orphaned := orphans(xs, fs)
 	saved, lostAnswer, declared := 0, 0, 0
-	var unjudged, savedErrs []string
+	var unjudged, savedErrs, silentKeys []string
+	unanswerFirst := "" // the first unanswered key, its probes and its last error
 	var vs []Violation
 	for _, k := range order {
 		x := last[k]
@@ -110,6 +130,20 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			continue
 		}
 		cause, got := CauseNoAnswer, "no answer ("+x.Err+")"
+		if !x.Answered() {
+			// No answer says nothing of the key unless the service
+			// answered most of the other calls that ended while the
+			// key's last probes went unanswered (see [history.Ends]).
+			ok, failed, answering := ends.Beside(silentFrom[k], max(x.ErrAt, x.Call), silent[k])
+			if !answering {
+				if len(silentKeys) == 0 {
+					unanswerFirst = fmt.Sprintf("%s, %d probes, the last: %s", k, x.Attempt, x.Err)
+				}
+				silentKeys = append(silentKeys, k)
+				continue
+			}
+			got = fmt.Sprintf("no answer (%s), while the service answered %d of %d other calls meanwhile", x.Err, ok, ok+failed)
+		}
 		switch {
 		case x.Status == http.StatusConflict:
 			cause, got = CauseInFlight, "409 (still in flight)"
@@ -147,11 +181,28 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if len(savedErrs) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) replay one 5xx (the last probe's answer and the one before it), for an order the provider never charged: a service that saves every error answers so (declare it with --saves-errors), and so does one stuck on the key", len(savedErrs), savedErrs[0]))
 	}
-	if n := len(unjudged) + len(savedErrs); n > 0 {
+	if len(silentKeys) > 0 {
+		why = append(why, fmt.Sprintf("%d keys (first %s) got no answer to their last probes while the service answered few or none of the other calls beside them: no answer says nothing of a key when the service answers no one (stopped, starved by the machine, cut off)", len(silentKeys), unanswerFirst))
+	}
+	if n := len(unjudged) + len(savedErrs) + len(silentKeys); n > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
 		r.Unjudged = strings.Join(why, "; ")
 	}
 	return finish(r, vs)
+}
+
+// exchangeEnds is when each exchange ended: an answered one's return, an
+// unanswered one's error (or its call where no error time was recorded).
+func exchangeEnds(xs []history.Exchange) history.Ends {
+	var answered, unanswered []int64
+	for _, x := range xs {
+		if x.Answered() {
+			answered = append(answered, x.Return)
+		} else {
+			unanswered = append(unanswered, max(x.ErrAt, x.Call))
+		}
+	}
+	return history.NewEnds(answered, unanswered)
 }
 
 // replayed reports whether a key's last probe got the same answer,

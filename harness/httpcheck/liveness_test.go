@@ -18,6 +18,7 @@ func TestLivenessCauses(t *testing.T) {
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8, 503, "down")
 		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, tc.status, "busy since 10")
 		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 40, tc.status, "busy since 30")
+		e.x(1, "i2", history.PurposeFirst, "k2", "o2", "b2", 12, 14, 200, "A2") // the service answers others meanwhile
 		wantCause(t, e.result(t, Liveness), tc.cause)
 	}
 	// The same 5xx replayed for an order never charged, and no success
@@ -118,6 +119,7 @@ func TestLivenessOrphans(t *testing.T) {
 		{0, "connection closed without an answer", false, CauseNoAnswer}, {502, "", false, CauseServerError}} {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 0, 0, "")
+		e.x(1, "i2", history.PurposeFirst, "k2", "o2", "b2", 12, 14, 200, "A2") // the service answers others meanwhile
 		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 7, End: 9})
 		for _, at := range []int64{10, 30} {
 			x := history.Exchange{Client: -1, Instance: "i2", Purpose: history.PurposeProbe, Key: "k", HasKey: true, Order: "o", Body: "b",
@@ -135,5 +137,50 @@ func TestLivenessOrphans(t *testing.T) {
 			continue
 		}
 		wantCause(t, r, tc.cause)
+	}
+}
+
+// TestLivenessNoAnswer: a key whose last probes got no answer at all is
+// stuck only if the service answered most of the other calls that ended
+// while they were sent; beside a service answering no one, or a trickle
+// (stopped, starved, cut off), it is not judged, and the result names it.
+func TestLivenessNoAnswer(t *testing.T) {
+	// others are the answers (status 0: none) of other keys' calls, each
+	// ending between the key's first unanswered probe and its last.
+	run := func(others ...int) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 0, 0, "")
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 0, 0, "")
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 0, 0, "")
+		for i, st := range others {
+			e.x(1, "i2", history.PurposeFirst, fmt.Sprintf("other%d", i), fmt.Sprintf("o%d", i), "b", int64(11+i), int64(12+i), st, "A")
+		}
+		return e.result(t, Liveness)
+	}
+	for _, others := range [][]int{nil, {0, 0}, {200, 0, 0}, {200, 0}} {
+		r := run(others...)
+		if !r.Pass || !strings.Contains(r.Unjudged, "1 keys (first k, 1 probes, the last: connection closed without an answer) got no answer") {
+			t.Errorf("no answer beside others answered %v: %+v, want k not judged", others, r)
+		}
+	}
+	r := run(200, 200, 0)
+	wantCause(t, r, CauseNoAnswer)
+	if !strings.Contains(r.Violations[0].Detail, "answered 2 of 3 other calls") {
+		t.Errorf("detail %q, want the calls answered beside the key", r.Violations[0].Detail)
+	}
+	// An answer to the key itself ends its silence: only the probes after
+	// it count, from the first one's call to the last one's error.
+	for _, tc := range []struct {
+		otherEnd int64
+		stuck    bool
+	}{{14, false}, {35, true}} {
+		e := newEv()
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 12, 409, "busy")
+		e.x(1, "i2", history.PurposeFirst, "k2", "o2", "b", 13, tc.otherEnd, 200, "A")
+		e.h.AddExchange(history.Exchange{Client: -1, Instance: "i2", Purpose: history.PurposeProbe, Key: "k", HasKey: true, Order: "o", Body: "b",
+			Attempt: 2, Call: 20, Return: history.Never, Err: "timeout", ErrAt: 40})
+		if r := e.result(t, Liveness); r.Pass == tc.stuck || r.Unjudged != "" == tc.stuck {
+			t.Errorf("a 409, then no answer, another key answered at %d: %+v, want stuck %v", tc.otherEnd, r, tc.stuck)
+		}
 	}
 }

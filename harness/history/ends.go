@@ -1,0 +1,39 @@
+package history
+
+import "slices"
+
+// Ends is when the calls of a history ended, answered or not, in time
+// order: the liveness checkers ask it whether the server was answering
+// while one key's calls went unanswered. No answer says nothing of a
+// key's state; no answer to one key while the server answered most of the
+// calls that ended beside it does (a row a leaked lock holds, a request
+// parked on a key forever). A server answering no one, or a trickle (its
+// machine starved, its network cut), leaves the key unjudged.
+type Ends struct {
+	answered, unanswered []int64
+}
+
+// NewEnds takes the end times of the answered calls (their returns) and
+// of the unanswered ones (their errors), in any order.
+func NewEnds(answered, unanswered []int64) Ends {
+	slices.Sort(answered)
+	slices.Sort(unanswered)
+	return Ends{answered: answered, unanswered: unanswered}
+}
+
+// Beside counts the calls that ended in [from, to], less own unanswered
+// ones (the key's own, which ended there too), and says whether the
+// server was answering then: at least one answered, and more answered
+// than not.
+func (e Ends) Beside(from, to int64, own int) (ok, failed int, answering bool) {
+	ok = within(e.answered, from, to)
+	failed = max(within(e.unanswered, from, to)-own, 0)
+	return ok, failed, ok > 0 && ok > failed
+}
+
+// within counts the times of sorted ts in [from, to].
+func within(ts []int64, from, to int64) int {
+	i, _ := slices.BinarySearch(ts, from)
+	j, _ := slices.BinarySearch(ts, to+1)
+	return j - i
+}
