@@ -16,8 +16,9 @@ import (
 // 423 or 429, answered a 5xx the ledger does not explain, or not
 // answered while the service answered most other calls beside its
 // probes, is stuck; one held ([held]) after its owner died, with no
-// in-flight TTL declared, is not judged ([orphans]), nor one not answered
-// while the service answered few others ([history.Ends]).
+// in-flight TTL declared, is not judged ([orphans]), nor one held while
+// its order's charge was still being made ([stillCharging]), nor one not
+// answered while the service answered few others ([history.Ends]).
 func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, keys keyFacts, p Policy) Result {
 	last := map[string]history.Exchange{}
 	first := map[string]int64{}
@@ -41,8 +42,9 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		return p
 	}
 	var order []string
-	silent := map[string]int{}       // the key's unanswered probes since its last answer
-	silentFrom := map[string]int64{} // when the first of them was sent
+	prev := map[string]history.Exchange{} // the probe before the last
+	silent := map[string]int{}            // the key's unanswered probes since its last answer
+	silentFrom := map[string]int64{}      // when the first of them was sent
 	for _, x := range xs {
 		if x.Purpose != history.PurposeProbe {
 			continue
@@ -51,6 +53,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			order = append(order, x.Key)
 			first[x.Key] = x.Call
 		}
+		prev[x.Key] = last[x.Key]
 		last[x.Key] = x
 		switch {
 		case x.Answered():
@@ -77,7 +80,9 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	// through, so a correct service must never run it again, and a saved
 	// error replayed is its definite answer.
 	errored, unanswered := map[string]bool{}, map[string]bool{}
+	charging := map[string][]history.Charge{} // each order's charges, by order
 	for _, c := range charges {
+		charging[c.Order] = append(charging[c.Order], c)
 		if c.Effective && c.Errored() {
 			errored[c.Order] = true
 		} else if c.Effective {
@@ -97,7 +102,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	orphaned := orphans(xs, fs)
 	saved, lostAnswer, declared := 0, 0, 0
-	var unjudged, savedErrs, silentKeys []string
+	var unjudged, savedErrs, silentKeys, working []string
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
 	var vs []Violation
 	for _, k := range order {
@@ -127,6 +132,10 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		if held(x) && p.InFlightTTL == 0 && orphaned[k] {
 			unjudged = append(unjudged, k)
+			continue
+		}
+		if held(x) && stillCharging(charging[x.Order], prev[k], x) {
+			working = append(working, k)
 			continue
 		}
 		cause, got := CauseNoAnswer, "no answer ("+x.Err+")"
@@ -184,11 +193,34 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if len(silentKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got no answer to their last probes while the service answered few or none of the other calls beside them: no answer says nothing of a key when the service answers no one (stopped, starved by the machine, cut off)", len(silentKeys), unanswerFirst))
 	}
-	if n := len(unjudged) + len(savedErrs) + len(silentKeys); n > 0 {
+	if len(working) > 0 {
+		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes while the provider was still making their order's charge: their owner was still at work, which a correct service holds the key for; give the probes longer than the work takes (--settle) to judge them", len(working), working[0]))
+	}
+	if n := len(unjudged) + len(savedErrs) + len(silentKeys) + len(working); n > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
 		r.Unjudged = strings.Join(why, "; ")
 	}
 	return finish(r, vs)
+}
+
+// stillCharging reports whether one of the charges of the order of a
+// key's last probe last was still being made when that probe, or the
+// probe before it (prev), was sent: the request that owns the key was
+// still at work at the end of the probes (a charge slower than --settle,
+// or one the service began late), and a correct service holds the key
+// until it is done. The probe before counts too: a service saves its
+// outcome a moment after its charge is answered.
+func stillCharging(cs []history.Charge, prev, last history.Exchange) bool {
+	since := last.Call
+	if prev.Call != 0 {
+		since = prev.Call
+	}
+	for _, c := range cs {
+		if c.Effective && c.At <= last.Call && (c.End == 0 || c.End >= since) {
+			return true
+		}
+	}
+	return false
 }
 
 // exchangeEnds is when each exchange ended: an answered one's return, an

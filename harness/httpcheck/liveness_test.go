@@ -184,3 +184,29 @@ func TestLivenessNoAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestLivenessStillCharging: a key held (409) to its last probe while its
+// order's charge was still being made at the provider has an owner still
+// at work: not judged, naming --settle. A charge answered before the
+// probes leaves no such excuse.
+func TestLivenessStillCharging(t *testing.T) {
+	for _, tc := range []struct {
+		end   int64 // when the provider answered the charge (0: not yet)
+		stuck bool
+	}{{0, false}, {35, false}, {15, true}} {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 0, 0, "") // timed out at the client
+		e.chargeOutcome("o", "i1", 8, tc.end, history.OutcomeCharged)
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 20, 22, 409, "busy")
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 32, 409, "busy")
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 40, 42, 409, "busy")
+		r := e.result(t, Liveness)
+		if tc.stuck {
+			wantCause(t, r, CauseInFlight)
+			continue
+		}
+		if !r.Pass || !strings.Contains(r.Unjudged, "still making their order's charge") || !strings.Contains(r.Unjudged, "--settle") {
+			t.Errorf("a key held while its charge (answered at %d) was made: %+v, want it not judged", tc.end, r)
+		}
+	}
+}
