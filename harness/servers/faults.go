@@ -78,7 +78,9 @@ func (f *Faults) Pause(ctx context.Context) error {
 	defer f.op.Unlock()
 	wait := 100 * time.Millisecond
 	for try := 1; ; try++ {
-		_, err := f.cli.ContainerPause(ctx, f.id, client.ContainerPauseOptions{})
+		_, err := docker(ctx, "pause", func(ctx context.Context) (client.ContainerPauseResult, error) {
+			return f.cli.ContainerPause(ctx, f.id, client.ContainerPauseOptions{})
+		})
 		if err == nil {
 			break
 		}
@@ -107,7 +109,9 @@ func (f *Faults) Resume(ctx context.Context) error {
 // resume is Resume with f.op held. A container that is not paused (a
 // pause that failed, or one a kill already ended) is resumed already.
 func (f *Faults) resume(ctx context.Context) error {
-	if _, err := f.cli.ContainerUnpause(ctx, f.id, client.ContainerUnpauseOptions{}); err != nil {
+	if _, err := docker(ctx, "unpause", func(ctx context.Context) (client.ContainerUnpauseResult, error) {
+		return f.cli.ContainerUnpause(ctx, f.id, client.ContainerUnpauseOptions{})
+	}); err != nil {
 		if st, ierr := f.state(ctx); ierr != nil || st.Paused {
 			return fmt.Errorf("resume %s: %w", f.srv.Kind, err)
 		}
@@ -134,7 +138,9 @@ func (f *Faults) kill(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := f.cli.ContainerKill(ctx, f.id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+	if _, err := docker(ctx, "kill", func(ctx context.Context) (client.ContainerKillResult, error) {
+		return f.cli.ContainerKill(ctx, f.id, client.ContainerKillOptions{Signal: "KILL"})
+	}); err != nil {
 		return fmt.Errorf("kill %s: %w", f.srv.Kind, err)
 	}
 	for {
@@ -161,7 +167,9 @@ func (f *Faults) Start(ctx context.Context) error {
 
 // start is Start with f.op held.
 func (f *Faults) start(ctx context.Context) error {
-	if _, err := f.cli.ContainerStart(ctx, f.id, client.ContainerStartOptions{}); err != nil {
+	if _, err := docker(ctx, "start", func(ctx context.Context) (client.ContainerStartResult, error) {
+		return f.cli.ContainerStart(ctx, f.id, client.ContainerStartOptions{})
+	}); err != nil {
 		return fmt.Errorf("start %s: %w", f.srv.Kind, err)
 	}
 	return f.Ready(ctx)
@@ -209,7 +217,9 @@ type containerState struct{ Paused, Running bool }
 
 // state asks Docker whether the container is paused and running.
 func (f *Faults) state(ctx context.Context) (containerState, error) {
-	res, err := f.cli.ContainerInspect(ctx, f.id, client.ContainerInspectOptions{})
+	res, err := docker(ctx, "inspect", func(ctx context.Context) (client.ContainerInspectResult, error) {
+		return f.cli.ContainerInspect(ctx, f.id, client.ContainerInspectOptions{})
+	})
 	if err != nil {
 		return containerState{}, err
 	}
@@ -259,7 +269,9 @@ const (
 // on now, or the server's own for a container on the host network (it
 // must not change across a restart).
 func (f *Faults) HostPort(ctx context.Context) (string, error) {
-	res, err := f.cli.ContainerInspect(ctx, f.id, client.ContainerInspectOptions{})
+	res, err := docker(ctx, "inspect", func(ctx context.Context) (client.ContainerInspectResult, error) {
+		return f.cli.ContainerInspect(ctx, f.id, client.ContainerInspectOptions{})
+	})
 	if err != nil {
 		return "", err
 	}
@@ -294,4 +306,23 @@ func hostPortOf(addr string) string {
 		return u.Host
 	}
 	return addr
+}
+
+// dockerCallTimeout bounds one Docker API call that injects, heals or
+// inspects a fault. Each takes milliseconds, seconds on a loaded machine;
+// one that has not answered in this long has hung (a network disconnect
+// at load 95 hung for 18 minutes in a test), and the fault fails with an
+// error that says so instead of stalling the run. A variable for tests.
+var dockerCallTimeout = 2 * time.Minute
+
+// docker makes one Docker API call (what names it) under
+// dockerCallTimeout.
+func docker[T any](ctx context.Context, what string, call func(context.Context) (T, error)) (T, error) {
+	cctx, cancel := context.WithTimeout(ctx, dockerCallTimeout)
+	defer cancel()
+	v, err := call(cctx)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		err = fmt.Errorf("docker %s did not answer within %v: %w", what, dockerCallTimeout, err)
+	}
+	return v, err
 }

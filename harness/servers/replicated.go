@@ -274,7 +274,9 @@ func (t *Topology) startNode(ctx context.Context, from *node) (*node, error) {
 // refreshIP reads the node's address on the clients' network (it changes
 // when the node is reconnected) and sets its server's address.
 func (t *Topology) refreshIP(ctx context.Context, nd *node) error {
-	res, err := t.cli.ContainerInspect(ctx, nd.srv.ctr.GetContainerID(), client.ContainerInspectOptions{})
+	res, err := docker(ctx, "inspect", func(ctx context.Context) (client.ContainerInspectResult, error) {
+		return t.cli.ContainerInspect(ctx, nd.srv.ctr.GetContainerID(), client.ContainerInspectOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("inspect %s node %s: %w", t.Servers, nd.name, err)
 	}

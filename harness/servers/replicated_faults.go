@@ -60,7 +60,9 @@ func (t *Topology) LagStandby(ctx context.Context) error {
 	if sb == nil {
 		return errors.New("no standby to cut off")
 	}
-	if _, err := t.cli.NetworkDisconnect(ctx, t.replNet, client.NetworkDisconnectOptions{Container: sb.srv.ctr.GetContainerID(), Force: true}); err != nil {
+	if _, err := docker(ctx, "network disconnect", func(ctx context.Context) (client.NetworkDisconnectResult, error) {
+		return t.cli.NetworkDisconnect(ctx, t.replNet, client.NetworkDisconnectOptions{Container: sb.srv.ctr.GetContainerID(), Force: true})
+	}); err != nil {
 		return fmt.Errorf("cut %s standby %s off %s: %w", t.Servers, sb.name, t.replNet, err)
 	}
 	t.mu.Lock()
@@ -78,7 +80,9 @@ func (t *Topology) CatchUpStandby(ctx context.Context) error {
 		return nil
 	}
 	ep := &network.EndpointSettings{Aliases: []string{sb.name}}
-	if _, err := t.cli.NetworkConnect(ctx, t.replNet, client.NetworkConnectOptions{Container: sb.srv.ctr.GetContainerID(), EndpointConfig: ep}); err != nil {
+	if _, err := docker(ctx, "network connect", func(ctx context.Context) (client.NetworkConnectResult, error) {
+		return t.cli.NetworkConnect(ctx, t.replNet, client.NetworkConnectOptions{Container: sb.srv.ctr.GetContainerID(), EndpointConfig: ep})
+	}); err != nil {
 		return fmt.Errorf("reconnect %s standby %s to %s: %w", t.Servers, sb.name, t.replNet, err)
 	}
 	t.mu.Lock()
@@ -119,7 +123,9 @@ func (t *Topology) Partition(ctx context.Context, from string) error {
 		if done {
 			continue
 		}
-		if _, err := t.cli.NetworkDisconnect(ctx, n, client.NetworkDisconnectOptions{Container: p.srv.ctr.GetContainerID(), Force: true}); err != nil {
+		if _, err := docker(ctx, "network disconnect", func(ctx context.Context) (client.NetworkDisconnectResult, error) {
+			return t.cli.NetworkDisconnect(ctx, n, client.NetworkDisconnectOptions{Container: p.srv.ctr.GetContainerID(), Force: true})
+		}); err != nil {
 			return fmt.Errorf("partition %s node %s from %s: %w", t.Servers, p.name, n, err)
 		}
 		t.mu.Lock()
@@ -144,7 +150,9 @@ func (t *Topology) Heal(ctx context.Context) error {
 		if n == t.replNet {
 			ep.Aliases = []string{p.name}
 		}
-		if _, err := t.cli.NetworkConnect(ctx, n, client.NetworkConnectOptions{Container: p.srv.ctr.GetContainerID(), EndpointConfig: ep}); err != nil {
+		if _, err := docker(ctx, "network connect", func(ctx context.Context) (client.NetworkConnectResult, error) {
+			return t.cli.NetworkConnect(ctx, n, client.NetworkConnectOptions{Container: p.srv.ctr.GetContainerID(), EndpointConfig: ep})
+		}); err != nil {
 			errs = append(errs, fmt.Errorf("reconnect %s node %s to %s: %w", t.Servers, p.name, n, err))
 		}
 	}
