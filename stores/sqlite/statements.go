@@ -46,8 +46,9 @@ type statements struct {
 	// resp_status, resp_body, stale, token, created_at.
 	read string
 	// replay returns the existing row judged for Begin's answer without
-	// the write lock: judged (same fingerprint, done and stale as the bits
-	// of one integer, judgedSameFP and the rest), resp_status, resp_body.
+	// the write lock: judged (same fingerprint, done and stale as the low
+	// bits of one integer, judgedSameFP and the rest, and resp_status
+	// above them), resp_body.
 	// It judges the fingerprint and the staleness as read does (readPair).
 	// The Store prepares it with its parameters bound by position
 	// (positional).
@@ -78,13 +79,15 @@ const (
 	readRow = `SELECT %s AS same_fp, status = 'done', resp_status, resp_body, %s AS stale, token, created_at
 	FROM idempotency_keys WHERE tenant = :tenant AND key = :key`
 	sameFingerprint = `fingerprint = :fingerprint`
-	// readAnswer packs replay's three judgements into one column (the
-	// judged bits), each comparison written as readRow writes it (a
-	// generated mutant edits the same text in both). A replay is the hot
-	// read, and each result column costs it a few percent of a
-	// primary-key read (modernc.org/sqlite fetches every column's name
-	// and declared type on every query): three columns, not five.
-	readAnswer = `SELECT (%s) + 2 * (status = 'done') + 4 * (%s) AS judged, resp_status, resp_body
+	// readAnswer packs replay's three judgements (the judged bits) and
+	// the saved status (above them: 8 times it, so that any status short
+	// of 2^59, negative too, comes back whole) into one column, each
+	// comparison written as readRow writes it (a generated mutant edits
+	// the same text in both). A replay is the hot read, and each result
+	// column costs it a few percent of a primary-key read (modernc.org/sqlite
+	// fetches every column's name and declared type on every query): two
+	// columns, as the raw read has, not five.
+	readAnswer = `SELECT (%s) + 2 * (status = 'done') + 4 * (%s) + 8 * coalesce(resp_status, 0) AS judged, resp_body
 	FROM idempotency_keys WHERE tenant = :tenant AND key = :key`
 	isStale     = `:now - locked_at >= :lock_ttl` // as memory: now.Sub(lockedAt) >= LockTTL
 	setTakeover = `UPDATE idempotency_keys SET locked_at = :now, token = :token
