@@ -18,6 +18,9 @@ in SQLite (IDEM_DB, one file that every instance on this machine shares):
   - the save is fenced by the claim's token: an owner whose claim was
     taken over cannot overwrite the new owner's answer.
 
+The key is read from the header named in IDEM_KEY_HEADER (default
+Idempotency-Key; tell idemcheck with --key-header).
+
 Run it under idemcheck (each instance gets PORT, IDEM_PROVIDER_URL and
 IDEM_NAMESPACE):
 
@@ -50,6 +53,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOCK_TTL = 5.0  # seconds; longer than CHARGE_TIMEOUT, so no honest charge outlives its claim
 CHARGE_TIMEOUT = 2.0  # the provider call's deadline
 MAX_KEY = 255
+KEY_HEADER = os.environ.get("IDEM_KEY_HEADER", "Idempotency-Key")
 PROVIDER = os.environ["IDEM_PROVIDER_URL"]
 DB = os.environ.get("IDEM_DB", "/tmp/idem-pysvc.db")
 NS = os.environ.get("IDEM_NAMESPACE", "")  # keeps runs apart in one file
@@ -193,7 +197,7 @@ class Handler(BaseHTTPRequestHandler):
             order["order"], order["amount"]
         except Exception:
             return self.reply(400, 'want a JSON body {"order": ..., "amount": N}')
-        key = self.headers.get("Idempotency-Key")
+        key = self.headers.get(KEY_HEADER)
         if not key or len(key.encode()) > MAX_KEY:
             return self.reply(400, "invalid idempotency key: must be 1-255 bytes")
         fp = hashlib.sha256(b"POST /orders\n" + raw).hexdigest()

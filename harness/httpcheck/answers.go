@@ -109,6 +109,6 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		verb = "gave no answer to"
 	}
 	return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
-		"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested (see the answers in history.jsonl: a key format, a header or a body the service refuses?)",
+		"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested (see the answers in history.jsonl: a key format, a header or a body the service refuses, or the key in a header it does not read: --key-header?)",
 		verb, 100*n/requests, n, requests, failed, len(ok))}})
 }

@@ -225,7 +225,7 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 		req.Header[k] = append([]string(nil), vs...)
 	}
 	if hasKey {
-		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set(l.cfg.Request.KeyHeader, key)
 	}
 	x.Call = l.hist.Now()
 	l.hist.Sending(x)

@@ -58,7 +58,15 @@ type Request struct {
 	// a plain request: requests without one are sent as [history]'s
 	// PurposeNoKey and need no 400.
 	KeyOptional bool
+	// KeyHeader is the header the key goes in (default Idempotency-Key,
+	// the IETF draft's; services also read X-Idempotency-Key or a name of
+	// their own). A request sent without a key goes without it.
+	KeyHeader string
 }
+
+// DefaultKeyHeader is the header of the IETF draft, where the key goes
+// unless the request names another.
+const DefaultKeyHeader = "Idempotency-Key"
 
 var patternVerb = regexp.MustCompile(`%(0?)([0-9]*)([dxs%])`)
 
@@ -74,6 +82,16 @@ func (r Request) Normalize() (Request, error) {
 	}
 	if r.BodyType == "" {
 		r.BodyType = BodyJSON
+	}
+	if r.KeyHeader == "" {
+		r.KeyHeader = DefaultKeyHeader
+	}
+	if !headerName(r.KeyHeader) {
+		return r, fmt.Errorf("key header %q is not a header name (want letters, digits and -, such as X-Idempotency-Key)", r.KeyHeader)
+	}
+	r.KeyHeader = http.CanonicalHeaderKey(r.KeyHeader)
+	if r.Header.Values(r.KeyHeader) != nil {
+		return r, fmt.Errorf("the key header %s is also given with -H: the key goes there, and a request without a key must go without it", r.KeyHeader)
 	}
 	if r.OrderAt == "" {
 		r.OrderAt = "order"
@@ -108,6 +126,22 @@ func (r Request) Normalize() (Request, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// headerName reports whether s is a header field name: one or more of
+// RFC 9110's token characters.
+func headerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // distinctPaths checks that a JSON body's two paths name two places: no
