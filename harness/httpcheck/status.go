@@ -60,13 +60,13 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 			counts["missing key"]++
 			if x.Status != http.StatusBadRequest {
 				vs = append(vs, Violation{Checker: Status, Key: "(none)", Cause: CauseMissing, At: x.Return, Detail: fmt.Sprintf(
-					"a request with no Idempotency-Key got %d from %s at %s, not 400", x.Status, x.Instance, ms(x.Return))})
+					"a request with no idempotency key got %d from %s at %s, not 400 (a service that serves it as a plain request declares --key optional)", x.Status, x.Instance, ms(x.Return))})
 			}
 		case x.Purpose == history.PurposeLong:
 			counts["over-long key"]++
 			if x.Status != http.StatusBadRequest {
 				vs = append(vs, Violation{Checker: Status, Key: clip(x.Key), Cause: CauseLong, At: x.Return, Detail: fmt.Sprintf(
-					"a %d-byte key got %d from %s at %s, not 400", len(x.Key), x.Status, x.Instance, ms(x.Return))})
+					"a %d-byte key got %d from %s at %s, not 400 (a service that accepts longer keys declares its limit: --max-key-len N, or 0 for none)", len(x.Key), x.Status, x.Instance, ms(x.Return))})
 			}
 		case x.Purpose == history.PurposeReuse:
 			counts["key reused with another body"]++
