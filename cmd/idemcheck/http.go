@@ -485,9 +485,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return code, nil
 	}
 	if expChecker == "" {
-		if code == exitUnknown {
-			fmt.Fprintln(stdout, "UNDECIDED: no violation, but not everything was judged (the \"not judged\" lines above)")
-		}
+		fmt.Fprintln(stdout, httpreport.Closing(results))
 		return code, nil
 	}
 	for _, r := range results {

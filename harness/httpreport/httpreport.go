@@ -315,6 +315,32 @@ func Overall(results []httpcheck.Result) string {
 	return "PASS"
 }
 
+// Closing is the run's verdict in one line, the last a run prints: the
+// checkers that failed, that a run was undecided, or that every checker
+// passed, naming those that had nothing to judge (a pass says what was
+// not judged).
+func Closing(results []httpcheck.Result) string {
+	var failed, idle []string
+	for _, r := range results {
+		switch {
+		case !r.Pass:
+			failed = append(failed, fmt.Sprintf("%s (%d violations)", r.Checker, len(r.Violations)))
+		case !r.Applied:
+			idle = append(idle, r.Checker)
+		}
+	}
+	switch Overall(results) {
+	case "FAIL":
+		return "FAIL: " + strings.Join(failed, ", ")
+	case "UNDECIDED":
+		return "UNDECIDED: no violation, but not everything was judged (the \"not judged\" lines above)"
+	}
+	if len(idle) > 0 {
+		return fmt.Sprintf("PASS: every checker passed; %s had nothing to judge in this run (the lines above say why)", strings.Join(idle, ", "))
+	}
+	return "PASS: every checker passed, each on what it judged"
+}
+
 func ms(t int64) string { return history.Millis(t) }
 
 func clip(s string) string {
