@@ -50,9 +50,12 @@ for m in correct=pass check-then-act=at-most-once:concurrent errors-not-cached=a
 	v=${m%%=*}
 	run "py-$v" "${m#*=}" "IDEM_DB=$tmp/py-$v.db python3 examples/pysvc/service.py $v" --instances 2
 done
-# The key in a header of the service's own, declared with --key-header.
+# The key in a header of the service's own (--key-header), or in the body
+# (--key-at).
 run py-x-key pass "IDEM_KEY_HEADER=X-Idempotency-Key IDEM_DB=$tmp/py-x-key.db python3 examples/pysvc/service.py correct" \
 	--instances 2 --key-header X-Idempotency-Key
+run py-body-key pass "IDEM_KEY_AT=idempotency_key IDEM_DB=$tmp/py-body-key.db python3 examples/pysvc/service.py correct" \
+	--instances 2 --key-at idempotency_key
 
 # Node/Express: the request declared on flags; the article's middleware
 # rejects asynchronously, which crashes Node (one instance, more provider

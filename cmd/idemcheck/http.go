@@ -55,7 +55,8 @@ The request as the service expects it (docs/http-requests.md):
   --key-format uuid|ulid|PATTERN   (PATTERN: %d sequence, %x random hex,
         %s the run's id; e.g. "pay_%s_%06d")
   --key-header NAME        the header the key goes in (default
-        Idempotency-Key; e.g. X-Idempotency-Key)
+        Idempotency-Key; e.g. X-Idempotency-Key), or --key-at PATH: in
+        the body instead (a JSON path or form field, e.g. idempotency_key)
   --body '{"payment":{"currency":"EUR"}}' --order-at payment.ref
         --amount-at payment.cents   (JSON paths), or --body-type form
         --body "currency=EUR" --order-at ref --amount-at cents
@@ -73,7 +74,7 @@ Targets, either:
   --config FILE                     the same as JSON: {"targets": [...]} or
         {"cmd": "...", "instances": N, "path": "/orders", "server": "redis"},
         and the request: "method", "headers": ["Name: value"], "key_format",
-        "key_header", "body", "body_type", "order_at", "amount_at", "key",
+        "key_header", "key_at", "body", "body_type", "order_at", "amount_at", "key",
         "max_key_len", "inflight_ttl", "settle", "saves_errors"
 
 An instance started with --cmd that exits by itself is recorded (time,
@@ -97,6 +98,7 @@ type httpConfig struct {
 	Headers     []string        `json:"headers"`
 	KeyFormat   string          `json:"key_format"`
 	KeyHeader   string          `json:"key_header"`
+	KeyAt       string          `json:"key_at"`
 	Body        json.RawMessage `json:"body"` // a JSON object, or a string (a form)
 	BodyType    string          `json:"body_type"`
 	OrderAt     string          `json:"order_at"`
@@ -132,7 +134,8 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	fs.Var(&headers, "H", `header sent with every request, "Name: value" (repeatable)`)
 	fs.Var(&headers, "header", `the same as -H`)
 	keyFormat := fs.String("key-format", httpload.KeyUUID, "keys: uuid (v4), ulid, or a pattern (%d sequence, %x random hex, %s run id)")
-	keyHeader := fs.String("key-header", httpload.DefaultKeyHeader, "the header the key goes in")
+	keyHeader := fs.String("key-header", "", "the header the key goes in (default "+httpload.DefaultKeyHeader+")")
+	keyAt := fs.String("key-at", "", "put the key in the body instead, at this dotted JSON path or form field (such as idempotency_key)")
 	bodyTmpl := fs.String("body", "", "body template: a JSON object, or a form (a=b&c=d) with --body-type form")
 	bodyType := fs.String("body-type", httpload.BodyJSON, "json or form")
 	orderAt := fs.String("order-at", "order", "where the order goes: a dotted JSON path, or a form field")
@@ -189,7 +192,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 			flag string
 			dst  *string
 			v    string
-		}{{"method", method, c.Method}, {"key-format", keyFormat, c.KeyFormat}, {"key-header", keyHeader, c.KeyHeader}, {"body-type", bodyType, c.BodyType},
+		}{{"method", method, c.Method}, {"key-format", keyFormat, c.KeyFormat}, {"key-header", keyHeader, c.KeyHeader}, {"key-at", keyAt, c.KeyAt}, {"body-type", bodyType, c.BodyType},
 			{"order-at", orderAt, c.OrderAt}, {"amount-at", amountAt, c.AmountAt}, {"key", keyPolicy, c.Key}}
 		for _, f := range strs {
 			if !set[f.flag] && f.v != "" {
@@ -240,7 +243,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if *keyPolicy != "required" && *keyPolicy != "optional" {
 		return exitUsage, usagef("http: --key %q: want required or optional", *keyPolicy)
 	}
-	reqShape, err := httpload.Request{Method: *method, Header: hdr, KeyFormat: *keyFormat, KeyHeader: *keyHeader, BodyType: *bodyType, Body: *bodyTmpl,
+	reqShape, err := httpload.Request{Method: *method, Header: hdr, KeyFormat: *keyFormat, KeyHeader: *keyHeader, KeyAt: *keyAt, BodyType: *bodyType, Body: *bodyTmpl,
 		OrderAt: *orderAt, AmountAt: *amountAt, KeyOptional: *keyPolicy == "optional"}.Normalize()
 	if err != nil {
 		return exitUsage, usagef("http: %v", err)
@@ -543,7 +546,11 @@ func declarations(r httpload.Request, path string, started bool, maxKey int, p h
 	default:
 		kf = fmt.Sprintf("the pattern %q", kf)
 	}
-	out = append(out, "keys: "+kf+" in "+r.KeyHeader)
+	if r.KeyAt != "" {
+		out = append(out, fmt.Sprintf("keys: %s in the body at %q", kf, r.KeyAt))
+	} else {
+		out = append(out, "keys: "+kf+" in "+r.KeyHeader)
+	}
 	if r.KeyOptional {
 		out = append(out, "key optional: a request without one is served as a plain request (widens: no 400 asked for it)")
 	} else {

@@ -19,7 +19,8 @@ in SQLite (IDEM_DB, one file that every instance on this machine shares):
     taken over cannot overwrite the new owner's answer.
 
 The key is read from the header named in IDEM_KEY_HEADER (default
-Idempotency-Key; tell idemcheck with --key-header).
+Idempotency-Key; tell idemcheck with --key-header), or from the body's
+top-level field named in IDEM_KEY_AT (tell idemcheck with --key-at).
 
 Run it under idemcheck (each instance gets PORT, IDEM_PROVIDER_URL and
 IDEM_NAMESPACE):
@@ -54,6 +55,7 @@ LOCK_TTL = 5.0  # seconds; longer than CHARGE_TIMEOUT, so no honest charge outli
 CHARGE_TIMEOUT = 2.0  # the provider call's deadline
 MAX_KEY = 255
 KEY_HEADER = os.environ.get("IDEM_KEY_HEADER", "Idempotency-Key")
+KEY_AT = os.environ.get("IDEM_KEY_AT")  # a top-level field of the JSON body instead
 PROVIDER = os.environ["IDEM_PROVIDER_URL"]
 DB = os.environ.get("IDEM_DB", "/tmp/idem-pysvc.db")
 NS = os.environ.get("IDEM_NAMESPACE", "")  # keeps runs apart in one file
@@ -197,7 +199,9 @@ class Handler(BaseHTTPRequestHandler):
             order["order"], order["amount"]
         except Exception:
             return self.reply(400, 'want a JSON body {"order": ..., "amount": N}')
-        key = self.headers.get(KEY_HEADER)
+        key = order.get(KEY_AT) if KEY_AT else self.headers.get(KEY_HEADER)
+        if not isinstance(key, (str, type(None))):
+            return self.reply(400, "invalid idempotency key: want a string")
         if not key or len(key.encode()) > MAX_KEY:
             return self.reply(400, "invalid idempotency key: must be 1-255 bytes")
         fp = hashlib.sha256(b"POST /orders\n" + raw).hexdigest()

@@ -214,7 +214,14 @@ func sleep(ctx context.Context, d time.Duration) {
 func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, hasKey bool, order, body string, attempt int) history.Exchange {
 	x := history.Exchange{Client: c, Instance: t.Name, Purpose: purpose, Key: key, HasKey: hasKey,
 		Order: order, Body: body, Attempt: attempt}
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), l.cfg.Request.Method, t.URL, bytes.NewReader([]byte(body)))
+	wire := body
+	var err error
+	if hasKey && l.cfg.Request.KeyAt != "" {
+		if wire, err = l.cfg.Request.withKey(body, key); err != nil { // Normalize made one: cannot happen
+			panic(err)
+		}
+	}
+	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), l.cfg.Request.Method, t.URL, bytes.NewReader([]byte(wire)))
 	if err != nil {
 		x.Call, x.Return, x.Err = l.hist.Now(), history.Never, err.Error()
 		l.hist.AddExchange(x)
@@ -224,7 +231,7 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 	for k, vs := range l.cfg.Request.Header {
 		req.Header[k] = append([]string(nil), vs...)
 	}
-	if hasKey {
+	if hasKey && l.cfg.Request.KeyAt == "" {
 		req.Header.Set(l.cfg.Request.KeyHeader, key)
 	}
 	x.Call = l.hist.Now()

@@ -2,6 +2,8 @@ package httpload_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -64,6 +66,85 @@ func TestKeyHeader(t *testing.T) {
 	for _, bad := range []httpload.Request{{KeyHeader: "Bad Header"}, {KeyHeader: "X-Key", Header: http.Header{"X-Key": {"v"}}}} {
 		if _, err := bad.Normalize(); err == nil {
 			t.Errorf("key header %q with headers %v: no error", bad.KeyHeader, bad.Header)
+		}
+	}
+}
+
+// TestKeyInBody: with Request.KeyAt set, every keyed request carries its
+// key in the body at that JSON path or form field, and in no header; a
+// request sent without a key has no such field; the order is where it
+// was.
+func TestKeyInBody(t *testing.T) {
+	for _, tc := range []struct {
+		req  httpload.Request
+		read func(r *http.Request) (key, order string)
+	}{
+		{httpload.Request{KeyAt: "meta.idempotency_key", Body: `{"currency":"EUR","merchant":12345678901234567890}`},
+			func(r *http.Request) (string, string) {
+				var b struct {
+					Meta struct {
+						Key string `json:"idempotency_key"`
+					} `json:"meta"`
+					Order    string          `json:"order"`
+					Merchant json.RawMessage `json:"merchant"`
+				}
+				raw, _ := io.ReadAll(r.Body)
+				if err := json.Unmarshal(raw, &b); err != nil || string(b.Merchant) != "12345678901234567890" {
+					return "bad body " + string(raw), ""
+				}
+				return b.Meta.Key, b.Order
+			}},
+		{httpload.Request{KeyAt: "idempotency_key", BodyType: httpload.BodyForm, Body: "currency=EUR"},
+			func(r *http.Request) (string, string) {
+				if err := r.ParseForm(); err != nil {
+					return "bad form", ""
+				}
+				return r.PostForm.Get("idempotency_key"), r.PostForm.Get("order")
+			}},
+	} {
+		var mu sync.Mutex
+		got := map[string]string{} // the order each key came with
+		var inHeader, keyless int
+		var bad []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			key, order := tc.read(r)
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Header.Get("Idempotency-Key") != "" {
+				inHeader++
+			}
+			switch {
+			case order == "":
+				bad = append(bad, key)
+			case key == "":
+				keyless++
+			default:
+				got[key] = order
+			}
+			w.WriteHeader(http.StatusOK)
+		}))
+		h := history.New()
+		load, err := httpload.New(httpload.Config{Targets: []httpload.Target{{Name: "i1", URL: srv.URL + "/orders"}}, Clients: 2,
+			Duration: 300 * time.Millisecond, Seed: 1, RunID: "kb", MaxKeyLen: stores.MaxKeyLen, Timeout: time.Second, MaxAttempts: 2,
+			Mix: httpload.Mix{Missing: 0.3}, Request: tc.req}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		load.Run(context.Background())
+		srv.Close()
+		keyed, sentKeyless := 0, 0
+		for _, x := range h.Exchanges() {
+			if !x.HasKey {
+				sentKeyless++
+				continue
+			}
+			keyed++
+			if got[x.Key] != x.Order {
+				t.Fatalf("%s: key %s was sent with order %s; the service saw it with %q", tc.req.KeyAt, x.Key, x.Order, got[x.Key])
+			}
+		}
+		if keyed == 0 || sentKeyless == 0 || keyless != sentKeyless || inHeader != 0 || len(bad) > 0 {
+			t.Errorf("%s: sent %d keyed and %d keyless; the service saw %d keyless, %d with a key header, bad bodies %q", tc.req.KeyAt, keyed, sentKeyless, keyless, inHeader, bad)
 		}
 	}
 }

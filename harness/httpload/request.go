@@ -62,6 +62,10 @@ type Request struct {
 	// the IETF draft's; services also read X-Idempotency-Key or a name of
 	// their own). A request sent without a key goes without it.
 	KeyHeader string
+	// KeyAt, when set, puts the key in the body instead of a header, at
+	// this dotted JSON path or form field (as Square's idempotency_key):
+	// a request sent without a key has no such field.
+	KeyAt string
 }
 
 // DefaultKeyHeader is the header of the IETF draft, where the key goes
@@ -83,14 +87,17 @@ func (r Request) Normalize() (Request, error) {
 	if r.BodyType == "" {
 		r.BodyType = BodyJSON
 	}
-	if r.KeyHeader == "" {
+	if r.KeyAt != "" && r.KeyHeader != "" {
+		return r, fmt.Errorf("the key goes in the body at %q or in the header %s, not both", r.KeyAt, r.KeyHeader)
+	}
+	if r.KeyHeader == "" && r.KeyAt == "" {
 		r.KeyHeader = DefaultKeyHeader
 	}
-	if !headerName(r.KeyHeader) {
+	if r.KeyAt == "" && !headerName(r.KeyHeader) {
 		return r, fmt.Errorf("key header %q is not a header name (want letters, digits and -, such as X-Idempotency-Key)", r.KeyHeader)
 	}
 	r.KeyHeader = http.CanonicalHeaderKey(r.KeyHeader)
-	if r.Header.Values(r.KeyHeader) != nil {
+	if r.KeyAt == "" && r.Header.Values(r.KeyHeader) != nil {
 		return r, fmt.Errorf("the key header %s is also given with -H: the key goes there, and a request without a key must go without it", r.KeyHeader)
 	}
 	if r.OrderAt == "" {
@@ -99,8 +106,8 @@ func (r Request) Normalize() (Request, error) {
 	if r.AmountAt == "" {
 		r.AmountAt = "amount"
 	}
-	if r.OrderAt == r.AmountAt {
-		return r, fmt.Errorf("the order and the amount are both at %q", r.OrderAt)
+	if r.OrderAt == r.AmountAt || r.KeyAt == r.OrderAt || r.KeyAt == r.AmountAt {
+		return r, fmt.Errorf("the order (at %q), the amount (at %q) and a key in the body (at %q) each need a place of their own", r.OrderAt, r.AmountAt, r.KeyAt)
 	}
 	if err := r.distinctPaths(); err != nil {
 		return r, err
@@ -122,10 +129,11 @@ func (r Request) Normalize() (Request, error) {
 	default:
 		return r, fmt.Errorf("body type %q: want json or form", r.BodyType)
 	}
-	if _, err := r.body("o", 1); err != nil {
-		return r, err
+	b, err := r.body("o", 1)
+	if err == nil && r.KeyAt != "" {
+		_, err = r.withKey(b, "k")
 	}
-	return r, nil
+	return r, err
 }
 
 // headerName reports whether s is a header field name: one or more of
@@ -153,18 +161,27 @@ func (r Request) distinctPaths() error {
 	if r.BodyType == BodyForm {
 		return nil
 	}
-	order, amount := strings.Split(r.OrderAt, "."), strings.Split(r.AmountAt, ".")
-	for _, p := range [][]string{order, amount} {
-		if slices.Contains(p, "") {
-			return fmt.Errorf("JSON path %q: an empty name (want names joined by single dots, such as payment.ref)", strings.Join(p, "."))
+	named := []string{r.OrderAt, r.AmountAt}
+	if r.KeyAt != "" {
+		named = append(named, r.KeyAt)
+	}
+	paths := make([][]string, len(named))
+	for i, n := range named {
+		paths[i] = strings.Split(n, ".")
+		if slices.Contains(paths[i], "") {
+			return fmt.Errorf("JSON path %q: an empty name (want names joined by single dots, such as payment.ref)", n)
 		}
 	}
-	short, long := order, amount
-	if len(short) > len(long) {
-		short, long = long, short
-	}
-	if slices.Equal(short, long[:len(short)]) {
-		return fmt.Errorf("JSON paths %q and %q: %q is inside %q, so one value would overwrite the other", r.OrderAt, r.AmountAt, strings.Join(long, "."), strings.Join(short, "."))
+	for i := range paths {
+		for j := i + 1; j < len(paths); j++ {
+			short, long := paths[i], paths[j]
+			if len(short) > len(long) {
+				short, long = long, short
+			}
+			if slices.Equal(short, long[:len(short)]) {
+				return fmt.Errorf("JSON paths %q and %q: %q is inside %q, so one value would overwrite the other", named[i], named[j], strings.Join(long, "."), strings.Join(short, "."))
+			}
+		}
 	}
 	return nil
 }
@@ -182,14 +199,47 @@ func (r Request) body(order string, amount int) (string, error) {
 	}
 	obj := map[string]any{}
 	if strings.TrimSpace(r.Body) != "" {
-		if err := json.Unmarshal([]byte(r.Body), &obj); err != nil {
+		// UseNumber: the template's numbers go out as written (a float64
+		// would round an id of 20 digits).
+		d := json.NewDecoder(strings.NewReader(r.Body))
+		d.UseNumber()
+		if err := d.Decode(&obj); err != nil {
 			return "", fmt.Errorf("JSON body template %q: want an object: %v", r.Body, err)
+		}
+		if d.More() || obj == nil { // null decodes to no map at all
+			return "", fmt.Errorf("JSON body template %q: want one object, with nothing after it", r.Body)
 		}
 	}
 	if err := setPath(obj, r.OrderAt, order); err != nil {
 		return "", err
 	}
 	if err := setPath(obj, r.AmountAt, amount); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(obj)
+	return string(b), err
+}
+
+// withKey is body (as [Request.body] made it) with the key at KeyAt.
+func (r Request) withKey(body, key string) (string, error) {
+	if r.BodyType == BodyForm {
+		v, err := url.ParseQuery(body)
+		if err != nil {
+			return "", err
+		}
+		v.Set(r.KeyAt, key)
+		return v.Encode(), nil
+	}
+	obj := map[string]any{}
+	d := json.NewDecoder(strings.NewReader(body))
+	d.UseNumber() // the template's numbers go back as they came
+	if err := d.Decode(&obj); err != nil {
+		return "", err
+	}
+	if obj == nil {
+		return "", fmt.Errorf("body %q is not a JSON object", body)
+	}
+	if err := setPath(obj, r.KeyAt, key); err != nil {
 		return "", err
 	}
 	b, err := json.Marshal(obj)

@@ -83,6 +83,15 @@ func TestBodies(t *testing.T) {
 		{AmountAt: "cents."},
 		{OrderAt: "payment.ref", AmountAt: "payment"},
 		{OrderAt: "payment", AmountAt: "payment.cents.value"},
+		{Body: `null`},
+		{Body: `{} {}`},
+		{Body: `"x"`},
+		{KeyAt: "order"},
+		{KeyAt: "k", KeyHeader: "X-K"},
+		{KeyAt: "payment.ref.key", OrderAt: "payment.ref"},
+		{KeyAt: "meta", AmountAt: "meta.cents"},
+		{KeyAt: "a..b"},
+		{KeyHeader: "Bad Header"},
 	} {
 		if _, err := bad.Normalize(); err == nil {
 			t.Errorf("%+v: accepted", bad)
