@@ -40,7 +40,8 @@ run() {
 
 # Go: stores.Run over Redis, and its classic middleware bugs.
 for m in correct=pass lock-in-process=at-most-once:concurrent no-fingerprint=status-codes:422-old-answer \
-	memory-map=at-most-once:after-done release-on-error=at-most-once:after-error; do
+	memory-map=at-most-once:after-done release-on-error=at-most-once:after-error \
+	downstream-key=pass fresh-downstream-key=at-most-once:after-error; do
 	run "go-${m%%=*}" "${m#*=}" "$httpsvc -variant ${m%%=*}" --instances 2 --server redis
 done
 

@@ -44,7 +44,8 @@ fake payment provider that idemcheck serves on 127.0.0.1 (its URL is in
 IDEM_PROVIDER_URL when idemcheck starts the instances, or at
 --provider-port): POST {"order": "<the order>"} (or a form order=...), and
 it answers {"charge": "ch_N"}, or 503 for a failure it draws after the
-charge went through. Its ledger is the witness: at most one charge per
+charge went through; a charge with an Idempotency-Key header is made once
+per key, as at a real provider (a retry with the key gets that charge). Its ledger is the witness: at most one charge per
 order, replay fidelity, 400/409/422 as the Idempotency-Key draft says, and
 liveness once the faults heal (a 409, 423, 429, or a 5xx the provider
 does not explain, after healing, is a stuck key). A run in which most keys

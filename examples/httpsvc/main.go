@@ -17,7 +17,12 @@
 //     or this one restarted, does not know the key and charges again;
 //   - release-on-error: stores.Run releasing the claim on every error,
 //     even the provider's timeout after the charge went through: the retry
-//     charges again.
+//     charges again;
+//   - downstream-key: release-on-error, correct this time: the charge
+//     carries the request's key to the provider (Idempotency-Key, the key
+//     at every hop), which answers a repeated key with the charge it made;
+//   - fresh-downstream-key: the same, but with a new downstream key on
+//     every attempt: the provider cannot tell a retry from a new charge.
 //
 // The environment gives it PORT, IDEM_PROVIDER_URL (where to charge) and
 // IDEM_STORE_ADDR (the shared Redis, host:port); IDEM_NAMESPACE keeps its
@@ -27,6 +32,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -37,6 +43,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,7 +55,7 @@ import (
 )
 
 // The variants, as -variant names them.
-var variants = []string{"correct", "lock-in-process", "no-fingerprint", "memory-map", "release-on-error"}
+var variants = []string{"correct", "lock-in-process", "no-fingerprint", "memory-map", "release-on-error", "downstream-key", "fresh-downstream-key"}
 
 func main() {
 	variant := flag.String("variant", "correct", fmt.Sprint("middleware: ", variants))
@@ -71,12 +78,13 @@ func main() {
 	svc := &service{provider: provider, http: &http.Client{}, chargeTimeout: *chargeTimeout, policy: stores.SaveError}
 	var err error
 	switch *variant {
-	case "correct", "no-fingerprint", "release-on-error":
+	case "correct", "no-fingerprint", "release-on-error", "downstream-key", "fresh-downstream-key":
 		svc.store, err = redis.New(ctx, addr, cfg)
 		svc.noFingerprint = *variant == "no-fingerprint"
-		if *variant == "release-on-error" {
+		if *variant != "correct" && *variant != "no-fingerprint" {
 			svc.policy = stores.ReleaseOnError
 		}
+		svc.downstream = strings.TrimSuffix(*variant, "-downstream-key")
 	case "memory-map":
 		svc.store, err = memory.New(cfg)
 	case "lock-in-process":
@@ -103,6 +111,10 @@ type service struct {
 	store         stores.Store
 	policy        stores.ErrorPolicy
 	noFingerprint bool
+	// downstream says which key the charge carries to the provider:
+	// "downstream-key" the request's own, "fresh" a new one per attempt,
+	// anything else none.
+	downstream string
 
 	// lock-in-process only: the per-key locks of this process, and the
 	// shared response cache.
@@ -143,7 +155,7 @@ func (s *service) orders(w http.ResponseWriter, r *http.Request) {
 	}
 	req := stores.Request{KeyRef: stores.KeyRef{Tenant: "orders", Key: key}, Fingerprint: fp, Now: time.Now()}
 	res, err := stores.Run(ctx, s.store, req, s.policy, func(ctx context.Context, _ stores.Token) (stores.Response, error) {
-		return s.charge(ctx, o)
+		return s.charge(ctx, o, s.downstreamKey(key))
 	})
 	if err != nil {
 		http.Error(w, err.Error(), stores.HTTPStatus(err))
@@ -154,7 +166,7 @@ func (s *service) orders(w http.ResponseWriter, r *http.Request) {
 
 // charge calls the provider once: one effect. Its deadline is shorter
 // than the lock's TTL, so that no honest charge outlives its claim.
-func (s *service) charge(ctx context.Context, o order) (stores.Response, error) {
+func (s *service) charge(ctx context.Context, o order, downstream string) (stores.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.chargeTimeout)
 	defer cancel()
 	b, _ := json.Marshal(o)
@@ -163,6 +175,9 @@ func (s *service) charge(ctx context.Context, o order) (stores.Response, error) 
 		return stores.Response{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if downstream != "" {
+		req.Header.Set("Idempotency-Key", downstream)
+	}
 	resp, err := s.http.Do(req)
 	if err != nil {
 		return stores.Response{}, fmt.Errorf("provider: %w", err)
@@ -179,6 +194,20 @@ func (s *service) charge(ctx context.Context, o order) (stores.Response, error) 
 	}
 	out, _ := json.Marshal(map[string]any{"order": o.Order, "amount": o.Amount, "charge": c.Charge})
 	return stores.Response{Status: http.StatusOK, Body: string(out)}, nil
+}
+
+// downstreamKey is the key a charge of the request keyed key carries to
+// the provider ("" for none).
+func (s *service) downstreamKey(key string) string {
+	switch s.downstream {
+	case "downstream-key":
+		return "orders:" + key
+	case "fresh":
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		return hex.EncodeToString(b[:])
+	}
+	return ""
 }
 
 func reply(w http.ResponseWriter, r stores.Response) {
@@ -219,7 +248,7 @@ func (s *service) lockInProcess(ctx context.Context, w http.ResponseWriter, key,
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	resp, err := s.charge(ctx, o)
+	resp, err := s.charge(ctx, o, "")
 	if err != nil {
 		resp = stores.Response{Status: http.StatusInternalServerError, Body: "error: " + err.Error()}
 	}

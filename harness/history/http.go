@@ -100,19 +100,33 @@ func (h *History) Exchanges() []Exchange {
 }
 
 // Effect records one effect the payment provider applied for an order,
-// made by the named instance (via; "" when the provider cannot tell):
-// every call is an effect, there is no downstream key. It returns the
-// charge id, which [Ledger.Answer] takes once the provider answered.
-func (l *Ledger) Effect(order, via string, at int64) string {
+// made by the named instance (via; "" when the provider cannot tell),
+// with the downstream idempotency key the service sent ("" for none). It
+// returns the charge id, which [Ledger.Answer] takes once the provider
+// answered.
+func (l *Ledger) Effect(order, via, key string, at int64) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.made++
 	id := fmt.Sprintf("ch_%d", l.made)
-	l.charges = append(l.charges, Charge{ID: id, Order: order, Client: -1, Via: via, At: at, Effective: true})
+	l.charges = append(l.charges, Charge{ID: id, Order: order, Key: key, Client: -1, Via: via, At: at, Effective: true})
 	if l.journal != nil {
 		l.journal.record("effect", 0, "charge", l.charges[len(l.charges)-1])
 	}
 	return id
+}
+
+// Deduplicated records a charge request the payment provider made no
+// effect for, because its downstream idempotency key was the key of the
+// effect id: it answered that effect again, or refused the request (the
+// effect still in progress, or the key sent with another order).
+func (l *Ledger) Deduplicated(order, via, key, id string, at int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.charges = append(l.charges, Charge{ID: id, Order: order, Key: key, Client: -1, Via: via, At: at})
+	if l.journal != nil {
+		l.journal.record("charge", 0, "charge", l.charges[len(l.charges)-1])
+	}
 }
 
 // Answer records how and when the provider answered the effect id: one

@@ -17,7 +17,7 @@ func TestExchangesRoundTrip(t *testing.T) {
 	for _, x := range want {
 		h.AddExchange(x)
 	}
-	if id := l.Effect("o", "i1", 15); id != "ch_1" {
+	if id := l.Effect("o", "i1", "", 15); id != "ch_1" {
 		t.Fatalf("first effect id %s", id)
 	}
 	var buf bytes.Buffer

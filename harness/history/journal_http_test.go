@@ -20,7 +20,7 @@ func TestJournalReadsBackABlackBoxRun(t *testing.T) {
 
 	done := Exchange{Client: 0, Instance: "i1", Purpose: PurposeFirst, Key: "k1", HasKey: true, Order: "o1", Attempt: 1, Call: 10}
 	h.Sending(done)
-	id := l.Effect("o1", "i1", 20)
+	id := l.Effect("o1", "i1", "", 20)
 	l.Answer(id, OutcomeCharged, 30)
 	done.Return, done.Status, done.Reply = 40, 201, `{"charge":"`+id+`"}`
 	h.AddExchange(done)
@@ -32,7 +32,7 @@ func TestJournalReadsBackABlackBoxRun(t *testing.T) {
 
 	open := Exchange{Client: 1, Instance: "i2", Purpose: PurposeFirst, Key: "k2", HasKey: true, Order: "o2", Attempt: 1, Call: 50}
 	h.Sending(open)
-	l.Effect("o2", "i2", 60)
+	l.Effect("o2", "i2", "", 60)
 	h.Faulting(Fault{Client: -1, Kind: FaultInstanceKill, Failpoint: "i2", Start: 70})
 	j.Close()
 

@@ -48,8 +48,15 @@ type Provider struct {
 	srv    *http.Server
 	ln     net.Listener
 
-	mu  sync.Mutex
-	rng *rand.Rand
+	mu    sync.Mutex
+	rng   *rand.Rand
+	keyed map[string]*keyedCharge // by the downstream key the service sent
+}
+
+// keyedCharge is the effect a downstream idempotency key made.
+type keyedCharge struct {
+	order, id string
+	done      chan struct{} // closed once the provider answered it (or the service hung up)
 }
 
 // StartProvider serves the provider on port of 127.0.0.1 (0: a free one);
@@ -59,7 +66,7 @@ func StartProvider(cfg ProviderConfig, h *history.History, ledger *history.Ledge
 	if err != nil {
 		return nil, fmt.Errorf("payment provider: %v", err)
 	}
-	p := &Provider{cfg: cfg, hist: h, ledger: ledger, ln: ln, rng: rand.New(rand.NewSource(cfg.Seed))}
+	p := &Provider{cfg: cfg, hist: h, ledger: ledger, ln: ln, rng: rand.New(rand.NewSource(cfg.Seed)), keyed: map[string]*keyedCharge{}}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil
@@ -97,7 +104,10 @@ func (p *Provider) draw() (time.Duration, bool) {
 // soon as the request is read, then the provider waits its latency and
 // answers {"charge": "ch_N"}, or 503 for a failure it drew. The ledger
 // records the effect, the outcome and when it was answered: a service
-// that hangs up first leaves [history.OutcomeHungUp].
+// that hangs up first leaves [history.OutcomeHungUp]. A request with an
+// Idempotency-Key header (the service's downstream key) whose key made an
+// effect before makes none ([Provider.repeat]): a service that sends one
+// key per order may retry its charge safely, as with a real provider.
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	via, ok := instanceOf(r.URL.Path)
 	if !ok || r.Method != http.MethodPost {
@@ -109,8 +119,30 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `want a JSON body {"order": "..."} or a form body order=...`, http.StatusBadRequest)
 		return
 	}
+	key := r.Header.Get(DefaultKeyHeader)
+	p.mu.Lock()
+	prior := p.keyed[key]
+	if key != "" && prior == nil {
+		k := &keyedCharge{order: order, done: make(chan struct{})}
+		k.id = p.ledger.Effect(order, via, key, p.hist.Now())
+		p.keyed[key] = k
+		defer close(k.done)
+		p.mu.Unlock()
+		p.charge(w, r, k.id)
+		return
+	}
+	p.mu.Unlock()
+	if prior != nil {
+		p.repeat(w, r, prior, order, via, key)
+		return
+	}
+	p.charge(w, r, p.ledger.Effect(order, via, "", p.hist.Now()))
+}
+
+// charge waits the provider's latency and answers the effect id: its
+// charge id, or the failure drawn.
+func (p *Provider) charge(w http.ResponseWriter, r *http.Request, id string) {
 	delay, fail := p.draw()
-	id := p.ledger.Effect(order, via, p.hist.Now())
 	if delay > 0 {
 		t := time.NewTimer(delay)
 		select {
@@ -130,12 +162,44 @@ func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	b, _ := json.Marshal(map[string]string{"charge": id})
-	_, err = w.Write(append(b, '\n'))
+	_, err := w.Write(append(b, '\n'))
 	outcome := history.OutcomeCharged
 	if err != nil {
 		outcome = history.OutcomeHungUp
 	}
 	p.ledger.Answer(id, outcome, p.hist.Now())
+}
+
+// repeat answers a charge request whose downstream key made an effect
+// before, as Stripe answers a repeated Idempotency-Key: with that
+// effect's charge id once it was answered (a retry after a reply lost or
+// failed gets the charge that went through), 409 while it is still being
+// made, 422 for a key sent with another order. No effect either way.
+func (p *Provider) repeat(w http.ResponseWriter, r *http.Request, k *keyedCharge, order, via, key string) {
+	p.ledger.Deduplicated(order, via, key, k.id, p.hist.Now())
+	if order != k.order {
+		http.Error(w, fmt.Sprintf("idempotency key %q was used for order %q", key, k.order), http.StatusUnprocessableEntity)
+		return
+	}
+	select {
+	case <-k.done:
+	default:
+		http.Error(w, "a request with this idempotency key is in progress", http.StatusConflict)
+		return
+	}
+	if delay, _ := p.draw(); delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Idempotent-Replayed", "true")
+	b, _ := json.Marshal(map[string]string{"charge": k.id})
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // orderOf reads the order a charge request names.

@@ -155,17 +155,19 @@ func lastLines(s string, n int) []string {
 	return lines[max(0, len(lines)-n):]
 }
 
-// chargeCounts counts the effective charges by outcome.
+// chargeCounts counts the effective charges by outcome, and the charge
+// requests that made no effect (their downstream key had made one).
 func chargeCounts(cs []history.Charge) string {
 	m := map[string]int{}
 	for _, c := range cs {
-		if c.Effective {
-			o := c.Outcome
-			if o == "" {
-				o = "unanswered"
-			}
-			m[o]++
+		o := c.Outcome
+		switch {
+		case !c.Effective:
+			o = "no effect: a repeated downstream key"
+		case o == "":
+			o = "unanswered"
 		}
+		m[o]++
 	}
 	if len(m) == 0 {
 		return "none"
