@@ -147,7 +147,7 @@ func pausedAcross(fs []history.Fault, first history.Charge) bool {
 // its claim (or was about to charge) when it stopped; its lease ran out,
 // and another request could take the key over; resumed, the owner charges
 // as it was about to. No check before the charge closes that window, and
-// a provider that deduplicates nothing cannot refuse the stale charge. A
+// a provider given no downstream key cannot refuse the stale charge. A
 // request that reached the instance only during the pause (the kernel
 // queues it) is no owner: not excused.
 func staleOwner(fs []history.Fault, xs []history.Exchange, c history.Charge, since int64) (history.Fault, bool) {
