@@ -205,11 +205,12 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 
 // stillCharging reports whether one of the charges of the order of a
 // key's last probe last was still being made when that probe, or the
-// probe before it (prev), was sent: the request that owns the key was
-// still at work at the end of the probes (a charge slower than --settle,
-// or one the service began late), and a correct service holds the key
-// until it is done. The probe before counts too: a service saves its
-// outcome a moment after its charge is answered.
+// probe before it (prev), was sent, or a repeat of its downstream key
+// came in between: the request that owns the key was still at work at
+// the end of the probes (a charge slower than --settle, or one the
+// service began late), and a correct service holds the key until it is
+// done. The probe before counts too: a service saves its outcome a
+// moment after its charge is answered.
 func stillCharging(cs []history.Charge, prev, last history.Exchange) bool {
 	since := last.Call
 	if prev.Call != 0 {
@@ -217,6 +218,11 @@ func stillCharging(cs []history.Charge, prev, last history.Exchange) bool {
 	}
 	for _, c := range cs {
 		if c.Effective && c.At <= last.Call && (c.End == 0 || c.End >= since) {
+			return true
+		}
+		// A repeat of a downstream key (no effect, answered at once) sent
+		// since: its owner was at work then.
+		if !c.Effective && c.At >= since && c.At <= last.Call {
 			return true
 		}
 	}

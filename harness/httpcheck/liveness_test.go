@@ -186,17 +186,24 @@ func TestLivenessNoAnswer(t *testing.T) {
 }
 
 // TestLivenessStillCharging: a key held (409) to its last probe while its
-// order's charge was still being made at the provider has an owner still
-// at work: not judged, naming --settle. A charge answered before the
-// probes leaves no such excuse.
+// order's charge was still being made at the provider, or while its
+// downstream key was repeated there between its last two probes, has an
+// owner still at work: not judged, naming --settle. A charge answered
+// before the probes, and a repeat before the probe before the last, leave
+// no such excuse.
 func TestLivenessStillCharging(t *testing.T) {
 	for _, tc := range []struct {
-		end   int64 // when the provider answered the charge (0: not yet)
-		stuck bool
-	}{{0, false}, {35, false}, {15, true}} {
+		end    int64 // when the provider answered the charge (0: not yet)
+		stuck  bool
+		repeat int64 // when a repeat of its downstream key came (0: none)
+	}{{0, false, 0}, {35, false, 0}, {15, true, 0}, {15, false, 35}, {15, true, 25}} {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 0, 0, "") // timed out at the client
 		e.chargeOutcome("o", "i1", 8, tc.end, history.OutcomeCharged)
+		if tc.repeat > 0 {
+			cs := e.l.Charges()
+			e.l = history.LedgerOf(append(cs, history.Charge{ID: cs[0].ID, Order: "o", Key: "down", Via: "i2", At: tc.repeat, Client: -1}))
+		}
 		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 20, 22, 409, "busy")
 		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 32, 409, "busy")
 		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 40, 42, 409, "busy")
@@ -206,7 +213,7 @@ func TestLivenessStillCharging(t *testing.T) {
 			continue
 		}
 		if !r.Pass || !strings.Contains(r.Unjudged, "still making their order's charge") || !strings.Contains(r.Unjudged, "--settle") {
-			t.Errorf("a key held while its charge (answered at %d) was made: %+v, want it not judged", tc.end, r)
+			t.Errorf("a key held while its charge (answered at %d, repeated at %d) was made: %+v, want it not judged", tc.end, tc.repeat, r)
 		}
 	}
 }

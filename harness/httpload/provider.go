@@ -174,7 +174,8 @@ func (p *Provider) charge(w http.ResponseWriter, r *http.Request, id string) {
 // before, as Stripe answers a repeated Idempotency-Key: with that
 // effect's charge id once it was answered (a retry after a reply lost or
 // failed gets the charge that went through), 409 while it is still being
-// made, 422 for a key sent with another order. No effect either way.
+// made, 422 for a key sent with another order; at once, never failing.
+// No effect either way.
 func (p *Provider) repeat(w http.ResponseWriter, r *http.Request, k *keyedCharge, order, via, key string) {
 	p.ledger.Deduplicated(order, via, key, k.id, p.hist.Now())
 	if order != k.order {
@@ -187,15 +188,8 @@ func (p *Provider) repeat(w http.ResponseWriter, r *http.Request, k *keyedCharge
 		http.Error(w, "a request with this idempotency key is in progress", http.StatusConflict)
 		return
 	}
-	if delay, _ := p.draw(); delay > 0 {
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return
-		}
-	}
+	// At once: the latency is the charge's work, and a repeat does none
+	// (an owner kept waiting here would hold its key past the probes).
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Idempotent-Replayed", "true")
 	b, _ := json.Marshal(map[string]string{"charge": k.id})
