@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand"
 	"net/http"
@@ -76,7 +77,9 @@ var patternVerb = regexp.MustCompile(`%(0?)([0-9]*)([dxs%])`)
 
 // Normalize fills in the defaults and checks the request: a known body
 // type, a template that parses, paths that do not cross a non-object,
-// and a key pattern that makes distinct keys (it must hold %d or %x).
+// a key pattern that makes distinct keys (it must hold %d or %x), and
+// one place for the key: a header that is a header name and not also
+// among Header, or a place in the body of its own.
 func (r Request) Normalize() (Request, error) {
 	if r.Method == "" {
 		r.Method = http.MethodPost
@@ -152,9 +155,10 @@ func headerName(s string) bool {
 	return true
 }
 
-// distinctPaths checks that a JSON body's two paths name two places: no
-// empty name in either (a..b, .a, a.), and neither inside the other (with
-// the amount at payment and the order at payment.ref, the amount would
+// distinctPaths checks that a JSON body's paths (the order's, the
+// amount's, and the key's when it goes in the body) name distinct places:
+// no empty name in any (a..b, .a, a.), and none inside another (with the
+// amount at payment and the order at payment.ref, the amount would
 // overwrite the object that holds the order, and every request would go
 // without one). A form's names are taken whole, dots and all.
 func (r Request) distinctPaths() error {
@@ -199,15 +203,9 @@ func (r Request) body(order string, amount int) (string, error) {
 	}
 	obj := map[string]any{}
 	if strings.TrimSpace(r.Body) != "" {
-		// UseNumber: the template's numbers go out as written (a float64
-		// would round an id of 20 digits).
-		d := json.NewDecoder(strings.NewReader(r.Body))
-		d.UseNumber()
-		if err := d.Decode(&obj); err != nil {
-			return "", fmt.Errorf("JSON body template %q: want an object: %v", r.Body, err)
-		}
-		if d.More() || obj == nil { // null decodes to no map at all
-			return "", fmt.Errorf("JSON body template %q: want one object, with nothing after it", r.Body)
+		var err error
+		if obj, err = object(r.Body); err != nil {
+			return "", fmt.Errorf("JSON body template %q: %v", r.Body, err)
 		}
 	}
 	if err := setPath(obj, r.OrderAt, order); err != nil {
@@ -230,20 +228,31 @@ func (r Request) withKey(body, key string) (string, error) {
 		v.Set(r.KeyAt, key)
 		return v.Encode(), nil
 	}
-	obj := map[string]any{}
-	d := json.NewDecoder(strings.NewReader(body))
-	d.UseNumber() // the template's numbers go back as they came
-	if err := d.Decode(&obj); err != nil {
+	obj, err := object(body)
+	if err != nil {
 		return "", err
-	}
-	if obj == nil {
-		return "", fmt.Errorf("body %q is not a JSON object", body)
 	}
 	if err := setPath(obj, r.KeyAt, key); err != nil {
 		return "", err
 	}
 	b, err := json.Marshal(obj)
 	return string(b), err
+}
+
+// object decodes s, which must be one JSON object and nothing after it,
+// its numbers kept as written (json.Number: a float64 would round an id
+// of 20 digits).
+func object(s string) (map[string]any, error) {
+	var obj map[string]any
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	if err := d.Decode(&obj); err != nil {
+		return nil, fmt.Errorf("want an object: %v", err)
+	}
+	if d.More() || obj == nil { // null decodes to no map at all
+		return nil, errors.New("want one object, with nothing after it")
+	}
+	return obj, nil
 }
 
 // setPath sets obj's value at a dotted path, making the objects on the
