@@ -45,8 +45,9 @@ IDEM_PROVIDER_URL when idemcheck starts the instances, or at
 --provider-port): POST {"order": "<the order>"} (or a form order=...), and
 it answers {"charge": "ch_N"}, or 503 for a failure it draws after the
 charge went through; a charge with an Idempotency-Key header is made once
-per key, as at a real provider (a retry with the key gets that charge). Its ledger is the witness: at most one charge per
-order, replay fidelity, 400/409/422 as the Idempotency-Key draft says, and
+per key, as at a real provider (a retry with the key gets that charge).
+Its ledger is the witness: at most one charge per order, replay
+fidelity, 400/409/422 as the Idempotency-Key draft says, and
 liveness once the faults heal (a 409, 423, 429, or a 5xx the provider
 does not explain, after healing, is a stuck key). A run in which most keys
 got no success fails first: nothing was tested.
@@ -75,8 +76,8 @@ Targets, either:
   --config FILE                     the same as JSON: {"targets": [...]} or
         {"cmd": "...", "instances": N, "path": "/orders", "server": "redis"},
         and the request: "method", "headers": ["Name: value"], "key_format",
-        "key_header", "key_at", "body", "body_type", "order_at", "amount_at", "key",
-        "max_key_len", "inflight_ttl", "settle", "saves_errors"
+        "key_header", "key_at", "body", "body_type", "order_at", "amount_at",
+        "key", "max_key_len", "inflight_ttl", "settle", "saves_errors"
 
 An instance started with --cmd that exits by itself is recorded (time,
 exit status, the tail of its log), restarted, and the run goes on.

@@ -194,7 +194,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		why = append(why, fmt.Sprintf("%d keys (first %s) got no answer to their last probes while the service answered few or none of the other calls beside them: no answer says nothing of a key when the service answers no one (stopped, starved by the machine, cut off)", len(silentKeys), unanswerFirst))
 	}
 	if len(working) > 0 {
-		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes while the provider was still making their order's charge: their owner was still at work, which a correct service holds the key for; give the probes longer than the work takes (--settle) to judge them", len(working), working[0]))
+		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes while the provider was still making their order's charge, or was asked for it again: their owner was still at work, which a correct service holds the key for; give the probes longer than the work takes (--settle) to judge them", len(working), working[0]))
 	}
 	if n := len(unjudged) + len(savedErrs) + len(silentKeys) + len(working); n > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
