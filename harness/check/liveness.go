@@ -44,17 +44,10 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 		}
 		p.last = op // ops are in call order
 		p.tries++
-		if op.Output.Decided() {
-			p.silent = 0
-		} else {
-			if p.silent == 0 {
-				p.silentFrom = op.Call
-			}
-			p.silent++
-		}
+		p.silence.Add(op.Output.Decided(), op.Call)
 	}
 	var ends history.Ends
-	if slices.ContainsFunc(keys, func(k stores.KeyRef) bool { return probed[k].silent > 0 }) {
+	if slices.ContainsFunc(keys, func(k stores.KeyRef) bool { return probed[k].silence.N > 0 }) {
 		ends = callEnds(ops)
 	}
 	t.n = len(keys)
@@ -66,7 +59,7 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 			// The other calls that ended while the key's probes went
 			// unanswered, from the first of them to the last one's error:
 			// most of them answered, the store was answering.
-			ok, failed, answering := ends.Beside(p.silentFrom, max(op.ErrAt, op.Call), p.silent)
+			ok, failed, answering := ends.Beside(p.silence.From, max(op.ErrAt, op.Call), p.silence.N)
 			if answering {
 				t.vs = append(t.vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
 					"the final probe of %s got no answer in %d tries (last: %s), while the store answered %d of %d other calls meanwhile",
@@ -87,13 +80,11 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 }
 
 // keyProbes is what the final probes of one key came to: the last, how
-// many, and the unanswered ones since its last answer (silent, the first
-// of them called at silentFrom).
+// many, and the unanswered ones since its last answer.
 type keyProbes struct {
-	last       history.Op
-	tries      int
-	silent     int
-	silentFrom int64
+	last    history.Op
+	tries   int
+	silence history.Silence
 }
 
 // callEnds is when each of ops ended: a decided call's return

@@ -31,6 +31,25 @@ func (e Ends) Beside(from, to int64, own int) (ok, failed int, answering bool) {
 	return ok, failed, ok > 0 && ok > failed
 }
 
+// Silence is the run of one key's calls that went unanswered since its
+// last answer: the own calls and the start [Ends.Beside] takes.
+type Silence struct {
+	N    int   // unanswered calls in a row
+	From int64 // when the first of them was called
+}
+
+// Add notes the key's next call, in call order: an answer ends the run.
+func (s *Silence) Add(answered bool, call int64) {
+	switch {
+	case answered:
+		s.N = 0
+	case s.N == 0:
+		s.N, s.From = 1, call
+	default:
+		s.N++
+	}
+}
+
 // within counts the times of sorted ts in [from, to].
 func within(ts []int64, from, to int64) int {
 	i, _ := slices.BinarySearch(ts, from)

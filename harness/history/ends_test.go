@@ -31,3 +31,20 @@ func TestEndsBeside(t *testing.T) {
 		}
 	}
 }
+
+// TestSilenceAdd: the run of unanswered calls counts from the first after
+// the last answer, and an answer ends it.
+func TestSilenceAdd(t *testing.T) {
+	var s Silence
+	for _, c := range []struct {
+		answered bool
+		call     int64
+		n        int
+		from     int64
+	}{{false, 10, 1, 10}, {false, 20, 2, 10}, {true, 30, 0, 10}, {false, 40, 1, 40}, {false, 50, 2, 40}} {
+		s.Add(c.answered, c.call)
+		if s.N != c.n || (s.N > 0 && s.From != c.from) {
+			t.Fatalf("after a call at %d (answered %v): %+v, want %d from %d", c.call, c.answered, s, c.n, c.from)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package httpcheck
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,8 +21,6 @@ import (
 // its order's charge was still being made ([stillCharging]), nor one not
 // answered while the service answered few others ([history.Ends]).
 func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, keys keyFacts, p Policy) Result {
-	last := map[string]history.Exchange{}
-	first := map[string]int64{}
 	// Each key's answers to its own body, in call order: the answer
 	// before its last probe, whatever sent it (the probes may have had
 	// time for one attempt only), says whether that probe's 5xx was
@@ -42,34 +41,23 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		return p
 	}
 	var order []string
-	prev := map[string]history.Exchange{} // the probe before the last
-	silent := map[string]int{}            // the key's unanswered probes since its last answer
-	silentFrom := map[string]int64{}      // when the first of them was sent
+	probed := map[string]*keyProbes{}
 	for _, x := range xs {
 		if x.Purpose != history.PurposeProbe {
 			continue
 		}
-		if _, ok := last[x.Key]; !ok {
+		kp := probed[x.Key]
+		if kp == nil {
+			kp = &keyProbes{first: x.Call}
+			probed[x.Key] = kp
 			order = append(order, x.Key)
-			first[x.Key] = x.Call
 		}
-		prev[x.Key] = last[x.Key]
-		last[x.Key] = x
-		switch {
-		case x.Answered():
-			silent[x.Key] = 0
-		case silent[x.Key] == 0:
-			silent[x.Key], silentFrom[x.Key] = 1, x.Call
-		default:
-			silent[x.Key]++
-		}
+		kp.prev, kp.last = kp.last, x
+		kp.silence.Add(x.Answered(), x.Call)
 	}
 	var ends history.Ends
-	for _, n := range silent {
-		if n > 0 {
-			ends = exchangeEnds(xs)
-			break
-		}
+	if slices.ContainsFunc(order, func(k string) bool { return probed[k].silence.N > 0 }) {
+		ends = exchangeEnds(xs)
 	}
 	// The orders whose charge took effect but whose outcome the service
 	// may not have: the provider failed it or the service hung up first
@@ -106,7 +94,8 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
 	var vs []Violation
 	for _, k := range order {
-		x := last[k]
+		kp := probed[k]
+		x := kp.last
 		if history.Final(x.Status) {
 			continue
 		}
@@ -134,7 +123,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			unjudged = append(unjudged, k)
 			continue
 		}
-		if held(x) && stillCharging(charging[x.Order], prev[k], x) {
+		if held(x) && stillCharging(charging[x.Order], kp.prev, x) {
 			working = append(working, k)
 			continue
 		}
@@ -143,7 +132,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			// No answer says nothing of the key unless the service
 			// answered most of the other calls that ended while the
 			// key's last probes went unanswered (see [history.Ends]).
-			ok, failed, answering := ends.Beside(silentFrom[k], max(x.ErrAt, x.Call), silent[k])
+			ok, failed, answering := ends.Beside(kp.silence.From, max(x.ErrAt, x.Call), kp.silence.N)
 			if !answering {
 				if len(silentKeys) == 0 {
 					unanswerFirst = fmt.Sprintf("%s, %d probes, the last: %s", k, x.Attempt, x.Err)
@@ -163,7 +152,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		case x.Answered():
 			cause, got = CauseThrottled, fmt.Sprintf("%d (try again later)", x.Status)
 		}
-		span := time.Duration(x.Call - first[k]).Round(time.Millisecond)
+		span := time.Duration(x.Call - kp.first).Round(time.Millisecond)
 		ttl := ""
 		switch {
 		case p.InFlightTTL > 0:
@@ -201,6 +190,14 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		r.Unjudged = strings.Join(why, "; ")
 	}
 	return finish(r, vs)
+}
+
+// keyProbes is what the final probes of one key came to: when the first
+// was sent, the last two, and the unanswered ones since its last answer.
+type keyProbes struct {
+	first      int64
+	prev, last history.Exchange
+	silence    history.Silence
 }
 
 // stillCharging reports whether one of the charges of the order of a

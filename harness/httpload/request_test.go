@@ -2,6 +2,7 @@ package httpload
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
@@ -92,6 +93,7 @@ func TestBodies(t *testing.T) {
 		{KeyAt: "meta", AmountAt: "meta.cents"},
 		{KeyAt: "a..b"},
 		{KeyHeader: "Bad Header"},
+		{KeyHeader: "X-Key", Header: http.Header{"X-Key": {"v"}}},
 	} {
 		if _, err := bad.Normalize(); err == nil {
 			t.Errorf("%+v: accepted", bad)
