@@ -253,3 +253,53 @@ func TestRecheckReportsAKilledRandomFlagsSoak(t *testing.T) {
 		}
 	}
 }
+
+// TestRecheckReportsAKilledMutateRun: `idemcheck mutate` killed once
+// some mutants have their verdicts leaves its journal; the next run
+// names it, and recheck reports every verdict the journal holds, the
+// correct store's runs, and the mutants not judged, never as survivors:
+// undecided (exit 3), with its summary written. A journal cut anywhere
+// is reported the same way.
+func TestRecheckReportsAKilledMutateRun(t *testing.T) {
+	done := func(j string) bool { return lines(j, `"type":"done"`) >= 3 }
+	dir, out := killedRun(t, "mutate", done, "mutate", "--store", "sqlite", "--scenario", "sched-race,sched-takeover",
+		"--quick", "1m", "--budget", "0", "--episodes", "4", "--workers", "1")
+	journal, _ := os.ReadFile(filepath.Join(dir, harness.JournalFile))
+	verdicts := lines(string(journal), `"type":"done"`)
+	survivors := lines(string(journal), `"verdict":"survived"`) // each one's run ended: a survivor (the weakened settings, on these scenarios)
+
+	code, _, stderr := runCLI(t, "mutants", "--store", "memory", "--mutant", "token-reuse", "--out", out)
+	if code != exitPass || !strings.Contains(stderr, "idemcheck recheck "+dir) {
+		t.Errorf("the next run: exit %d, it does not name the killed run %s:\n%s", code, dir, stderr)
+	}
+
+	code, stdout, stderr := runCLI(t, "recheck", dir)
+	if code != exitUnknown || !strings.Contains(stdout, "recovered the mutate run") || !strings.Contains(stdout, "sched-race       pass") ||
+		!strings.Contains(stdout, "not judged: ") || !strings.Contains(stdout, "exit 3: undecided") || strings.Count(stdout, "\n  survived ") != survivors {
+		t.Fatalf("recheck of a killed mutate run: exit %d, want 3\nstdout:\n%s\nstderr: %s", code, stdout, stderr)
+	}
+	var sum struct {
+		Interrupted bool `json:"interrupted"`
+		Recovered   bool `json:"recovered"`
+		Killed      int  `json:"killed"`
+		Survived    int  `json:"survived"`
+		Equivalent  int  `json:"equivalent"`
+		NotJudged   int  `json:"interrupted_mutants"`
+		Mutants     []struct {
+			Verdict string `json:"verdict"`
+		} `json:"mutants"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil || json.Unmarshal(b, &sum) != nil {
+		t.Fatalf("recheck wrote no readable summary.json: %v", err)
+	}
+	if !sum.Interrupted || !sum.Recovered || sum.Killed+sum.Survived+sum.Equivalent != verdicts || sum.Survived != survivors ||
+		sum.NotJudged != len(sum.Mutants)-verdicts || sum.NotJudged == 0 {
+		t.Errorf("summary: interrupted %v, recovered %v, %d killed, %d survived, %d equivalent (the journal holds %d verdicts), %d not judged of %d",
+			sum.Interrupted, sum.Recovered, sum.Killed, sum.Survived, sum.Equivalent, verdicts, sum.NotJudged, len(sum.Mutants))
+	}
+	if code, stdout, _ := runCLI(t, "recheck", dir); code != exitUnknown || !strings.Contains(stdout, "as it was saved") {
+		t.Errorf("recheck of the recovered run: exit %d:\n%s", code, stdout)
+	}
+	recheckCuts(t, dir, exitUnknown)
+}

@@ -95,6 +95,7 @@ func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error
 		if err != nil {
 			return exitUsage, err
 		}
+		rep.Interrupted = rep.Interrupted || interrupted
 		minScore := shards[0].info.MinScore
 		if *asJSON {
 			err = enc.Encode(rep)
@@ -273,10 +274,11 @@ func mergeMutate(shards []shardFile) (*mutate.Report, error) {
 			switch {
 			case i < 0:
 				out.Baseline = append(out.Baseline, b)
-			case out.Baseline[i].Passed && !b.Passed:
+			case baselineRank(b) > baselineRank(out.Baseline[i]):
 				out.Baseline[i] = b
 			}
 		}
+		out.Interrupted = out.Interrupted || r.Interrupted
 	}
 	out.Results = interleave(parts)
 	if out.Results == nil {
@@ -284,6 +286,18 @@ func mergeMutate(shards []shardFile) (*mutate.Report, error) {
 	}
 	out.Tally()
 	return &out, nil
+}
+
+// baselineRank orders a scenario's baseline runs across shards: a
+// failure outranks a run an interrupt cut short, which outranks a pass.
+func baselineRank(b mutate.BaselineRun) int {
+	switch {
+	case !b.Passed && !b.Interrupted:
+		return 2
+	case b.Interrupted:
+		return 1
+	}
+	return 0
 }
 
 // mergeSoak joins the soaks: each scenario's counts and seconds summed

@@ -4,16 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/mutate"
+	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-const mutateHelp = `Usage: idemcheck mutate --store S [--json] [--seed N] [--quick D] [--budget D] [--episodes N] [--workers N] [--min-score P]
+const mutateHelp = `Usage: idemcheck mutate --store S [--json] [--out DIR] [--seed N] [--quick D] [--budget D] [--episodes N] [--workers N] [--min-score P]
 
 Generates mutants from the store's own statements and scripts (the texts it
 passes through stores.Config.Statements at open): each conjunct of each
@@ -42,7 +45,15 @@ reported as not applicable, with the reason.
 
 Exit codes: 0 the correct store passed and the score is at least
 --min-score (or the backend is not applicable); 1 the score is lower, or
-the correct store failed; 2 bad usage or setup error; 3 interrupted.
+the correct store failed (even if interrupted after); 2 bad usage or setup
+error (--only matching no mutant too); 3 interrupted (what it judged is
+printed; a mutant cut short is "interrupted", never a survivor), no mutant
+scored (all equivalent or invalid), or a mutant could not be judged.
+
+The run's results directory under --out keeps its journal (its plan, the
+correct store's runs, each mutant's verdict as it comes) and, once it
+ends, summary.json: a run whose process died is reported by
+'idemcheck recheck <dir>' from its journal.
 
 With --shard i/n only every n-th generated mutant from the i-th is run (the
 correct store on every scenario in each shard); 'idemcheck merge' joins the
@@ -63,6 +74,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	limit := fs.Int("limit", 0, "run only the first N mutants generated (0: all)")
 	minScore := fs.Float64("min-score", 0.95, "the lowest passing score")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	out := fs.String("out", "results", "directory for the run's results directory (its journal and summary)")
 	var shard shardFlag
 	fs.Var(&shard, "shard", shardHelp)
 	if err := parse(fs, mutateHelp, args, stdout); err != nil {
@@ -89,61 +101,124 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	o := def
 	o.Backend, o.Seed = backend, *seed
-	var cleanup func()
-	if backend.Statements {
-		if cleanup, err = provision(ctx, &o, stderr, 0); err != nil {
-			return exitUsage, err
-		}
-		defer cleanup()
-	}
-	if !*asJSON && isTerminal(stderr) {
+	terminal := !*asJSON && isTerminal(stderr)
+	if terminal {
 		mo.Progress = func(done, total int, r mutate.Result) {
 			fmt.Fprintf(stderr, "\r\033[K[%d/%d] %s: %s…", done, total, r.ID, r.Verdict)
 		}
 	}
+	dirPath := ""
+	if backend.Statements {
+		// A results directory with the run's journal: a run whose
+		// process dies is reported from it (recheck).
+		started := time.Now()
+		dir, err := report.PrepareRunDir(*out, backend.Name, "mutate", started)
+		if err != nil {
+			return exitUsage, err
+		}
+		if !*asJSON {
+			sayCrashed(stderr, *out)
+		}
+		journal, err := createLineJournal(dir, mutateHead{Type: mutateKind, Store: backend.Name, Seed: *seed, MinScore: *minScore,
+			Started: started, Argv: append([]string{"idemcheck", "mutate"}, args...), Commit: buildinfo.Get().Revision()})
+		if err != nil {
+			os.RemoveAll(dir.Path)
+			return exitUsage, err
+		}
+		defer journal.Close()
+		journalMutate(&mo, journal, stderr)
+		cleanup, err := provision(ctx, &o, stderr, 0)
+		if err != nil {
+			os.RemoveAll(dir.Path) // nothing ran
+			return exitUsage, err
+		}
+		defer cleanup()
+		dirPath = dir.Path
+	}
 	rep, err := mutate.Run(ctx, o, mo)
-	if mo.Progress != nil {
+	if terminal {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
 	if err != nil && rep == nil {
+		if dirPath != "" {
+			os.RemoveAll(dirPath) // a setup error, or an interrupt before anything ran: not a run
+		}
+		if ctx.Err() != nil {
+			fmt.Fprintln(stdout, "UNDECIDED: interrupted before the correct store or any mutant ran")
+			return exitUnknown, nil
+		}
 		return exitUsage, err
 	}
-	if *asJSON {
-		out := mutateJSON{Report: rep, Shard: shard.info("mutate", args, ctx.Err() != nil)}
-		if out.Shard != nil {
-			out.Shard.MinScore = *minScore
+	sum := mutateJSON{Report: rep, MinScore: *minScore, Dir: dirPath, Shard: shard.info("mutate", args, ctx.Err() != nil)}
+	if sum.Shard != nil {
+		sum.Shard.MinScore = *minScore
+	}
+	if dirPath != "" {
+		if err := writeSummaryJSON(dirPath, sum); err != nil {
+			fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dirPath, err)
 		}
-		if err := printJSON(stdout, out); err != nil {
+	}
+	if *asJSON {
+		if err := printJSON(stdout, sum); err != nil {
 			return exitUsage, err
 		}
 	} else {
 		printMutate(stdout, rep, *minScore)
+		if dirPath != "" {
+			fmt.Fprintf(stdout, "Results: %s\n", dirPath)
+		}
 	}
 	return mutateExit(rep, *minScore, ctx.Err() != nil), nil
 }
 
 // mutateExit is a mutation report's exit code, for a run and for a merge
-// of shards: undecided when interrupted, a pass where nothing applies, a
-// failure when the correct store failed, the score is low or an argument
-// matches no mutant, undecided when a mutant could not be judged.
+// of shards (interrupted: a shard or the run was), from [mutateVerdict].
 func mutateExit(rep *mutate.Report, minScore float64, interrupted bool) int {
-	switch {
-	case interrupted:
-		return exitUnknown
-	case rep.NotApplicable != "":
-		return exitPass
-	case !rep.BaselinePassed() || rep.Score < minScore || len(rep.UnusedArguments) > 0:
-		return exitFail
-	case rep.Unjudged > 0:
+	if interrupted && !rep.BaselineFailed() {
 		return exitUnknown
 	}
-	return exitPass
+	code, _ := mutateVerdict(rep, minScore)
+	return code
 }
 
-// mutateJSON is mutate's --json report: with --shard, what the merge needs.
+// mutateVerdict is a mutation report's verdict, its exit code and the
+// word its last line starts with: a failure when the correct store was
+// caught failing (an interrupt after that changes nothing), undecided
+// when interrupted, a pass where nothing applies, a failure when an
+// argument matches no mutant, undecided when no mutant was scored (all
+// equivalent or invalid: a score of nothing is not a pass, nor a
+// failure), a failure when the score is low, undecided when a mutant
+// could not be judged.
+func mutateVerdict(rep *mutate.Report, minScore float64) (int, string) {
+	switch {
+	case rep.BaselineFailed():
+		return exitFail, "FAIL"
+	case rep.Interrupted || rep.Counts.Interrupted > 0:
+		return exitUnknown, "UNDECIDED (interrupted; the score of the mutants judged before it)"
+	case rep.NotApplicable != "":
+		return exitPass, "PASS"
+	case !rep.BaselinePassed() || len(rep.UnusedArguments) > 0:
+		return exitFail, "FAIL"
+	case rep.Killed+rep.Survived == 0:
+		return exitUnknown, "UNDECIDED (no mutant was scored: nothing was judged)"
+	case rep.Score < minScore:
+		return exitFail, "FAIL"
+	case rep.Unjudged > 0:
+		return exitUnknown, "UNDECIDED"
+	}
+	return exitPass, "PASS"
+}
+
+// mutateJSON is mutate's --json report and its summary.json: with
+// --shard, what the merge needs.
 type mutateJSON struct {
 	*mutate.Report
-	Shard *shardInfo `json:"shard,omitempty"`
+	// MinScore is the lowest passing score the verdict was given with.
+	MinScore float64 `json:"min_score"`
+	// Recovered: read back from the journal of a run whose process died.
+	Recovered bool       `json:"recovered,omitempty"`
+	Dir       string     `json:"results_dir,omitempty"`
+	Shard     *shardInfo `json:"shard,omitempty"`
 }
 
 // printMutate prints the table, then the survivors with their diffs, the
@@ -162,6 +237,8 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 	fmt.Fprintf(w, "correct store on the same scenarios:\n")
 	for _, b := range rep.Baseline {
 		switch {
+		case b.Interrupted:
+			fmt.Fprintf(w, "  %-16s not finished: the run was interrupted\n", b.Scenario)
 		case b.Skipped != "":
 			fmt.Fprintf(w, "  %-16s skipped: %s\n", b.Scenario, b.Skipped)
 		case b.Passed:
@@ -170,13 +247,33 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 			fmt.Fprintf(w, "  %-16s FAIL %s: %s\n", b.Scenario, b.Checker, b.Detail)
 		}
 	}
-	if !rep.BaselinePassed() {
+	if rep.BaselineFailed() {
 		fmt.Fprintf(w, "\nFAIL: the correct store failed: no mutant was run (a kill would mean nothing)\n")
 		return
 	}
-	fmt.Fprintf(w, "\n  %-10s %-60s %-16s %-14s %7s\n", "verdict", "mutant", "scenario", "checker", "seconds")
+	if !rep.BaselinePassed() {
+		fmt.Fprintf(w, "\nUNDECIDED: the run was interrupted before the correct store finished its scenarios: no mutant was run\n")
+		return
+	}
+	fmt.Fprintf(w, "\n  %-11s %-60s %-16s %-14s %7s\n", "verdict", "mutant", "scenario", "checker", "seconds")
+	var cut []string
 	for _, r := range rep.Results {
-		fmt.Fprintf(w, "  %-10s %-60s %-16s %-14s %7.1f\n", r.Verdict, r.ID, r.Scenario, r.Checker, r.Seconds)
+		if r.Verdict == mutate.Interrupted {
+			cut = append(cut, r.ID)
+			continue
+		}
+		fmt.Fprintf(w, "  %-11s %-60s %-16s %-14s %7.1f\n", r.Verdict, r.ID, r.Scenario, r.Checker, r.Seconds)
+	}
+	if len(cut) > 0 {
+		const shown = 8
+		fmt.Fprintf(w, "\nnot judged: %d mutant(s), interrupted before their verdict (cut short, or never begun; not scored)\n", len(cut))
+		for i, id := range cut {
+			if i == shown {
+				fmt.Fprintf(w, "  and %d more\n", len(cut)-shown)
+				break
+			}
+			fmt.Fprintf(w, "  %s\n", id)
+		}
 	}
 	section := func(verdict, title string, body func(mutate.Result)) {
 		first := true
@@ -214,13 +311,7 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 	for _, id := range rep.UnusedArguments {
 		fmt.Fprintf(w, "\nunused equivalence argument (no generated mutant has this ID): %s\n", id)
 	}
-	verdict := "PASS"
-	switch {
-	case rep.Score < minScore || len(rep.UnusedArguments) > 0:
-		verdict = "FAIL"
-	case rep.Unjudged > 0:
-		verdict = "UNDECIDED"
-	}
+	_, verdict := mutateVerdict(rep, minScore)
 	if len(rep.Kinds) > 0 {
 		fmt.Fprintf(w, "\n  %-16s %7s %9s %11s %8s %7s\n", "rewrite", "killed", "survived", "equivalent", "invalid", "score")
 		for _, k := range rep.Kinds {
@@ -235,6 +326,13 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 	if rep.Unjudged > 0 {
 		unjudged = fmt.Sprintf(", %d unjudged", rep.Unjudged)
 	}
-	fmt.Fprintf(w, "\n%s: score %.1f%% (%d killed of %d not equivalent; %d equivalent, %d invalid%s; %d generated). %.1fs\n",
-		verdict, 100*rep.Score, rep.Killed, rep.Killed+rep.Survived, rep.Equivalent, rep.Invalid, unjudged, len(rep.Results), rep.Seconds)
+	if rep.Counts.Interrupted > 0 {
+		unjudged += fmt.Sprintf(", %d not judged: interrupted", rep.Counts.Interrupted)
+	}
+	score := "no score"
+	if rep.Killed+rep.Survived > 0 {
+		score = fmt.Sprintf("score %.1f%%", 100*rep.Score)
+	}
+	fmt.Fprintf(w, "\n%s: %s (%d killed of %d not equivalent; %d equivalent, %d invalid%s; %d generated). %.1fs\n",
+		verdict, score, rep.Killed, rep.Killed+rep.Survived, rep.Equivalent, rep.Invalid, unjudged, len(rep.Results), rep.Seconds)
 }

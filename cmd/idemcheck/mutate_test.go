@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/idemcheck/idemcheck/harness/mutate"
 )
 
 // TestMutateJSON: two generated SQLite mutants as JSON, with the fields CI
 // reads: one killed, one argued equivalent (with its argument and diff).
 func TestMutateJSON(t *testing.T) {
-	code, stdout, stderr := runCLI(t, "mutate", "--store", "sqlite", "--json", "--scenario", "sched-takeover",
+	code, stdout, stderr := runCLI(t, "mutate", "--store", "sqlite", "--json", "--out", t.TempDir(), "--scenario", "sched-takeover",
 		"--quick", "1m", "--episodes", "8", "--budget", "0", "--only", `release: drop-conjunct "token,takeover: drop-conjunct "token`)
 	if code != exitPass {
 		t.Fatalf("exit %d, stderr %q, stdout %s", code, stderr, stdout)
@@ -48,5 +50,61 @@ func TestMutateNotApplicable(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "mutate", "--store", "memory")
 	if code != exitPass || !strings.Contains(stdout, "not applicable: its decisions are Go conditions") {
 		t.Fatalf("exit %d, stderr %q, stdout %s", code, stderr, stdout)
+	}
+}
+
+// TestMutateVerdictLine: an interrupted mutation run says so and exits 3,
+// whether the interrupt came during the correct store's runs or among the
+// mutants (those cut short are "interrupted", not scored), and never
+// prints FAIL for it; a correct store caught failing before the interrupt
+// still fails the run; a run that scored no mutant (all equivalent) is
+// undecided, not a failure with a score of 0%.
+func TestMutateVerdictLine(t *testing.T) {
+	passed := mutate.BaselineRun{Scenario: "sched-race", Passed: true, Seconds: 1}
+	cut := mutate.BaselineRun{Scenario: "sched-takeover", Interrupted: true}
+	failed := mutate.BaselineRun{Scenario: "sched-takeover", Checker: "at-most-once", Detail: "charged twice"}
+	killed := mutate.Result{Mutant: mutate.Mutant{ID: "complete: drop-conjunct"}, Verdict: mutate.Killed, Scenario: "sched-race", Checker: "fencing"}
+	unrun := mutate.Result{Mutant: mutate.Mutant{ID: "release: drop-conjunct"}, Verdict: mutate.Interrupted}
+	argued := mutate.Result{Mutant: mutate.Mutant{ID: "takeover: drop-conjunct"}, Verdict: mutate.Equivalent, Argument: "implied"}
+	for _, c := range []struct {
+		name     string
+		rep      mutate.Report
+		code     int
+		want     []string
+		unwanted []string
+	}{
+		{"during the correct store's runs", mutate.Report{Baseline: []mutate.BaselineRun{passed, cut}, Interrupted: true}, exitUnknown,
+			[]string{"sched-takeover   not finished: the run was interrupted", "UNDECIDED: the run was interrupted before the correct store finished"},
+			[]string{"FAIL"}},
+		{"among the mutants", mutate.Report{Baseline: []mutate.BaselineRun{passed}, Results: []mutate.Result{killed, unrun}, Interrupted: true}, exitUnknown,
+			[]string{"not judged: 1 mutant(s), interrupted before their verdict", "\n  release: drop-conjunct\n", "UNDECIDED (interrupted", "score 100.0% (1 killed of 1 not equivalent", "1 not judged: interrupted"},
+			[]string{"FAIL", "PASS", "survived"}},
+		{"after the correct store failed", mutate.Report{Baseline: []mutate.BaselineRun{passed, failed}, Interrupted: true}, exitFail,
+			[]string{"FAIL at-most-once: charged twice", "FAIL: the correct store failed"},
+			[]string{"UNDECIDED"}},
+		{"nothing scored", mutate.Report{Baseline: []mutate.BaselineRun{passed}, Results: []mutate.Result{argued}}, exitUnknown,
+			[]string{"UNDECIDED (no mutant was scored: nothing was judged): no score (0 killed of 0 not equivalent; 1 equivalent"},
+			[]string{"FAIL", "PASS", "0.0%"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := c.rep
+			rep.Store, rep.Seed = "sqlite", 1
+			rep.Tally()
+			var out strings.Builder
+			printMutate(&out, &rep, 0.95)
+			for _, w := range c.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("no %q in:\n%s", w, out.String())
+				}
+			}
+			for _, u := range c.unwanted {
+				if strings.Contains(out.String(), u) {
+					t.Errorf("%q in:\n%s", u, out.String())
+				}
+			}
+			if code := mutateExit(&rep, 0.95, rep.Interrupted); code != c.code {
+				t.Errorf("exit %d, want %d", code, c.code)
+			}
+		})
 	}
 }

@@ -67,6 +67,8 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 			return recoverHTTP(dir, *asJSON, stdout, stderr)
 		case mutantsKind:
 			return recoverMutants(dir, *asJSON, stdout, stderr)
+		case mutateKind:
+			return recoverMutate(dir, *asJSON, stdout, stderr)
 		case soakKind:
 			return recoverSoak(dir, *asJSON, stdout, stderr)
 		case tornKind:
@@ -77,6 +79,8 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	switch kind { // a mutants run or a soak that ended: its journal stays beside its summary
 	case mutantsKind:
 		return recheckMutantsSummary(dir, *asJSON, stdout)
+	case mutateKind:
+		return recheckMutateSummary(dir, *asJSON, stdout)
 	case soakKind:
 		return recheckSoakSummary(dir, *asJSON, stdout)
 	}

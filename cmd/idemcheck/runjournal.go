@@ -90,15 +90,15 @@ func journalKind(path string) string {
 	// Torn before its type ended: whose it is shows only if one kind's
 	// head begins so.
 	var kinds []string
-	for _, k := range []string{mutantsKind, soakKind} {
+	for _, k := range []string{mutantsKind, mutateKind, soakKind} {
 		if len(line) > 0 && bytes.HasPrefix([]byte(`{"type":"`+k+`"`), line) {
 			kinds = append(kinds, k)
 		}
 	}
-	switch len(kinds) {
-	case 1:
+	switch {
+	case len(kinds) == 1:
 		return kinds[0]
-	case 2:
+	case len(kinds) > 1:
 		return tornKind
 	}
 	return ""

@@ -341,3 +341,58 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestInterruptedIsNotSurvived: an interrupt leaves what it cut short
+// unjudged, never a survivor. A mutant that survived the quick pass but
+// has not had its full one, and one never begun, are Interrupted (not
+// scored); a kill found before the interrupt stays a kill; the report
+// says it was interrupted.
+func TestInterruptedIsNotSurvived(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rep, err := mutate.Run(ctx, sqliteOptions(t), mutate.Options{
+		Scenarios: []string{"sched-takeover"},
+		Quick:     time.Minute,
+		Budget:    time.Minute,
+		Episodes:  8,
+		Workers:   1, // one at a time, in the order generated: takeover, complete, release
+		Only:      []string{`takeover: drop-conjunct "status`, `complete: drop-conjunct "token`, `release: drop-conjunct "token`},
+		// Told only of mutants done (a quick pass's survivor is not):
+		// the first is the kill, and the interrupt comes then.
+		Progress: func(int, int, mutate.Result) { cancel() },
+	})
+	if err == nil || rep == nil {
+		t.Fatalf("err %v, report %v: want the interrupt's error and the report", err, rep)
+	}
+	want := map[string]string{
+		`takeover: drop-conjunct "status = 'in_flight'"`: mutate.Interrupted, // survived its quick pass only
+		`complete: drop-conjunct "token = :token"`:       mutate.Killed,
+		`release: drop-conjunct "token = :token"`:        mutate.Interrupted, // never begun
+	}
+	if len(rep.Results) != len(want) {
+		t.Fatalf("%d results, want %d: %+v", len(rep.Results), len(want), rep.Results)
+	}
+	for _, r := range rep.Results {
+		if r.Verdict != want[r.ID] {
+			t.Errorf("%s: %s, want %s", r.ID, r.Verdict, want[r.ID])
+		}
+	}
+	if !rep.Interrupted || rep.Killed != 1 || rep.Survived != 0 || rep.Equivalent != 0 || rep.Counts.Interrupted != 2 || rep.Score != 1 {
+		t.Errorf("interrupted %v, counts %+v: want interrupted, 1 killed, 2 interrupted, nothing else", rep.Interrupted, rep.Counts)
+	}
+	if rep.BaselineFailed() || !rep.BaselinePassed() {
+		t.Errorf("the correct store's runs, which ended before the interrupt: %+v", rep.Baseline)
+	}
+}
+
+// TestOnlyMatchingNothing: --only that names no generated mutant is an
+// error at once, before the correct store's runs, not a score of nothing.
+func TestOnlyMatchingNothing(t *testing.T) {
+	rep, err := mutate.Run(context.Background(), sqliteOptions(t), mutate.Options{
+		Scenarios: []string{"sched-race"}, Quick: time.Minute, Episodes: 1,
+		Only: []string{"no such mutant"},
+	})
+	if err == nil || rep != nil || !strings.Contains(err.Error(), `"no such mutant"`) {
+		t.Fatalf("report %+v, err %v: want an error naming the pattern", rep, err)
+	}
+}

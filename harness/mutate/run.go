@@ -26,24 +26,6 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-// The verdicts of a generated mutant.
-const (
-	Killed     = "killed"
-	Survived   = "survived"
-	Equivalent = "equivalent"
-	// Refuted: the backend argued the mutant equivalent, and a checker
-	// killed it: the argument is wrong (counted as killed, and reported).
-	Refuted = "refuted"
-	// Invalid: the store could not open or run with the edit (a script
-	// the server refuses to load): not a behaviour, not scored.
-	Invalid = "invalid"
-	// Unjudged: the run could not be set up with the correct statements
-	// either (a server that timed out on a loaded machine), after
-	// setupTries tries: the machine's failure, not the edit's; not scored,
-	// and a run with one is undecided, never a pass.
-	Unjudged = "unjudged"
-)
-
 // setupTries is how often a mutant's scenario is set up before a setup
 // that fails for the correct statements too makes the mutant Unjudged.
 const setupTries = 3
@@ -71,127 +53,19 @@ type Options struct {
 	// the Shards runs are disjoint and together are the whole run, so they
 	// can run on separate machines and their reports be merged.
 	Shard, Shards int
-	// Progress, if set, hears about each mutant finished.
+	// Progress, if set, hears about each mutant finished, with its final
+	// verdict (the backend's argument applied: equivalent, refuted).
 	Progress func(done, total int, r Result)
-}
-
-// Result is one generated mutant's verdict.
-type Result struct {
-	Mutant
-	Verdict string `json:"verdict"`
-	// Scenario and Checker: what killed it; Detail: the checker's words.
-	Scenario string   `json:"scenario,omitempty"`
-	Checker  string   `json:"checker,omitempty"`
-	Detail   string   `json:"detail,omitempty"`
-	Episodes int      `json:"episodes,omitempty"`
-	Seconds  float64  `json:"seconds"`
-	Argument string   `json:"argument,omitempty"` // equivalent, refuted
-	Error    string   `json:"error,omitempty"`    // invalid
-	Diff     []string `json:"diff"`
-}
-
-// Report is a mutation run of one backend.
-type Report struct {
-	Store string `json:"store"`
-	// NotApplicable says why the backend has no statements to mutate.
-	NotApplicable string      `json:"not_applicable,omitempty"`
-	Seed          int64       `json:"seed"`
-	Scenarios     []string    `json:"scenarios"`
-	Statements    []Statement `json:"statements"`
-	// Baseline is the correct store on the same scenarios and budgets: it
-	// must pass, or no kill means anything.
-	Baseline []BaselineRun `json:"baseline"`
-	Results  []Result      `json:"mutants"`
-	// Counts are the verdicts of every result; its Score is the share of
-	// the mutants that are not equivalent (and valid) that a checker
-	// caught.
-	Counts
-	// Kinds is the count per rewrite (Counts): which classes of edit the
-	// workload reaches.
-	Kinds []KindCounts `json:"kinds"`
-	// UnusedArguments are equivalence arguments of the backend that no
-	// generated mutant matches (a statement changed under them).
-	UnusedArguments []string `json:"unused_arguments,omitempty"`
-	Seconds         float64  `json:"seconds"`
-}
-
-// Counts are one rewrite's, or the whole run's, verdicts counted.
-type Counts struct {
-	Killed     int `json:"killed"` // refuted arguments included
-	Survived   int `json:"survived"`
-	Equivalent int `json:"equivalent"`
-	Invalid    int `json:"invalid"`
-	Unjudged   int `json:"unjudged,omitempty"`
-	// Score is killed / (killed + survived), 0 when both are 0.
-	Score float64 `json:"score"`
-}
-
-// add counts one verdict.
-func (t *Counts) add(verdict string) {
-	switch verdict {
-	case Killed, Refuted:
-		t.Killed++
-	case Survived:
-		t.Survived++
-	case Equivalent:
-		t.Equivalent++
-	case Invalid:
-		t.Invalid++
-	case Unjudged:
-		t.Unjudged++
-	}
-	if n := t.Killed + t.Survived; n > 0 {
-		t.Score = float64(t.Killed) / float64(n)
-	}
-}
-
-// KindCounts is one rewrite's share of a run: the reach of the workload on
-// one class of edit.
-type KindCounts struct {
-	Kind Kind `json:"kind"`
-	Counts
-}
-
-// Tally counts the results' verdicts into the report's totals and score,
-// and into one row per rewrite that made a mutant (in Kinds' order): the
-// one count a run and a merge of shards both use.
-func (r *Report) Tally() {
-	var all Counts
-	by := map[Kind]*Counts{}
-	for _, x := range r.Results {
-		all.add(x.Verdict)
-		if by[x.Kind] == nil {
-			by[x.Kind] = &Counts{}
-		}
-		by[x.Kind].add(x.Verdict)
-	}
-	r.Counts = all
-	r.Kinds = []KindCounts{}
-	for _, k := range Kinds {
-		if t := by[k]; t != nil {
-			r.Kinds = append(r.Kinds, KindCounts{Kind: k, Counts: *t})
-		}
-	}
-}
-
-// BaselineRun is the correct store on one scenario.
-type BaselineRun struct {
-	Scenario string  `json:"scenario"`
-	Passed   bool    `json:"passed"`
-	Skipped  string  `json:"skipped,omitempty"`
-	Checker  string  `json:"checker,omitempty"`
-	Detail   string  `json:"detail,omitempty"`
-	Seconds  float64 `json:"seconds"`
-}
-
-// BaselinePassed reports whether the correct store passed every scenario.
-func (r *Report) BaselinePassed() bool {
-	for _, b := range r.Baseline {
-		if !b.Passed {
-			return false
-		}
-	}
-	return true
+	// Planned, if set, hears the run's plan once its mutants are
+	// generated and chosen, before the correct store runs: the report
+	// with its statements, scenarios and unused arguments, and a result
+	// per mutant, in order, with no verdict yet. With BaselineDone and
+	// Progress it is what a journal needs to report a run whose process
+	// died.
+	Planned func(plan *Report)
+	// BaselineDone, if set, hears about each of the correct store's runs
+	// as it ends.
+	BaselineDone func(b BaselineRun)
 }
 
 // NotStatements says why a backend whose logic is Go code has no
@@ -343,6 +217,11 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 				}
 			}
 		}
+		if len(keep) == 0 && len(mutants) > 0 {
+			// Said before the correct store's runs, not as a score of
+			// nothing after them.
+			return nil, fmt.Errorf("no generated mutant's ID contains any of %q (%d generated; the first: %q)", mo.Only, len(mutants), mutants[0].ID)
+		}
 		mutants = keep
 	}
 	if mo.Limit > 0 && len(mutants) > mo.Limit {
@@ -370,25 +249,35 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 	}
 	rep.Scenarios = forSettings
 
+	results := make([]Result, len(mutants))
+	for i, m := range mutants {
+		results[i] = Result{Mutant: m, Diff: Diff(m.Orig, m.Text), Argument: args[m.ID]}
+	}
+	if mo.Planned != nil {
+		plan := *rep
+		plan.Results = slices.Clone(results)
+		mo.Planned(&plan)
+	}
+
 	// The correct store first, on the same scenarios and budgets: a
 	// checker that fails it would "kill" every mutant.
 	all := mo
 	all.Scenarios = forSettings
 	rep.Baseline = baseline(ctx, o, all)
 	if !rep.BaselinePassed() || ctx.Err() != nil {
-		rep.Seconds = time.Since(start).Seconds()
+		rep.Seconds, rep.Interrupted = time.Since(start).Seconds(), ctx.Err() != nil
 		return rep, ctx.Err()
 	}
 
-	results := make([]Result, len(mutants))
-	for i, m := range mutants {
-		results[i] = Result{Mutant: m, Diff: Diff(m.Orig, m.Text), Argument: args[m.ID]}
-	}
 	// Two passes: every mutant with the quick budget, then the survivors
 	// with the full one.
 	total := len(results)
 	done := 0
 	var mu sync.Mutex
+	// final marks the mutants whose last pass ran to its end: a survivor
+	// of the quick pass that an interrupt kept from the full one has not
+	// survived anything yet.
+	final := make([]bool, len(results))
 	for pass, budget := range []time.Duration{mo.Quick, mo.Budget} {
 		var todo []int
 		for i := range results {
@@ -396,7 +285,7 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 				todo = append(todo, i)
 			}
 		}
-		last := pass == 1 || budget <= 0
+		last := pass == 1 || mo.Budget <= 0
 		pool(ctx, mo.Workers, todo, func(i int) {
 			r := &results[i]
 			scs := mo.Scenarios
@@ -404,13 +293,14 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 				scs = forSettings
 			}
 			runMutant(ctx, o, scs, budget, mo.Episodes, r)
+			final[i] = last && ctx.Err() == nil
 			if !last && r.Verdict == Survived {
 				return // the second pass decides
 			}
 			mu.Lock()
 			done++
 			if mo.Progress != nil {
-				mo.Progress(done, total, *r)
+				mo.Progress(done, total, Settled(*r))
 			}
 			mu.Unlock()
 		})
@@ -420,18 +310,14 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 	}
 	for i := range results {
 		r := &results[i]
-		if r.Argument != "" {
-			switch r.Verdict {
-			case Survived:
-				r.Verdict = Equivalent
-			case Killed:
-				r.Verdict = Refuted
-			}
+		if r.Verdict == "" || (r.Verdict == Survived && !final[i]) { // never begun, or not to its last pass
+			r.Verdict = Interrupted
 		}
+		*r = Settled(*r)
 	}
 	rep.Results = results
 	rep.Tally()
-	rep.Seconds = time.Since(start).Seconds()
+	rep.Seconds, rep.Interrupted = time.Since(start).Seconds(), ctx.Err() != nil
 	return rep, ctx.Err()
 }
 
@@ -459,10 +345,16 @@ func pool(ctx context.Context, n int, idx []int, f func(int)) {
 }
 
 // runMutant runs the scenarios in order against the mutant, each within
-// h's bounds, until one kills it.
+// h's bounds, until one kills it. One that an interrupt cut short before
+// a kill is Interrupted, not Survived: its budget was not spent.
 func runMutant(ctx context.Context, o harness.Options, scenarios []string, budget time.Duration, episodes int, r *Result) {
 	start := time.Now()
-	defer func() { r.Seconds += time.Since(start).Seconds() }()
+	defer func() {
+		r.Seconds += time.Since(start).Seconds()
+		if r.Verdict == Survived && ctx.Err() != nil {
+			r.Verdict = Interrupted
+		}
+	}()
 	o.Edit = r.Edit()
 	r.Verdict = Survived
 	for _, sc := range scenarios {
@@ -528,23 +420,29 @@ func baseline(ctx context.Context, o harness.Options, mo Options) []BaselineRun 
 	idx := make([]int, len(mo.Scenarios))
 	for i := range idx {
 		idx[i] = i
+		runs[i] = BaselineRun{Scenario: mo.Scenarios[i], Interrupted: true} // until it runs
 	}
 	pool(ctx, mo.Workers, idx, func(i int) {
 		start := time.Now()
 		b := BaselineRun{Scenario: mo.Scenarios[i]}
 		k, err := huntScenario(ctx, o, b.Scenario, huntOptions(b.Scenario, budget, mo.Episodes))
 		switch {
+		case err == nil && k.Skipped != "":
+			b.Passed, b.Skipped = true, k.Skipped
+		case err == nil && k.Killed: // caught failing, even if an interrupt came after
+			b.Checker, b.Detail = k.Checker, k.Detail
+		case ctx.Err() != nil: // cut short: neither a pass nor a failure
+			b.Interrupted = true
 		case err != nil:
 			b.Detail = err.Error()
-		case k.Skipped != "":
-			b.Passed, b.Skipped = true, k.Skipped
-		case k.Killed:
-			b.Checker, b.Detail = k.Checker, k.Detail
 		default:
 			b.Passed = true
 		}
 		b.Seconds = time.Since(start).Seconds()
 		runs[i] = b
+		if mo.BaselineDone != nil {
+			mo.BaselineDone(b)
+		}
 	})
 	return runs
 }
