@@ -3,7 +3,8 @@
 // backend, concurrency and store operation, its mean latency, its
 // baselines' (measured interleaved with it in the same run: a raw write
 // for claim, complete and takeover; a primary-key read for replay,
-// in-flight and mismatch; a ping where the backend has one), and the
+// in-flight and mismatch; a ping where the backend has one; for those
+// three on Redis, a script whose only work is the same read), and the
 // store's throughput as a fraction of each baseline's. 1.00 is the
 // physical cost of the round trip; ratios, unlike absolute times, survive
 // a noisy shared machine. With -count > 1 each figure is the median of the
@@ -60,7 +61,7 @@ func main() {
 		os.Exit(2)
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "backend\tgoroutines\top\tstore µs\tbaseline\traw µs\tstore/raw\tping µs\tstore/ping\t")
+	fmt.Fprintln(w, "backend\tgoroutines\top\tstore µs\tbaseline\traw µs\tstore/raw\tping µs\tstore/ping\tscript µs\tstore/script\t")
 	for _, gr := range groups {
 		for _, op := range order {
 			m, ok := ns[gr][op]
@@ -73,14 +74,22 @@ func main() {
 					base, rawCol, ratio = b, micros(r), fmt.Sprintf("%.2f", m["store/"+b])
 				}
 			}
-			pingCol, pratio := "-", "-"
-			if r, ok := m["raw-ping-ns/op"]; ok {
-				pingCol, pratio = micros(r), fmt.Sprintf("%.2f", m["store/raw-ping"])
-			}
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", gr.backend, gr.g, op, micros(m[op+"-ns/op"]), base, rawCol, ratio, pingCol, pratio)
+			pingCol, pratio := column(m, "raw-ping")
+			scriptCol, sratio := column(m, "raw-script")
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", gr.backend, gr.g, op, micros(m[op+"-ns/op"]), base, rawCol, ratio, pingCol, pratio, scriptCol, sratio)
 		}
 	}
 	w.Flush()
+}
+
+// column is a baseline's latency and the store's ratio to it, "-" where
+// the run did not measure it.
+func column(m map[string]float64, baseline string) (micro, ratio string) {
+	r, ok := m[baseline+"-ns/op"]
+	if !ok {
+		return "-", "-"
+	}
+	return micros(r), fmt.Sprintf("%.2f", m["store/"+baseline])
 }
 
 // parse returns the median of each metric of each (backend, goroutines,
