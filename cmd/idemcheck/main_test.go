@@ -62,6 +62,9 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 		{"more shards than runs", []string{"soak", "--store", "memory", "--seeds", "1", "--scenario", "race", "--hogs", "0", "--shard", "2/2", "--out", out}, "at most 1 shards"},
 		{"merge nothing", []string{"merge"}, "name the shards"},
 		{"merge a non-report", []string{"merge", file}, "not a --json report"},
+		{"replay a missing run", []string{"replay", filepath.Join(out, "nope")}, "is not a run directory"},
+		{"recheck a missing run", []string{"recheck", filepath.Join(out, "nope")}, "is not a run directory"},
+		{"mutate --only matching nothing", []string{"mutate", "--store", "sqlite", "--only", "no such mutant", "--out", out}, "no generated mutant's ID contains"},
 	}
 	if os.Geteuid() != 0 { // root can write anywhere
 		cases = append(cases, struct {

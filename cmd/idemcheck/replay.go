@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -40,6 +41,9 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	if dir == "" {
 		return exitUsage, usagef("replay: name a run directory (results/latest, or one under results/)")
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return exitUsage, usagef("replay: %s is not a run directory", dir)
 	}
 	saved, done, err := harness.LoadRunSpilled(dir)
 	if err != nil {
