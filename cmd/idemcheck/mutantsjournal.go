@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
@@ -63,14 +62,7 @@ type mutantsJSON struct {
 // journalMutants records each job of the run in j as it starts and ends.
 // A journal that stops writing is said once: the run goes on.
 func journalMutants(mo *hunt.MutantsOptions, j *lineJournal, stderr io.Writer) {
-	var once sync.Once
-	add := func(l mutantsLine) {
-		if err := j.add(l); err != nil {
-			once.Do(func() {
-				fmt.Fprintf(stderr, "idemcheck: the run's journal stopped: %v (the verdict stands; had the run crashed, what it finished would have been lost)\n", err)
-			})
-		}
-	}
+	add := j.adder(stderr)
 	mo.Began = func(job hunt.Job) { add(mutantsLine{Type: "began", Done: hunt.Done{Job: job}}) }
 	mo.Finished = func(d hunt.Done) {
 		l := mutantsLine{Type: "done", Done: d}
@@ -149,12 +141,12 @@ func printUnfinished(w io.Writer, rep *hunt.MutantsReport) {
 // the report as the run's summary.json.
 func recoverMutants(dir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
 	path := filepath.Join(dir, harness.JournalFile)
-	lines, torn, err := readLineJournal(path)
-	if err != nil {
-		return exitUsage, fmt.Errorf("recheck: %v", err)
-	}
 	var head mutantsHead
-	if len(lines) == 0 || lines[0].Type != mutantsKind || json.Unmarshal(lines[0].Raw, &head) != nil {
+	lines, torn, ok, err := readJournal(path, mutantsKind, &head)
+	if err != nil {
+		return exitUsage, err
+	}
+	if !ok {
 		return recoverTorn(dir, asJSON, stdout) // killed while it wrote its plan
 	}
 	var done []hunt.Done

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
@@ -52,14 +51,7 @@ type mutateLine struct {
 // each mutant's verdict in j as they come, keeping mo's own Progress. A
 // journal that stops writing is said once: the run goes on.
 func journalMutate(mo *mutate.Options, j *lineJournal, stderr io.Writer) {
-	var once sync.Once
-	add := func(l mutateLine) {
-		if err := j.add(l); err != nil {
-			once.Do(func() {
-				fmt.Fprintf(stderr, "idemcheck: the run's journal stopped: %v (the verdict stands; had the run crashed, what it finished would have been lost)\n", err)
-			})
-		}
-	}
+	add := j.adder(stderr)
 	mo.Planned = func(plan *mutate.Report) { add(mutateLine{Type: "plan", Plan: plan}) }
 	mo.BaselineDone = func(b mutate.BaselineRun) { add(mutateLine{Type: "baseline", Baseline: &b}) }
 	progress := mo.Progress
@@ -124,12 +116,12 @@ func foldMutate(lines []journalLine) (rep *mutate.Report, torn int) {
 // journal (foldMutate), and writes the report as the run's summary.json.
 func recoverMutate(dir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
 	path := filepath.Join(dir, harness.JournalFile)
-	lines, torn, err := readLineJournal(path)
-	if err != nil {
-		return exitUsage, fmt.Errorf("recheck: %v", err)
-	}
 	var head mutateHead
-	if len(lines) == 0 || lines[0].Type != mutateKind || json.Unmarshal(lines[0].Raw, &head) != nil {
+	lines, torn, ok, err := readJournal(path, mutateKind, &head)
+	if err != nil {
+		return exitUsage, err
+	}
+	if !ok {
 		return recoverTorn(dir, asJSON, stdout) // killed while it wrote its head
 	}
 	rep, cut := foldMutate(lines[1:])

@@ -62,6 +62,19 @@ func (j *lineJournal) add(v any) error {
 	return j.f.Sync()
 }
 
+// adder is add for a run's hooks: a journal that stops writing is said
+// once on stderr, and the run goes on.
+func (j *lineJournal) adder(stderr io.Writer) func(v any) {
+	var once sync.Once
+	return func(v any) {
+		if err := j.add(v); err != nil {
+			once.Do(func() {
+				fmt.Fprintf(stderr, "idemcheck: the run's journal stopped: %v (the verdict stands; had the run crashed, what it finished would have been lost)\n", err)
+			})
+		}
+	}
+}
+
 // Close closes the journal's file, which stays: with summary.json beside
 // it, it is the record of each run as it ended.
 func (j *lineJournal) Close() error { return j.f.Close() }
@@ -123,6 +136,19 @@ func recoverTorn(dir string, asJSON bool, stdout io.Writer) (int, error) {
 type journalLine struct {
 	Type string
 	Raw  json.RawMessage
+}
+
+// readJournal reads the journal at path (readLineJournal) and its first
+// line, of the given kind, into head: ok is false when that line is
+// missing, torn or of another kind (the run died as it wrote it, and
+// recoverTorn reports it).
+func readJournal(path, kind string, head any) (lines []journalLine, torn int, ok bool, err error) {
+	lines, torn, err = readLineJournal(path)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("recheck: %v", err)
+	}
+	ok = len(lines) > 0 && lines[0].Type == kind && json.Unmarshal(lines[0].Raw, head) == nil
+	return lines, torn, ok, nil
 }
 
 // readLineJournal reads the journal at path: every line that is whole

@@ -212,11 +212,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		fmt.Fprintf(stderr, "idemcheck soak: each run is recorded as it ends in %s\n", journal.path)
 	}
 	rep.Journal = journal.path
-	addEntry := func(e soakEntry) {
-		if err := journal.add(e); err != nil {
-			fmt.Fprintf(stderr, "idemcheck soak: the journal: %v\n", err)
-		}
-	}
+	addEntry := journal.adder(stderr)
 	for i := 0; i < nSeeds; i++ {
 		if ctx.Err() != nil {
 			interrupted = true

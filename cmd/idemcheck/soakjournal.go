@@ -246,12 +246,12 @@ func soakVerdict(code int) check.Verdict {
 // what ended allows; it writes the report as the soak's summary.json.
 func recoverSoak(dir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
 	path := filepath.Join(dir, harness.JournalFile)
-	lines, torn, err := readLineJournal(path)
-	if err != nil {
-		return exitUsage, fmt.Errorf("recheck: %v", err)
-	}
 	var head soakHead
-	if len(lines) == 0 || lines[0].Type != soakKind || json.Unmarshal(lines[0].Raw, &head) != nil {
+	lines, torn, ok, err := readJournal(path, soakKind, &head)
+	if err != nil {
+		return exitUsage, err
+	}
+	if !ok {
 		return recoverTorn(dir, asJSON, stdout) // killed while it wrote its plan
 	}
 	rep := soakReport{Store: head.Store, Variant: head.Variant, Seeds: len(head.Seeds), Hogs: head.Hogs, Parallel: head.Parallel,
