@@ -348,13 +348,33 @@ func unknownBegin(cfg Config, s State, in Input) []State {
 	if s.Exists && (s.Done || s.Fingerprint != in.Fingerprint) {
 		return out
 	}
-	n := State{Exists: true, Fingerprint: in.Fingerprint, LockedAt: in.Now, CreatedAt: in.Now,
+	at := UnansweredAt(in.Now)
+	n := State{Exists: true, Fingerprint: in.Fingerprint, LockedAt: at, CreatedAt: at,
 		Token: Placeholder, Used: s.Used, LockUncertain: true, Lease: in.Lease}
 	if s.Exists {
 		n.CreatedAt = s.CreatedAt
 	}
 	return append(out, n)
 }
+
+// RequestClockGrain is how much earlier than a request's Now (the
+// harness's clock, to the nanosecond) a store may have read that time: the
+// exec protocol carries now_ms to the microsecond, and a store may keep
+// whole milliseconds. An answered Begin carries the store's own reading
+// (stores.Decision.DecidedAt), which the model judges by; an unanswered
+// one has none, so its claim's lock and creation times are placed this
+// much before its Now (a lower bound, as LockUncertain says). Measured: a
+// JavaScript store behind a link that lost one reply in twenty took over,
+// at exactly LockTTL by its own microsecond clock, a claim whose reply
+// was lost; the model, which had placed that claim at its nanosecond Now
+// (418 ns later), failed a correct store's linearizability.
+const RequestClockGrain = time.Millisecond
+
+// UnansweredAt is the lock and creation time the model gives the claim an
+// unanswered Begin asked at now may have made: now less
+// RequestClockGrain. Every judgement of such a claim's times (the model's,
+// and the checkers' that reason about it) goes through it.
+func UnansweredAt(now time.Time) time.Time { return now.Add(-RequestClockGrain) }
 
 // Equal compares two states.
 func Equal(a, b State) bool { return a == b }

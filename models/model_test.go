@@ -169,6 +169,35 @@ func TestStepUnknownAndRetention(t *testing.T) {
 	}
 }
 
+// TestUnknownClaimAtTheStoresGrain: a claim whose Begin never answered
+// is placed RequestClockGrain before its Now: a store that read that Now
+// to the microsecond (the exec protocol's grain) or the millisecond, and
+// took the claim over at exactly LockTTL by its own reading, is right; a
+// takeover earlier than that grain allows is still a violation.
+func TestUnknownClaimAtTheStoresGrain(t *testing.T) {
+	asked := t0.Add(418 * time.Nanosecond) // the harness's Now; the store read t0
+	var uncertain State
+	for _, s := range Step(cfg, State{}, begin("fp", asked), Output{Unknown: true}) {
+		if s.Exists {
+			uncertain = s
+		}
+	}
+	if !uncertain.Exists || !uncertain.LockedAt.Before(asked) || !uncertain.CreatedAt.Equal(uncertain.LockedAt) {
+		t.Fatalf("the unanswered claim: %+v, want one placed before its Now", uncertain)
+	}
+	at := t0.Add(cfg.LockTTL) // exactly LockTTL by the store's reading
+	if next := Step(cfg, uncertain, begin("fp", at), claimed("t2", at, true)); len(next) != 1 {
+		t.Errorf("a takeover at exactly LockTTL after an unanswered claim, by the store's clock: %+v, want allowed", next)
+	}
+	early := asked.Add(cfg.LockTTL - RequestClockGrain - time.Microsecond)
+	if next := Step(cfg, uncertain, begin("fp", early), claimed("t2", early, true)); len(next) != 0 {
+		t.Errorf("a takeover more than the clock's grain before LockTTL: allowed %+v", next)
+	}
+	if next := Step(cfg, uncertain, begin("fp", at), Output{Decision: stores.Decision{Outcome: stores.InFlight, DecidedAt: at}}); len(next) != 1 {
+		t.Errorf("a 409 at LockTTL on a claim whose lock time is uncertain: %+v, want allowed", next)
+	}
+}
+
 // TestDeclaredSemantics: each declared semantic allows what it says, and
 // the same history without the declaration is a violation.
 func TestDeclaredSemantics(t *testing.T) {

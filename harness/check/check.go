@@ -393,11 +393,8 @@ func mayBeExpired(m models.Config, born, op history.Op, prunes []history.Op) boo
 // was made and before op returned, and by its own time the record was
 // past its retention.
 func prunedBy(m models.Config, born, op history.Op, prunes []history.Op) bool {
-	created := born.Input.Now
-	if born.IsClaim() {
-		created = born.Output.Decision.DecidedAt
-	}
-	if created.IsZero() {
+	created, ok := bornAt(born)
+	if !ok {
 		return false
 	}
 	for _, p := range prunes {
@@ -413,24 +410,36 @@ func prunedBy(m models.Config, born, op history.Op, prunes []history.Op) bool {
 
 // storeElapsed is the most time that can have passed on the store's clock
 // between the creation of a key's record by born (the first Begin that
-// may have made it) and op's decision: born's decision time (a claim's
-// DecidedAt, or an unanswered Begin's request time, the earliest the
-// store can have decided it by), and op's (a Begin's DecidedAt, else the
+// may have made it) and op's decision: the earliest born can have created
+// it (bornAt), and op's (a Begin's DecidedAt, else the
 // caller's clock after the call, the latest a store decided it by). ok is
 // false when either is unknown.
 func storeElapsed(born, op history.Op) (time.Duration, bool) {
-	created := born.Input.Now
-	if born.IsClaim() {
-		created = born.Output.Decision.DecidedAt
-	}
+	created, ok := bornAt(born)
 	decided := op.Input.Now
 	if op.Input.Kind == models.Begin && op.Output.Decided() {
 		decided = op.Output.Decision.DecidedAt
 	}
-	if created.IsZero() || decided.IsZero() {
+	if !ok || decided.IsZero() {
 		return 0, false
 	}
 	return decided.Sub(created), true
+}
+
+// bornAt is the earliest the store can have created a key's record by
+// born: a claim's DecidedAt (the store's own reading), or an unanswered
+// Begin's, as the model places it (models.UnansweredAt: the store may
+// have read its request time coarser than the harness wrote it). ok is false when
+// the time is unknown.
+func bornAt(born history.Op) (time.Time, bool) {
+	if born.IsClaim() {
+		at := born.Output.Decision.DecidedAt
+		return at, !at.IsZero()
+	}
+	if born.Input.Now.IsZero() {
+		return time.Time{}, false
+	}
+	return models.UnansweredAt(born.Input.Now), true
 }
 
 func sortViolations(vs []Violation) {

@@ -22,7 +22,8 @@ import (
 //  1. Classes. An unanswered Begin's effect (models.Step) depends on its
 //     fingerprint, its lease and its Now (the placeholder token is the
 //     same for all: models.Placeholder), and its Now only through
-//     comparisons with other times of the key: the creation times a
+//     comparisons with other times of the key (its own claim's times are
+//     models.UnansweredAt of it): the creation times a
 //     record can have (expiry at its own step), the decision times and
 //     write times its lock time is compared with, and the times of every
 //     call its creation time is compared with. Two calls whose Now
@@ -118,7 +119,7 @@ func criticalTimes(part []porcupine.Operation) keyTimes {
 		t.at = append(t.at, models.OpTime(in, out))
 		switch {
 		case in.Kind == models.Begin && out.Unknown:
-			t.created = append(t.created, in.Now)
+			t.created = append(t.created, models.UnansweredAt(in.Now))
 		case in.Kind == models.Begin && out.Decided():
 			t.decided = append(t.decided, out.Decision.DecidedAt)
 			t.created = append(t.created, out.Decision.DecidedAt)
@@ -135,6 +136,7 @@ func criticalTimes(part []porcupine.Operation) keyTimes {
 // comparison of the model alike.
 func (t keyTimes) signature(m models.Config, now time.Time, lease time.Duration) string {
 	keep := m.Retention - m.Slack
+	at := models.UnansweredAt(now) // the lock and creation time of the claim it may make
 	b := make([]byte, 0, len(t.created)+2*len(t.decided)+len(t.writes)+len(t.at))
 	bit := func(v bool) {
 		if v {
@@ -147,15 +149,15 @@ func (t keyTimes) signature(m models.Config, now time.Time, lease time.Duration)
 		bit(now.Sub(c) >= keep) // a record made at c may expire at now
 	}
 	for _, d := range t.decided {
-		age := d.Sub(now) // a lock taken at now, judged at d
+		age := d.Sub(at) // a lock taken at at, judged at d
 		bit(age < lease-m.Slack)
 		bit(age < lease+m.Slack)
 	}
 	for _, w := range t.writes {
-		bit(w.Sub(now) >= lease-m.Slack)
+		bit(w.Sub(at) >= lease-m.Slack)
 	}
 	for _, a := range t.at {
-		bit(a.Sub(now) >= keep) // a record made at now may expire at a
+		bit(a.Sub(at) >= keep) // a record made at at may expire at a
 	}
 	return string(b)
 }
