@@ -272,9 +272,17 @@ func runAbuse(ctx context.Context, env *Env) {
 	parallel(n, func(k int) { env.NewClient().Submit(ctx, env.Order(k, "")) })
 }
 
-// ownerTries bounds the calls without an answer an abuse owner makes for
-// one claim or one save.
+// ownerTries bounds the calls in a row without an answer an abuse owner
+// makes for one claim or one save: a store that answers nothing.
 const ownerTries = 8
+
+// ownerCalls bounds all the calls an abuse owner makes for one claim:
+// behind a link that loses answers, a claim whose answer was lost answers
+// 409 until it is stale, and the takeover that follows may lose its
+// answer too, so the calls come in rounds of a LockTTL (about five), each
+// ending in a takeover answered with the link's odds; this many rounds
+// all lost is a store that does not let the key be claimed.
+const ownerCalls = 40 * 5
 
 // ownerClaim claims o's key for an owner that calls the store itself, as a
 // client would: a call that ends in an error may or may not have claimed
@@ -284,23 +292,33 @@ const ownerTries = 8
 // the last lost answer, whose claim may have been made as late as the
 // error came back: a deadline from the first call gave up on a correct
 // store whose call erred after holding a write lock for longer than the
-// wait (TestOwnerClaimWaitsFromTheLastLostAnswer). Its errors are
-// bounded by ownerTries.
+// wait (TestOwnerClaimWaitsFromTheLastLostAnswer). Its errors in a row
+// are bounded by ownerTries, all its calls by ownerCalls: an error between
+// answers is a lost answer, not a store that stopped answering (a bound
+// on all the errors gave up on a correct store behind a link that lost
+// a share of the answers, whose owner's takeovers lost theirs round after
+// round; TestOwnerClaimThroughALossyLink).
 func ownerClaim(ctx context.Context, env *Env, rec *history.Recorder, o workload.Order) (stores.Decision, error) {
-	errs := 0
+	errs, lost := 0, 0   // errors in a row, and in all
 	var lostAt time.Time // the last lost answer (zero: none yet)
-	for {
+	for calls := 1; ; calls++ {
 		d, err := rec.Begin(ctx, stores.Request{KeyRef: o.Key, Fingerprint: o.Fingerprint, Now: env.clock.Now()})
 		switch {
 		case err == nil && d.Outcome == stores.Claimed:
 			return d, nil
 		case err == nil && (d.Outcome != stores.InFlight || lostAt.IsZero()):
 			return d, fmt.Errorf("answered %v", d.Outcome)
-		case err != nil:
+		case err == nil:
+			errs = 0 // the store answers: a claim whose answer was lost holds the key
+		default:
 			if errs++; errs == ownerTries {
 				return d, err
 			}
+			lost++
 			lostAt = time.Now()
+		}
+		if calls == ownerCalls {
+			return d, fmt.Errorf("no claim after %d calls, %d of them without an answer", calls, lost)
 		}
 		if since := time.Since(lostAt); since > 4*env.Config.LockTTL+time.Second {
 			return d, fmt.Errorf("still in flight %v after the last lost answer (LockTTL %v)", since.Round(time.Millisecond), env.Config.LockTTL)

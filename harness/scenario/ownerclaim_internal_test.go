@@ -112,3 +112,61 @@ func TestOwnerClaimGivesUpAfterOwnerTries(t *testing.T) {
 		t.Errorf("%d calls, want ownerTries (%d)", n, ownerTries)
 	}
 }
+
+// lossyClaims is a correct store behind a link that loses the answer of
+// its first lostClaims claims (takeovers included) and of every other
+// 409: each lost claim is made, and stale only a LockTTL later.
+type lossyClaims struct {
+	stores.Store
+	lostClaims int
+	mu         sync.Mutex
+	claims     int
+	conflicts  int
+	lost       int
+}
+
+func (s *lossyClaims) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	d, err := s.Store.Begin(ctx, req)
+	if err != nil {
+		return d, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch d.Outcome {
+	case stores.Claimed:
+		if s.claims++; s.claims <= s.lostClaims {
+			s.lost++
+			return stores.Decision{}, errLostAnswer
+		}
+	case stores.InFlight:
+		if s.conflicts++; s.conflicts%2 == 1 {
+			s.lost++
+			return stores.Decision{}, errLostAnswer
+		}
+	}
+	return d, nil
+}
+
+// TestOwnerClaimThroughALossyLink: an owner whose first claims (each
+// takeover after the last) all lose their answers, and half its 409s too,
+// still claims the key: more lost answers than ownerTries, but never
+// ownerTries in a row, since the store answers between them. A bound on
+// all the errors gave up on a correct store behind a link that lost a
+// share of its answers (scripts/lossy-exec.py).
+func TestOwnerClaimThroughALossyLink(t *testing.T) {
+	cfg := stores.Config{LockTTL: 40 * time.Millisecond, Retention: time.Minute}
+	mem, err := memory.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &lossyClaims{Store: mem, lostClaims: 4}
+	env := NewEnv(Setup{Name: "abuse", Store: st, Config: cfg, Clients: 1, Keys: 1, Seed: 1, RandSeed: 1})
+	rec := env.Recorder(env.NewClientID(), st, env.clock)
+	d, err := ownerClaim(context.Background(), env, rec, env.Order(0, ""))
+	if err != nil || d.Outcome != stores.Claimed {
+		t.Fatalf("ownerClaim through a lossy link: %+v, %v; want a claim", d, err)
+	}
+	if st.lost <= ownerTries {
+		t.Errorf("%d answers lost, want more than ownerTries (%d): the test does not test the bound", st.lost, ownerTries)
+	}
+}
