@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
@@ -31,20 +32,27 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 	var t livenessTally
 	probed := map[stores.KeyRef]*keyProbes{}
 	var keys []stores.KeyRef
+	lost := map[stores.KeyRef]history.Op{} // each key's latest Begin whose answer was lost, so far
 	for _, op := range ops {
-		if op.Client != e.ProbeClient || op.Input.Kind != models.Begin || e.Unprobed[op.Input.Key.String()] {
+		if op.Input.Kind != models.Begin {
 			continue
 		}
 		k := op.Input.Key
-		p := probed[k]
-		if p == nil {
-			p = &keyProbes{}
-			probed[k] = p
-			keys = append(keys, k)
+		if op.Client == e.ProbeClient && !e.Unprobed[k.String()] {
+			p := probed[k]
+			if p == nil {
+				p = &keyProbes{}
+				probed[k] = p
+				keys = append(keys, k)
+			}
+			p.last = op // ops are in call order
+			p.lostBefore = lost[k]
+			p.tries++
+			p.silence.Add(op.Output.Decided(), op.Call)
 		}
-		p.last = op // ops are in call order
-		p.tries++
-		p.silence.Add(op.Output.Decided(), op.Call)
+		if op.Output.Unknown {
+			lost[k] = op
+		}
 	}
 	var ends history.Ends
 	if slices.ContainsFunc(keys, func(k stores.KeyRef) bool { return probed[k].silence.N > 0 }) {
@@ -70,6 +78,15 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 				t.firstUnanswered = fmt.Sprintf("%s, %d tries, the last: %s", op.Input.Key, p.tries, op.Err)
 			}
 			t.unanswered++
+		case op.Output.Decision.Outcome == stores.InFlight && mayHold(e.Model, p.lostBefore, op):
+			// The claim of a Begin whose answer was lost (the probe's
+			// own, as often as not) may hold the key: a 409 then is no
+			// sign of a stuck key.
+			if t.held == 0 {
+				t.firstHeld = fmt.Sprintf("%s, answered 409 %v after the lost Begin of client %d", op.Input.Key,
+					models.OpTime(op.Input, op.Output).Sub(p.lostBefore.Input.Now).Round(time.Microsecond), p.lostBefore.Client)
+			}
+			t.held++
 		case op.Output.Decision.Outcome == stores.InFlight:
 			t.vs = append(t.vs, Violation{Liveness, op.Input.Key.String(), fmt.Sprintf(
 				"%s is still in flight at the final probe, though every client stopped and every claim ended or its LockTTL (%v) passed: stuck",
@@ -80,11 +97,28 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 }
 
 // keyProbes is what the final probes of one key came to: the last, how
-// many, and the unanswered ones since its last answer.
+// many, the unanswered ones since its last answer, and the key's latest
+// Begin whose answer was lost before the last probe (zero: none).
 type keyProbes struct {
-	last    history.Op
-	tries   int
-	silence history.Silence
+	last       history.Op
+	tries      int
+	silence    history.Silence
+	lostBefore history.Op
+}
+
+// mayHold reports whether the claim that lost, a Begin whose answer was
+// lost (zero: none), may have made can still be live when probe was
+// decided: less than its lease (and the model's slack) after lost's
+// request time, placed as the model places an unanswered claim
+// (models.UnansweredAt). The model lets such a claim answer 409 for as
+// long as it likes (its lock time is a lower bound); the probe waits its
+// LockTTL out before it asks again, so a key still in flight at a probe
+// more than a lease after the last lost Begin is stuck.
+func mayHold(m models.Config, lost, probe history.Op) bool {
+	if lost.Input.Now.IsZero() {
+		return false
+	}
+	return models.OpTime(probe.Input, probe.Output).Sub(models.UnansweredAt(lost.Input.Now)) < m.LeaseOf(lost.Input.Lease)+m.Slack
 }
 
 // callEnds is when each of ops ended: a decided call's return
@@ -109,6 +143,10 @@ type livenessTally struct {
 	countTally
 	unanswered      int
 	firstUnanswered string // the first such key, its tries and its last error
+	// held counts the keys answered 409 at their last final probe while
+	// a lost Begin's claim may still hold them (mayHold): not judged.
+	held      int
+	firstHeld string
 }
 
 // add merges o, the next part's tally, into t.
@@ -118,6 +156,10 @@ func (t *livenessTally) add(o livenessTally) {
 		t.firstUnanswered = o.firstUnanswered
 	}
 	t.unanswered += o.unanswered
+	if t.held == 0 {
+		t.firstHeld = o.firstHeld
+	}
+	t.held += o.held
 }
 
 // decide is the [Liveness] result of a run's merged tally, unprobed keys
@@ -131,18 +173,21 @@ func (t livenessTally) decide(unprobed int) Result {
 	if t.unanswered > 0 {
 		out += fmt.Sprintf("; %d key(s) not judged, their last final probes unanswered while the store answered few other calls (first %s): whether they are stuck is not known", t.unanswered, t.firstUnanswered)
 	}
+	if t.held > 0 {
+		out += fmt.Sprintf("; %d key(s) not judged, answered 409 at their last final probe within a lease of a Begin on them whose answer was lost, whose claim may hold them (first %s): whether they are stuck is not known", t.held, t.firstHeld)
+	}
 	if t.n == 0 {
 		return Result{Checker: Liveness, Verdict: Unknown, Detail: "no final probe ran" + out}
 	}
 	judgedKeys := t.countTally
-	judgedKeys.n -= t.unanswered
+	judgedKeys.n -= t.unanswered + t.held
 	r := judgedKeys.decide(Liveness, "%d keys probed once every claim ended or its LockTTL passed, none stuck")
 	switch {
 	case r.Verdict == Fail:
-		if t.unanswered > 0 {
-			r.Detail += fmt.Sprintf("; %d more key(s) not judged, their last final probes unanswered while the store answered few other calls", t.unanswered)
+		if t.unanswered+t.held > 0 {
+			r.Detail += fmt.Sprintf("; %d more key(s) not judged (their last final probes unanswered, or answered 409 while a lost Begin's claim may hold them)", t.unanswered+t.held)
 		}
-	case t.unanswered > 0:
+	case t.unanswered+t.held > 0:
 		r.Verdict = Unknown
 		r.Detail += out
 	default:

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 	"github.com/idemcheck/idemcheck/stores/memory"
 )
@@ -114,15 +116,17 @@ func TestOwnerClaimGivesUpAfterOwnerTries(t *testing.T) {
 }
 
 // lossyClaims is a correct store behind a link that loses the answer of
-// its first lostClaims claims (takeovers included) and of every other
-// 409: each lost claim is made, and stale only a LockTTL later.
+// its first lostClaims claims (takeovers included) and, unless
+// conflictsKept, of every other 409: each lost claim is made, and stale
+// only a LockTTL later.
 type lossyClaims struct {
 	stores.Store
-	lostClaims int
-	mu         sync.Mutex
-	claims     int
-	conflicts  int
-	lost       int
+	lostClaims    int
+	conflictsKept bool
+	mu            sync.Mutex
+	claims        int
+	conflicts     int
+	lost          int
 }
 
 func (s *lossyClaims) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
@@ -139,7 +143,7 @@ func (s *lossyClaims) Begin(ctx context.Context, req stores.Request) (stores.Dec
 			return stores.Decision{}, errLostAnswer
 		}
 	case stores.InFlight:
-		if s.conflicts++; s.conflicts%2 == 1 {
+		if s.conflicts++; s.conflicts%2 == 1 && !s.conflictsKept {
 			s.lost++
 			return stores.Decision{}, errLostAnswer
 		}
@@ -168,5 +172,48 @@ func TestOwnerClaimThroughALossyLink(t *testing.T) {
 	}
 	if st.lost <= ownerTries {
 		t.Errorf("%d answers lost, want more than ownerTries (%d): the test does not test the bound", st.lost, ownerTries)
+	}
+}
+
+// TestProbeThroughALossyLink: the final probe of a key whose claim was
+// left held, behind a link that loses the answers of the probe's
+// takeovers (each makes a claim) more times than probeTries, and of half
+// its 409s, still takes the key over: a 409 right after its own lost
+// answer is that answer's claim, and does not count against the key.
+// Before, the probe stopped at probeTries 409s with the key in flight,
+// and liveness called a correct store's key stuck.
+func TestProbeThroughALossyLink(t *testing.T) {
+	// A LockTTL longer than the probe's pauses after a lost answer, on
+	// a manual clock (as the scheduled scenarios' probes run): after
+	// each lost takeover the probe meets that takeover's claim, live.
+	cfg := stores.Config{LockTTL: 250 * time.Millisecond, Retention: time.Minute}
+	mem, err := memory.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &lossyClaims{Store: mem, conflictsKept: true}
+	env := NewEnv(Setup{Name: "race", Store: st, Config: cfg, Clients: 1, Keys: 1, Seed: 1, RandSeed: 1})
+	env.UseSchedClock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	k := env.Order(0, "").Key
+	rec := env.Recorder(env.NewClientID(), mem, env.clock) // the owner's claim, answered, never saved
+	if d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: "amount=1", Now: env.clock.Now()}); err != nil || d.Outcome != stores.Claimed {
+		t.Fatalf("the owner's claim: %v %v", d.Outcome, err)
+	}
+	st.lostClaims = probeTries + 1
+	probe := env.NewClientID()
+	env.ProbeAfterLockTTL(ctx, probe)
+	var last history.Op
+	for _, op := range env.Hist.Ops() {
+		if op.Client == probe && op.Input.Kind == models.Begin {
+			last = op
+		}
+	}
+	if !last.IsClaim() {
+		t.Fatalf("the probe's last Begin: %+v; want the key taken over", last.Output)
+	}
+	if st.claims <= probeTries {
+		t.Errorf("%d claims, want more than probeTries (%d): the test does not test the bound", st.claims, probeTries)
 	}
 }
