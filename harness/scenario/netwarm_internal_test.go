@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/faults"
 	"github.com/idemcheck/idemcheck/harness/sched"
 	"github.com/idemcheck/idemcheck/stores"
+	"github.com/idemcheck/idemcheck/stores/memory"
 )
 
 // warmStore claims every key, and answers every save and release with
@@ -81,6 +83,55 @@ func TestNetWarmTriesAnotherKeyAfterALateClaim(t *testing.T) {
 	}
 	if err := netWarm(ctx, &lateStore{late: netWarmTries}, 7); !errors.Is(err, stores.ErrLateClaim) {
 		t.Errorf("every claim late: %v, want the late claim's error", err)
+	}
+}
+
+// lostAnswers is a correct store whose first lost calls lose their
+// answers after acting, whatever the call.
+type lostAnswers struct {
+	stores.Store
+	lost int
+}
+
+func (l *lostAnswers) lose() bool {
+	if l.lost > 0 {
+		l.lost--
+		return true
+	}
+	return false
+}
+
+func (l *lostAnswers) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	d, err := l.Store.Begin(ctx, req)
+	if err == nil && l.lose() {
+		return stores.Decision{}, errLostAnswer
+	}
+	return d, err
+}
+
+func (l *lostAnswers) Complete(ctx context.Context, k stores.KeyRef, tok stores.Token, resp stores.Response) error {
+	err := l.Store.Complete(ctx, k, tok, resp)
+	if err == nil && l.lose() {
+		return errLostAnswer
+	}
+	return err
+}
+
+// TestNetWarmThroughLostAnswers: a warm-up call whose answer is lost made
+// its round trips: the warm-up goes on with another key (behind
+// scripts/lossy-exec.py a lost answer ended lost-reply undecided), and
+// only netWarmTries keys in a row without an answer stop it.
+func TestNetWarmThroughLostAnswers(t *testing.T) {
+	ctx := context.Background()
+	mem, err := memory.New(stores.Config{LockTTL: time.Second, Retention: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netWarm(ctx, &lostAnswers{Store: mem, lost: 2}, 3); err != nil { // a claim's and a save's answers lost
+		t.Fatalf("two answers lost: %v", err)
+	}
+	if err := netWarm(ctx, &lostAnswers{Store: mem, lost: 2 * netWarmTries}, 4); !errors.Is(err, errLostAnswer) {
+		t.Errorf("every answer lost: %v, want the lost answer's error", err)
 	}
 }
 
