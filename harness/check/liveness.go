@@ -19,7 +19,8 @@ import (
 //
 // A key whose last probes all went unanswered (errors, timeouts) is stuck
 // only if the store answered most other calls that ended while they were
-// made: a key whose row a leaked transaction locks times out beside keys
+// made, so many that its own silence is not to be expected at their rate
+// (history.Ends.Beside): a key whose row a leaked transaction locks times out beside keys
 // that answer. Otherwise the store was answering no one, or a trickle
 // (its server starved by the machine, or cut off by a network), which
 // says nothing of the key: it is not judged, the verdict is undecided and
@@ -28,6 +29,10 @@ import (
 // 1 to 6 calls of other keys were answered beside each. A key's
 // probes are in its part, and the calls answered meanwhile are the
 // part's: in a history spilled into parts, a key may find fewer.
+//
+// A key answered 409 at its last probe within a lease of a Begin on it
+// whose answer was lost (mayHold) is not judged either: that claim, the
+// probe's own as often as not, may hold it.
 func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 	var t livenessTally
 	probed := map[stores.KeyRef]*keyProbes{}

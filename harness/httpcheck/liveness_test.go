@@ -157,15 +157,17 @@ func TestLivenessNoAnswer(t *testing.T) {
 		}
 		return e.result(t, Liveness)
 	}
-	for _, others := range [][]int{nil, {0, 0}, {200, 0, 0}, {200, 0}} {
+	// {200, 200, 0}: a third of the others unanswered, so may the key's
+	// one probe be (history.Ends.Beside).
+	for _, others := range [][]int{nil, {0, 0}, {200, 0, 0}, {200, 0}, {200, 200, 0}} {
 		r := run(others...)
 		if !r.Pass || !strings.Contains(r.Unjudged, "1 keys (first k, 1 probes, the last: connection closed without an answer) got no answer") {
 			t.Errorf("no answer beside others answered %v: %+v, want k not judged", others, r)
 		}
 	}
-	r := run(200, 200, 0)
+	r := run(200, 200, 200)
 	wantCause(t, r, CauseNoAnswer)
-	if !strings.Contains(r.Violations[0].Detail, "answered 2 of 3 other calls") {
+	if !strings.Contains(r.Violations[0].Detail, "answered 3 of 3 other calls") {
 		t.Errorf("detail %q, want the calls answered beside the key", r.Violations[0].Detail)
 	}
 	// An answer to the key itself ends its silence: only the probes after
