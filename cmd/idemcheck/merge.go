@@ -105,7 +105,7 @@ func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error
 		if err != nil {
 			return exitUsage, err
 		}
-		return mutateExit(rep, minScore, interrupted), nil
+		return mutateExit(rep, minScore), nil
 	case "soak":
 		rep, err := mergeSoak(shards)
 		if err != nil {

@@ -149,7 +149,8 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		}
 		return exitUsage, err
 	}
-	sum := mutateJSON{Report: rep, MinScore: *minScore, Dir: dirPath, Shard: shard.info("mutate", args, ctx.Err() != nil)}
+	rep.Interrupted = rep.Interrupted || ctx.Err() != nil
+	sum := mutateJSON{Report: rep, MinScore: *minScore, Dir: dirPath, Shard: shard.info("mutate", args, rep.Interrupted)}
 	if sum.Shard != nil {
 		sum.Shard.MinScore = *minScore
 	}
@@ -168,15 +169,13 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 			fmt.Fprintf(stdout, "Results: %s\n", dirPath)
 		}
 	}
-	return mutateExit(rep, *minScore, ctx.Err() != nil), nil
+	return mutateExit(rep, *minScore), nil
 }
 
 // mutateExit is a mutation report's exit code, for a run and for a merge
-// of shards (interrupted: a shard or the run was), from [mutateVerdict].
-func mutateExit(rep *mutate.Report, minScore float64, interrupted bool) int {
-	if interrupted && !rep.BaselineFailed() {
-		return exitUnknown
-	}
+// of shards (an interrupted run, or shard, has rep.Interrupted set), from
+// [mutateVerdict].
+func mutateExit(rep *mutate.Report, minScore float64) int {
 	code, _ := mutateVerdict(rep, minScore)
 	return code
 }

@@ -102,7 +102,7 @@ func TestMutateVerdictLine(t *testing.T) {
 					t.Errorf("%q in:\n%s", u, out.String())
 				}
 			}
-			if code := mutateExit(&rep, 0.95, rep.Interrupted); code != c.code {
+			if code := mutateExit(&rep, 0.95); code != c.code {
 				t.Errorf("exit %d, want %d", code, c.code)
 			}
 		})

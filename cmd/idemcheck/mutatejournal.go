@@ -142,7 +142,7 @@ func recoverMutate(dir string, asJSON bool, stdout, stderr io.Writer) (int, erro
 	if err := writeSummaryJSON(dir, sum); err != nil {
 		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)
 	}
-	code := mutateExit(rep, head.MinScore, true)
+	code := mutateExit(rep, head.MinScore)
 	if asJSON {
 		return code, printJSON(stdout, sum)
 	}
@@ -172,7 +172,7 @@ func recheckMutateSummary(dir string, asJSON bool, stdout io.Writer) (int, error
 	if err != nil || sum.Report == nil {
 		return exitUsage, fmt.Errorf("recheck: %s/summary.json: not a mutate run's summary (%v)", dir, err)
 	}
-	code := mutateExit(sum.Report, sum.MinScore, sum.Interrupted)
+	code := mutateExit(sum.Report, sum.MinScore)
 	if asJSON {
 		return code, printJSON(stdout, sum)
 	}

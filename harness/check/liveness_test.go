@@ -85,19 +85,11 @@ func TestLiveness(t *testing.T) {
 		// (sched-retention, seed 24): the probe's takeovers lost their
 		// answers round after round, and its last call found the key
 		// in flight under the claim of its own lost Begin, just made.
-		r := newRec()
-		r.begin(1, "fp", 0, 1, claimedD("a", false))
-		lostAt := t0.Add(200 * time.Millisecond)
-		r.op(probe, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: lostAt}, models.Output{Unknown: true}, 200, 0)
-		r.begin(probe, "fp", 230, 231, inFlightD) // 30 ms later: the lost claim's lease (100 ms) runs
+		r := lostThenInFlight()
 		want(t, r, check.Liveness, check.Unknown, "answered 409 at their last final probe within a lease of a Begin on them whose answer was lost")
 	})
 	t.Run("a probe in flight a lease after the last lost answer fails", func(t *testing.T) {
-		r := newRec()
-		r.begin(1, "fp", 0, 1, claimedD("a", false))
-		lostAt := t0.Add(200 * time.Millisecond)
-		r.op(probe, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: lostAt}, models.Output{Unknown: true}, 200, 0)
-		r.begin(probe, "fp", 230, 231, inFlightD)
+		r := lostThenInFlight()
 		r.begin(probe, "fp", 340, 341, inFlightD) // its lease (and the grain) over, still in flight
 		want(t, r, check.Liveness, check.Fail, "still in flight")
 	})
@@ -123,6 +115,17 @@ func TestLiveness(t *testing.T) {
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
 		want(t, r, check.Liveness, check.Unknown, "")
 	})
+}
+
+// lostThenInFlight is a history whose key's final probe lost its answer
+// at 200 ms (its Now then too), and was answered 409 at 230 ms, while the
+// lost claim's lease (100 ms) runs.
+func lostThenInFlight() *rec {
+	r := newRec()
+	r.begin(1, "fp", 0, 1, claimedD("a", false))
+	r.op(probe, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0.Add(200 * time.Millisecond)}, models.Output{Unknown: true}, 200, 0)
+	r.begin(probe, "fp", 230, 231, inFlightD)
+	return r
 }
 
 // silentKey is a history whose key's two final probes went unanswered
