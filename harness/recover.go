@@ -138,6 +138,27 @@ func Recover(ctx context.Context, path string) (*results.Summary, error) {
 	return sum, nil
 }
 
+// Unwritten settles the summary Recover made from the journal of a run
+// that finished but could not write its files (a full disk; its last
+// word, report.Ended, says so): Stopped is why, instead of [Crashed];
+// and a journal that holds every scenario's result is the whole run,
+// judged as it ended (interrupted only if it was). A journal that
+// stopped before the run ended (the disk filled while it ran) is still
+// cut short where it stopped: what it did not record is not judged.
+func Unwritten(sum *results.Summary, why string, interrupted bool) {
+	sum.Stopped = why
+	if len(sum.NotRun) > 0 {
+		return
+	}
+	for _, s := range sum.Scenarios {
+		if s.Cut != nil {
+			return
+		}
+	}
+	sum.Interrupted = interrupted
+	sum.Verdict = overall(sum.Scenarios)
+}
+
 // recovered is the result of one journaled scenario run: the one it
 // finished with, or one judged from what it recorded.
 func recovered(ctx context.Context, name string, s *history.Journaled) (*results.ScenarioResult, error) {

@@ -112,3 +112,43 @@ func TestRecoverKeepsAViolation(t *testing.T) {
 		t.Errorf("re-check of the recovered run: %s", again.Verdict)
 	}
 }
+
+// TestUnwrittenWholeJournal: the whole journal of a run that finished but
+// could not write its files (harness.Unwritten) is the run: its verdict
+// as it ended, not interrupted, the reason kept; cut anywhere, it stays
+// cut short, undecided, never a pass.
+func TestUnwrittenWholeJournal(t *testing.T) {
+	sum, b := journaledRun(t, stores.Correct, "race", "mismatch")
+	if sum.Verdict != check.Pass {
+		t.Fatalf("the correct store's run: %s", sum.Verdict)
+	}
+	whole, err := recoverBytes(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.Unwritten(whole, "disk full", false)
+	if whole.Verdict != check.Pass || whole.Interrupted || whole.Stopped != "disk full" {
+		t.Errorf("whole: verdict %s, interrupted %v, stopped %q; want the run's pass", whole.Verdict, whole.Interrupted, whole.Stopped)
+	}
+	last := bytes.LastIndexByte(b[:len(b)-1], '\n')
+	cut, err := recoverBytes(t, b[:last+1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.Unwritten(cut, "disk full", false)
+	if cut.Verdict != check.Unknown || !cut.Interrupted {
+		t.Errorf("cut: verdict %s, interrupted %v; want undecided, cut short", cut.Verdict, cut.Interrupted)
+	}
+	mut, mb := journaledRun(t, "select-then-insert", "sched-race")
+	if mut.Verdict != check.Fail {
+		t.Fatalf("the mutant's run: %s", mut.Verdict)
+	}
+	got, err := recoverBytes(t, mb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.Unwritten(got, "disk full", false)
+	if got.Verdict != check.Fail {
+		t.Errorf("the mutant's whole journal: %s, want its failure", got.Verdict)
+	}
+}

@@ -177,6 +177,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	for _, err := range errs {
 		fmt.Fprintf(stderr, "idemcheck: %v (the verdict stands)\n", err)
 	}
+	endUnwritten(stderr, dir, sum, errs)
 	closeRunJournal(stderr, dir, journal, len(errs) == 0)
 	if *keep > 0 {
 		if removed, err := report.Prune(*out, *keep); err != nil {
@@ -388,6 +389,25 @@ func openRunJournal(dir *report.RunDir) (*history.Journal, error) {
 		return nil, fmt.Errorf("cannot write results to %s: %v", dir.Path, unwrapPath(err))
 	}
 	return j, nil
+}
+
+// endUnwritten leaves the last word (report.RunDir.End) of a run whose
+// summary could not be written, a full disk above all: its verdict and
+// why its files are missing. Its journal, stopped where the disk filled,
+// would otherwise read as that of a run whose process died, to recheck
+// and to the next run. A run whose summary is written needs none.
+func endUnwritten(stderr io.Writer, dir *report.RunDir, sum *results.Summary, errs []error) {
+	if len(errs) == 0 {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(dir.Path, "summary.json")); err == nil {
+		return
+	}
+	var why []string
+	for _, err := range errs {
+		why = append(why, err.Error())
+	}
+	leaveLastWord(stderr, dir.Path, string(sum.Verdict), sum.Interrupted, why)
 }
 
 // closeRunJournal ends the run's journal: removed once the run's files are

@@ -31,6 +31,9 @@ func crashedRuns(root string) []string {
 		if !e.IsDir() || !crashed(dir) {
 			continue
 		}
+		if _, ok := report.ReadEnded(dir); ok {
+			continue // it finished, without its files (unwrittenRuns)
+		}
 		if _, err := os.Stat(filepath.Join(dir, report.Marker)); err != nil {
 			continue
 		}
@@ -42,9 +45,17 @@ func crashedRuns(root string) []string {
 }
 
 // sayCrashed tells, before a run, of the runs under root whose process
-// died: their evidence is on disk, and recheck reports it.
+// died, and of those that finished but could not write their files (a
+// full disk): their evidence is on disk, and recheck reports it.
 func sayCrashed(w io.Writer, root string) {
 	for _, dir := range crashedRuns(root) {
 		fmt.Fprintf(w, "idemcheck: the run in %s ended before it finished (its process died); `idemcheck recheck %s` reports what it recorded\n", dir, dir)
+	}
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		dir := filepath.Join(root, e.Name())
+		if ended, ok := report.ReadEnded(dir); ok && e.IsDir() && crashed(dir) {
+			fmt.Fprintf(w, "idemcheck: %s: %s; `idemcheck recheck %s` reports what its journal recorded\n", dir, endedLine(ended), dir)
+		}
 	}
 }

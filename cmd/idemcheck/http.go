@@ -299,6 +299,9 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err := os.WriteFile(filepath.Join(dir, report.Marker), nil, 0o644); err != nil {
 		return exitUsage, usagef("http: --out: %v", err)
 	}
+	if err := report.ReserveEnd(dir); err != nil {
+		return exitUsage, usagef("http: --out: %v", err)
+	}
 	runID := fmt.Sprintf("r%d_%d", *seed, time.Now().UnixNano()%1e9)
 
 	h := history.New()
@@ -476,10 +479,17 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err := httpreport.Write(stdout, run, h, ledger, results); err != nil {
 		return exitUsage, err
 	}
+	// A report that cannot be written (a full disk) is said, and the
+	// verdict stands: CI must never read a found bug as a broken setup.
+	// The run's last word says it finished, so that its journal is not
+	// taken for a dead run's.
 	if err := httpreport.WriteDir(dir, run, h, ledger, results); err != nil {
-		return exitUsage, fmt.Errorf("http: writing %s: %v", dir, err)
+		fmt.Fprintf(stderr, "idemcheck http: writing %s: %v (the verdict stands)\n", dir, err)
+		leaveLastWord(stderr, dir, httpreport.Overall(results), interrupted != "", []string{err.Error()})
+	} else {
+		(&report.RunDir{Path: dir}).Written()
+		written = true
 	}
-	written = true
 	fmt.Fprintf(stdout, "probed %d unsettled keys after the faults; results in %s\n", probed, dir)
 	if interrupted != "" {
 		// A violation in what was recorded stands (exit 1); otherwise

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/httpcheck"
 	"github.com/idemcheck/idemcheck/harness/httpreport"
+	"github.com/idemcheck/idemcheck/harness/report"
 )
 
 // httpSummary reads dir/summary.json as an `idemcheck http` run's, or
@@ -117,10 +119,21 @@ func recoverHTTP(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 	run.Interrupted = crashedHTTP
 	// The declarations say what the run was to do: its final probes
 	// never ran, whatever --settle said.
-	run.Declared = append(run.Declared, "final probes: none ran (the run's process died first): liveness is not judged")
+	probes := "final probes: none ran (the run's process died first): liveness is not judged"
+	if e, ok := report.ReadEnded(dir); ok {
+		// It finished, but could not write its files (a full disk): what
+		// its journal holds is judged as a run cut short where the
+		// journal stopped.
+		run.Interrupted = fmt.Sprintf("where its journal stopped (the run finished at %s, %s, but could not write its files: %s); this report was recovered from its journal, %s",
+			e.At.Local().Format("2006-01-02 15:04:05"), strings.ToUpper(e.Verdict), strings.Join(e.Unwritten, "; "), harness.JournalFile)
+		probes = "final probes: not judged (the run's journal may have stopped before them)"
+	}
+	run.Declared = append(run.Declared, probes)
 	results, code := judgeHTTP(run, h, ledger)
 	if err := httpreport.WriteDir(dir, run, h, ledger, results); err != nil {
 		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)
+	} else {
+		(&report.RunDir{Path: dir}).Written()
 	}
 	if asJSON {
 		return code, printJSON(stdout, map[string]any{"dir": dir, "pass": false, "recovered": true, "results": results})

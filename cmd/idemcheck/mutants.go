@@ -150,9 +150,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return exitUsage, err
 	}
 	sum := mutantsJSON{MutantsReport: rep, Verdict: rep.Verdict(), Interrupted: ctx.Err() != nil, Dir: dir.Path, Shard: shard.info("mutants", args, ctx.Err() != nil)}
-	if err := writeSummaryJSON(dir.Path, sum); err != nil {
-		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir.Path, err)
-	}
+	saveSummary(stderr, dir.Path, sum, string(sum.Verdict), sum.Interrupted)
 	if *asJSON {
 		if err := printJSON(stdout, sum); err != nil {
 			return exitUsage, err

@@ -140,6 +140,7 @@ func printUnfinished(w io.Writer, rep *hunt.MutantsReport) {
 // jobs that did not, and the exit code what finished allows; it writes
 // the report as the run's summary.json.
 func recoverMutants(dir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
+	how := howEnded(dir, crashedMutants) // read before the summary below replaces its last word
 	path := filepath.Join(dir, harness.JournalFile)
 	var head mutantsHead
 	lines, torn, ok, err := readJournal(path, mutantsKind, &head)
@@ -177,7 +178,7 @@ func recoverMutants(dir string, asJSON bool, stdout, stderr io.Writer) (int, err
 	if asJSON {
 		return mutantsCode(rep), printJSON(stdout, sum)
 	}
-	fmt.Fprintf(stdout, "recovered the mutants run %s from its journal: %s\n", dir, crashedMutants)
+	fmt.Fprintf(stdout, "recovered the mutants run %s from its journal: %s\n", dir, how)
 	if torn > 0 {
 		fmt.Fprintf(stdout, "(%d journal line(s) cut or unreadable, left out: a job whose line is lost reads as not finished)\n", torn)
 	}

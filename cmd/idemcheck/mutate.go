@@ -155,9 +155,8 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		sum.Shard.MinScore = *minScore
 	}
 	if dirPath != "" {
-		if err := writeSummaryJSON(dirPath, sum); err != nil {
-			fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dirPath, err)
-		}
+		_, word := mutateVerdict(rep, *minScore)
+		saveSummary(stderr, dirPath, sum, strings.Fields(word)[0], rep.Interrupted)
 	}
 	if *asJSON {
 		if err := printJSON(stdout, sum); err != nil {

@@ -115,6 +115,7 @@ func foldMutate(lines []journalLine) (rep *mutate.Report, torn int) {
 // recoverMutate reports a mutate run whose process died, from its
 // journal (foldMutate), and writes the report as the run's summary.json.
 func recoverMutate(dir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
+	how := howEnded(dir, crashedMutants) // read before the summary below replaces its last word
 	path := filepath.Join(dir, harness.JournalFile)
 	var head mutateHead
 	lines, torn, ok, err := readJournal(path, mutateKind, &head)
@@ -146,7 +147,7 @@ func recoverMutate(dir string, asJSON bool, stdout, stderr io.Writer) (int, erro
 	if asJSON {
 		return code, printJSON(stdout, sum)
 	}
-	fmt.Fprintf(stdout, "recovered the mutate run %s from its journal: %s\n", dir, crashedMutants)
+	fmt.Fprintf(stdout, "recovered the mutate run %s from its journal: %s\n", dir, how)
 	if torn > 0 {
 		fmt.Fprintf(stdout, "(%d journal line(s) cut or unreadable, left out: a mutant whose line is lost reads as interrupted)\n", torn)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -174,6 +175,11 @@ func recoverRun(ctx context.Context, dir string, asJSON bool, stdout, stderr io.
 	if err != nil {
 		return exitUsage, fmt.Errorf("recheck: %v", err)
 	}
+	why := harness.Crashed
+	if e, ok := report.ReadEnded(dir); ok {
+		why = endedLine(e) + "; this report was recovered from its journal, " + harness.JournalFile
+		harness.Unwritten(sum, why, e.Interrupted)
+	}
 	abs, _ := filepath.Abs(dir)
 	rd := &report.RunDir{Root: filepath.Dir(abs), Path: abs, Older: true}
 	errs := writeRun(rd, sum, "")
@@ -183,7 +189,18 @@ func recoverRun(ctx context.Context, dir string, asJSON bool, stdout, stderr io.
 	if asJSON {
 		return verdictCode(sum), printJSON(stdout, sum)
 	}
-	fmt.Fprintf(stdout, "recovered %s from its journal: %s\n\n", dir, harness.Crashed)
+	fmt.Fprintf(stdout, "recovered %s from its journal: %s\n\n", dir, why)
 	printSummary(stdout, sum, len(errs))
 	return verdictCode(sum), nil
+}
+
+// endedLine says what a run that finished without its files said last
+// (report.Ended): when, its verdict, and why its files are missing.
+func endedLine(e report.Ended) string {
+	v := strings.ToUpper(e.Verdict)
+	if e.Interrupted {
+		v += ", interrupted"
+	}
+	return fmt.Sprintf("the run finished at %s (%s) but could not write its files: %s",
+		e.At.Local().Format("2006-01-02 15:04:05"), v, strings.Join(e.Unwritten, "; "))
 }

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/internal/wholefile"
 )
 
 // A run made of many runs (mutants' hunts, soak's seeds) journals each
@@ -189,5 +191,47 @@ func writeSummaryJSON(dir string, v any) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
+	if err := wholefile.Write(filepath.Join(dir, "summary.json"), func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	}); err != nil {
+		return err
+	}
+	(&report.RunDir{Path: dir}).Written()
+	return nil
+}
+
+// saveSummary writes a finished run's summary.json (writeSummaryJSON);
+// one that cannot be written (a full disk) is said, and the run leaves
+// its last word (report.RunDir.End) in the room its directory kept for
+// it, so that its journal, stopped where the disk filled, does not read
+// as a dead run's. The verdict stands either way.
+func saveSummary(stderr io.Writer, dir string, v any, verdict string, interrupted bool) {
+	err := writeSummaryJSON(dir, v)
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)
+	leaveLastWord(stderr, dir, verdict, interrupted, []string{"summary.json: " + unwrapPath(err).Error()})
+}
+
+// leaveLastWord writes the last word (report.RunDir.End) of the run in
+// dir, which finished but could not write its summary: its verdict and
+// why its files are missing. A word that cannot be written either is
+// said.
+func leaveLastWord(stderr io.Writer, dir, verdict string, interrupted bool, why []string) {
+	e := report.Ended{At: time.Now(), Verdict: verdict, Interrupted: interrupted, Unwritten: why}
+	if err := (&report.RunDir{Path: dir}).End(e); err != nil {
+		fmt.Fprintf(stderr, "idemcheck: nor could the run's last word be written (%v): recheck will take it for a run whose process died\n", unwrapPath(err))
+	}
+}
+
+// howEnded says how a run recovered from its journal ended: as its last
+// word says (report.ReadEnded: it finished, without its files), or as
+// died says (its process died).
+func howEnded(dir, died string) string {
+	if e, ok := report.ReadEnded(dir); ok {
+		return endedLine(e)
+	}
+	return died
 }

@@ -321,9 +321,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	tally.finish(&rep, planned, began, rep.Interrupted)
 	code, why := soakCode(rep)
 	rep.Verdict = soakVerdict(code)
-	if err := writeSummaryJSON(dir.Path, rep); err != nil {
-		fmt.Fprintf(stderr, "idemcheck soak: writing %s: %v (the verdict stands)\n", dir.Path, err)
-	}
+	saveSummary(stderr, dir.Path, rep, string(rep.Verdict), rep.Interrupted)
 	if *asJSON {
 		if err := printJSON(stdout, rep); err != nil {
 			return exitUsage, err

@@ -241,10 +241,14 @@ func soakVerdict(code int) check.Verdict {
 	return check.Unknown
 }
 
+// crashedSoak says how a recovered soak ended.
+const crashedSoak = "its process ended before the soak finished (killed, out of memory, or the machine stopped); the seeds that ended stand, the rest are named below"
+
 // recoverSoak reports a soak whose process died, from its journal: the
 // table of the seeds that ended, those that did not, and the exit code
 // what ended allows; it writes the report as the soak's summary.json.
 func recoverSoak(dir string, asJSON bool, stdout, stderr io.Writer) (int, error) {
+	how := howEnded(dir, crashedSoak) // read before the summary below replaces its last word
 	path := filepath.Join(dir, harness.JournalFile)
 	var head soakHead
 	lines, torn, ok, err := readJournal(path, soakKind, &head)
@@ -289,7 +293,7 @@ func recoverSoak(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 	if asJSON {
 		return code, printJSON(stdout, rep)
 	}
-	fmt.Fprintf(stdout, "recovered the soak %s from its journal: its process ended before the soak finished (killed, out of memory, or the machine stopped); the seeds that ended stand, the rest are named below\n", dir)
+	fmt.Fprintf(stdout, "recovered the soak %s from its journal: %s\n", dir, how)
 	if torn > 0 {
 		fmt.Fprintf(stdout, "(%d journal line(s) cut or unreadable, left out: a seed whose line is lost reads as not ended)\n", torn)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/httpcheck"
+	"github.com/idemcheck/idemcheck/internal/wholefile"
 )
 
 // Run describes a black-box run for the report's header.
@@ -238,11 +239,16 @@ func WriteDir(dir string, run Run, h *history.History, l *history.Ledger, result
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	files := map[string]func(io.Writer) error{
-		"report.txt":    func(w io.Writer) error { return Write(w, run, h, l, results) },
-		HTMLFile:        func(w io.Writer) error { return WriteHTML(w, run, h, l, results) },
-		"history.jsonl": func(w io.Writer) error { return history.Write(w, "http", h, l) },
-		"summary.json": func(w io.Writer) error {
+	// summary.json last: a directory that has one has its other files
+	// whole (each is written whole or not at all, wholefile).
+	files := []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"report.txt", func(w io.Writer) error { return Write(w, run, h, l, results) }},
+		{HTMLFile, func(w io.Writer) error { return WriteHTML(w, run, h, l, results) }},
+		{"history.jsonl", func(w io.Writer) error { return history.Write(w, "http", h, l) }},
+		{"summary.json", func(w io.Writer) error {
 			s := Summary{Run: run, Pass: Overall(results) == "PASS", Undecided: Undecided(results), Requests: len(h.Exchanges()), Charges: len(l.Charges()),
 				Faults: map[string]int{}, Results: results}
 			for _, f := range h.Faults() {
@@ -251,19 +257,11 @@ func WriteDir(dir string, run Run, h *history.History, l *history.Ledger, result
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
 			return enc.Encode(s)
-		},
+		}},
 	}
-	for name, write := range files {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		err = write(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+	for _, f := range files {
+		if err := wholefile.Write(filepath.Join(dir, f.name), f.write); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
 	return nil

@@ -7,7 +7,6 @@
 package report
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/internal/pool"
+	"github.com/idemcheck/idemcheck/internal/wholefile"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -38,8 +38,9 @@ type RunDir struct {
 	Older bool
 }
 
-// PrepareRunDir makes results/<time>-<store>-<variant>/ under root and checks
-// that it can be written. On error nothing is left behind.
+// PrepareRunDir makes results/<time>-<store>-<variant>/ under root, with
+// the room for its last word (EndFile), and checks that it can be
+// written. On error nothing is left behind.
 func PrepareRunDir(root, store, variant string, now time.Time) (*RunDir, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
@@ -51,6 +52,10 @@ func PrepareRunDir(root, store, variant string, now time.Time) (*RunDir, error) 
 	}
 	if err := os.WriteFile(filepath.Join(dir, Marker), nil, 0o644); err != nil {
 		os.Remove(dir)
+		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
+	}
+	if err := reserveEnd(dir); err != nil {
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
 	}
 	return &RunDir{Root: root, Path: dir}, nil
@@ -98,6 +103,7 @@ func (d *RunDir) Write(sum *results.Summary) error {
 	if err := writeJSON(filepath.Join(d.Path, "summary.json"), sum); err != nil {
 		return err
 	}
+	d.Written()
 	if d.Older {
 		return nil
 	}
@@ -121,22 +127,9 @@ func writeJSON(path string, v any) error {
 	})
 }
 
-func writeFile(path string, f func(io.Writer) error) error {
-	file, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriter(file)
-	if err := f(bw); err != nil {
-		file.Close()
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		file.Close()
-		return err
-	}
-	return file.Close()
-}
+// writeFile writes the file at path whole or not at all (wholefile): a
+// summary.json cut short by a full disk would read as a run's record.
+func writeFile(path string, f func(io.Writer) error) error { return wholefile.Write(path, f) }
 
 func writeHistory(w io.Writer, sum *results.Summary) error {
 	for _, s := range sum.Scenarios {
