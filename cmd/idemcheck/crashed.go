@@ -32,7 +32,7 @@ func crashedRuns(root string) []string {
 			continue
 		}
 		if _, ok := report.ReadEnded(dir); ok {
-			continue // it finished, without its files (unwrittenRuns)
+			continue // it finished, without its files: sayCrashed names it apart
 		}
 		if _, err := os.Stat(filepath.Join(dir, report.Marker)); err != nil {
 			continue

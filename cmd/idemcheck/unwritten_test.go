@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,22 +23,12 @@ import (
 // never that its process died. Without the word, its journal, stopped
 // where the limit was, read as a dead run's.
 func TestARunThatCouldNotWriteIsNotADeadOne(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := t.TempDir()
-	// dash counts ulimit -f in blocks of 512 bytes: 150 KiB, below what
-	// the run's journal and history need, above its last word.
-	cmd := exec.Command("sh", "-c", `ulimit -f 300 && exec "$0" "$@"`, exe, "check", "--store", "memory", "--scenario", "race,mismatch,abuse", "--out", out)
-	cmd.Env = append(os.Environ(), cliEnv+"=1")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("check under a file-size limit: %v (the verdict stands: want exit 0)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	if !strings.Contains(stdout.String(), "PASS") || !strings.Contains(stderr.String(), "file too large") {
-		t.Fatalf("want a PASS whose files could not be written\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	// 150 KiB: below what the run's journal and history need, above its
+	// last word.
+	stdout, stderr := limitedCLI(t, 300, "check", "--store", "memory", "--scenario", "race,mismatch,abuse", "--out", out)
+	if !strings.Contains(stdout, "PASS") || !strings.Contains(stderr, "file too large") {
+		t.Fatalf("want a PASS whose files could not be written\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 	dirs, _ := filepath.Glob(filepath.Join(out, "2*"))
 	if len(dirs) != 1 {
@@ -97,30 +88,39 @@ func TestARunThatCouldNotWriteIsNotADeadOne(t *testing.T) {
 // 2 as a broken setup, and leaves its last word; recheck then reports
 // the run from its journal as one that finished, not one that died.
 func TestABlackBoxRunThatCouldNotWrite(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := t.TempDir()
 	args := []string{"http", "--cmd", serviceCmd(t, "strict", cliEnv+"="), // the service is this test binary too, as a test
 		"--instances", "1", "--duration", "3s", "--settle", "1s",
 		"--process-faults=false", "-H", "Authorization: Bearer s3cret", "--body-type", "form", "--body", "currency=EUR",
 		"--order-at", "ref", "--amount-at", "cents", "--out", out}
-	cmd := exec.Command("sh", append([]string{"-c", `ulimit -f 100 && exec "$0" "$@"`, exe}, args...)...)
-	cmd.Env = append(os.Environ(), cliEnv+"=1")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("http under a file-size limit: %v (the verdict stands: want exit 0)\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
+	_, stderr := limitedCLI(t, 100, args...)
 	if _, err := os.Stat(filepath.Join(out, "summary.json")); err == nil {
 		t.Fatal("summary.json written: the limit did not bite, nothing is tested")
 	}
 	if e, ok := report.ReadEnded(out); !ok || e.Verdict != "PASS" {
-		t.Fatalf("last word %+v, %v: want the run's PASS\nstderr:\n%s", e, ok, stderr.String())
+		t.Fatalf("last word %+v, %v: want the run's PASS\nstderr:\n%s", e, ok, stderr)
 	}
 	code, rout, rerr := runCLI(t, "recheck", out)
 	if code == exitFail || code == exitUsage || !strings.Contains(rout, "the run finished at") || strings.Contains(rout, "process died") {
 		t.Errorf("recheck: exit %d\nstdout:\n%s\nstderr:\n%s", code, rout, rerr)
 	}
+}
+
+// limitedCLI runs this binary as the CLI with args, in a process whose
+// files may not grow past blocks of 512 bytes (dash's `ulimit -f`), and
+// fails t unless it exits 0: the verdict a passing run stands on.
+func limitedCLI(t *testing.T, blocks int, args ...string) (stdout, stderr string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -f %d && exec "$0" "$@"`, blocks), exe}, args...)...)
+	cmd.Env = append(os.Environ(), cliEnv+"=1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s under a file-size limit: %v (the verdict stands: want exit 0)\nstdout:\n%s\nstderr:\n%s", args[0], err, out.String(), errb.String())
+	}
+	return out.String(), errb.String()
 }
