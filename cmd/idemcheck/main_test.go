@@ -36,6 +36,10 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	journaled := t.TempDir() // a run's journal, no summary.json
+	if err := os.WriteFile(filepath.Join(journaled, harness.JournalFile), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		args []string
@@ -64,6 +68,7 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 		{"merge a non-report", []string{"merge", file}, "not a --json report"},
 		{"replay a missing run", []string{"replay", filepath.Join(out, "nope")}, "is not a run directory"},
 		{"recheck a missing run", []string{"recheck", filepath.Join(out, "nope")}, "is not a run directory"},
+		{"replay a run with no summary", []string{"replay", journaled}, "recovers it from its journal"},
 		{"mutate --only matching nothing", []string{"mutate", "--store", "sqlite", "--only", "no such mutant", "--out", out}, "no generated mutant's ID contains"},
 	}
 	if os.Geteuid() != 0 { // root can write anywhere

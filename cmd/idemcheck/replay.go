@@ -45,6 +45,11 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return exitUsage, usagef("replay: %s is not a run directory", dir)
 	}
+	if crashed(dir) {
+		// No summary.json, a journal: its choices are in no file yet.
+		how := howEnded(dir, "its process died before it wrote its files")
+		return exitUsage, fmt.Errorf("replay: the run in %s has no summary.json (%s): `idemcheck recheck %s` recovers it from its journal, then replay it", dir, how, dir)
+	}
 	saved, done, err := harness.LoadRunSpilled(dir)
 	if err != nil {
 		return exitUsage, fmt.Errorf("replay: %v", err)
