@@ -391,7 +391,7 @@ func openRunJournal(dir *report.RunDir) (*history.Journal, error) {
 	return j, nil
 }
 
-// endUnwritten leaves the last word (report.RunDir.End) of a run whose
+// endUnwritten leaves the last word (report.WriteEnded) of a run whose
 // summary could not be written, a full disk above all: its verdict and
 // why its files are missing. Its journal, stopped where the disk filled,
 // would otherwise read as that of a run whose process died, to recheck

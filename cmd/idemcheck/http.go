@@ -487,7 +487,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		fmt.Fprintf(stderr, "idemcheck http: writing %s: %v (the verdict stands)\n", dir, err)
 		leaveLastWord(stderr, dir, httpreport.Overall(results), interrupted != "", []string{err.Error()})
 	} else {
-		(&report.RunDir{Path: dir}).Written()
+		report.DropEnded(dir)
 		written = true
 	}
 	fmt.Fprintf(stdout, "probed %d unsettled keys after the faults; results in %s\n", probed, dir)

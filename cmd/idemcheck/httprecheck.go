@@ -133,7 +133,7 @@ func recoverHTTP(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 	if err := httpreport.WriteDir(dir, run, h, ledger, results); err != nil {
 		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)
 	} else {
-		(&report.RunDir{Path: dir}).Written()
+		report.DropEnded(dir)
 	}
 	if asJSON {
 		return code, printJSON(stdout, map[string]any{"dir": dir, "pass": false, "recovered": true, "results": results})

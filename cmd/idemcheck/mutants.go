@@ -13,7 +13,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/report"
-	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -123,8 +122,8 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if !*asJSON {
 		sayCrashed(stderr, *out)
 	}
-	journal, err := createLineJournal(dir, mutantsHead{Type: mutantsKind, Store: backend.Name, Seed: first, Seeds: nSeeds, Mutants: mutants,
-		Started: started, Argv: append([]string{"idemcheck", "mutants"}, args...), Commit: buildinfo.Get().Revision()})
+	journal, err := createLineJournal(dir, mutantsHead{lineHead: newLineHead(mutantsKind, backend.Name, started, "mutants", args),
+		Seed: first, Seeds: nSeeds, Mutants: mutants})
 	if err != nil {
 		os.RemoveAll(dir.Path)
 		return exitUsage, err

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/check"
@@ -26,14 +25,10 @@ const mutantsKind = "mutants"
 
 // mutantsHead is a mutants run's first journal line: what it hunts.
 type mutantsHead struct {
-	Type    string    `json:"type"`
-	Store   string    `json:"store"`
-	Seed    int64     `json:"seed"`
-	Seeds   int       `json:"seeds"`
-	Mutants []string  `json:"mutants"`
-	Started time.Time `json:"started"`
-	Argv    []string  `json:"argv"`
-	Commit  string    `json:"commit,omitempty"`
+	lineHead
+	Seed    int64    `json:"seed"`
+	Seeds   int      `json:"seeds"`
+	Mutants []string `json:"mutants"`
 }
 
 // mutantsLine is a job's journal line: "began" as it starts, "done" as

@@ -12,7 +12,6 @@ import (
 	"github.com/idemcheck/idemcheck/harness/mutate"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/scenario"
-	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -119,8 +118,8 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		if !*asJSON {
 			sayCrashed(stderr, *out)
 		}
-		journal, err := createLineJournal(dir, mutateHead{Type: mutateKind, Store: backend.Name, Seed: *seed, MinScore: *minScore,
-			Started: started, Argv: append([]string{"idemcheck", "mutate"}, args...), Commit: buildinfo.Get().Revision()})
+		journal, err := createLineJournal(dir, mutateHead{lineHead: newLineHead(mutateKind, backend.Name, started, "mutate", args),
+			Seed: *seed, MinScore: *minScore})
 		if err != nil {
 			os.RemoveAll(dir.Path)
 			return exitUsage, err

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/mutate"
@@ -27,13 +26,9 @@ const mutateKind = "mutate"
 // mutateHead is a mutate run's first journal line: what it runs, and the
 // lowest passing score its verdict needs.
 type mutateHead struct {
-	Type     string    `json:"type"`
-	Store    string    `json:"store"`
-	Seed     int64     `json:"seed"`
-	MinScore float64   `json:"min_score"`
-	Started  time.Time `json:"started"`
-	Argv     []string  `json:"argv"`
-	Commit   string    `json:"commit,omitempty"`
+	lineHead
+	Seed     int64   `json:"seed"`
+	MinScore float64 `json:"min_score"`
 }
 
 // mutateLine is a journal line after the head: "plan" (the report with

@@ -15,6 +15,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/internal/wholefile"
 )
 
@@ -140,6 +141,24 @@ type journalLine struct {
 	Raw  json.RawMessage
 }
 
+// lineHead is what every line journal's first line (mutants, mutate,
+// soak) says first: its kind, the store, when and how it was started,
+// and by which build. Each head embeds it, so its JSON opens with the
+// type (journalKind reads a torn head's kind from its first bytes).
+type lineHead struct {
+	Type    string    `json:"type"`
+	Store   string    `json:"store"`
+	Started time.Time `json:"started"`
+	Argv    []string  `json:"argv"`
+	Commit  string    `json:"commit,omitempty"`
+}
+
+// newLineHead is the head of a journal of the kind, for `idemcheck cmd
+// args...` on store.
+func newLineHead(kind, store string, started time.Time, cmd string, args []string) lineHead {
+	return lineHead{Type: kind, Store: store, Started: started, Argv: append([]string{"idemcheck", cmd}, args...), Commit: buildinfo.Get().Revision()}
+}
+
 // readJournal reads the journal at path (readLineJournal) and its first
 // line, of the given kind, into head: ok is false when that line is
 // missing, torn or of another kind (the run died as it wrote it, and
@@ -197,13 +216,13 @@ func writeSummaryJSON(dir string, v any) error {
 	}); err != nil {
 		return err
 	}
-	(&report.RunDir{Path: dir}).Written()
+	report.DropEnded(dir)
 	return nil
 }
 
 // saveSummary writes a finished run's summary.json (writeSummaryJSON);
 // one that cannot be written (a full disk) is said, and the run leaves
-// its last word (report.RunDir.End) in the room its directory kept for
+// its last word (report.WriteEnded) in the room its directory kept for
 // it, so that its journal, stopped where the disk filled, does not read
 // as a dead run's. The verdict stands either way.
 func saveSummary(stderr io.Writer, dir string, v any, verdict string, interrupted bool) {
@@ -215,13 +234,13 @@ func saveSummary(stderr io.Writer, dir string, v any, verdict string, interrupte
 	leaveLastWord(stderr, dir, verdict, interrupted, []string{"summary.json: " + unwrapPath(err).Error()})
 }
 
-// leaveLastWord writes the last word (report.RunDir.End) of the run in
+// leaveLastWord writes the last word (report.WriteEnded) of the run in
 // dir, which finished but could not write its summary: its verdict and
 // why its files are missing. A word that cannot be written either is
 // said.
 func leaveLastWord(stderr io.Writer, dir, verdict string, interrupted bool, why []string) {
 	e := report.Ended{At: time.Now(), Verdict: verdict, Interrupted: interrupted, Unwritten: why}
-	if err := (&report.RunDir{Path: dir}).End(e); err != nil {
+	if err := report.WriteEnded(dir, e); err != nil {
 		fmt.Fprintf(stderr, "idemcheck: nor could the run's last word be written (%v): recheck will take it for a run whose process died\n", unwrapPath(err))
 	}
 }

@@ -201,8 +201,8 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if !*asJSON {
 		sayCrashed(stderr, *out)
 	}
-	journal, err := createLineJournal(dir, soakHead{Type: soakKind, Store: backend.Name, Variant: o.Variant, Seeds: planned, Plan: plan,
-		Hogs: *hogs, Parallel: o.Parallel, Started: start, Argv: append([]string{"idemcheck", "soak"}, args...), Commit: rep.Commit})
+	journal, err := createLineJournal(dir, soakHead{lineHead: newLineHead(soakKind, backend.Name, start, "soak", args),
+		Variant: o.Variant, Seeds: planned, Plan: plan, Hogs: *hogs, Parallel: o.Parallel})
 	if err != nil {
 		os.RemoveAll(dir.Path)
 		return exitUsage, err

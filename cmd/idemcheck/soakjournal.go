@@ -27,17 +27,13 @@ const soakKind = "soak"
 
 // soakHead is a soak's first journal line: what it runs.
 type soakHead struct {
-	Type    string `json:"type"`
-	Store   string `json:"store"`
+	lineHead
 	Variant string `json:"variant"`
 	// Seeds are the seeds (draws) this soak runs, in order.
-	Seeds    []int64   `json:"seeds"`
-	Plan     []string  `json:"plan"`
-	Hogs     int       `json:"hogs"`
-	Parallel int       `json:"parallel"`
-	Started  time.Time `json:"started"`
-	Argv     []string  `json:"argv"`
-	Commit   string    `json:"commit,omitempty"`
+	Seeds    []int64  `json:"seeds"`
+	Plan     []string `json:"plan"`
+	Hogs     int      `json:"hogs"`
+	Parallel int      `json:"parallel"`
 }
 
 // soakEntry is one journal line after the head: a seed's run began

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,9 +19,9 @@ import (
 // A full disk leaves no room for a word written at the end, so
 // PrepareRunDir makes the file at the start, endRoom bytes of spaces (not
 // JSON: a run that wrote its files, or died, leaves it so, and it reads
-// as no word at all), and [RunDir.End] writes the word into that room in
+// as no word at all), and [WriteEnded] writes the word into that room in
 // place: rewriting bytes a file already has needs no free space. A run
-// whose files are written removes it ([RunDir.Written]).
+// whose files are written removes it ([DropEnded]).
 const EndFile = "ended.json"
 
 // endRoom is the room EndFile keeps: one page, which an [Ended] fits in
@@ -50,34 +51,36 @@ func reserveEnd(dir string) error {
 	return os.WriteFile(filepath.Join(dir, EndFile), bytes.Repeat([]byte{' '}, endRoom), 0o644)
 }
 
-// End writes e into the run directory's EndFile, in the room PrepareRunDir
-// made for it: a run whose files could not be written says so, and
-// recheck and the next run read it ([ReadEnded]) instead of taking the
-// run for a dead one. Each reason is cut until e fits the room.
-func (d *RunDir) End(e Ended) error {
-	f, err := os.OpenFile(filepath.Join(d.Path, EndFile), os.O_WRONLY, 0)
-	if err != nil {
-		return err
+// maxReasons and maxReason bound an [Ended]'s reasons, so that it fits
+// the room ([endRoom]) whatever they say.
+const maxReasons, maxReason = 4, 600
+
+// WriteEnded writes e into dir's EndFile, in the room PrepareRunDir (or
+// ReserveEnd) made for it: a run whose files could not be written says
+// so, and recheck and the next run read it ([ReadEnded]) instead of
+// taking the run for a dead one. Reasons past maxReasons, and the bytes
+// of one past maxReason, are cut.
+func WriteEnded(dir string, e Ended) error {
+	if len(e.Unwritten) > maxReasons {
+		e.Unwritten = append(e.Unwritten[:maxReasons-1:maxReasons-1], "and more")
 	}
-	defer f.Close()
+	for i, r := range e.Unwritten {
+		if len(r) > maxReason {
+			e.Unwritten[i] = r[:maxReason] + "…"
+		}
+	}
 	b, err := json.Marshal(e)
-	for limit := 512; err == nil && len(b) > endRoom && limit >= 16; limit /= 2 {
-		for i, r := range e.Unwritten {
-			if len(r) > limit {
-				e.Unwritten[i] = r[:limit] + "…"
-			}
-		}
-		if len(e.Unwritten) > 4 {
-			e.Unwritten = append(e.Unwritten[:3], "and more")
-		}
-		b, err = json.Marshal(e)
-	}
 	if err != nil {
 		return err
 	}
 	if len(b) > endRoom {
-		b = b[:0] // cannot happen once cut; a word that does not fit is none
+		return fmt.Errorf("the last word takes %d bytes, more than the %d kept for it", len(b), endRoom)
 	}
+	f, err := os.OpenFile(filepath.Join(dir, EndFile), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
 	if _, err := f.WriteAt(b, 0); err != nil {
 		return err
 	}
@@ -87,9 +90,9 @@ func (d *RunDir) End(e Ended) error {
 	return f.Sync()
 }
 
-// Written removes the run directory's EndFile: its files are written, and
-// they say everything.
-func (d *RunDir) Written() { os.Remove(filepath.Join(d.Path, EndFile)) }
+// DropEnded removes dir's EndFile: the run's files are written, and they
+// say everything.
+func DropEnded(dir string) { os.Remove(filepath.Join(dir, EndFile)) }
 
 // ReadEnded reads dir's EndFile: the word of a run that finished without
 // its files, or false (no file, or only the room a run left: it wrote its

@@ -103,7 +103,7 @@ func (d *RunDir) Write(sum *results.Summary) error {
 	if err := writeJSON(filepath.Join(d.Path, "summary.json"), sum); err != nil {
 		return err
 	}
-	d.Written()
+	DropEnded(d.Path)
 	if d.Older {
 		return nil
 	}
