@@ -43,7 +43,12 @@ func (s lateExtender) Extend(ctx context.Context, k stores.KeyRef, t stores.Toke
 // claim, so the renewal was not tested, and the heartbeat scenario says
 // so for every order; answering at once, it says nothing.
 func TestHeartbeatSaysWhenNoClientMetTheWorkingOwner(t *testing.T) {
-	cfg := stores.Config{LockTTL: 100 * time.Millisecond, Retention: time.Minute}
+	// A lease of a second, renewed every third of it: the store holds
+	// the others until the owner's save, which an owner whose lease ran
+	// out never makes. At 100 ms a loaded suite's stalls ended leases
+	// (CI rehearsals, 2026-12-06, evening): the saves were fenced, the
+	// held Begins went at last, and some met a claim.
+	cfg := stores.Config{LockTTL: time.Second, Retention: time.Minute}
 	const what = "heartbeat: no other client's Begin came after the working owner's first LockTTL"
 	for _, late := range []bool{true, false} {
 		ls, err := lease.New(cfg, nil)

@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -72,16 +71,11 @@ func (s *lateSecondBegin) Release(ctx context.Context, k stores.KeyRef, t stores
 	return s.claimEnded(k, s.Store.Release(ctx, k, t))
 }
 
-// claimEnded lets the key's held Begins go once its claim ended: saved
-// or released (err nil), or fenced, the claim no longer the caller's. A
-// fenced save ends it too: under a loaded suite an owner's heartbeat
-// came after its lease, its save was fenced, and the held Begins waited
-// out their hold, then retried while no save had happened, and met the
-// claim they were held to miss (CI rehearsal, 2026-12-06, evening).
+// claimEnded lets the key's held Begins go once its claim ended (err nil).
 func (s *lateSecondBegin) claimEnded(k stores.KeyRef, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ch := s.endedCh(k); (err == nil || errors.Is(err, stores.ErrFenced)) && !isClosed(ch) {
+	if ch := s.endedCh(k); err == nil && !isClosed(ch) {
 		close(ch)
 	}
 	return err

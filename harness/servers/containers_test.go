@@ -223,7 +223,10 @@ func TestRedisContainer(t *testing.T) {
 	defer c.Close()
 	var v string
 	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	// The restarted server may not listen yet when Start returns: under
+	// a loaded suite it did not within 10 s (make test, 2026-12-06,
+	// evening).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		if v, err = c.Get(ctx, "durable").Result(); err == nil || time.Now().After(deadline) {
 			break
 		}
