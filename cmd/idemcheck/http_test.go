@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -212,6 +213,25 @@ func TestHTTPLockedAfterKill(t *testing.T) {
 	if strings.Contains(report, "FAIL liveness") || !strings.Contains(report, "UNDECIDED liveness") || !strings.Contains(report, "not judged:") ||
 		!strings.Contains(report, "--inflight-ttl") {
 		t.Fatalf("without a declared TTL: report:\n%s", report)
+	}
+}
+
+// TestHTTPBehindALimiterAndATimeout: a correct service behind a rate
+// limiter (429) and a timeout middleware (503 while the handler still
+// charges) passes. Its retries' 409s come while the timed-out request's
+// work goes on, a 429 to a replay or to a missing key is no answer
+// about the key, and a missing key refused 422 is refused: all are said,
+// not failed.
+func TestHTTPBehindALimiterAndATimeout(t *testing.T) {
+	code, _, report := blackbox(t, "guarded", nil, "--process-faults=false", "--clients", "8",
+		"--provider-latency", "60ms", "--provider-fail", "0")
+	if code != exitPass {
+		t.Fatalf("exit %d, report:\n%s", code, report)
+	}
+	// Every charge outlasts the timeout: the retries met the key in
+	// flight, and the limiter answered.
+	if m := regexp.MustCompile(`judged .*\b([1-9][0-9]*) 409`).FindString(report); m == "" || !strings.Contains(report, " 429 ") || !strings.Contains(report, " 503 ") {
+		t.Fatalf("the run did not meet the timeout and the limiter:\n%s", report)
 	}
 }
 

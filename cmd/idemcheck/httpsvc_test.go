@@ -15,7 +15,9 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // envTestService names the service TestHTTPHelperService serves: the
@@ -48,6 +50,12 @@ var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 //     left by a killed instance is held forever.
 //   - crash: strict's rules on the default request (a JSON body, no
 //     header), but it exits with status 3 on its 5th keyed request.
+//   - guarded: strict's rules on the default request, correct, behind
+//     what production puts in front of a handler: a limiter that answers
+//     every fourth request 429, and Go's http.TimeoutHandler, which
+//     answers 503 after 50 ms while the handler goes on to charge and
+//     save (a retry meanwhile gets 409: the key is in flight). A
+//     missing key gets 422, as FastAPI's validation answers.
 func TestHTTPHelperService(t *testing.T) {
 	mode := os.Getenv(envTestService)
 	if mode == "" {
@@ -55,9 +63,26 @@ func TestHTTPHelperService(t *testing.T) {
 	}
 	s := &testService{mode: mode, provider: os.Getenv("IDEM_PROVIDER_URL"), dir: os.Getenv("IDEM_TEST_DIR"), recs: map[string]*testRec{}}
 	fmt.Fprintf(os.Stderr, "test service %s on port %s\n", mode, os.Getenv("PORT"))
-	err := http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), s)
+	var h http.Handler = s
+	if mode == "guarded" {
+		h = limitEveryFourth(http.TimeoutHandler(s, 50*time.Millisecond, "timed out"))
+	}
+	err := http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), h)
 	fmt.Fprintln(os.Stderr, err)
 	os.Exit(1)
+}
+
+// limitEveryFourth answers every fourth POST 429, as a rate limiter in
+// front of a service does under load, and passes the others to h.
+func limitEveryFourth(h http.Handler) http.Handler {
+	var n atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && n.Add(1)%4 == 0 {
+			http.Error(w, "rate limited", http.StatusTooManyRequests)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 type testRec struct {
@@ -105,6 +130,10 @@ func (s *testService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		order = o.Order
+	}
+	if key == "" && s.mode == "guarded" {
+		http.Error(w, `{"detail":[{"loc":["header","idempotency-key"],"msg":"field required"}]}`, http.StatusUnprocessableEntity)
+		return
 	}
 	if key == "" || !uuidV4.MatchString(key) {
 		http.Error(w, "Idempotency-Key must be a UUID v4", http.StatusBadRequest)

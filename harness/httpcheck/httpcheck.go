@@ -26,12 +26,13 @@
 //     instance that exits by itself excuses nothing: its crash is the
 //     service's.
 //   - replay-fidelity: every answer for a key and its body after the first
-//     success equals that success.
+//     success equals that success, but those a limiter, a timeout or a
+//     gateway gives without reading the key ([tryAgain]), noted.
 //   - status-codes: the answers draft-ietf-httpapi-idempotency-key-header
 //     names: 400 for a missing (when the key is required) or over-long
 //     key, 422 (or 409 while the key is in flight) for a key reused with
 //     another body and never a success, and 409 only while another request
-//     of the key is in flight. A success for a reused key ran as new when
+//     of the key may be in flight ([heldUntil]). A success for a reused key ran as new when
 //     the ledger charged the reused body's order, else it is an old answer;
 //     ran as new, it is a violation only if the service had the key (its
 //     own order charged, or a success for it): a key whose every request
@@ -247,6 +248,31 @@ func success(status int) bool { return status >= 200 && status < 300 }
 // service answers 202 until the work is done, then its result).
 func completed(status int) bool { return success(status) && status != http.StatusAccepted }
 
+// mayStillRun reports whether an answer leaves open that the request's
+// work goes on at the service: 202 (accepted, to run later), 408 and any
+// 5xx (a timeout or a gateway answers so while the handler still runs,
+// and a handler that failed may not know its work's outcome).
+func mayStillRun(status int) bool {
+	return status == http.StatusAccepted || status == http.StatusRequestTimeout || status >= 500
+}
+
+// tryAgain reports whether an answer is one that a rate limiter, a
+// timeout middleware or a gateway in front of the service gives without
+// the request reaching its idempotency layer, and that HTTP says to try
+// again later (RFC 9110, RFC 6585, RFC 8470): 408, 425, 429, 502, 503
+// and 504. Such an answer says nothing of the key: it is neither a
+// replay nor a refusal of the key, and a retry may get either.
+func tryAgain(status int) bool {
+	switch status {
+	case 408, 425, 429, 502, 503, 504:
+		return true
+	}
+	return false
+}
+
+// tryAgainCodes names the codes of [tryAgain] in notes.
+const tryAgainCodes = "408, 425, 429, 502, 503 or 504 (a limiter, a timeout or a gateway answers so)"
+
 // sameReply reports whether two answers' bodies are the same answer:
 // equal as text, or, both JSON, equal as values (a store that keeps the
 // body as Postgres jsonb gives its fields back in another order).
@@ -296,12 +322,16 @@ func checkReplay(xs []history.Exchange) Result {
 	}
 	r := Result{Checker: Replay, Applied: len(firsts) > 0}
 	var vs []Violation
-	judged := 0
+	judged, again := 0, 0
 	bad := map[kb]bool{}
 	for _, x := range xs {
 		k := kb{x.Key, x.Body}
 		f, ok := firsts[k]
 		if !ok || !x.Answered() || x.Call <= f.Return || bad[k] {
+			continue
+		}
+		if tryAgain(x.Status) {
+			again++
 			continue
 		}
 		judged++
@@ -316,6 +346,9 @@ func checkReplay(xs []history.Exchange) Result {
 	if judged == 0 {
 		r.Applied = false
 		r.Detail = "no answer came after a key's first success"
+	}
+	if again > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("not judged as replays: %d answer(s) after a key's first success were %s", again, tryAgainCodes))
 	}
 	return finish(r, vs)
 }

@@ -2,25 +2,60 @@ package httpcheck
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 )
 
-// outstanding reports whether another exchange of x's key was in flight
-// when x was answered: sent before x's answer and not answered before x
-// was sent (a request with no answer may still be running).
+// outstanding reports whether the service may still have held x's key
+// for another exchange of it when x was answered: one sent before x's
+// answer and not over for the service ([heldUntil]) before x was sent.
 func outstanding(same []history.Exchange, x history.Exchange) bool {
 	for _, o := range same {
 		if o.Call == x.Call && o.Client == x.Client {
 			continue
 		}
-		if o.Call < x.Return && ends(o) > x.Call {
+		if o.Call < x.Return && heldUntil(same, o) > x.Call {
 			return true
 		}
 	}
 	return false
+}
+
+// heldUntil is until when the service may have held o's key for o (same
+// is every exchange of the key): o's end ([ends]), or, when o's answer
+// does not say its work ended ([mayStillRun]), the first completed
+// success of the key answered after it (never, without one). A timeout
+// middleware (Go's http.TimeoutHandler, Express's connect-timeout) or a
+// gateway answers 503, 504 or 408 while the handler still runs, and a
+// service that does not know its work's outcome after an error must keep
+// the claim (releasing it is the release-on-error bug) until its own
+// lease ends: a 409 meanwhile says the truth. A claim kept for ever is
+// the liveness checker's to judge, on the final probes.
+func heldUntil(same []history.Exchange, o history.Exchange) int64 {
+	end := ends(o)
+	if !o.Answered() || !mayStillRun(o.Status) || !keyedOwn(o) {
+		return end
+	}
+	end = history.Never
+	for _, s := range same {
+		if keyedOwn(s) && completed(s.Status) && s.Return > o.Return && s.Return < end {
+			end = s.Return
+		}
+	}
+	return end
+}
+
+// refusedOtherwise reports whether status refuses a request in another
+// code than the draft's 400, which it advises (SHOULD) but does not
+// require: a 4xx that is not 400 and does not ask to try again
+// ([history.Final]). FastAPI's validation answers a missing or too long
+// header 422, an HTTP server's header limit 431; nothing ran.
+func refusedOtherwise(status int) bool {
+	return status > 400 && status < 500 && history.Final(status)
 }
 
 // checkStatus judges the draft's status codes.
@@ -50,21 +85,30 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	counts := map[string]int{}
 	var vs []Violation
 	var notes []string
-	reuse409 := 0
+	reuse409, unread := 0, 0
+	otherRefusal := map[int]int{} // missing or over-long keys refused in another code than 400, by code
 	for _, x := range xs {
 		if !x.Answered() {
 			continue
 		}
 		switch {
+		case (x.Purpose == history.PurposeMissing && !p.KeyOptional || x.Purpose == history.PurposeLong) && tryAgain(x.Status):
+			// A limiter, a timeout or a gateway answered before the key
+			// was read: nothing to judge.
+			unread++
 		case x.Purpose == history.PurposeMissing && !p.KeyOptional:
 			counts["missing key"]++
-			if x.Status != http.StatusBadRequest {
+			if refusedOtherwise(x.Status) {
+				otherRefusal[x.Status]++
+			} else if x.Status != http.StatusBadRequest {
 				vs = append(vs, Violation{Checker: Status, Key: "(none)", Cause: CauseMissing, At: x.Return, Detail: fmt.Sprintf(
 					"a request with no idempotency key got %d from %s at %s, not 400 (a service that serves it as a plain request declares --key optional)", x.Status, x.Instance, ms(x.Return))})
 			}
 		case x.Purpose == history.PurposeLong:
 			counts["over-long key"]++
-			if x.Status != http.StatusBadRequest {
+			if refusedOtherwise(x.Status) {
+				otherRefusal[x.Status]++
+			} else if x.Status != http.StatusBadRequest {
 				vs = append(vs, Violation{Checker: Status, Key: clip(x.Key), Cause: CauseLong, At: x.Return, Detail: fmt.Sprintf(
 					"a %d-byte key got %d from %s at %s, not 400 (a service that accepts longer keys declares its limit: --max-key-len N, or 0 for none)", len(x.Key), x.Status, x.Instance, ms(x.Return))})
 			}
@@ -114,6 +158,18 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	}
 	if reuse409 > 0 {
 		notes = append(notes, fmt.Sprintf("%d keys reused with another body got 409 while no other request of the key was in flight: refused, so nothing ran, but the draft advises 422 for a mismatch (409 says the key is in flight)", reuse409))
+	}
+	if len(otherRefusal) > 0 {
+		var codes []string
+		n := 0
+		for _, c := range slices.Sorted(maps.Keys(otherRefusal)) {
+			codes = append(codes, fmt.Sprintf("%d × %d", otherRefusal[c], c))
+			n += otherRefusal[c]
+		}
+		notes = append(notes, fmt.Sprintf("%d request(s) with a missing or over-long key were refused with another 4xx than 400 (%s): refused, so nothing ran, but the draft advises 400", n, strings.Join(codes, ", ")))
+	}
+	if unread > 0 {
+		notes = append(notes, fmt.Sprintf("not judged: %d request(s) with a missing or over-long key got %s before the key was read", unread, tryAgainCodes))
 	}
 	r := Result{Checker: Status, Applied: len(counts) > 0, Notes: notes}
 	var parts []string

@@ -1,0 +1,210 @@
+package httpcheck
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+func TestStatusCauses(t *testing.T) {
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.charge("o", "i1", 20)
+	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 200, "A")
+	wantCause(t, e.result(t, Status), CauseReuse)
+
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.charge("o", "i1", 20)
+	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 200, "C")
+	e.charge("o2", "i2", 65)
+	wantCause(t, e.result(t, Status), CauseReuseRan)
+
+	// A reuse refused with 409 when the key is not in flight is a
+	// refusal in another code (a mismatch answered 409, as Brandur
+	// Leach's design does): a note, not 409-not-in-flight. A first
+	// request's 409 with nothing in flight still is.
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.charge("o", "i1", 20)
+	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 409, "mismatch")
+	if r := e.result(t, Status); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "advises 422") {
+		t.Fatalf("a reuse refused with 409: %+v", r)
+	}
+	e.x(1, "i2", history.PurposeFirst, "k2", "o3", "b3", 80, 90, 409, "busy")
+	wantCause(t, e.result(t, Status), Cause409)
+
+	// The key's owner charged its order and was killed before it saved
+	// the answer (no client got a success): its unfinished record expired
+	// with its lease, and a reuse that ran as new is excused, as a retry
+	// with the key's own body that runs again is. Not after a success for
+	// the key, nor without the kill.
+	lost := func(killed, success bool) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+		e.charge("o", "i1", 20)
+		if killed {
+			e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 25, End: 300})
+		}
+		if success {
+			e.x(2, "i2", history.PurposeRetry, "k", "o", "b", 1000, 1100, 200, "A")
+		}
+		e.x(1, "i2", history.PurposeReuse, "k", "o2", "b2", 3000, 3100, 200, "C")
+		e.charge("o2", "i2", 3050)
+		return e.result(t, Status)
+	}
+	if r := lost(true, false); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "lost the key's unfinished record") {
+		t.Fatalf("a reuse run as new after the owner died unsaved: %+v", r)
+	}
+	wantCause(t, lost(true, true), CauseReuseRan)
+	wantCause(t, lost(false, false), CauseReuseRan)
+
+	// The owner i1 stood still (paused) holding the key's request, past
+	// its lease; a reuse ran as new meanwhile; i1 resumed and charged the
+	// key's own order after: the key was unknown when the reuse came.
+	// Without the pause, the owner was in flight: the reuse must not run.
+	stale := func(paused bool) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+		if paused {
+			e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstancePause, Failpoint: "i1", Start: 15, End: 3800})
+		}
+		e.x(1, "i2", history.PurposeReuse, "k", "o2", "b2", 2800, 3140, 201, "C")
+		e.charge("o2", "i2", 3110)
+		e.charge("o", "i1", 3880)
+		return e.result(t, Status)
+	}
+	if r := stale(true); !r.Pass || len(r.Notes) != 1 {
+		t.Fatalf("a reuse run as new while the owner stood still past its lease: %+v", r)
+	}
+	wantCause(t, stale(false), CauseReuseRan)
+
+	// The key's only request with its own body was lost on the way and
+	// its order never charged: to the service the reuse was the key's
+	// first request, and running it was right.
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 200, "C")
+	e.charge("o2", "i2", 65)
+	if r := e.result(t, Status); !r.Pass {
+		t.Errorf("a reuse of a key the service never saw failed: %s", r.Detail)
+	}
+	// The same, but the lost request did reach the service, which
+	// charged its order: the reuse ran as new on a key it had.
+	e.charge("o", "i1", 30)
+	wantCause(t, e.result(t, Status), CauseReuseRan)
+
+	// Was ran-as-new: the key ran twice (A, then B), and the reuse got
+	// the second execution's answer, not the first's; the ledger never
+	// charged the reuse's order.
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.charge("o", "i1", 20)
+	e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 60, 90, 200, "B")
+	e.charge("o", "i2", 70)
+	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 100, 110, 200, "B")
+	r := e.result(t, Status)
+	wantCause(t, r, CauseReuse)
+	if !strings.Contains(r.Detail, "client 1") {
+		t.Errorf("the detail does not name the answer it repeats: %s", r.Detail)
+	}
+
+	e = newEv()
+	e.x(0, "i1", history.PurposeMissing, "", "o", "b", 10, 50, 200, "A")
+	wantCause(t, e.result(t, Status), CauseMissing)
+	if r := Run(Evidence{Hist: e.h, Ledger: e.l, Policy: Policy{KeyOptional: true}}); !r[3].Pass {
+		t.Errorf("a request without a key failed although the key was declared optional: %+v", r[3])
+	}
+
+	e = newEv()
+	e.x(0, "i1", history.PurposeLong, "kkkk", "o", "b", 10, 50, 200, "A")
+	wantCause(t, e.result(t, Status), CauseLong)
+
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.x(0, "i1", history.PurposeReplay, "k", "o", "b", 60, 70, 409, "busy")
+	wantCause(t, e.result(t, Status), Cause409)
+
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+	e.x(1, "i2", history.PurposeRace, "k", "o", "b", 12, 20, 409, "busy") // the first is in flight
+	e.x(0, "i1", history.PurposeReuse, "k", "o2", "b2", 30, 40, 422, "mismatch")
+	if r := e.result(t, Status); !r.Pass || !r.Applied {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// TestTryAgainIsNoAnswerAboutTheKey: a 429, 503, 502, 504, 425 or 408
+// (a limiter, a timeout or a gateway in front of the service) after a
+// key's first success is not a replay, and to a missing or over-long key
+// not a refusal of it: noted, not judged. A 500 still is judged.
+func TestTryAgainIsNoAnswerAboutTheKey(t *testing.T) {
+	for _, status := range []int{408, 425, 429, 502, 503, 504} {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+		e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 60, 70, status, "busy")
+		e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 80, 90, 200, "A")
+		e.x(2, "i1", history.PurposeMissing, "", "o2", "b2", 10, 20, status, "busy")
+		e.x(2, "i1", history.PurposeLong, "kkkk", "o3", "b3", 30, 40, status, "busy")
+		e.x(2, "i1", history.PurposeMissing, "", "o4", "b4", 50, 60, 400, "no key")
+		r := e.result(t, Replay)
+		if !r.Pass || !r.Applied || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "not judged as replays: 1 answer(s)") {
+			t.Errorf("%d after the first success: %+v", status, r)
+		}
+		r = e.result(t, Status)
+		if !r.Pass || !r.Applied || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "not judged: 2 request(s)") {
+			t.Errorf("%d to a missing and an over-long key: %+v", status, r)
+		}
+	}
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 60, 70, 500, "boom")
+	if r := e.result(t, Replay); r.Pass {
+		t.Errorf("a 500 after the first success passed: %+v", r)
+	}
+	e.x(2, "i1", history.PurposeMissing, "", "o2", "b2", 10, 20, 500, "boom")
+	wantCause(t, e.result(t, Status), CauseMissing)
+}
+
+// TestKeyRefusedInAnotherCode: a missing or over-long key refused with
+// another 4xx than the draft's 400 (FastAPI's validation answers 422, a
+// header limit 431) is a note: refused, nothing ran. Served, it fails.
+func TestKeyRefusedInAnotherCode(t *testing.T) {
+	e := newEv()
+	e.x(0, "i1", history.PurposeMissing, "", "o", "b", 10, 20, 422, "field required")
+	e.x(0, "i1", history.PurposeLong, "kkkk", "o2", "b2", 30, 40, 431, "header too large")
+	e.x(0, "i1", history.PurposeLong, "kkkk", "o3", "b3", 50, 60, 422, "too long")
+	r := e.result(t, Status)
+	if !r.Pass || !r.Applied || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "3 request(s)") || !strings.Contains(r.Notes[0], "2 × 422, 1 × 431") {
+		t.Fatalf("keys refused with 422 and 431: %+v", r)
+	}
+	e.x(0, "i1", history.PurposeLong, "kkkk", "o4", "b4", 70, 80, 201, "served")
+	wantCause(t, e.result(t, Status), CauseLong)
+}
+
+// TestInFlightAfterAnAnswerThatLeavesItRunning: a 409 after the key's
+// only request was answered 503 (a timeout middleware, while the handler
+// still charges), 504, 500 (an outcome the service does not know: it
+// keeps the claim), 408 or 202 (accepted, to run later) is the key in
+// flight, until a completed success of the key shows its work ended.
+func TestInFlightAfterAnAnswerThatLeavesItRunning(t *testing.T) {
+	for _, status := range []int{202, 408, 500, 503, 504} {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, status, "timed out")
+		e.charge("o", "i1", 20)
+		e.x(0, "i2", history.PurposeRetry, "k", "o", "b", 60, 70, 409, "in flight")
+		if r := e.result(t, Status); !r.Pass || !r.Applied {
+			t.Errorf("a 409 after a %d: %+v", status, r)
+		}
+		e.x(0, "i1", history.PurposeRetry, "k", "o", "b", 80, 90, 200, "A")
+		e.x(1, "i2", history.PurposeReplay, "k", "o", "b", 100, 110, 409, "in flight")
+		wantCause(t, e.result(t, Status), Cause409)
+	}
+	// A reuse's answer holds nothing: a reuse is refused, never run.
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 20, 200, "A")
+	e.x(1, "i1", history.PurposeReuse, "k2", "o2", "b2", 30, 40, 503, "timed out")
+	e.x(1, "i2", history.PurposeFirst, "k2", "o3", "b3", 50, 60, 409, "in flight")
+	wantCause(t, e.result(t, Status), Cause409)
+}
