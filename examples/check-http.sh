@@ -55,6 +55,9 @@ done
 # (--key-at).
 run py-x-key pass "IDEM_KEY_HEADER=X-Idempotency-Key IDEM_DB=$tmp/py-x-key.db python3 examples/pysvc/service.py correct" \
 	--instances 2 --key-header X-Idempotency-Key
+# A fingerprint over the whole URL, Host included: idemcheck sends every
+# instance one Host, as a load balancer in front of them would.
+run py-url-fingerprint pass "IDEM_FP_URL=1 IDEM_DB=$tmp/py-url-fingerprint.db python3 examples/pysvc/service.py correct" --instances 2
 run py-body-key pass "IDEM_KEY_AT=idempotency_key IDEM_DB=$tmp/py-body-key.db python3 examples/pysvc/service.py correct" \
 	--instances 2 --key-at idempotency_key
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -389,12 +390,14 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		fmt.Fprintf(stderr, "payment provider: %s\n", prov.URL(""))
 	}
 
-	// Each instance behind its own proxy: the clients POST through it.
+	// Each instance behind its own proxy: the clients POST through it,
+	// with the instance's own Host, or one for all (httpload.ServiceHost).
 	var proxies []nemesis.Proxy
 	var loadTargets []httpload.Target
+	shared := httpload.ServiceHost(direct)
 	for i, d := range direct {
 		u, _ := url.Parse(d)
-		host := u.Host
+		host, own := u.Host, u.Host
 		if u.Port() == "" {
 			host = net.JoinHostPort(u.Hostname(), "80")
 		}
@@ -405,14 +408,14 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		defer p.Close()
 		proxies = append(proxies, p)
 		u.Host = p.Addr()
-		loadTargets = append(loadTargets, httpload.Target{Name: names[i], URL: u.String()})
+		loadTargets = append(loadTargets, httpload.Target{Name: names[i], URL: u.String(), Host: cmp.Or(shared, own)})
 	}
 
 	// The run journals what it records as it goes (harness.CreateJournal):
 	// a run whose process dies leaves its evidence, and `idemcheck
 	// recheck` reports it (recoverHTTP). Its first line is the run.
 	run := httpreport.Run{Targets: direct, Seed: *seed, Duration: duration.String(), Clients: *clients, Command: *command,
-		Declared: declarations(reqShape, *path, *command != "", *maxKey, policy), Policy: policy}
+		Declared: declarations(reqShape, *path, *command != "", *maxKey, policy, shared, len(direct)), Policy: policy}
 	journal, err := harness.CreateJournal(dir)
 	if err != nil {
 		return exitUsage, fmt.Errorf("http: the run's journal: %v", err)
@@ -526,69 +529,6 @@ func anyAnswer(xs []history.Exchange) bool {
 		}
 	}
 	return false
-}
-
-// declarations says, one line each, the request and the policy the run
-// assumed, and what each declaration widens: the report prints them.
-func declarations(r httpload.Request, path string, started bool, maxKey int, p httpcheck.Policy) []string {
-	ttl, settle := p.InFlightTTL, p.Settle
-	where := "each --target URL"
-	if started {
-		where = path
-	}
-	body := fmt.Sprintf("a JSON body %s with the order at %q and the amount at %q", orNone(r.Body), r.OrderAt, r.AmountAt)
-	if r.BodyType == httpload.BodyForm {
-		body = fmt.Sprintf("a form body %s with the order in %q and the amount in %q", orNone(r.Body), r.OrderAt, r.AmountAt)
-	}
-	out := []string{fmt.Sprintf("request: %s %s, %s", r.Method, where, body)}
-	if len(r.Header) > 0 {
-		names := make([]string, 0, len(r.Header))
-		for n := range r.Header {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		out = append(out, "headers: "+strings.Join(names, ", ")+" (values not shown)")
-	}
-	kf := r.KeyFormat
-	switch kf {
-	case httpload.KeyUUID:
-		kf = "UUID v4"
-	case httpload.KeyULID:
-		kf = "ULID"
-	default:
-		kf = fmt.Sprintf("the pattern %q", kf)
-	}
-	if r.KeyAt != "" {
-		out = append(out, fmt.Sprintf("keys: %s in the body at %q", kf, r.KeyAt))
-	} else {
-		out = append(out, "keys: "+kf+" in "+r.KeyHeader)
-	}
-	if r.KeyOptional {
-		out = append(out, "key optional: a request without one is served as a plain request (widens: no 400 asked for it)")
-	} else {
-		out = append(out, "key required: a request without one must get 400")
-	}
-	if maxKey > 0 {
-		out = append(out, fmt.Sprintf("max key length: %d bytes (a longer key must get 400)", maxKey))
-	} else {
-		out = append(out, "max key length: none declared (widens: no over-long key sent)")
-	}
-	if ttl > 0 {
-		out = append(out, fmt.Sprintf("in-flight TTL: %v (widens: a key may stay in flight that long after its owner died; the final probes run up to %v)", ttl, settle))
-	} else {
-		out = append(out, fmt.Sprintf("in-flight TTL: not declared (the final probes run up to --settle %v: a key held longer fails liveness)", settle))
-	}
-	if p.SavesErrors {
-		out = append(out, "saves errors: every 5xx is saved and replayed for its key (widens: a key that replays one 5xx is settled)")
-	}
-	return out
-}
-
-func orNone(s string) string {
-	if strings.TrimSpace(s) == "" {
-		return "{}"
-	}
-	return s
 }
 
 // interruptedAtStart is the end of a run interrupted while its server or

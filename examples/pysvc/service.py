@@ -21,6 +21,7 @@ in SQLite (IDEM_DB, one file that every instance on this machine shares):
 The key is read from the header named in IDEM_KEY_HEADER (default
 Idempotency-Key; tell idemcheck with --key-header), or from the body's
 top-level field named in IDEM_KEY_AT (tell idemcheck with --key-at).
+With IDEM_FP_URL=1 the fingerprint covers the whole URL, Host included.
 
 Run it under idemcheck (each instance gets PORT, IDEM_PROVIDER_URL and
 IDEM_NAMESPACE):
@@ -204,7 +205,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(400, "invalid idempotency key: want a string")
         if not key or len(key.encode()) > MAX_KEY:
             return self.reply(400, "invalid idempotency key: must be 1-255 bytes")
-        fp = hashlib.sha256(b"POST /orders\n" + raw).hexdigest()
+        # The request as the service saw it, its whole URL with IDEM_FP_URL=1
+        # (Host included, as a fingerprint over Starlette's request.url is):
+        # correct behind one name, which idemcheck presents as a load
+        # balancer would.
+        url = "http://%s/orders" % self.headers.get("Host", "") if os.environ.get("IDEM_FP_URL") else "/orders"
+        fp = hashlib.sha256(("POST %s\n" % url).encode() + raw).hexdigest()
         c = db()
         try:
             outcome, v = begin(c, NS + ":" + key, fp)

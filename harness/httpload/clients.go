@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,36 @@ import (
 type Target struct {
 	Name string
 	URL  string
+	// Host is the Host header its requests carry ("": the URL's): the
+	// instance's own address when the URL is a proxy's in front of it,
+	// or one for every instance ([ServiceHost]).
+	Host string
+}
+
+// ServiceHost is the Host header requests to every one of urls carry:
+// the first's host and port when they all share one host name (instances
+// of one service on several ports, which a load balancer in front of
+// them would present under one name), else "" (each its own). A service
+// whose fingerprint covers its own URL (Starlette's request.url does)
+// would otherwise take a retry sent to another instance for another
+// request.
+func ServiceHost(urls []string) string {
+	var first *url.URL
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			return ""
+		}
+		if first == nil {
+			first = u
+		} else if u.Hostname() != first.Hostname() {
+			return ""
+		}
+	}
+	if first == nil {
+		return ""
+	}
+	return first.Host
 }
 
 // Mix is the share of each kind of operation a client draws; the rest are
@@ -227,6 +258,7 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 		l.hist.AddExchange(x)
 		return x
 	}
+	req.Host = t.Host
 	req.Header.Set("Content-Type", l.cfg.Request.contentType())
 	for k, vs := range l.cfg.Request.Header {
 		req.Header[k] = append([]string(nil), vs...)

@@ -21,7 +21,9 @@ import (
 )
 
 // service is a minimal payment API over stores.Run: the store is shared
-// by the instances that are given the same one.
+// by the instances that are given the same one. Its fingerprint covers
+// the URL it was asked at, Host included (as one over Starlette's
+// request.url does): correct behind one name (httpload.ServiceHost).
 func service(t *testing.T, store stores.Store, provider string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -32,7 +34,7 @@ func service(t *testing.T, store stores.Store, provider string) http.Handler {
 			w.WriteHeader(http.StatusOK) // the ping
 			return
 		}
-		sum := sha256.Sum256(body)
+		sum := sha256.Sum256(append([]byte("http://"+r.Host+r.URL.Path+"\n"), body...))
 		req := stores.Request{KeyRef: stores.KeyRef{Key: r.Header.Get("Idempotency-Key")}, Fingerprint: hex.EncodeToString(sum[:]), Now: time.Now()}
 		res, err := stores.Run(context.WithoutCancel(r.Context()), store, req, stores.SaveError, func(ctx context.Context, _ stores.Token) (stores.Response, error) {
 			resp, err := http.Post(provider, "application/json", bytes.NewReader(body))
@@ -94,6 +96,10 @@ func run(t *testing.T, shared bool) (*history.History, []httpcheck.Result) {
 		}
 		targets = append(targets, httpload.Target{Name: name, URL: srv.URL + "/orders"})
 	}
+	host := httpload.ServiceHost([]string{targets[0].URL, targets[1].URL})
+	for i := range targets {
+		targets[i].Host = host
+	}
 	var loads []*httpload.Load
 	for round := 1; len(missing(h)) > 0; round++ {
 		if round > maxRounds {
@@ -149,6 +155,24 @@ func TestSharedStorePassesPerInstanceStoreFails(t *testing.T) {
 	for _, r := range results {
 		if r.Checker == httpcheck.AtMostOnce && r.Pass {
 			t.Errorf("a store per instance passed at-most-once: %s", r.Detail)
+		}
+	}
+}
+
+// TestServiceHost: instances on one host name share the first's Host;
+// targets on several names keep their own.
+func TestServiceHost(t *testing.T) {
+	for _, c := range []struct {
+		urls []string
+		want string
+	}{
+		{[]string{"http://127.0.0.1:8080/orders", "http://127.0.0.1:8081/orders"}, "127.0.0.1:8080"},
+		{[]string{"http://localhost/orders"}, "localhost"},
+		{[]string{"http://a.example:80/orders", "http://b.example:80/orders"}, ""},
+		{nil, ""},
+	} {
+		if got := httpload.ServiceHost(c.urls); got != c.want {
+			t.Errorf("ServiceHost(%v) = %q, want %q", c.urls, got, c.want)
 		}
 	}
 }
