@@ -51,8 +51,8 @@ var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 //   - crash: strict's rules on the default request (a JSON body, no
 //     header), but it exits with status 3 on its 5th keyed request.
 //   - guarded: strict's rules on the default request, correct, behind
-//     what production puts in front of a handler: a limiter that answers
-//     every fourth request 429, and Go's http.TimeoutHandler, which
+//     what production puts in front of a handler: a limiter that refuses
+//     every fourth request (429 or 503), and Go's http.TimeoutHandler, which
 //     answers 503 after 50 ms while the handler goes on to charge and
 //     save (a retry meanwhile gets 409: the key is in flight). A
 //     missing key gets 422, as FastAPI's validation answers.
@@ -72,14 +72,21 @@ func TestHTTPHelperService(t *testing.T) {
 	os.Exit(1)
 }
 
-// limitEveryFourth answers every fourth POST 429, as a rate limiter in
-// front of a service does under load, and passes the others to h.
+// limitEveryFourth refuses every fourth POST, as a rate limiter in front
+// of a service does under load: 429, or 503 every other time (nginx's
+// limit_req answers 503), and passes the others to h.
 func limitEveryFourth(h http.Handler) http.Handler {
 	var n atomic.Int64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && n.Add(1)%4 == 0 {
-			http.Error(w, "rate limited", http.StatusTooManyRequests)
-			return
+		if r.Method == http.MethodPost {
+			switch n.Add(1) % 8 {
+			case 4:
+				http.Error(w, "rate limited", http.StatusTooManyRequests)
+				return
+			case 0:
+				http.Error(w, "rate limited", http.StatusServiceUnavailable)
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	})

@@ -174,3 +174,19 @@ func Final(status int) bool {
 	}
 	return status >= 200 && status < 300 || status >= 400 && status < 500
 }
+
+// TryAgain reports whether an answer is one that a rate limiter, a
+// timeout middleware or a gateway in front of a service gives without
+// the request reaching its idempotency layer, and that HTTP says to try
+// again later (RFC 9110, RFC 6585, RFC 8470): 408, 425, 429, 502, 503
+// and 504. Such an answer says nothing of the key: it is neither a
+// replay nor a refusal of the key, and a retry may get either. (nginx's
+// limit_req answers 503, Go's http.TimeoutHandler 503, a gateway 502 or
+// 504.)
+func TryAgain(status int) bool {
+	switch status {
+	case 408, 425, 429, 502, 503, 504:
+		return true
+	}
+	return false
+}

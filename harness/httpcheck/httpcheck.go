@@ -44,8 +44,10 @@
 //     it, the service hung up, or no client ever got a success for the
 //     key): a saved error, replayed; 409, 423, 429, any other 5xx, or
 //     no answer is a violation with its status, except a key held in
-//     flight after its owner died with no in-flight TTL declared, which
-//     is not judged ([Result.Unjudged]).
+//     flight after its owner died with no in-flight TTL declared, and one
+//     not answered, or refused by a limiter ([tryAgain]), while the
+//     service answered few of the other calls beside it, which are not
+//     judged ([Result.Unjudged]).
 //
 // It reads the history and the ledger only.
 package httpcheck
@@ -256,19 +258,8 @@ func mayStillRun(status int) bool {
 	return status == http.StatusAccepted || status == http.StatusRequestTimeout || status >= 500
 }
 
-// tryAgain reports whether an answer is one that a rate limiter, a
-// timeout middleware or a gateway in front of the service gives without
-// the request reaching its idempotency layer, and that HTTP says to try
-// again later (RFC 9110, RFC 6585, RFC 8470): 408, 425, 429, 502, 503
-// and 504. Such an answer says nothing of the key: it is neither a
-// replay nor a refusal of the key, and a retry may get either.
-func tryAgain(status int) bool {
-	switch status {
-	case 408, 425, 429, 502, 503, 504:
-		return true
-	}
-	return false
-}
+// tryAgain is [history.TryAgain]: no answer about the key.
+func tryAgain(status int) bool { return history.TryAgain(status) }
 
 // tryAgainCodes names the codes of [tryAgain] in notes.
 const tryAgainCodes = "408, 425, 429, 502, 503 or 504 (a limiter, a timeout or a gateway answers so)"

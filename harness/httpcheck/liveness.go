@@ -54,10 +54,14 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		kp.prev, kp.last = kp.last, x
 		kp.silence.Add(x.Answered(), x.Call)
+		kp.refused.Add(!x.Answered() || !tryAgain(x.Status), x.Call)
 	}
-	var ends history.Ends
+	var ends, refusals history.Ends
 	if slices.ContainsFunc(order, func(k string) bool { return probed[k].silence.N > 0 }) {
 		ends = exchangeEnds(xs)
+	}
+	if slices.ContainsFunc(order, func(k string) bool { return probed[k].refused.N > 0 }) {
+		refusals = refusalEnds(xs)
 	}
 	// The orders whose charge took effect but whose outcome the service
 	// may not have: the provider failed it or the service hung up first
@@ -90,8 +94,9 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	orphaned := orphans(xs, fs)
 	saved, lostAnswer, declared := 0, 0, 0
-	var unjudged, savedErrs, silentKeys, working []string
+	var unjudged, savedErrs, silentKeys, working, refusedKeys []string
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
+	refusedFirst := ""  // the first key refused beside the others, and its refusals
 	var vs []Violation
 	for _, k := range order {
 		kp := probed[k]
@@ -118,6 +123,18 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 				savedErrs = append(savedErrs, k)
 			}
 			continue
+		}
+		if x.Answered() && tryAgain(x.Status) {
+			// A limiter, a timeout or a gateway answers so without the
+			// key: it is the key's only if the service answered most of
+			// the other calls that ended meanwhile (as with no answer).
+			if ok, failed, answering := refusals.Beside(kp.refused.From, x.Return, kp.refused.N); !answering {
+				if len(refusedKeys) == 0 {
+					refusedFirst = fmt.Sprintf("%s, its last %d probes answered %d, while %d of %d other calls got another answer", k, kp.refused.N, x.Status, ok, ok+failed)
+				}
+				refusedKeys = append(refusedKeys, k)
+				continue
+			}
 		}
 		if held(x) && p.InFlightTTL == 0 && orphaned[k] {
 			unjudged = append(unjudged, k)
@@ -185,7 +202,10 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if len(working) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes while the provider was still making their order's charge, or was asked for it again: their owner was still at work, which a correct service holds the key for; give the probes longer than the work takes (--settle) to judge them", len(working), working[0]))
 	}
-	if n := len(unjudged) + len(savedErrs) + len(silentKeys) + len(working); n > 0 {
+	if len(refusedKeys) > 0 {
+		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes while the service refused most of the other calls beside them too: a limiter or an overload answers so, which says nothing of a key", len(refusedKeys), refusedFirst, tryAgainCodes))
+	}
+	if n := len(unjudged) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys); n > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
 		r.Unjudged = strings.Join(why, "; ")
 	}
@@ -198,6 +218,7 @@ type keyProbes struct {
 	first      int64
 	prev, last history.Exchange
 	silence    history.Silence
+	refused    history.Silence // the run of its last probes answered [tryAgain]
 }
 
 // stillCharging reports whether one of the charges of the order of a
@@ -238,6 +259,23 @@ func exchangeEnds(xs []history.Exchange) history.Ends {
 		}
 	}
 	return history.NewEnds(answered, unanswered)
+}
+
+// refusalEnds is when each answered exchange ended, as [history.Ends]
+// takes them for refusals: answered ([history.TryAgain]: a limiter, a
+// timeout or a gateway refused it), or not.
+func refusalEnds(xs []history.Exchange) history.Ends {
+	var answered, refused []int64
+	for _, x := range xs {
+		switch {
+		case !x.Answered():
+		case tryAgain(x.Status):
+			refused = append(refused, x.Return)
+		default:
+			answered = append(answered, x.Return)
+		}
+	}
+	return history.NewEnds(answered, refused)
 }
 
 // replayed reports whether a key's last probe got the same answer,

@@ -219,3 +219,32 @@ func TestLivenessStillCharging(t *testing.T) {
 		}
 	}
 }
+
+// TestLivenessBesideALimiter: a key whose last probes a limiter refused
+// (503, as nginx's limit_req answers) is not judged when the service
+// refused most of the other calls beside them too; when it answered the
+// others, the key's 503s are its own, and a key that succeeded before
+// and now answers 503 is stuck.
+func TestLivenessBesideALimiter(t *testing.T) {
+	limited := func(othersAnswered bool) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8, 200, "A")
+		e.x(0, "i2", history.PurposeReplay, "k", "o", "b", 9, 10, 503, "rate limited")
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 100, 101, 503, "rate limited")
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 300, 301, 503, "rate limited")
+		other := 503
+		if othersAnswered {
+			other = 200
+		}
+		for i := range 4 {
+			k := fmt.Sprintf("k%d", i+2)
+			e.x(-1, "i1", history.PurposeProbe, k, "o"+k, "b"+k, int64(110+40*i), int64(111+40*i), other, "rate limited")
+		}
+		return e.result(t, Liveness)
+	}
+	r := limited(false)
+	if !r.Pass || !strings.Contains(r.Unjudged, "refused most of the other calls") || !strings.Contains(r.Unjudged, "first k,") {
+		t.Errorf("a key refused beside others refused: %+v, want it not judged", r)
+	}
+	wantCause(t, limited(true), CauseServerError)
+}

@@ -289,8 +289,13 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 // body, until a definite answer ([history.Final]), the same 5xx twice in
 // a row (a saved error replayed: the liveness checker asks the ledger
 // whether the provider failed that order), or settle has passed: the
-// liveness checker reads the last probe of each key.
+// liveness checker reads the last probe of each key. A 5xx that a
+// limiter or a gateway gives too ([history.TryAgain]: nginx's limit_req
+// answers 503) ends the probes only once it has lasted a second, and
+// the pause after it doubles (up to a second), so that a limiter lets
+// the probes through.
 func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
+	const probePause = 100 * time.Millisecond
 	l.mu.Lock()
 	var todo []*keyState
 	for _, ks := range l.keys {
@@ -309,13 +314,27 @@ func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 			defer wg.Done()
 			for ks := range work {
 				var prev history.Exchange
+				var sameSince time.Time
+				pause := probePause
 				for a, i := 1, w; ; a, i = a+1, i+1 {
 					x := l.send(ctx, -1, l.cfg.Targets[i%len(l.cfg.Targets)], history.PurposeProbe, ks.key, true, ks.order, ks.body, a)
-					if history.Final(x.Status) || x.Status >= 500 && x.Status == prev.Status && x.Reply == prev.Reply || ctx.Err() != nil {
+					if history.Final(x.Status) || ctx.Err() != nil {
+						break
+					}
+					same := x.Status >= 500 && x.Status == prev.Status && x.Reply == prev.Reply
+					if !same {
+						sameSince = time.Now()
+					}
+					if same && (!history.TryAgain(x.Status) || time.Since(sameSince) >= time.Second) {
 						break
 					}
 					prev = x
-					sleep(ctx, 100*time.Millisecond)
+					if history.TryAgain(x.Status) {
+						pause = min(2*pause, time.Second)
+					} else {
+						pause = probePause
+					}
+					sleep(ctx, pause)
 					if ctx.Err() != nil {
 						break
 					}
