@@ -391,10 +391,11 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 
 	// Each instance behind its own proxy: the clients POST through it,
-	// with the instance's own Host, or one for all (httpload.ServiceHost).
+	// with the instance's own Host, or one for all (httpload.ServiceHost;
+	// -H "Host: name" chooses it).
 	var proxies []nemesis.Proxy
 	var loadTargets []httpload.Target
-	shared := httpload.ServiceHost(direct)
+	shared := cmp.Or(reqShape.Header.Get("Host"), httpload.ServiceHost(direct))
 	for i, d := range direct {
 		u, _ := url.Parse(d)
 		host, own := u.Host, u.Host

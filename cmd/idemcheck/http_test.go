@@ -162,13 +162,14 @@ func TestHTTPInterruptReports(t *testing.T) {
 // payment id, passes with flags alone; without them it answers 400 to
 // everything, and the run fails first with "nothing was tested".
 func TestHTTPRequestShapeFromFlags(t *testing.T) {
-	shape := []string{"--process-faults=false", "-H", "Authorization: Bearer s3cret", "--body-type", "form", "--body", "currency=EUR",
+	shape := []string{"--process-faults=false", "-H", "Authorization: Bearer s3cret", "-H", "Host: pay.example.test", "--body-type", "form", "--body", "currency=EUR",
 		"--order-at", "ref", "--amount-at", "cents"}
-	code, stdout, report := blackbox(t, "strict", nil, shape...)
+	code, stdout, report := blackbox(t, "strict", []string{"IDEM_TEST_HOST=pay.example.test"}, shape...)
 	if code != exitPass {
 		t.Fatalf("the strict service with its request declared: exit %d:\n%s", code, stdout)
 	}
-	for _, want := range []string{"declared request: POST", "form body", "headers: Authorization (values not shown)", "keys: UUID v4", "PASS at-most-once"} {
+	for _, want := range []string{"declared request: POST", "form body", "headers: Authorization, Host (values not shown)", "keys: UUID v4", "PASS at-most-once",
+		"declared host: every request carries Host: pay.example.test"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}

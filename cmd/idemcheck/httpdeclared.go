@@ -31,7 +31,7 @@ func declarations(r httpload.Request, path string, started bool, maxKey int, p h
 		slices.Sort(names)
 		out = append(out, "headers: "+strings.Join(names, ", ")+" (values not shown)")
 	}
-	if host != "" && instances > 1 {
+	if _, chosen := r.Header["Host"]; host != "" && (instances > 1 || chosen) {
 		out = append(out, fmt.Sprintf("host: every request carries Host: %s, whichever instance it goes to (one name for the service, as a load balancer in front of it presents)", host))
 	}
 	kf := r.KeyFormat

@@ -41,7 +41,8 @@ var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 // serves one of the black-box tests' services on PORT until killed.
 //
 //   - strict: accepts only UUID v4 keys, wants "Authorization: Bearer
-//     s3cret" and a form body ref=...&cents=..., answers 201 with its own
+//     s3cret", the Host in IDEM_TEST_HOST (when set; 421 else)
+//     and a form body ref=...&cents=..., answers 201 with its own
 //     payment id; its records live in this process (correct on one
 //     instance that is never killed).
 //   - dead500: answers 500 to every request with a key.
@@ -118,6 +119,10 @@ func (s *testService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var order string
 	switch s.mode {
 	case "strict":
+		if want := os.Getenv("IDEM_TEST_HOST"); want != "" && r.Host != want {
+			http.Error(w, "misdirected: this service is "+want, http.StatusMisdirectedRequest)
+			return
+		}
 		if r.Header.Get("Authorization") != "Bearer s3cret" {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
