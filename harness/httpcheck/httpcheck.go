@@ -55,8 +55,8 @@ package httpcheck
 import (
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"net/http"
-	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -266,14 +266,54 @@ const tryAgainCodes = "408, 425, 429, 502, 503 or 504 (a limiter, a timeout or a
 
 // sameReply reports whether two answers' bodies are the same answer:
 // equal as text, or, both JSON, equal as values (a store that keeps the
-// body as Postgres jsonb gives its fields back in another order).
+// body as Postgres jsonb gives its fields back in another order, and
+// may write a number another way: 1e2 for 100).
 func sameReply(a, b string) bool {
 	if a == b {
 		return true
 	}
 	va, oka := jsonValue(a)
 	vb, okb := jsonValue(b)
-	return oka && okb && reflect.DeepEqual(va, vb)
+	return oka && okb && sameValue(va, vb)
+}
+
+// sameValue reports whether two decoded JSON values are equal, numbers
+// by their value.
+func sameValue(a, b any) bool {
+	switch a := a.(type) {
+	case json.Number:
+		b, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		ra, oka := new(big.Rat).SetString(string(a))
+		rb, okb := new(big.Rat).SetString(string(b))
+		return oka && okb && ra.Cmp(rb) == 0
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, v := range a {
+			w, ok := b[k]
+			if !ok || !sameValue(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := b.([]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if !sameValue(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b
 }
 
 // jsonValue decodes s as one JSON value, numbers kept as written.

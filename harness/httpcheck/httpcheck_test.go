@@ -435,6 +435,12 @@ func TestReplayComparesJSONAsValues(t *testing.T) {
 	if r := replay(`{"amount":5,"charge":"ch_1"}`, `{"charge": "ch_1", "amount": 5}`, 200); !r.Pass {
 		t.Errorf("the same JSON value in another order: %+v", r)
 	}
+	if r := replay(`{"amount":100,"fee":0.5,"lines":[1]}`, `{"lines":[1.0],"fee":5e-1,"amount":1e2}`, 200); !r.Pass {
+		t.Errorf("the same numbers written another way: %+v", r)
+	}
+	if r := replay(`{"amount":100}`, `{"amount":100.5}`, 200); r.Pass {
+		t.Errorf("another number passed: %+v", r)
+	}
 	if r := replay(`{"amount":5,"charge":"ch_1"}`, `{"amount":5,"charge":"ch_2"}`, 200); r.Pass {
 		t.Errorf("another JSON value passed: %+v", r)
 	}
