@@ -33,7 +33,8 @@ type Target struct {
 // ServiceHost is the Host header requests to every one of urls carry:
 // the first's host and port when they all share one host name (instances
 // of one service on several ports, which a load balancer in front of
-// them would present under one name), else "" (each its own). A service
+// them would present under one name; localhost and loopback addresses
+// are one), else "" (each its own). A service
 // whose fingerprint covers its own URL (Starlette's request.url does)
 // would otherwise take a retry sent to another instance for another
 // request.
@@ -46,7 +47,7 @@ func ServiceHost(urls []string) string {
 		}
 		if first == nil {
 			first = u
-		} else if u.Hostname() != first.Hostname() {
+		} else if hostName(u) != hostName(first) {
 			return ""
 		}
 	}
@@ -54,6 +55,16 @@ func ServiceHost(urls []string) string {
 		return ""
 	}
 	return first.Host
+}
+
+// hostName is u's host name, every name of this machine's loopback
+// (localhost, 127.0.0.1, ::1) one.
+func hostName(u *url.URL) string {
+	h := u.Hostname()
+	if ip := net.ParseIP(h); h == "localhost" || ip != nil && ip.IsLoopback() {
+		return "loopback"
+	}
+	return h
 }
 
 // Mix is the share of each kind of operation a client draws; the rest are

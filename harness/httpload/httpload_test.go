@@ -168,6 +168,7 @@ func TestServiceHost(t *testing.T) {
 	}{
 		{[]string{"http://127.0.0.1:8080/orders", "http://127.0.0.1:8081/orders"}, "127.0.0.1:8080"},
 		{[]string{"http://localhost/orders"}, "localhost"},
+		{[]string{"http://127.0.0.1:8080/orders", "http://localhost:8081/orders", "http://[::1]:8082/orders"}, "127.0.0.1:8080"},
 		{[]string{"http://a.example:80/orders", "http://b.example:80/orders"}, ""},
 		{nil, ""},
 	} {
