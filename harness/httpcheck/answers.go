@@ -12,7 +12,9 @@ import (
 // judged next to nothing. It fails too when keys got successes but the
 // provider saw no charge of any order idemcheck sent: the service never
 // called it, or told it something else than the order, and at-most-once
-// judged nothing.
+// judged nothing. A key every request of which a limiter, a timeout or
+// a gateway refused ([tryAgain]) was not tested either: the notes count
+// it apart from those the service refused.
 func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts, p Policy) Result {
 	ok := map[string]bool{}
 	statuses := map[string]int{}
@@ -21,6 +23,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	// (a saved error, replayed: tested, when the service declared that it
 	// saves its errors).
 	lastErr, replays := map[string]history.Exchange{}, map[string]int{}
+	reached := map[string]bool{} // a request of the key got an answer but [tryAgain], or none
 	for _, x := range xs {
 		if !keyedOwn(x) {
 			continue
@@ -28,6 +31,9 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		requests++
 		if _, seen := ok[x.Key]; !seen {
 			ok[x.Key] = false
+		}
+		if !x.Answered() || !tryAgain(x.Status) {
+			reached[x.Key] = true
 		}
 		if x.Status >= 500 {
 			if replayed(lastErr[x.Key], x) {
@@ -49,7 +55,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	// tested all the same: the service ran it once and answers the error
 	// it saved when the provider failed the charge, or when its deadline
 	// passed first (--provider-fail, --provider-latency).
-	failed, savedErr, declared := 0, 0, 0
+	failed, savedErr, declared, limited := 0, 0, 0, 0
 	for k, v := range ok {
 		switch {
 		case v:
@@ -57,6 +63,8 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 			savedErr++
 		case p.SavesErrors && replays[k] > 0:
 			declared++
+		case !reached[k]:
+			limited++
 		default:
 			failed++
 		}
@@ -66,18 +74,21 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		r.Detail = "no keyed request was sent"
 		return finish(r, nil)
 	}
-	r.Detail = fmt.Sprintf("%d of %d keys got a success", len(ok)-failed-savedErr-declared, len(ok))
+	r.Detail = fmt.Sprintf("%d of %d keys got a success", len(ok)-failed-savedErr-declared-limited, len(ok))
 	if savedErr > 0 {
 		r.Detail += fmt.Sprintf(", %d more an error after the provider charged their order", savedErr)
 	}
 	if declared > 0 {
 		r.Detail += fmt.Sprintf(", %d more replayed a saved 5xx (--saves-errors)", declared)
 	}
-	if len(ok)-failed-savedErr-declared == 0 {
+	if limited > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("not tested: %d keys got %s to every request, so none reached the service's idempotency as far as the answers tell", limited, tryAgainCodes))
+	}
+	if len(ok)-failed-savedErr-declared-limited == 0 {
 		// Tested, but never on the happy path: say what that leaves out.
 		r.Notes = append(r.Notes, "no key got a success: no success was replayed, so replay-fidelity had nothing to compare, and no reuse of a key that succeeded was tried")
 	}
-	if 2*failed <= len(ok) {
+	if 2*(failed+limited) <= len(ok) {
 		orders := map[string]bool{}
 		for _, x := range xs {
 			orders[x.Order] = true
@@ -96,7 +107,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 			why = fmt.Sprintf("the provider saw %d charges, none of an order idemcheck sent (does the service send the order it got at --order-at as \"order\"?)", len(charges))
 		}
 		return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
-			"%d of %d keys got a success, but %s: nothing was tested", len(ok)-failed-savedErr-declared, len(ok), why)}})
+			"%d of %d keys got a success, but %s: nothing was tested", len(ok)-failed-savedErr-declared-limited, len(ok), why)}})
 	}
 	top, n := "", 0
 	for s, c := range statuses {
@@ -110,5 +121,5 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	}
 	return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
 		"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested (see the answers in history.jsonl: a key format, a header or a body the service refuses, or the key in a header it does not read: --key-header?)",
-		verb, 100*n/requests, n, requests, failed, len(ok))}})
+		verb, 100*n/requests, n, requests, failed+limited, len(ok))}})
 }

@@ -333,6 +333,30 @@ func TestAnswers(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 
+	// A limiter that refused some keys every time: they were not tested,
+	// and are counted apart; the others were judged. Refusing most keys,
+	// it left too little tested.
+	limited := func(through int) Result {
+		e := newEv()
+		for i := 0; i < 10; i++ {
+			k := fmt.Sprintf("k%d", i)
+			if i < through {
+				e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 200, "x")
+				e.charge("o"+k, "i1", int64(10*i+2))
+				continue
+			}
+			e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+1), 429, "slow down")
+			e.x(0, "i2", history.PurposeRetry, k, "o"+k, "b", int64(10*i+2), int64(10*i+3), 503, "rate limited")
+		}
+		return e.result(t, Answers)
+	}
+	if r := limited(7); !r.Pass || !strings.Contains(r.Detail, "7 of 10 keys got a success") || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "not tested: 3 keys") {
+		t.Errorf("a limiter that refused 3 keys of 10: %+v", r)
+	}
+	if r := limited(3); r.Pass || !strings.Contains(r.Detail, "and 7 of 10 keys never got a success") {
+		t.Errorf("a limiter that let 3 keys of 10 through: %+v", r)
+	}
+
 	// Successes, but no charge of an order idemcheck sent.
 	e = newEv()
 	for i := 0; i < 4; i++ {
