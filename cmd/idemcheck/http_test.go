@@ -195,6 +195,9 @@ func TestHTTPDeadService(t *testing.T) {
 	if !strings.Contains(report, "UNDECIDED liveness") || !strings.Contains(report, "--saves-errors") {
 		t.Errorf("liveness does not leave the replayed 500s unjudged, naming --saves-errors:\n%s", report)
 	}
+	if !strings.Contains(report, "faults: none (no instance was killed or paused and no network fault injected") {
+		t.Errorf("a run without faults does not say what that left out:\n%s", report)
+	}
 }
 
 // TestHTTPLockedAfterKill: locks left by killed instances answer 423

@@ -374,7 +374,7 @@ func faultCounts(fs []history.Fault) string {
 		m[string(f.Kind)]++
 	}
 	if len(m) == 0 {
-		return "none"
+		return "none (no instance was killed or paused and no network fault injected: the run tested concurrency and retries, not faults)"
 	}
 	return joinCounts(m)
 }
