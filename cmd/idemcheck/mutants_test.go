@@ -147,10 +147,11 @@ func TestCheckClientVariant(t *testing.T) {
 	}
 }
 
-// TestMutantsOfAnExecStore: mutants given a store in another language
-// says, in one line, how to check its bug variants instead.
+// TestMutantsOfAnExecStore: mutants and mutate given a store in another
+// language say, in one line, how to check its bug variants instead.
 func TestMutantsOfAnExecStore(t *testing.T) {
-	for _, args := range [][]string{{"mutants", "--cmd", "python3 store.py"}, {"mutants", "--store", "exec"}} {
+	for _, args := range [][]string{{"mutants", "--cmd", "python3 store.py"}, {"mutants", "--store", "exec"},
+		{"mutate", "--cmd", "python3 store.py"}, {"mutate", "--store", "exec"}} {
 		code, _, stderr := runCLI(t, args...)
 		if code != exitUsage || !strings.Contains(stderr, "check --store exec --cmd") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)

@@ -76,8 +76,12 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	out := fs.String("out", "results", "directory for the run's results directory (its journal and summary)")
 	var shard shardFlag
 	fs.Var(&shard, "shard", shardHelp)
+	execCmd := fs.String("cmd", "", "not for mutate: a store in another language (--store exec) is not edited by idemcheck; check each edit of its own with check --store exec")
 	if err := parse(fs, mutateHelp, args, stdout); err != nil {
 		return exitUsage, err
+	}
+	if *execCmd != "" || *store == "exec" {
+		return exitUsage, usagef("mutate edits the SQL statements and Lua scripts of idemcheck's own stores; a store in another language is not edited by idemcheck: make each edit of its own code and check it with idemcheck check --store exec --cmd \"...\", which must fail (or name it a bug variant in its hello: docs/protocol.md)")
 	}
 	backend, err := stores.Lookup(*store)
 	if err != nil {
