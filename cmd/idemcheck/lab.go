@@ -25,7 +25,9 @@ figures where they compare (seed 1 with 100 orders: elsewhere the card
 says nothing about the numbers), and checks the card's shape: no-key and
 key-per-try make more charges than orders and charge some orders twice or
 more; same-key charges every order exactly once. Runs on any store (the
-API's idempotency store; default sqlite).
+API's idempotency store; default sqlite), a store in another language too:
+--store exec --cmd "node store.js" (docs/protocol.md), as the card's own
+TypeScript store would run.
 
 --json prints {"seed", "orders", "versions": [{"name", "charges",
 "double_charged", …}]}; with --seeds, {"store", "runs": [one per seed]}.
@@ -48,12 +50,13 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	fs.Var(&seeds, "seeds", seedsHelp)
 	orders := fs.Int("orders", 100, "orders per version")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	sf := addStoreFlags(fs)
 	if err := parse(fs, labHelp, args, stdout); err != nil {
 		return exitUsage, err
 	}
-	backend, err := stores.Lookup(*store)
+	backend, c, err := sf.lookup(ctx, fs, store, nil)
 	if err != nil {
-		return exitUsage, usageError{err.Error()}
+		return exitUsage, err
 	}
 	from, n, err := seeds.resolve(*seed, given(fs, "seed"), 1, 1000)
 	if err != nil {
@@ -70,11 +73,12 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	}
 	defer cleanup()
 	addr := o.Addr
+	rctx, _, protocolErr := execRun(ctx, c, nil)
 	var results []*lab.Result
 	interrupted := false
 	for s := from; s <= to; s++ {
-		r, err := lab.Run(ctx, lab.Options{Backend: backend, Addr: addr, Seed: s, Orders: *orders})
-		if err != nil && ctx.Err() != nil {
+		r, err := lab.Run(rctx, lab.Options{Backend: backend, Addr: addr, Seed: s, Orders: *orders})
+		if err != nil && rctx.Err() != nil {
 			interrupted = true // the seeds that ran are reported
 			break
 		}
@@ -82,6 +86,11 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 			return exitUsage, err
 		}
 		results = append(results, r)
+	}
+	// A store that broke the protocol stopped the run (exit 2), which is
+	// no interrupt.
+	if perr := protocolErr(); perr != nil {
+		return exitUsage, perr
 	}
 	code := exitPass
 	var problems []string

@@ -74,6 +74,21 @@ func TestLabTable(t *testing.T) {
 	}
 }
 
+// TestLabOnAnExecStore: the lab runs behind the API on a store in
+// another language (the lesson card's store, in JavaScript), with the
+// card's figures and shape; a store that breaks the protocol is exit 2,
+// one line.
+func TestLabOnAnExecStore(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "lab", "--store", "exec", "--cmd", jsExampleCmd(t))
+	if code != exitPass || !regexp.MustCompile(`(?m)^\s+1\s+same-key\s+100\s+0\s+100\s+0$`).MatchString(stdout) || !strings.Contains(stdout, "SHAPE HOLDS") {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	code, stdout, stderr = runCLI(t, "lab", "--store", "exec", "--cmd", "echo garbage")
+	if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "protocol error") {
+		t.Errorf("a store that breaks the protocol: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
 func TestLabBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"lab", "--store", "mongo"},
@@ -82,6 +97,8 @@ func TestLabBadInput(t *testing.T) {
 		{"lab", "--seeds", "x"},
 		{"lab", "--seeds", "1-3", "--seed", "2"},
 		{"lab", "extra"},
+		{"lab", "--cmd", "node store.js"},
+		{"lab", "--store", "exec"},
 	} {
 		code, stdout, stderr := runCLI(t, args...)
 		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 {
