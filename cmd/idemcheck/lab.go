@@ -83,6 +83,9 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 			break
 		}
 		if err != nil {
+			if perr := protocolErr(); perr != nil {
+				return exitUsage, perr
+			}
 			return exitUsage, err
 		}
 		results = append(results, r)
