@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -111,6 +110,8 @@ type httpConfig struct {
 	InFlightTTL string          `json:"inflight_ttl"`
 	Settle      string          `json:"settle"`
 	SavesErrors *bool           `json:"saves_errors"`
+	Insecure    *bool           `json:"insecure"`
+	CACert      string          `json:"cacert"`
 }
 
 type stringList []string
@@ -121,7 +122,9 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("http", httpHelp)
 	var targets stringList
-	fs.Var(&targets, "target", "URL of a running instance to POST to (repeat for each instance)")
+	fs.Var(&targets, "target", "URL of a running instance to POST to, http:// or https:// (repeat for each instance)")
+	insecure := fs.Bool("insecure", false, "https targets: accept any certificate (a test service's own)")
+	caFile := fs.String("cacert", "", "https targets: trust the CA certificates in this PEM file (default: the system's)")
 	config := fs.String("config", "", "JSON file naming the targets or the command (see above)")
 	command := fs.String("cmd", "", "shell command that starts one instance")
 	instances := fs.Int("instances", 2, "instances to start with --cmd")
@@ -219,6 +222,12 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if !set["saves-errors"] && c.SavesErrors != nil {
 			*savesErrors = *c.SavesErrors
 		}
+		if !set["insecure"] && c.Insecure != nil {
+			*insecure = *c.Insecure
+		}
+		if !set["cacert"] && c.CACert != "" {
+			*caFile = c.CACert
+		}
 		for _, d := range []struct {
 			flag string
 			dst  *time.Duration
@@ -273,6 +282,12 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, usagef("http: --clients, --duration, --fault-gap and --fault-window must be positive and --provider-fail in [0, 1]")
 	case *attempts < 1 || *timeout <= 0 || *provLatency < 0 || *startTimeout <= 0:
 		return exitUsage, usagef("http: --attempts, --timeout and --start-timeout must be positive and --provider-latency not negative")
+	case (*insecure || *caFile != "") && !slices.ContainsFunc(targets, isHTTPS):
+		return exitUsage, usagef("http: --insecure and --cacert are for https:// targets")
+	}
+	tlsBase, err := targetTLS(*caFile, *insecure)
+	if err != nil {
+		return exitUsage, err
 	}
 	var expChecker, expCause string
 	if *expect != "" {
@@ -316,7 +331,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	var names, direct []string
 	var insts []*httpfault.Instance
 	ready := func(ctx context.Context, in *httpfault.Instance) error {
-		return in.Ready(ctx, *startTimeout, func(ctx context.Context, u string) error { return httpload.Ping(ctx, u, time.Second) })
+		return in.Ready(ctx, *startTimeout, func(ctx context.Context, u string) error { return httpload.Ping(ctx, u, nil, time.Second) })
 	}
 	sup := httpfault.NewSupervisor(ctx, h, ready)
 	if *command != "" {
@@ -375,14 +390,14 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	} else {
 		for i, t := range targets {
 			u, err := url.Parse(t)
-			if err != nil || u.Scheme != "http" || u.Host == "" {
-				return exitUsage, usagef("http: --target %q: want an http:// URL", t)
+			if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+				return exitUsage, usagef("http: --target %q: want an http:// or https:// URL", t)
 			}
-			if err := httpload.Ping(ctx, t, 3*time.Second); err != nil {
+			if err := httpload.Ping(ctx, t, tlsFor(tlsBase, u), 3*time.Second); err != nil {
 				if ctx.Err() != nil {
 					return interruptedAtStart(stderr, dir)
 				}
-				return exitUsage, err
+				return exitUsage, untrusted(err)
 			}
 			names = append(names, "i"+strconv.Itoa(i+1))
 			direct = append(direct, t)
@@ -398,18 +413,15 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	shared := cmp.Or(reqShape.Header.Get("Host"), httpload.ServiceHost(direct))
 	for i, d := range direct {
 		u, _ := url.Parse(d)
-		host, own := u.Host, u.Host
-		if u.Port() == "" {
-			host = net.JoinHostPort(u.Hostname(), "80")
-		}
-		p, err := netfault.Start(names[i], host)
+		own, conf := u.Host, tlsFor(tlsBase, u)
+		p, err := netfault.Start(names[i], hostPort(u))
 		if err != nil {
 			return exitUsage, err
 		}
 		defer p.Close()
 		proxies = append(proxies, p)
 		u.Host = p.Addr()
-		loadTargets = append(loadTargets, httpload.Target{Name: names[i], URL: u.String(), Host: cmp.Or(shared, own)})
+		loadTargets = append(loadTargets, httpload.Target{Name: names[i], URL: u.String(), Host: cmp.Or(shared, own), TLS: conf})
 	}
 
 	// The run journals what it records as it goes (harness.CreateJournal):
@@ -417,6 +429,9 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	// recheck` reports it (recoverHTTP). Its first line is the run.
 	run := httpreport.Run{Targets: direct, Seed: *seed, Duration: duration.String(), Clients: *clients, Command: *command,
 		Declared: declarations(reqShape, *path, *command != "", *maxKey, policy, shared, len(direct)), Policy: policy}
+	if slices.ContainsFunc(direct, isHTTPS) {
+		run.Declared = append(run.Declared, tlsDeclared(*caFile, *insecure))
+	}
 	journal, err := harness.CreateJournal(dir)
 	if err != nil {
 		return exitUsage, fmt.Errorf("http: the run's journal: %v", err)

@@ -44,7 +44,7 @@ func TestHTTPBadTarget(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
 		{"http://" + refused + "/orders", "connection refused"},
 		{"http://" + notHTTP.Addr().String() + "/orders", "not an HTTP server"},
-		{"ftp://" + refused, "want an http:// URL"},
+		{"ftp://" + refused, "want an http:// or https:// URL"},
 	} {
 		code, stdout, stderr := runCLI(t, "http", "--target", tc.url, "--out", t.TempDir())
 		if code != exitUsage {

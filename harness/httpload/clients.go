@@ -3,6 +3,7 @@ package httpload
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,10 @@ type Target struct {
 	// instance's own address when the URL is a proxy's in front of it,
 	// or one for every instance ([ServiceHost]).
 	Host string
+	// TLS is what an https URL's connections trust, and the name they
+	// ask for (ServerName: the instance's own, for SNI and its
+	// certificate, since the URL is a proxy's address); nil for http.
+	TLS *tls.Config
 }
 
 // ServiceHost is the Host header requests to every one of urls carry:
@@ -112,8 +117,8 @@ type keyState struct {
 type Load struct {
 	cfg  Config
 	hist *history.History
-	http *http.Client
-	seq  atomic.Int64 // the %d of key patterns
+	http map[string]*http.Client // by target name
+	seq  atomic.Int64            // the %d of key patterns
 
 	mu   sync.Mutex
 	keys []*keyState
@@ -135,8 +140,13 @@ func New(cfg Config, h *history.History) (*Load, error) {
 	// connection down hits exactly one request, and Go's transport never
 	// resends a request on its own (it would for a reused connection, as
 	// it treats a request with an Idempotency-Key as idempotent).
-	tr := &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: (&net.Dialer{Timeout: cfg.Timeout}).DialContext}
-	return &Load{cfg: cfg, hist: h, http: &http.Client{Transport: tr, Timeout: cfg.Timeout}}, nil
+	// A client per target: each its own TLS (an https target's name).
+	l := &Load{cfg: cfg, hist: h, http: map[string]*http.Client{}}
+	for _, t := range cfg.Targets {
+		tr := &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: (&net.Dialer{Timeout: cfg.Timeout}).DialContext, TLSClientConfig: t.TLS}
+		l.http[t.Name] = &http.Client{Transport: tr, Timeout: cfg.Timeout}
+	}
+	return l, nil
 }
 
 // Run runs the clients until the duration is over or ctx ends.
@@ -279,7 +289,7 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 	}
 	x.Call = l.hist.Now()
 	l.hist.Sending(x)
-	resp, err := l.http.Do(req)
+	resp, err := l.http[t.Name].Do(req)
 	if err == nil {
 		var b []byte
 		b, err = io.ReadAll(io.LimitReader(resp.Body, 1<<16))
@@ -375,12 +385,17 @@ func shortErr(err error) string {
 	return err.Error()
 }
 
+// ErrUntrusted marks an https target whose certificate its client does
+// not trust.
+var ErrUntrusted = errors.New("its certificate is not trusted")
+
 // Ping asks the target for any HTTP answer (a GET, which a service
 // answers, if only with 404 or 405) and says, in one line, why it is not
 // an HTTP server when it is not: a refused port, a server that speaks
-// something else, or one that does not answer within timeout.
-func Ping(ctx context.Context, url string, timeout time.Duration) error {
-	cl := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+// something else, one that does not answer within timeout, or (https,
+// over conf) a certificate it does not trust ([ErrUntrusted]).
+func Ping(ctx context.Context, url string, conf *tls.Config, timeout time.Duration) error {
+	cl := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, TLSClientConfig: conf}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("target %s: %v", url, err)
@@ -388,9 +403,12 @@ func Ping(ctx context.Context, url string, timeout time.Duration) error {
 	resp, err := cl.Do(req)
 	if err != nil {
 		var ne net.Error
+		var bad *tls.CertificateVerificationError
 		switch {
 		case errors.Is(err, syscall.ECONNREFUSED):
 			return fmt.Errorf("target %s: connection refused (nothing listens there)", url)
+		case errors.As(err, &bad):
+			return fmt.Errorf("target %s: %w (%v)", url, ErrUntrusted, bad.Err)
 		case errors.As(err, &ne) && ne.Timeout():
 			return fmt.Errorf("target %s: no HTTP answer within %v", url, timeout)
 		case strings.Contains(err.Error(), "malformed HTTP"):

@@ -91,7 +91,7 @@ func run(t *testing.T, shared bool) (*history.History, []httpcheck.Result) {
 		name := fmt.Sprintf("i%d", i)
 		srv := httptest.NewServer(service(t, st, p.URL(name)))
 		defer srv.Close()
-		if err := httpload.Ping(context.Background(), srv.URL, time.Second); err != nil {
+		if err := httpload.Ping(context.Background(), srv.URL, nil, time.Second); err != nil {
 			t.Fatal(err)
 		}
 		targets = append(targets, httpload.Target{Name: name, URL: srv.URL + "/orders"})
