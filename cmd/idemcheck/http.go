@@ -112,6 +112,7 @@ type httpConfig struct {
 	SavesErrors *bool           `json:"saves_errors"`
 	Insecure    *bool           `json:"insecure"`
 	CACert      string          `json:"cacert"`
+	Scheme      string          `json:"scheme"`
 }
 
 type stringList []string
@@ -125,6 +126,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	fs.Var(&targets, "target", "URL of a running instance to POST to, http:// or https:// (repeat for each instance)")
 	insecure := fs.Bool("insecure", false, "https targets: accept any certificate (a test service's own)")
 	caFile := fs.String("cacert", "", "https targets: trust the CA certificates in this PEM file (default: the system's)")
+	scheme := fs.String("scheme", "http", "what instances started with --cmd speak: http, or https (their certificates trusted as --target's)")
 	config := fs.String("config", "", "JSON file naming the targets or the command (see above)")
 	command := fs.String("cmd", "", "shell command that starts one instance")
 	instances := fs.Int("instances", 2, "instances to start with --cmd")
@@ -228,6 +230,9 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if !set["cacert"] && c.CACert != "" {
 			*caFile = c.CACert
 		}
+		if !set["scheme"] && c.Scheme != "" {
+			*scheme = c.Scheme
+		}
 		for _, d := range []struct {
 			flag string
 			dst  *time.Duration
@@ -282,8 +287,10 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, usagef("http: --clients, --duration, --fault-gap and --fault-window must be positive and --provider-fail in [0, 1]")
 	case *attempts < 1 || *timeout <= 0 || *provLatency < 0 || *startTimeout <= 0:
 		return exitUsage, usagef("http: --attempts, --timeout and --start-timeout must be positive and --provider-latency not negative")
-	case (*insecure || *caFile != "") && !slices.ContainsFunc(targets, isHTTPS):
-		return exitUsage, usagef("http: --insecure and --cacert are for https:// targets")
+	case *scheme != "http" && *scheme != "https":
+		return exitUsage, usagef("http: --scheme %q: want http or https", *scheme)
+	case (*insecure || *caFile != "") && !slices.ContainsFunc(targets, isHTTPS) && (*command == "" || *scheme != "https"):
+		return exitUsage, usagef("http: --insecure and --cacert are for https:// targets (or --cmd with --scheme https)")
 	}
 	tlsBase, err := targetTLS(*caFile, *insecure)
 	if err != nil {
@@ -331,7 +338,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	var names, direct []string
 	var insts []*httpfault.Instance
 	ready := func(ctx context.Context, in *httpfault.Instance) error {
-		return in.Ready(ctx, *startTimeout, func(ctx context.Context, u string) error { return httpload.Ping(ctx, u, nil, time.Second) })
+		return in.Ready(ctx, *startTimeout, func(ctx context.Context, u string) error { return pingInstance(ctx, u, *scheme, tlsBase) })
 	}
 	sup := httpfault.NewSupervisor(ctx, h, ready)
 	if *command != "" {
@@ -375,7 +382,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 			defer in.Kill()
 			insts = append(insts, in)
 			names = append(names, name)
-			direct = append(direct, "http://"+in.Addr()+*path)
+			direct = append(direct, *scheme+"://"+in.Addr()+*path)
 		}
 		defer sup.Stop() // before the instances' kills: nothing restarted behind them
 		for _, in := range insts {

@@ -38,7 +38,8 @@ func serviceCmd(t *testing.T, mode string, env ...string) string {
 var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 // TestHTTPHelperService is not a test: run with IDEM_TEST_SERVICE set, it
-// serves one of the black-box tests' services on PORT until killed.
+// serves one of the black-box tests' services on PORT until killed (over
+// TLS when IDEM_TEST_CERT and IDEM_TEST_KEY name its certificate).
 //
 //   - strict: accepts only UUID v4 keys, wants "Authorization: Bearer
 //     s3cret", the Host in IDEM_TEST_HOST (when set; 421 else)
@@ -68,7 +69,12 @@ func TestHTTPHelperService(t *testing.T) {
 	if mode == "guarded" {
 		h = limitEveryFourth(http.TimeoutHandler(s, 50*time.Millisecond, "timed out"))
 	}
-	err := http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), h)
+	var err error
+	if cert := os.Getenv("IDEM_TEST_CERT"); cert != "" {
+		err = http.ListenAndServeTLS("127.0.0.1:"+os.Getenv("PORT"), cert, os.Getenv("IDEM_TEST_KEY"), h)
+	} else {
+		err = http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), h)
+	}
 	fmt.Fprintln(os.Stderr, err)
 	os.Exit(1)
 }

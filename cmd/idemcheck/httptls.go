@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -8,7 +9,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
+	"time"
 
+	"github.com/idemcheck/idemcheck/harness/httpfault"
 	"github.com/idemcheck/idemcheck/harness/httpload"
 )
 
@@ -63,10 +67,28 @@ func isHTTPS(target string) bool {
 	return err == nil && u.Scheme == "https"
 }
 
+// pingInstance is the readiness ping of an instance started with --cmd
+// at u (http://address/), spoken to over scheme: an untrusted
+// certificate is for good ([httpfault.Permanent]).
+func pingInstance(ctx context.Context, u, scheme string, base *tls.Config) error {
+	if scheme == "https" {
+		u = "https://" + strings.TrimPrefix(u, "http://")
+	}
+	p, _ := url.Parse(u)
+	err := httpload.Ping(ctx, u, tlsFor(base, p), time.Second)
+	if errors.Is(err, httpload.ErrUntrusted) {
+		return httpfault.Permanent(fmt.Errorf("%v: %s", err, trustHelp))
+	}
+	return err
+}
+
+// trustHelp is what to give for an untrusted certificate.
+const trustHelp = "give its CA with --cacert FILE (PEM), or --insecure to accept any certificate (a test one)"
+
 // untrusted adds to a target's untrusted certificate what to give.
 func untrusted(err error) error {
 	if errors.Is(err, httpload.ErrUntrusted) {
-		return usagef("http: %v: give its CA with --cacert FILE (PEM), or --insecure to accept any certificate (a test one)", err)
+		return usagef("http: %v: %s", err, trustHelp)
 	}
 	return err
 }

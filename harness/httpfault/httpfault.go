@@ -149,8 +149,18 @@ func (in *Instance) running() bool {
 	}
 }
 
+// Permanent marks a ping's error as one waiting cannot mend (an https
+// instance whose certificate is not trusted): [Instance.Ready] returns
+// it at once.
+func Permanent(err error) error { return permanent{err} }
+
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
 // Ready waits until the instance answers HTTP (ping says whether an
-// address does), its process exits, or timeout passes.
+// address does), its process exits, ping fails for good ([Permanent]),
+// or timeout passes.
 func (in *Instance) Ready(ctx context.Context, timeout time.Duration, ping func(context.Context, string) error) error {
 	in.mu.Lock()
 	done := in.done
@@ -170,6 +180,8 @@ func (in *Instance) Ready(ctx context.Context, timeout time.Duration, ping func(
 		}
 		if last = ping(ctx, "http://"+in.Addr()+"/"); last == nil {
 			return nil
+		} else if errors.As(last, new(permanent)) {
+			return fmt.Errorf("instance %s on port %d: %w", in.Name, in.Port, last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
