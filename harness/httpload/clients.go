@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,13 +232,19 @@ func (l *Load) newKey(key, order, body string) *keyState {
 	return ks
 }
 
+// maxRetryAfter bounds how long a client honours an answer's
+// Retry-After: a limiter's advice, not a pause of the run.
+const maxRetryAfter = 2 * time.Second
+
 // operation sends ks's body with its key until a definite answer (see
 // [history.Final]) or MaxAttempts, retrying on no answer, 409, 423, 429
-// and 5xx with the same key and body, each retry to the next instance.
+// and 5xx with the same key and body, each retry to the next instance,
+// after a backoff, or after the answer's Retry-After when it says longer
+// (up to maxRetryAfter), as a well-behaved client waits for a limiter.
 func (l *Load) operation(ctx context.Context, c int, first Target, pick func() Target, ks *keyState, purpose string, rng *rand.Rand) {
 	t := first
 	for a := 1; a <= l.cfg.MaxAttempts && ctx.Err() == nil; a++ {
-		x := l.send(ctx, c, t, purpose, ks.key, true, ks.order, ks.body, a)
+		x, retryAfter := l.send(ctx, c, t, purpose, ks.key, true, ks.order, ks.body, a)
 		if history.Final(x.Status) {
 			l.mu.Lock()
 			ks.settled = true
@@ -248,7 +255,7 @@ func (l *Load) operation(ctx context.Context, c int, first Target, pick func() T
 			purpose = history.PurposeRetry
 		}
 		backoff := min(10*time.Millisecond<<(a-1), 200*time.Millisecond)
-		sleep(ctx, backoff+time.Duration(rng.Int63n(int64(backoff))))
+		sleep(ctx, max(backoff+time.Duration(rng.Int63n(int64(backoff))), min(retryAfter, maxRetryAfter)))
 		t = pick()
 	}
 }
@@ -262,8 +269,9 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// send makes one request and records it.
-func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, hasKey bool, order, body string, attempt int) history.Exchange {
+// send makes one request and records it; it returns the answer's
+// Retry-After too (0 without one).
+func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, hasKey bool, order, body string, attempt int) (history.Exchange, time.Duration) {
 	x := history.Exchange{Client: c, Instance: t.Name, Purpose: purpose, Key: key, HasKey: hasKey,
 		Order: order, Body: body, Attempt: attempt}
 	wire := body
@@ -277,7 +285,7 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 	if err != nil {
 		x.Call, x.Return, x.Err = l.hist.Now(), history.Never, err.Error()
 		l.hist.AddExchange(x)
-		return x
+		return x, 0
 	}
 	req.Host = t.Host
 	req.Header.Set("Content-Type", l.cfg.Request.contentType())
@@ -290,7 +298,9 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 	x.Call = l.hist.Now()
 	l.hist.Sending(x)
 	resp, err := l.http[t.Name].Do(req)
+	var wait time.Duration
 	if err == nil {
+		wait = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		var b []byte
 		b, err = io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 		resp.Body.Close()
@@ -302,7 +312,22 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 		x.Return, x.Err, x.ErrAt = history.Never, shortErr(err), l.hist.Now()
 	}
 	l.hist.AddExchange(x)
-	return x
+	return x, wait
+}
+
+// retryAfter is how long a Retry-After header (RFC 9110: seconds, or an
+// HTTP date) asks to wait, as of now; 0 for none or one it cannot read.
+func retryAfter(h string, now time.Time) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(h); err == nil {
+		return max(time.Duration(s)*time.Second, 0)
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
 }
 
 // Probe re-sends, once every fault has healed, each key whose last answer
@@ -313,8 +338,9 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 // liveness checker reads the last probe of each key. A 5xx that a
 // limiter or a gateway gives too ([history.TryAgain]: nginx's limit_req
 // answers 503) ends the probes only once it has lasted a second, and
-// the pause after it doubles (up to a second), so that a limiter lets
-// the probes through.
+// the pause after it doubles (up to a second; longer when the answer's
+// Retry-After asks, up to maxRetryAfter), so that a limiter lets the
+// probes through.
 func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 	const probePause = 100 * time.Millisecond
 	l.mu.Lock()
@@ -338,7 +364,7 @@ func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 				var sameSince time.Time
 				pause := probePause
 				for a, i := 1, w; ; a, i = a+1, i+1 {
-					x := l.send(ctx, -1, l.cfg.Targets[i%len(l.cfg.Targets)], history.PurposeProbe, ks.key, true, ks.order, ks.body, a)
+					x, wait := l.send(ctx, -1, l.cfg.Targets[i%len(l.cfg.Targets)], history.PurposeProbe, ks.key, true, ks.order, ks.body, a)
 					if history.Final(x.Status) || ctx.Err() != nil {
 						break
 					}
@@ -355,7 +381,7 @@ func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 					} else {
 						pause = probePause
 					}
-					sleep(ctx, pause)
+					sleep(ctx, max(pause, min(wait, maxRetryAfter)))
 					if ctx.Err() != nil {
 						break
 					}

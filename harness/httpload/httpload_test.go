@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,5 +176,63 @@ func TestServiceHost(t *testing.T) {
 		if got := httpload.ServiceHost(c.urls); got != c.want {
 			t.Errorf("ServiceHost(%v) = %q, want %q", c.urls, got, c.want)
 		}
+	}
+}
+
+// TestClientsHonourRetryAfter: a limiter that refuses each key's first
+// attempt with 429 and Retry-After: 1 gets the key's retry no sooner
+// than a second later, and then serves it.
+func TestClientsHonourRetryAfter(t *testing.T) {
+	h, l := history.New(), history.NewLedger()
+	p, err := httpload.StartProvider(httpload.ProviderConfig{Seed: 1}, h, l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	svc := service(t, newStore(t), p.URL("i1"))
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		first := r.Method == http.MethodPost && key != "" && !seen[key]
+		seen[key] = true
+		mu.Unlock()
+		if first {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		svc.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	load, err := httpload.New(httpload.Config{Targets: []httpload.Target{{Name: "i1", URL: srv.URL + "/orders"}}, Clients: 2, Duration: 2 * time.Second,
+		Seed: 1, RunID: "ra", MaxKeyLen: 0, Timeout: 2 * time.Second, MaxAttempts: 3, Mix: httpload.Mix{}}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load.Run(context.Background())
+	refused := map[string]history.Exchange{}
+	retried := 0
+	for _, x := range h.Exchanges() {
+		switch {
+		case x.Attempt == 1 && x.Status == http.StatusTooManyRequests:
+			refused[x.Key] = x
+		case x.Attempt == 2:
+			r, ok := refused[x.Key]
+			if !ok {
+				continue
+			}
+			retried++
+			if gap := time.Duration(x.Call - r.Return); gap < time.Second {
+				t.Errorf("key %s retried %v after its 429 with Retry-After: 1", x.Key, gap)
+			}
+			if x.Status != http.StatusOK {
+				t.Errorf("key %s: its retry got %d", x.Key, x.Status)
+			}
+		}
+	}
+	if retried == 0 {
+		t.Fatalf("no key was retried after its 429: %v", sent(h))
 	}
 }
