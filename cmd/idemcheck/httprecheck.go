@@ -31,15 +31,19 @@ func httpSummary(dir string) *httpreport.Summary {
 
 // judgeHTTP judges a black-box run's history by the policy the run
 // declared, an interrupted one (run.Interrupted) as httpcheck.Interrupted
-// has it, and gives the exit code of the verdict: 1 for a violation, 3
+// has it, one that never reached the service's payment endpoint as
+// httpcheck.Unreached has it, and gives the exit code of the verdict: 1 for a violation, 3
 // when no violation but something was not judged, else 0. The one way
 // from a black-box history to its verdict: the run, its recheck and its
 // recovery from a journal.
 func judgeHTTP(run httpreport.Run, h *history.History, l *history.Ledger) ([]httpcheck.Result, int) {
-	results := httpcheck.Run(httpcheck.Evidence{Hist: h, Ledger: l, Policy: run.Policy})
+	ev := httpcheck.Evidence{Hist: h, Ledger: l, Policy: run.Policy}
+	results := httpcheck.Run(ev)
 	if run.Interrupted != "" {
 		results = httpcheck.Interrupted(results, run.Interrupted)
 	}
+	results = httpcheck.Unreached(results, ev) // after Interrupted: a cut run's answers do not judge
+
 	switch {
 	case !httpreport.Pass(results):
 		return results, exitFail

@@ -89,20 +89,10 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		r.Notes = append(r.Notes, "no key got a success: no success was replayed, so replay-fidelity had nothing to compare, and no reuse of a key that succeeded was tried")
 	}
 	if 2*(failed+limited) <= len(ok) {
-		orders := map[string]bool{}
-		for _, x := range xs {
-			orders[x.Order] = true
-		}
-		known := 0
-		for _, c := range charges {
-			if orders[c.Order] {
-				known++
-			}
-		}
-		if known > 0 {
+		if chargedAny(xs, charges) {
 			return finish(r, nil)
 		}
-		why := "the provider saw no charge: the service never called it (is IDEM_PROVIDER_URL passed?)"
+		why := "the provider saw no charge: the service never called it (is IDEM_PROVIDER_URL passed? is the path its payment endpoint?)"
 		if len(charges) > 0 {
 			why = fmt.Sprintf("the provider saw %d charges, none of an order idemcheck sent (does the service send the order it got at --order-at as \"order\"?)", len(charges))
 		}

@@ -57,6 +57,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -181,6 +182,44 @@ func Run(e Evidence) []Result {
 		checkStatus(xs, charges, fs, keys, e.Policy),
 		checkLiveness(xs, charges, fs, keys, e.Policy),
 	}
+}
+
+// Unreached is results of a run in which nothing was tested (answers
+// failed) and the provider saw no charge of an order idemcheck sent: the
+// answers came from something that is not the service's payment
+// endpoint (a wrong --path answered by a catch-all page, the order never
+// passed on), so replay-fidelity and status-codes, which read the
+// answers as the service's, do not judge ([Result.Unjudged]): their
+// causes would name bugs of a service that was never reached. Other
+// results are as they were.
+func Unreached(results []Result, e Evidence) []Result {
+	failed := slices.ContainsFunc(results, func(r Result) bool { return r.Checker == Answers && !r.Pass })
+	if !failed || chargedAny(e.Hist.Exchanges(), e.Ledger.Charges()) {
+		return results
+	}
+	out := slices.Clone(results)
+	for i, r := range out {
+		if r.Checker == Replay || r.Checker == Status {
+			out[i] = Result{Checker: r.Checker, Pass: true, Detail: "not judged: nothing was tested (see answers)",
+				Unjudged: "the provider saw no charge of an order idemcheck sent: the answers did not come from the service's payment endpoint, so they say nothing of its keys"}
+		}
+	}
+	return out
+}
+
+// chargedAny reports whether the provider saw a charge of any order the
+// exchanges sent.
+func chargedAny(xs []history.Exchange, charges []history.Charge) bool {
+	orders := map[string]bool{}
+	for _, x := range xs {
+		orders[x.Order] = true
+	}
+	for _, c := range charges {
+		if orders[c.Order] {
+			return true
+		}
+	}
+	return false
 }
 
 func finish(r Result, vs []Violation) Result {

@@ -493,3 +493,34 @@ func TestAtMostOnceAcceptedIsNoOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreached: a run in which nothing was tested and the provider saw
+// no charge of a sent order (a catch-all page answered every path) has
+// its replay-fidelity and status-codes unjudged, not failed with causes
+// of a service never reached; once the provider saw a charge, they judge.
+func TestUnreached(t *testing.T) {
+	e := newEv()
+	for i := 0; i < 4; i++ {
+		k := fmt.Sprintf("k%d", i)
+		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 200, "a catch-all page")
+		e.x(1, "i2", history.PurposeReuse, k, "r"+k, "b2", int64(10*i+6), int64(10*i+8), 200, "a catch-all page")
+	}
+	ev := Evidence{Hist: e.h, Ledger: e.l}
+	for _, r := range Unreached(Run(ev), ev) {
+		switch r.Checker {
+		case Answers:
+			wantCause(t, r, CauseNothingTested)
+		case Replay, Status:
+			if !r.Pass || !strings.Contains(r.Unjudged, "did not come from the service's payment endpoint") {
+				t.Errorf("%s judged answers that never reached the service: %+v", r.Checker, r)
+			}
+		}
+	}
+	e.charge("ok0", "i1", 2)
+	ev = Evidence{Hist: e.h, Ledger: e.l}
+	for _, r := range Unreached(Run(ev), ev) {
+		if r.Checker == Status && (r.Pass || r.Unjudged != "") {
+			t.Errorf("status-codes did not judge once the provider saw a charge: %+v", r)
+		}
+	}
+}
