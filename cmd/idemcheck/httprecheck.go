@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -32,8 +31,9 @@ func httpSummary(dir string) *httpreport.Summary {
 // judgeHTTP judges a black-box run's history by the policy the run
 // declared, an interrupted one (run.Interrupted) as httpcheck.Interrupted
 // has it, one that never reached the service's payment endpoint as
-// httpcheck.Unreached has it, and gives the exit code of the verdict: 1 for a violation, 3
-// when no violation but something was not judged, else 0. The one way
+// httpcheck.Unreached has it, and gives the exit code of the verdict: 1
+// for a violation, 3 when no violation but something was not judged,
+// else 0. The one way
 // from a black-box history to its verdict: the run, its recheck and its
 // recovery from a journal.
 func judgeHTTP(run httpreport.Run, h *history.History, l *history.Ledger) ([]httpcheck.Result, int) {
@@ -43,7 +43,6 @@ func judgeHTTP(run httpreport.Run, h *history.History, l *history.Ledger) ([]htt
 		results = httpcheck.Interrupted(results, run.Interrupted)
 	}
 	results = httpcheck.Unreached(results, ev) // after Interrupted: a cut run's answers do not judge
-
 	switch {
 	case !httpreport.Pass(results):
 		return results, exitFail
@@ -128,8 +127,7 @@ func recoverHTTP(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 		// It finished, but could not write its files (a full disk): what
 		// its journal holds is judged as a run cut short where the
 		// journal stopped.
-		run.Interrupted = fmt.Sprintf("where its journal stopped (the run finished at %s, %s, but could not write its files: %s); this report was recovered from its journal, %s",
-			e.At.Local().Format("2006-01-02 15:04:05"), strings.ToUpper(e.Verdict), strings.Join(e.Unwritten, "; "), harness.JournalFile)
+		run.Interrupted = fmt.Sprintf("where its journal stopped (%s); this report was recovered from its journal, %s", endedLine(e), harness.JournalFile)
 		probes = "final probes: not judged (the run's journal may have stopped before them)"
 	}
 	run.Declared = append(run.Declared, probes)

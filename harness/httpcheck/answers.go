@@ -13,8 +13,8 @@ import (
 // provider saw no charge of any order idemcheck sent: the service never
 // called it, or told it something else than the order, and at-most-once
 // judged nothing. A key every request of which a limiter, a timeout or
-// a gateway refused ([tryAgain]) was not tested either: the notes count
-// it apart from those the service refused.
+// a gateway refused ([history.TryAgain]) was not tested either: the
+// notes count it apart from those the service refused.
 func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts, p Policy) Result {
 	ok := map[string]bool{}
 	statuses := map[string]int{}
@@ -23,7 +23,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	// (a saved error, replayed: tested, when the service declared that it
 	// saves its errors).
 	lastErr, replays := map[string]history.Exchange{}, map[string]int{}
-	reached := map[string]bool{} // a request of the key got an answer but [tryAgain], or none
+	reached := map[string]bool{} // a request of the key got an answer but [history.TryAgain], or none
 	for _, x := range xs {
 		if !keyedOwn(x) {
 			continue
@@ -32,7 +32,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		if _, seen := ok[x.Key]; !seen {
 			ok[x.Key] = false
 		}
-		if !x.Answered() || !tryAgain(x.Status) {
+		if !x.Answered() || !history.TryAgain(x.Status) {
 			reached[x.Key] = true
 		}
 		if x.Status >= 500 {

@@ -27,13 +27,14 @@
 //     service's.
 //   - replay-fidelity: every answer for a key and its body after the first
 //     success equals that success, but those a limiter, a timeout or a
-//     gateway gives without reading the key ([tryAgain]), noted.
+//     gateway gives without reading the key ([history.TryAgain]), noted.
 //   - status-codes: the answers draft-ietf-httpapi-idempotency-key-header
 //     names: 400 for a missing (when the key is required) or over-long
 //     key, 422 (or 409 while the key is in flight) for a key reused with
 //     another body and never a success, and 409 only while another request
-//     of the key may be in flight ([heldUntil]). A success for a reused key ran as new when
-//     the ledger charged the reused body's order, else it is an old answer;
+//     of the key may be in flight ([heldUntil]). A success for a reused
+//     key ran as new when the ledger charged the reused body's order, else
+//     it is an old answer;
 //     ran as new, it is a violation only if the service had the key (its
 //     own order charged, or a success for it): a key whose every request
 //     was lost is new to the service.
@@ -45,7 +46,7 @@
 //     key): a saved error, replayed; 409, 423, 429, any other 5xx, or
 //     no answer is a violation with its status, except a key held in
 //     flight after its owner died with no in-flight TTL declared, and one
-//     not answered, or refused by a limiter ([tryAgain]), while the
+//     not answered, or refused by a limiter ([history.TryAgain]), while the
 //     service answered few of the other calls beside it, which are not
 //     judged ([Result.Unjudged]).
 //
@@ -59,6 +60,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -297,11 +299,17 @@ func mayStillRun(status int) bool {
 	return status == http.StatusAccepted || status == http.StatusRequestTimeout || status >= 500
 }
 
-// tryAgain is [history.TryAgain]: no answer about the key.
-func tryAgain(status int) bool { return history.TryAgain(status) }
-
-// tryAgainCodes names the codes of [tryAgain] in notes.
-const tryAgainCodes = "408, 425, 429, 502, 503 or 504 (a limiter, a timeout or a gateway answers so)"
+// tryAgainCodes names the codes of [history.TryAgain] in notes, read
+// off it so that the two never disagree.
+var tryAgainCodes = func() string {
+	var cs []string
+	for s := 100; s < 600; s++ {
+		if history.TryAgain(s) {
+			cs = append(cs, strconv.Itoa(s))
+		}
+	}
+	return strings.Join(cs[:len(cs)-1], ", ") + " or " + cs[len(cs)-1] + " (a limiter, a timeout or a gateway answers so)"
+}()
 
 // sameReply reports whether two answers' bodies are the same answer:
 // equal as text, or, both JSON, equal as values (a store that keeps the
@@ -400,7 +408,7 @@ func checkReplay(xs []history.Exchange) Result {
 		if !ok || !x.Answered() || x.Call <= f.Return || bad[k] {
 			continue
 		}
-		if tryAgain(x.Status) {
+		if history.TryAgain(x.Status) {
 			again++
 			continue
 		}

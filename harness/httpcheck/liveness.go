@@ -54,7 +54,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		kp.prev, kp.last = kp.last, x
 		kp.silence.Add(x.Answered(), x.Call)
-		kp.refused.Add(!x.Answered() || !tryAgain(x.Status), x.Call)
+		kp.refused.Add(!x.Answered() || !history.TryAgain(x.Status), x.Call)
 	}
 	var ends, refusals history.Ends
 	if slices.ContainsFunc(order, func(k string) bool { return probed[k].silence.N > 0 }) {
@@ -124,7 +124,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			}
 			continue
 		}
-		if x.Answered() && tryAgain(x.Status) {
+		if x.Answered() && history.TryAgain(x.Status) {
 			// A limiter, a timeout or a gateway answers so without the
 			// key: it is the key's only if the service answered most of
 			// the other calls that ended meanwhile (as with no answer).
@@ -218,7 +218,7 @@ type keyProbes struct {
 	first      int64
 	prev, last history.Exchange
 	silence    history.Silence
-	refused    history.Silence // the run of its last probes answered [tryAgain]
+	refused    history.Silence // the run of its last probes answered [history.TryAgain]
 }
 
 // stillCharging reports whether one of the charges of the order of a
@@ -269,7 +269,7 @@ func refusalEnds(xs []history.Exchange) history.Ends {
 	for _, x := range xs {
 		switch {
 		case !x.Answered():
-		case tryAgain(x.Status):
+		case history.TryAgain(x.Status):
 			refused = append(refused, x.Return)
 		default:
 			answered = append(answered, x.Return)

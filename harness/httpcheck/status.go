@@ -92,7 +92,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 			continue
 		}
 		switch {
-		case (x.Purpose == history.PurposeMissing && !p.KeyOptional || x.Purpose == history.PurposeLong) && tryAgain(x.Status):
+		case (x.Purpose == history.PurposeMissing && !p.KeyOptional || x.Purpose == history.PurposeLong) && history.TryAgain(x.Status):
 			// A limiter, a timeout or a gateway answered before the key
 			// was read: nothing to judge.
 			unread++

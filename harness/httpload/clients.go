@@ -40,10 +40,9 @@ type Target struct {
 // the first's host and port when they all share one host name (instances
 // of one service on several ports, which a load balancer in front of
 // them would present under one name; localhost and loopback addresses
-// are one), else "" (each its own). A service
-// whose fingerprint covers its own URL (Starlette's request.url does)
-// would otherwise take a retry sent to another instance for another
-// request.
+// are one), else "" (each its own). A service whose fingerprint covers
+// its own URL (Starlette's request.url does) would otherwise take a
+// retry sent to another instance for another request.
 func ServiceHost(urls []string) string {
 	var first *url.URL
 	for _, s := range urls {
