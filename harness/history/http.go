@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // Purposes of an HTTP exchange: why the black-box workload sent it, so
@@ -190,3 +191,10 @@ func TryAgain(status int) bool {
 	}
 	return false
 }
+
+// RefusalLasts is how long a key's [TryAgain] answers must go on before
+// they are taken for the key's own: the final probes stop on a repeated
+// one only once it has lasted this long, and the liveness checker judges
+// none that lasted less (a limiter or an overloaded service refuses a
+// moment, and the next try gets through).
+const RefusalLasts = time.Second

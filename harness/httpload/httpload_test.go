@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,5 +235,68 @@ func TestClientsHonourRetryAfter(t *testing.T) {
 	}
 	if retried == 0 {
 		t.Fatalf("no key was retried after its 429: %v", sent(h))
+	}
+}
+
+// TestProbesTakeTurns: every unsettled key is probed across the whole
+// settle window, not one key after the other. The service holds each key
+// (409) for a while after its first probe, as one draining what the load
+// left it does; with more keys than the probes could see through one at
+// a time, every key must still end on its answer.
+func TestProbesTakeTurns(t *testing.T) {
+	const holdFor = 1500 * time.Millisecond
+	var probing atomic.Bool
+	var mu sync.Mutex
+	first := map[string]time.Time{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(5 * time.Millisecond)
+		key := r.Header.Get("Idempotency-Key")
+		if !probing.Load() || key == "" {
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		mu.Lock()
+		f, ok := first[key]
+		if !ok {
+			f = time.Now()
+			first[key] = f
+		}
+		mu.Unlock()
+		if time.Since(f) < holdFor {
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		fmt.Fprint(w, `{"charge":"ch_1"}`)
+	}))
+	defer srv.Close()
+	h := history.New()
+	load, err := httpload.New(httpload.Config{Targets: []httpload.Target{{Name: "i1", URL: srv.URL + "/orders"}}, Clients: 16,
+		Duration: 300 * time.Millisecond, Seed: 1, RunID: "turns", MaxKeyLen: stores.MaxKeyLen, Timeout: time.Second, MaxAttempts: 1}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load.Run(context.Background())
+	probing.Store(true)
+	const settle = 4 * time.Second
+	n := load.Probe(context.Background(), settle)
+	// One key after the other, each held holdFor, 16 at a time: settle
+	// sees this many through.
+	if oneByOne := int(16 * settle / holdFor); n <= 2*oneByOne {
+		t.Fatalf("%d keys to probe: too few to tell (want more than %d)", n, 2*oneByOne)
+	}
+	last := map[string]history.Exchange{}
+	for _, x := range h.Exchanges() {
+		if x.Purpose == history.PurposeProbe {
+			last[x.Key] = x
+		}
+	}
+	held := 0
+	for _, x := range last {
+		if x.Status != http.StatusOK {
+			held++
+		}
+	}
+	if len(last) != n || held > 0 {
+		t.Errorf("%d keys to probe, %d probed, %d of them still held at the end: want every key probed to its answer", n, len(last), held)
 	}
 }

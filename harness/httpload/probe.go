@@ -1,0 +1,193 @@
+package httpload
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+// probePause is the pause between two probes of one key that got an
+// answer saying nothing yet (409, 423, a 5xx, no answer).
+const probePause = 100 * time.Millisecond
+
+// probeWorkers bounds the probes in flight at once.
+const probeWorkers = 16
+
+// Probe re-sends, once every fault has healed, each key whose last answer
+// was not definite (no answer, 409, 423, 429, 5xx), with its original
+// body, until a definite answer ([history.Final]), the same 5xx twice in
+// a row (a saved error replayed: the liveness checker asks the ledger
+// whether the provider failed that order), or settle has passed: the
+// liveness checker reads the last probe of each key. A 5xx that a
+// limiter or a gateway gives too ([history.TryAgain]: nginx's limit_req
+// answers 503) ends the probes only once it has lasted a second, and
+// the pause after it doubles (up to a second; longer when the answer's
+// Retry-After asks, up to maxRetryAfter), so that a limiter lets the
+// probes through.
+//
+// The keys take turns, the one due soonest first: every key is probed
+// from the start of settle to its end, however many there are. Probing
+// them one after the other would leave the last keys one probe at the
+// very end, the service perhaps still draining what the load left it,
+// and a 409 then is no evidence that the key is stuck.
+func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
+	l.mu.Lock()
+	var todo []*keyState
+	for _, ks := range l.keys {
+		if !ks.settled {
+			todo = append(todo, ks)
+		}
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, settle)
+	defer cancel()
+	q := newProbeQueue(len(todo))
+	for i, ks := range todo {
+		q.push(&probing{ks: ks, target: i, pause: probePause})
+	}
+	var wg sync.WaitGroup
+	for range min(probeWorkers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				p := q.next(ctx)
+				if p == nil {
+					return
+				}
+				if l.probeOnce(ctx, p) {
+					q.done()
+				} else {
+					q.push(p)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return len(todo)
+}
+
+// probing is one key's probes so far.
+type probing struct {
+	ks        *keyState
+	attempt   int // probes sent
+	target    int // the next probe's target, by index
+	prev      history.Exchange
+	sameSince time.Time
+	pause     time.Duration
+	due       time.Time // when the next probe may go
+}
+
+// probeOnce sends p's next probe and says whether the key's probes are
+// over (see [Load.Probe]); if not, it sets when the next may go.
+func (l *Load) probeOnce(ctx context.Context, p *probing) bool {
+	p.attempt++
+	t := l.cfg.Targets[p.target%len(l.cfg.Targets)]
+	p.target++
+	x, wait := l.send(ctx, -1, t, history.PurposeProbe, p.ks.key, true, p.ks.order, p.ks.body, p.attempt)
+	if history.Final(x.Status) || ctx.Err() != nil {
+		return true
+	}
+	same := x.Status >= 500 && x.Status == p.prev.Status && x.Reply == p.prev.Reply
+	if !same {
+		p.sameSince = time.Now()
+	}
+	if same && (!history.TryAgain(x.Status) || time.Since(p.sameSince) >= history.RefusalLasts) {
+		return true
+	}
+	p.prev = x
+	if history.TryAgain(x.Status) {
+		p.pause = min(2*p.pause, time.Second)
+	} else {
+		p.pause = probePause
+	}
+	p.due = time.Now().Add(max(p.pause, min(wait, maxRetryAfter)))
+	return false
+}
+
+// probeQueue hands out the keys still to probe, the one due soonest
+// first, and waits for it to be due.
+type probeQueue struct {
+	mu      sync.Mutex
+	h       probeHeap
+	pending int // keys not yet over, in the queue or being probed
+	changed chan struct{}
+}
+
+func newProbeQueue(n int) *probeQueue {
+	return &probeQueue{h: make(probeHeap, 0, n), changed: make(chan struct{}, 1)}
+}
+
+// push queues p (a new key, or one probed and not over).
+func (q *probeQueue) push(p *probing) {
+	q.mu.Lock()
+	if p.attempt == 0 {
+		q.pending++
+	}
+	heap.Push(&q.h, p)
+	q.mu.Unlock()
+	q.signal()
+}
+
+// done says a key taken from the queue is over.
+func (q *probeQueue) done() {
+	q.mu.Lock()
+	q.pending--
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *probeQueue) signal() {
+	select {
+	case q.changed <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for the key due soonest and takes it from the queue; nil
+// once every key is over or ctx is done.
+func (q *probeQueue) next(ctx context.Context) *probing {
+	for {
+		q.mu.Lock()
+		if q.pending == 0 || ctx.Err() != nil {
+			q.mu.Unlock()
+			q.signal() // wake the next waiter to see it too
+			return nil
+		}
+		// Every key is being probed: look again soon (a signal may have
+		// woken another waiter), or when one is back.
+		wait := probePause / 4
+		if len(q.h) > 0 {
+			if wait = time.Until(q.h[0].due); wait <= 0 {
+				p := heap.Pop(&q.h).(*probing)
+				q.mu.Unlock()
+				return p
+			}
+		}
+		q.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-q.changed:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// probeHeap orders the keys by when their next probe is due.
+type probeHeap []*probing
+
+func (h probeHeap) Len() int           { return len(h) }
+func (h probeHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h probeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *probeHeap) Push(x any)        { *h = append(*h, x.(*probing)) }
+func (h *probeHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return p
+}
