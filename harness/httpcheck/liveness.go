@@ -94,7 +94,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	orphaned := orphans(xs, fs)
 	saved, lostAnswer, declared := 0, 0, 0
-	var unjudged, savedErrs, silentKeys, working, refusedKeys []string
+	var unjudged, savedErrs, silentKeys, working, refusedKeys, briefKeys []string
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
 	refusedFirst := ""  // the first key refused beside the others, and its refusals
 	var vs []Violation
@@ -102,6 +102,37 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		kp := probed[k]
 		x := kp.last
 		if history.Final(x.Status) {
+			continue
+		}
+		// A limiter, a timeout or a gateway answers [history.TryAgain]
+		// without the key: it is the key's only if the service answered
+		// most of the other calls that ended meanwhile (as with no
+		// answer).
+		refusal := "" // set when the key was refused beside the others
+		othersRefused, brief := false, false
+		if x.Answered() && history.TryAgain(x.Status) {
+			if ok, failed, answering := refusals.Beside(kp.refused.From, x.Return, kp.refused.N); !answering {
+				refusal = fmt.Sprintf("%s, its last %d probes answered %d, while %d of %d other calls got another answer", k, kp.refused.N, x.Status, ok, ok+failed)
+				othersRefused = failed > 0
+			} else {
+				// Refused for less than it takes to tell a refusal
+				// that lasts: the probes ran out of time.
+				brief = x.Return-kp.refused.From < int64(history.RefusalLasts)
+			}
+		}
+		refuse := func() {
+			if len(refusedKeys) == 0 {
+				refusedFirst = refusal
+			}
+			refusedKeys = append(refusedKeys, k)
+		}
+		// Asked before a replayed 5xx is taken for a saved error when
+		// others were refused beside the key too: a gateway refusing
+		// every call (nginx, until its failed upstreams' fail_timeout
+		// passes) answers each probe the same page, which is no answer
+		// of the service's.
+		if othersRefused {
+			refuse()
 			continue
 		}
 		if x.Status >= 500 && errored[x.Order] {
@@ -124,17 +155,13 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			}
 			continue
 		}
-		if x.Answered() && history.TryAgain(x.Status) {
-			// A limiter, a timeout or a gateway answers so without the
-			// key: it is the key's only if the service answered most of
-			// the other calls that ended meanwhile (as with no answer).
-			if ok, failed, answering := refusals.Beside(kp.refused.From, x.Return, kp.refused.N); !answering {
-				if len(refusedKeys) == 0 {
-					refusedFirst = fmt.Sprintf("%s, its last %d probes answered %d, while %d of %d other calls got another answer", k, kp.refused.N, x.Status, ok, ok+failed)
-				}
-				refusedKeys = append(refusedKeys, k)
-				continue
-			}
+		if refusal != "" {
+			refuse()
+			continue
+		}
+		if brief {
+			briefKeys = append(briefKeys, k)
+			continue
 		}
 		if held(x) && p.InFlightTTL == 0 && orphaned[k] {
 			unjudged = append(unjudged, k)
@@ -205,7 +232,10 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if len(refusedKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes while the service refused most of the other calls beside them too: a limiter or an overload answers so, which says nothing of a key", len(refusedKeys), refusedFirst, tryAgainCodes))
 	}
-	if n := len(unjudged) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys); n > 0 {
+	if len(briefKeys) > 0 {
+		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes for less than the %v it takes to tell a refusal that lasts, when --settle ran out: a limiter or a busy service refuses a moment, and the next try gets through; give the probes longer (--settle) to judge them", len(briefKeys), briefKeys[0], tryAgainCodes, history.RefusalLasts))
+	}
+	if n := len(unjudged) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys) + len(briefKeys); n > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
 		r.Unjudged = strings.Join(why, "; ")
 	}

@@ -10,6 +10,7 @@ import (
 )
 
 func TestLivenessCauses(t *testing.T) {
+	sec := int64(time.Second)
 	for _, tc := range []struct {
 		status int
 		cause  string
@@ -17,7 +18,8 @@ func TestLivenessCauses(t *testing.T) {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8, 503, "down")
 		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, tc.status, "busy since 10")
-		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 30, 40, tc.status, "busy since 30")
+		// The last probe a second later: a refusal (429) that lasts.
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", sec+30, sec+40, tc.status, "busy since 30")
 		e.x(1, "i2", history.PurposeFirst, "k2", "o2", "b2", 12, 14, 200, "A2") // the service answers others meanwhile
 		wantCause(t, e.result(t, Liveness), tc.cause)
 	}
@@ -121,7 +123,7 @@ func TestLivenessOrphans(t *testing.T) {
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 0, 0, "")
 		e.x(1, "i2", history.PurposeFirst, "k2", "o2", "b2", 12, 14, 200, "A2") // the service answers others meanwhile
 		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 7, End: 9})
-		for _, at := range []int64{10, 30} {
+		for _, at := range []int64{10, int64(time.Second) + 30} {
 			x := history.Exchange{Client: -1, Instance: "i2", Purpose: history.PurposeProbe, Key: "k", HasKey: true, Order: "o", Body: "b",
 				Attempt: 1, Call: at, Return: at + 5, Status: tc.status, Reply: fmt.Sprintf("busy since %d", at)}
 			if tc.status == 0 {
@@ -231,7 +233,7 @@ func TestLivenessBesideALimiter(t *testing.T) {
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8, 200, "A")
 		e.x(0, "i2", history.PurposeReplay, "k", "o", "b", 9, 10, 503, "rate limited")
 		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 100, 101, 503, "rate limited")
-		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 300, 301, 503, "rate limited")
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", int64(time.Second)+300, int64(time.Second)+301, 503, "rate limited")
 		other := 503
 		if othersAnswered {
 			other = 200
@@ -247,4 +249,53 @@ func TestLivenessBesideALimiter(t *testing.T) {
 		t.Errorf("a key refused beside others refused: %+v, want it not judged", r)
 	}
 	wantCause(t, limited(true), CauseServerError)
+}
+
+// TestGatewayRefusalIsNoSavedError: a key that never got a success, whose
+// last probes all got a gateway's 502 page while the gateway answered the
+// other calls the same (nginx, after its upstreams failed, refuses every
+// call until its fail_timeout passes), is not judged as refused beside
+// the others, not as a replayed saved error: not even when the service
+// declared that it saves its errors, since the page never came from it.
+func TestGatewayRefusalIsNoSavedError(t *testing.T) {
+	const page = "<html><head><title>502 Bad Gateway</title></head></html>"
+	gateway := func(p Policy) Result {
+		e := newEv()
+		e.refused(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 8)
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 100, 101, 502, page)
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 300, 301, 502, page)
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 700, 701, 502, page)
+		for i := range 4 {
+			k := fmt.Sprintf("k%d", i+2)
+			e.x(-1, "i1", history.PurposeProbe, k, "o"+k, "b"+k, int64(110+40*i), int64(111+40*i), 502, page)
+		}
+		return e.resultBy(t, Liveness, p)
+	}
+	for _, p := range []Policy{{}, {SavesErrors: true}} {
+		r := gateway(p)
+		if !r.Pass || !strings.Contains(r.Unjudged, "refused most of the other calls") || !strings.Contains(r.Unjudged, "first k,") ||
+			strings.Contains(r.Unjudged, "replay one 5xx") || len(r.Notes) > 0 {
+			t.Errorf("saves errors %v: a key refused by a gateway beside the others: %+v, want it not judged as refused", p.SavesErrors, r)
+		}
+	}
+}
+
+// TestBriefRefusalIsNotJudged: a key whose probes end on one 503 (a busy
+// service shedding load) when --settle runs out, the service answering
+// the other calls beside it, was refused a moment, not shown stuck: not
+// judged. The same refusal lasting a second is judged.
+func TestBriefRefusalIsNotJudged(t *testing.T) {
+	refused := func(lasted int64) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 0, 0, "")
+		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 100, 0, 0, "")
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 200, 210, 503, "busy: 16 working")
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 200+lasted, 210+lasted, 503, "busy: 17 working")
+		e.x(1, "i2", history.PurposeProbe, "k2", "o2", "b2", 203, 205+lasted, 200, "A2") // answered beside it
+		return e.result(t, Liveness)
+	}
+	if r := refused(0); !r.Pass || !strings.Contains(r.Unjudged, "less than the 1s it takes to tell a refusal that lasts") {
+		t.Errorf("a key refused a moment when --settle ran out: %+v, want it not judged", r)
+	}
+	wantCause(t, refused(int64(time.Second)), CauseServerError)
 }
