@@ -282,8 +282,8 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 				open = "no answer (" + x.Err + "), and its instance did not die"
 			}
 			return CauseConcurrent, fmt.Sprintf(
-				"the request that could have made %s (client %d on %s, sent at %s, %s) was still open when %s came: two executions held the key at once (a lock that is not shared, or none)",
-				first.ID, x.Client, x.Instance, ms(x.Call), open, second.ID)
+				"the request that could have made %s (client %d on %s, sent at %s, %s) was still open when %s came: two executions held the key at once (a lock that is not shared, or none%s)",
+				first.ID, x.Client, x.Instance, ms(x.Call), open, second.ID, outlived(first, second))
 		}
 	}
 	for _, x := range xs {
@@ -294,6 +294,26 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 		}
 	}
 	return CauseAfterDone, "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key (a record lost on restart, kept per instance, or expired: a retention shorter than the run, whose retries come up to --duration plus --settle after the key's first request)"
+}
+
+// leaseGap is how long after a charge another charge of its order must
+// come, its owner's request still open, for the owner to have outlived a
+// lease rather than shared no lock: two executions that each hold a lock
+// of their own charge within moments of each other.
+const leaseGap = int64(time.Second)
+
+// outlived says, when the second charge came long after the first
+// ([leaseGap]) and the first's owner was still at work, that a claim
+// which expires may have run out under its owner: no fault of
+// idemcheck's stopped that owner (a pause is excused: [staleResumed]),
+// so the service itself was slow (its requests queued, a save waiting on
+// a lock) past its own lease, as a retry storm makes it. "" otherwise.
+func outlived(first, second history.Charge) string {
+	if second.At-first.At < leaseGap {
+		return ""
+	}
+	return fmt.Sprintf("; or a lease: %s came %v after %s, whose owner had not yet answered: if the service's claims expire, its owner outlived its own lease (slowed, not stopped: its requests queued, or its save waited on a lock) and another request took the key over; a lease must outlast all of the owner's work, its save included, or the provider must be given a key to refuse the second charge",
+		second.ID, time.Duration(second.At-first.At).Round(time.Millisecond), first.ID)
 }
 
 var chargeID = regexp.MustCompile(`\bch_[0-9]+\b`)

@@ -1,0 +1,38 @@
+package httpcheck
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+// TestOwnerOutlivedItsLease: a second charge of an order seconds after
+// the first, whose request was still open and whose instance no fault
+// stopped, is a violation (the provider charged twice), and it says that
+// the owner may have outlived its own lease: a service slowed by a retry
+// storm (its requests queued, its save waiting on a lock) lets its claim
+// expire under the owner. Two charges moments apart do not say so: two
+// executions each with a lock of its own.
+func TestOwnerOutlivedItsLease(t *testing.T) {
+	sec := int64(time.Second)
+	twice := func(gap int64) Result {
+		e := newEv()
+		e.x(1, "i2", history.PurposeFirst, "k", "o", "b", 1*sec, 0, 0, "")
+		e.charge("o", "i2", 2*sec)
+		e.charge("o", "i2", 2*sec+gap)
+		e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 2*sec+gap-sec/100, 2*sec+gap+sec/100, 200, `{"charge":"ch_2"}`)
+		return e.result(t, AtMostOnce)
+	}
+	r := twice(5 * sec)
+	wantCause(t, r, CauseConcurrent)
+	if d := r.Violations[0].Detail; !strings.Contains(d, "outlived its own lease") || !strings.Contains(d, "ch_2 came 5s after ch_1") {
+		t.Errorf("a charge 5 s after its owner's, the owner still open: %s, want the lease named", d)
+	}
+	r = twice(sec / 100)
+	wantCause(t, r, CauseConcurrent)
+	if d := r.Violations[0].Detail; strings.Contains(d, "lease") {
+		t.Errorf("two charges 10 ms apart: %s, want no lease named", d)
+	}
+}
