@@ -64,6 +64,12 @@ VARIANTS = ("correct", "check-then-act", "errors-not-cached", "memory-dict", "no
 VARIANT = sys.argv[1] if len(sys.argv) > 1 else "correct"
 if VARIANT not in VARIANTS:
     sys.exit("pysvc: unknown variant %s (known: %s)" % (VARIANT, ", ".join(VARIANTS)))
+# Requests worked on at once, per instance; more are shed with 503 (which
+# idemcheck's clients retry). A client that gives up does not stop its
+# request here: unbounded, a retry storm piles them up until an owner
+# waits longer than LOCK_TTL to save its charge's answer, its claim is
+# taken over, and the order is charged twice.
+WORKERS = threading.BoundedSemaphore(16)
 MEMORY = {}  # memory-dict: key -> [fingerprint, token, state, claimed_at, status, body]
 MEMORY_LOCK = threading.Lock()
 
@@ -211,6 +217,8 @@ class Handler(BaseHTTPRequestHandler):
         # balancer would.
         url = "http://%s/orders" % self.headers.get("Host", "") if os.environ.get("IDEM_FP_URL") else "/orders"
         fp = hashlib.sha256(("POST %s\n" % url).encode() + raw).hexdigest()
+        if not WORKERS.acquire(blocking=False):
+            return self.reply(503, "503 busy: try again")
         c = db()
         try:
             outcome, v = begin(c, NS + ":" + key, fp)
@@ -226,6 +234,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(status, body)
         finally:
             c.close()
+            WORKERS.release()
 
     def log_message(self, *args):
         pass
