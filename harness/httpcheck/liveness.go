@@ -126,21 +126,21 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			}
 			refusedKeys = append(refusedKeys, k)
 		}
-		// Asked before a replayed 5xx is taken for a saved error when
-		// others were refused beside the key too: a gateway refusing
-		// every call (nginx, until its failed upstreams' fail_timeout
-		// passes) answers each probe the same page, which is no answer
-		// of the service's.
-		if othersRefused {
-			refuse()
-			continue
-		}
 		if x.Status >= 500 && errored[x.Order] {
 			saved++
 			continue
 		}
 		if x.Status >= 500 && unanswered[x.Order] && !keys.succeeded[k] {
 			lostAnswer++
+			continue
+		}
+		// Asked before a 5xx that no charge explains is taken for a
+		// saved error when others were refused beside the key too: a
+		// gateway refusing every call (nginx, until its failed
+		// upstreams' fail_timeout passes) answers each probe the same
+		// page, which is no answer of the service's.
+		if othersRefused {
+			refuse()
 			continue
 		}
 		if x.Status >= 500 && replayed(before(x), x) && !keys.succeeded[k] {
@@ -230,7 +230,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes while the provider was still making their order's charge, or was asked for it again: their owner was still at work, which a correct service holds the key for; give the probes longer than the work takes (--settle) to judge them", len(working), working[0]))
 	}
 	if len(refusedKeys) > 0 {
-		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes while the service refused most of the other calls beside them too: a limiter or an overload answers so, which says nothing of a key", len(refusedKeys), refusedFirst, tryAgainCodes))
+		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes while the service refused so many of the other calls beside them that as many refusals in a row are to be expected of any key: a limiter or an overload answers so, which says nothing of a key", len(refusedKeys), refusedFirst, tryAgainCodes))
 	}
 	if len(briefKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes for less than the %v it takes to tell a refusal that lasts, when --settle ran out: a limiter or a busy service refuses a moment, and the next try gets through; give the probes longer (--settle) to judge them", len(briefKeys), briefKeys[0], tryAgainCodes, history.RefusalLasts))

@@ -224,7 +224,7 @@ func TestLivenessStillCharging(t *testing.T) {
 
 // TestLivenessBesideALimiter: a key whose last probes a limiter refused
 // (503, as nginx's limit_req answers) is not judged when the service
-// refused most of the other calls beside them too; when it answered the
+// refused so many of the other calls beside them; when it answered the
 // others, the key's 503s are its own, and a key that succeeded before
 // and now answers 503 is stuck.
 func TestLivenessBesideALimiter(t *testing.T) {
@@ -245,7 +245,7 @@ func TestLivenessBesideALimiter(t *testing.T) {
 		return e.result(t, Liveness)
 	}
 	r := limited(false)
-	if !r.Pass || !strings.Contains(r.Unjudged, "refused most of the other calls") || !strings.Contains(r.Unjudged, "first k,") {
+	if !r.Pass || !strings.Contains(r.Unjudged, "refused so many of the other calls") || !strings.Contains(r.Unjudged, "first k,") {
 		t.Errorf("a key refused beside others refused: %+v, want it not judged", r)
 	}
 	wantCause(t, limited(true), CauseServerError)
@@ -271,9 +271,24 @@ func TestGatewayRefusalIsNoSavedError(t *testing.T) {
 		}
 		return e.resultBy(t, Liveness, p)
 	}
+	// The same refusals beside a 502 the service saved for a charge the
+	// provider failed (Express's example answers a failed charge 502):
+	// the ledger explains it, a definite answer.
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 30, 502, `{"error":"payment failed"}`)
+	e.chargeOutcome("o", "i1", 10, 20, history.OutcomeFailed)
+	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 100, 101, 502, `{"error":"payment failed"}`)
+	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 300, 301, 502, `{"error":"payment failed"}`)
+	for i := range 4 {
+		k := fmt.Sprintf("k%d", i+2)
+		e.x(-1, "i1", history.PurposeProbe, k, "o"+k, "b"+k, int64(110+40*i), int64(111+40*i), 502, page)
+	}
+	if r := e.result(t, Liveness); !r.Pass || strings.Contains(r.Unjudged, "first k,") || len(r.Notes) != 1 {
+		t.Errorf("a saved 502 for a failed charge, beside a gateway's refusals: %+v, want it settled", r)
+	}
 	for _, p := range []Policy{{}, {SavesErrors: true}} {
 		r := gateway(p)
-		if !r.Pass || !strings.Contains(r.Unjudged, "refused most of the other calls") || !strings.Contains(r.Unjudged, "first k,") ||
+		if !r.Pass || !strings.Contains(r.Unjudged, "refused so many of the other calls") || !strings.Contains(r.Unjudged, "first k,") ||
 			strings.Contains(r.Unjudged, "replay one 5xx") || len(r.Notes) > 0 {
 			t.Errorf("saves errors %v: a key refused by a gateway beside the others: %+v, want it not judged as refused", p.SavesErrors, r)
 		}
