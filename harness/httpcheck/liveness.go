@@ -94,7 +94,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	orphaned := orphans(xs, fs)
 	saved, lostAnswer, declared := 0, 0, 0
-	var unjudged, savedErrs, silentKeys, working, refusedKeys, briefKeys []string
+	var unjudged, savedErrs, silentKeys, working, refusedKeys, briefKeys, onceKeys []string
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
 	refusedFirst := ""  // the first key refused beside the others, and its refusals
 	var vs []Violation
@@ -184,6 +184,14 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 				silentKeys = append(silentKeys, k)
 				continue
 			}
+			if kp.silence.N < 2 {
+				// One probe unanswered, when --settle ran out (many
+				// keys to probe, each its turn): one lost answer, the
+				// others' all in, is a slow moment as often as a stuck
+				// key.
+				onceKeys = append(onceKeys, k)
+				continue
+			}
 			got = fmt.Sprintf("no answer (%s), while the service answered %d of %d other calls meanwhile", x.Err, ok, ok+failed)
 		}
 		switch {
@@ -235,7 +243,10 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if len(briefKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes for less than the %v it takes to tell a refusal that lasts, when --settle ran out: a limiter or a busy service refuses a moment, and the next try gets through; give the probes longer (--settle) to judge them", len(briefKeys), briefKeys[0], tryAgainCodes, history.RefusalLasts))
 	}
-	if n := len(unjudged) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys) + len(briefKeys); n > 0 {
+	if len(onceKeys) > 0 {
+		why = append(why, fmt.Sprintf("%d keys (first %s) got no answer to their one probe since their last answer, when --settle ran out: one lost answer is a slow moment as often as a stuck key; give the probes longer (--settle) to judge them", len(onceKeys), onceKeys[0]))
+	}
+	if n := len(unjudged) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys) + len(briefKeys) + len(onceKeys); n > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
 		r.Unjudged = strings.Join(why, "; ")
 	}

@@ -173,7 +173,9 @@ func TestLivenessNoAnswer(t *testing.T) {
 		t.Errorf("detail %q, want the calls answered beside the key", r.Violations[0].Detail)
 	}
 	// An answer to the key itself ends its silence: only the probes after
-	// it count, from the first one's call to the last one's error.
+	// it count, from the first one's call to the last one's error. One
+	// probe unanswered is not judged, however the others fared (--settle
+	// ran out on it).
 	for _, tc := range []struct {
 		otherEnd int64
 		stuck    bool
@@ -181,11 +183,22 @@ func TestLivenessNoAnswer(t *testing.T) {
 		e := newEv()
 		e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 12, 409, "busy")
 		e.x(1, "i2", history.PurposeFirst, "k2", "o2", "b", 13, tc.otherEnd, 200, "A")
-		e.h.AddExchange(history.Exchange{Client: -1, Instance: "i2", Purpose: history.PurposeProbe, Key: "k", HasKey: true, Order: "o", Body: "b",
-			Attempt: 2, Call: 20, Return: history.Never, Err: "timeout", ErrAt: 40})
-		if r := e.result(t, Liveness); r.Pass == tc.stuck || r.Unjudged != "" == tc.stuck {
-			t.Errorf("a 409, then no answer, another key answered at %d: %+v, want stuck %v", tc.otherEnd, r, tc.stuck)
+		for a, call := range []int64{20, 30} {
+			e.h.AddExchange(history.Exchange{Client: -1, Instance: "i2", Purpose: history.PurposeProbe, Key: "k", HasKey: true, Order: "o", Body: "b",
+				Attempt: 2 + a, Call: call, Return: history.Never, Err: "timeout", ErrAt: call + 10})
 		}
+		if r := e.result(t, Liveness); r.Pass == tc.stuck || r.Unjudged != "" == tc.stuck {
+			t.Errorf("a 409, then no answer twice, another key answered at %d: %+v, want stuck %v", tc.otherEnd, r, tc.stuck)
+		}
+	}
+	e := newEv()
+	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 12, 409, "busy")
+	e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 20, 0, 0, "")
+	for i := range 40 {
+		e.x(1, "i2", history.PurposeFirst, fmt.Sprintf("other%d", i), fmt.Sprintf("o%d", i), "b", 15, 20, 200, "A") // ended as the probe went unanswered
+	}
+	if r := e.result(t, Liveness); !r.Pass || !strings.Contains(r.Unjudged, "no answer to their one probe") {
+		t.Errorf("a 409, then one probe unanswered beside 40 answered: %+v, want it not judged", r)
 	}
 }
 
