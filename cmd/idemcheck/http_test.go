@@ -239,6 +239,17 @@ func TestHTTPBehindALimiterAndATimeout(t *testing.T) {
 	}
 }
 
+// TestHTTPTooBusyToTest: a correct service that sheds most of the load
+// (503) leaves most keys without a success: nothing was tested, which it
+// says first, and that is no violation of the service's: undecided (exit
+// 3), not failed.
+func TestHTTPTooBusyToTest(t *testing.T) {
+	code, _, report := blackbox(t, "shedding", nil, "--process-faults=false", "--net-faults=false", "--attempts", "1")
+	if code != exitUnknown || !strings.HasPrefix(report, "NOTHING TESTED: the service answered 503 to ") || !strings.Contains(report, "UNDECIDED answers") {
+		t.Fatalf("exit %d, report:\n%s", code, report)
+	}
+}
+
 // TestHTTPOwnIDForgetsOnRestart: the strict service keeps its records in
 // memory and answers with its own payment id: a key answered before a
 // kill is charged again after the restart, and at-most-once fails

@@ -42,7 +42,7 @@ func judgeHTTP(run httpreport.Run, h *history.History, l *history.Ledger) ([]htt
 	if run.Interrupted != "" {
 		results = httpcheck.Interrupted(results, run.Interrupted)
 	}
-	results = httpcheck.Unreached(results, ev) // after Interrupted: a cut run's answers do not judge
+	results = httpcheck.Unreached(results, ev, run.Interrupted != "")
 	switch {
 	case !httpreport.Pass(results):
 		return results, exitFail

@@ -58,6 +58,8 @@ var uuidV4 = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-
 //     answers 503 after 50 ms while the handler goes on to charge and
 //     save (a retry meanwhile gets 409: the key is in flight). A
 //     missing key gets 422, as FastAPI's validation answers.
+//   - shedding: guarded's service behind a limiter that sheds fifteen
+//     POSTs of sixteen (503), as an overloaded service does.
 func TestHTTPHelperService(t *testing.T) {
 	mode := os.Getenv(envTestService)
 	if mode == "" {
@@ -66,8 +68,11 @@ func TestHTTPHelperService(t *testing.T) {
 	s := &testService{mode: mode, provider: os.Getenv("IDEM_PROVIDER_URL"), dir: os.Getenv("IDEM_TEST_DIR"), recs: map[string]*testRec{}}
 	fmt.Fprintf(os.Stderr, "test service %s on port %s\n", mode, os.Getenv("PORT"))
 	var h http.Handler = s
-	if mode == "guarded" {
+	switch mode {
+	case "guarded":
 		h = limitEveryFourth(http.TimeoutHandler(s, 50*time.Millisecond, "timed out"))
+	case "shedding":
+		h = shedFifteenOfSixteen(s)
 	}
 	var err error
 	if cert := os.Getenv("IDEM_TEST_CERT"); cert != "" {
@@ -94,6 +99,19 @@ func limitEveryFourth(h http.Handler) http.Handler {
 				http.Error(w, "rate limited", http.StatusServiceUnavailable)
 				return
 			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// shedFifteenOfSixteen refuses fifteen POSTs of sixteen with 503, as a
+// service shedding load does, and passes the sixteenth to h.
+func shedFifteenOfSixteen(h http.Handler) http.Handler {
+	var n atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && n.Add(1)%16 != 0 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -149,7 +167,7 @@ func (s *testService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		order = o.Order
 	}
-	if key == "" && s.mode == "guarded" {
+	if key == "" && (s.mode == "guarded" || s.mode == "shedding") {
 		http.Error(w, `{"detail":[{"loc":["header","idempotency-key"],"msg":"field required"}]}`, http.StatusUnprocessableEntity)
 		return
 	}

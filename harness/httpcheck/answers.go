@@ -2,6 +2,7 @@ package httpcheck
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 )
@@ -14,7 +15,10 @@ import (
 // called it, or told it something else than the order, and at-most-once
 // judged nothing. A key every request of which a limiter, a timeout or
 // a gateway refused ([history.TryAgain]) was not tested either: the
-// notes count it apart from those the service refused.
+// notes count it apart from those the service refused. When the keys
+// that never got a success were mostly refused that way, or not answered
+// within --timeout, the run was more than the service takes: nothing was
+// tested, and it is left unjudged ([NothingTested]) rather than failed.
 func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts, p Policy) Result {
 	ok := map[string]bool{}
 	statuses := map[string]int{}
@@ -109,7 +113,36 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	if top == "no answer" {
 		verb = "gave no answer to"
 	}
+	if code, _ := strconv.Atoi(top); top == "no answer" || history.TryAgain(code) {
+		// Refused for a while or not answered in time: the load was more
+		// than the service takes at --timeout (it sheds load, a limiter
+		// refuses, its queue outgrows the clients' patience). That is no
+		// fault of its keys: nothing was tested, and nothing is judged.
+		r.Unjudged = fmt.Sprintf(
+			"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested, and that says nothing of its keys (a limiter, a circuit breaker or an overload refuses so, a --timeout shorter than its answers ends so: see the answers in history.jsonl; fewer --clients, a longer --timeout)",
+			verb, 100*n/requests, n, requests, failed+limited, len(ok))
+		r.Detail = "not judged: nothing was tested"
+		return finish(r, nil)
+	}
 	return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
 		"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested (see the answers in history.jsonl: a key format, a header or a body the service refuses, or the key in a header it does not read: --key-header?)",
 		verb, 100*n/requests, n, requests, failed+limited, len(ok))}})
+}
+
+// NothingTested is what the answers checker said of a run in which
+// nothing was tested ("" when something was): its violation (the service
+// refused what idemcheck sent), or what it left unjudged when the service
+// was too busy to answer (an interrupted run's is not this: it was too
+// soon to say).
+func NothingTested(results []Result, interrupted bool) string {
+	for _, r := range results {
+		switch {
+		case r.Checker != Answers:
+		case !r.Pass:
+			return r.Violations[0].Detail
+		case r.Unjudged != "" && !interrupted:
+			return r.Unjudged
+		}
+	}
+	return ""
 }

@@ -186,17 +186,17 @@ func Run(e Evidence) []Result {
 	}
 }
 
-// Unreached is results of a run in which nothing was tested (answers
-// failed) and the provider saw no charge of an order idemcheck sent: the
+// Unreached is results of a run in which nothing was tested
+// ([NothingTested]; an interrupted run's answers say too soon to tell)
+// and the provider saw no charge of an order idemcheck sent: the
 // answers came from something that is not the service's payment
 // endpoint (a wrong --path answered by a catch-all page, the order never
 // passed on), so replay-fidelity and status-codes, which read the
 // answers as the service's, do not judge ([Result.Unjudged]): their
 // causes would name bugs of a service that was never reached. Other
 // results are as they were.
-func Unreached(results []Result, e Evidence) []Result {
-	failed := slices.ContainsFunc(results, func(r Result) bool { return r.Checker == Answers && !r.Pass })
-	if !failed || chargedAny(e.Hist.Exchanges(), e.Ledger.Charges()) {
+func Unreached(results []Result, e Evidence, interrupted bool) []Result {
+	if NothingTested(results, interrupted) == "" || chargedAny(e.Hist.Exchanges(), e.Ledger.Charges()) {
 		return results
 	}
 	out := slices.Clone(results)

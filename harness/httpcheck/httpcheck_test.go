@@ -353,7 +353,10 @@ func TestAnswers(t *testing.T) {
 	if r := limited(7); !r.Pass || !strings.Contains(r.Detail, "7 of 10 keys got a success") || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "not tested: 3 keys") {
 		t.Errorf("a limiter that refused 3 keys of 10: %+v", r)
 	}
-	if r := limited(3); r.Pass || !strings.Contains(r.Detail, "and 7 of 10 keys never got a success") {
+	// Refusing most keys, it left too little tested: not judged (no fault
+	// of the keys), and said as nothing tested.
+	if r := limited(3); !r.Pass || !strings.Contains(r.Unjudged, "and 7 of 10 keys never got a success") ||
+		NothingTested([]Result{r}, false) != r.Unjudged || NothingTested([]Result{r}, true) != "" {
 		t.Errorf("a limiter that let 3 keys of 10 through: %+v", r)
 	}
 
@@ -418,7 +421,9 @@ func TestAnswers(t *testing.T) {
 		}
 		return e.resultBy(t, Answers, p)
 	}
-	wantCause(t, answers(Policy{}), CauseNothingTested)
+	if r := answers(Policy{}); !r.Pass || !strings.Contains(r.Unjudged, "nothing was tested") {
+		t.Errorf("a breaker refusing most keys, undeclared: %+v, want nothing tested, not judged", r)
+	}
 	if r := answers(Policy{SavesErrors: true}); !r.Pass || !strings.Contains(r.Detail, "7 more replayed a saved 5xx") {
 		t.Errorf("declared saved errors counted as nothing tested: %+v", r)
 	}
@@ -506,7 +511,7 @@ func TestUnreached(t *testing.T) {
 		e.x(1, "i2", history.PurposeReuse, k, "r"+k, "b2", int64(10*i+6), int64(10*i+8), 200, "a catch-all page")
 	}
 	ev := Evidence{Hist: e.h, Ledger: e.l}
-	for _, r := range Unreached(Run(ev), ev) {
+	for _, r := range Unreached(Run(ev), ev, false) {
 		switch r.Checker {
 		case Answers:
 			wantCause(t, r, CauseNothingTested)
@@ -518,7 +523,7 @@ func TestUnreached(t *testing.T) {
 	}
 	e.charge("ok0", "i1", 2)
 	ev = Evidence{Hist: e.h, Ledger: e.l}
-	for _, r := range Unreached(Run(ev), ev) {
+	for _, r := range Unreached(Run(ev), ev, false) {
 		if r.Checker == Status && (r.Pass || r.Unjudged != "") {
 			t.Errorf("status-codes did not judge once the provider saw a charge: %+v", r)
 		}

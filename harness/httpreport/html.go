@@ -78,7 +78,7 @@ type pageTimeline struct {
 // is one self-contained file: no script or style is fetched.
 func WriteHTML(w io.Writer, run Run, h *history.History, l *history.Ledger, results []httpcheck.Result) error {
 	xs, fs, cs := h.Exchanges(), h.Faults(), l.Charges()
-	p := page{Verdict: Overall(results), Run: run}
+	p := page{Verdict: Overall(results), Run: run, Nothing: httpcheck.NothingTested(results, run.Interrupted != "")}
 	for _, r := range results {
 		pr := pageResult{Checker: r.Checker, Verdict: strings.ToLower(Word(r)), Applied: "applied", Detail: r.Detail, Notes: r.Notes}
 		if r.Unjudged != "" {
@@ -96,8 +96,7 @@ func WriteHTML(w io.Writer, run Run, h *history.History, l *history.Ledger, resu
 		sort.Slice(pr.Causes, func(i, j int) bool { return pr.Causes[i].Cause < pr.Causes[j].Cause })
 		p.Results = append(p.Results, pr)
 		if r.Checker == httpcheck.Answers && !r.Pass {
-			p.Nothing = r.Violations[0].Detail
-			continue
+			continue // the page says it first (p.Nothing)
 		}
 		shown := map[string]bool{}
 		for _, v := range r.Violations {

@@ -69,10 +69,8 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 	if run.Interrupted != "" {
 		fmt.Fprintf(&b, "INTERRUPTED %s: what was recorded until then is judged below; what the interrupt cut short is not\n\n", run.Interrupted)
 	}
-	for _, r := range results {
-		if r.Checker == httpcheck.Answers && !r.Pass {
-			fmt.Fprintf(&b, "NOTHING TESTED: %s\n\n", r.Violations[0].Detail)
-		}
+	if nothing := httpcheck.NothingTested(results, run.Interrupted != ""); nothing != "" {
+		fmt.Fprintf(&b, "NOTHING TESTED: %s\n\n", nothing)
 	}
 	fmt.Fprintf(&b, "idemcheck http: %d instance(s) %s, %d clients, %s, seed %d\n", len(run.Targets), strings.Join(run.Targets, " "), run.Clients, run.Duration, run.Seed)
 	if run.Command != "" {
