@@ -244,7 +244,7 @@ func TestHTTPBehindALimiterAndATimeout(t *testing.T) {
 // says first, and that is no violation of the service's: undecided (exit
 // 3), not failed.
 func TestHTTPTooBusyToTest(t *testing.T) {
-	code, _, report := blackbox(t, "shedding", nil, "--process-faults=false", "--net-faults=false", "--attempts", "1")
+	code, _, report := blackbox(t, "shedding", nil, "--process-faults=false", "--net-faults=false", "--attempts", "1", "--settle", "1s")
 	if code != exitUnknown || !strings.HasPrefix(report, "NOTHING TESTED: the service answered 503 to ") || !strings.Contains(report, "UNDECIDED answers") {
 		t.Fatalf("exit %d, report:\n%s", code, report)
 	}
