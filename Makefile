@@ -18,6 +18,8 @@
 #                    (examples/httpsvc, over Redis), Python (examples/pysvc) and Node/Express (examples/nodesvc),
 #                    through faults: each correct variant passes, each mutant fails with the checker and cause
 #                    that names its bug
+#   make soak-http [DRAWS=100] [DRAW_SEED=1]   a property test of the black-box mode: each run draws its flags
+#                    from the ranges a user may pick against one correct example service: none may fail
 #   make check-exec [SEED=1]   stores in other languages through the store protocol (docs/protocol.md): the
 #                    lesson card's store in JavaScript over SQLite and a Python store over Redis; each correct
 #                    store passes, each bug variant fails with the checkers named, demo shows the race
@@ -56,7 +58,7 @@ RACE_PKGS := ./harness ./stores/sqlite ./harness/history ./harness/check \
 FIRST_PKGS := ./cmd/idemcheck ./harness/scenario ./harness/hunt ./harness/servers \
 	./stores/postgres ./stores/execstore ./stores/redis ./stores/lease ./harness/idemtest
 
-.PHONY: determinism soak soak-flags check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate check-exec
+.PHONY: determinism soak soak-flags soak-http check test build images vet fmt lint clean lab mutants mutants-20 servers-if-needed check-http httpsvc replicated replicated-5 bench mutate check-exec
 
 # -buildvcs=auto: stamp the commit into the binary (idemcheck version,
 # summary.json) even where GOFLAGS turns it off.
@@ -110,6 +112,12 @@ httpsvc:
 check-http: build httpsvc
 	@$(MAKE) --no-print-directory images
 	@HTTP_DURATION=$(HTTP_DURATION) SEED=$(SEED) examples/check-http.sh ./$(BIN) ./$(HTTPSVC)
+
+# The random-flag soak of the black-box mode (scripts/soak-http.py says
+# what it draws): exit 1 when a correct example fails on any draw.
+soak-http: build httpsvc
+	@$(MAKE) --no-print-directory images
+	@python3 scripts/soak-http.py ./$(BIN) ./$(HTTPSVC) $(DRAWS) $(DRAW_SEED)
 
 # The stores in other languages (examples/exec-*), run as child processes
 # speaking the store protocol: scripts/check-exec.sh says what each must do.
