@@ -497,7 +497,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	if interrupted == "" && !anyAnswer(h.Exchanges()) {
 		written = true // nothing to recover: no answer was recorded
-		return exitUsage, fmt.Errorf("http: the service never answered a request (see the instance logs in %s)", dir)
+		return exitUsage, neverAnswered(h.Exchanges(), *timeout, dir)
 	}
 
 	run.Crashes, run.Problems, run.Interrupted = sup.Crashes(), problems, interrupted
@@ -552,6 +552,26 @@ func anyAnswer(xs []history.Exchange) bool {
 		}
 	}
 	return false
+}
+
+// neverAnswered says why a run got no answer at all: when every request
+// ran out of --timeout, that the service answers slower (a setting, not
+// a finding); else the instance logs, and the last error.
+func neverAnswered(xs []history.Exchange, timeout time.Duration, dir string) error {
+	timedOut := 0
+	for _, x := range xs {
+		if x.Err == "timeout" {
+			timedOut++
+		}
+	}
+	if len(xs) > 0 && timedOut == len(xs) {
+		return fmt.Errorf("http: the service answered none of %d requests within --timeout %v: it answers slower than that (a longer --timeout; the instance logs are in %s)", len(xs), timeout, dir)
+	}
+	last := ""
+	if len(xs) > 0 {
+		last = "; the last request: " + xs[len(xs)-1].Err
+	}
+	return fmt.Errorf("http: the service never answered a request (see the instance logs in %s%s)", dir, last)
 }
 
 // interruptedAtStart is the end of a run interrupted while its server or

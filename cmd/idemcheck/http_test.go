@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemcheck/idemcheck/harness/history"
 )
 
 // TestHTTPBadTarget: a refused port and a server that does not speak HTTP
@@ -324,5 +326,21 @@ func TestHTTPConfigFile(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// TestNeverAnswered: a run with no answer at all says that the service
+// answers slower than --timeout when every request ran out of it, and
+// else points at the instance logs with the last request's error.
+func TestNeverAnswered(t *testing.T) {
+	timedOut := history.Exchange{Return: history.Never, Err: "timeout"}
+	refused := history.Exchange{Return: history.Never, Err: "connection refused"}
+	err := neverAnswered([]history.Exchange{timedOut, timedOut}, 30*time.Millisecond, "DIR")
+	if !strings.Contains(err.Error(), "answered none of 2 requests within --timeout 30ms") || !strings.Contains(err.Error(), "a longer --timeout") {
+		t.Errorf("every request timed out: %v", err)
+	}
+	err = neverAnswered([]history.Exchange{timedOut, refused}, 30*time.Millisecond, "DIR")
+	if !strings.Contains(err.Error(), "never answered a request (see the instance logs in DIR; the last request: connection refused)") {
+		t.Errorf("refused: %v", err)
 	}
 }
