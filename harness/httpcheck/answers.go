@@ -2,6 +2,7 @@ package httpcheck
 
 import (
 	"fmt"
+	"net/http"
 	"strconv"
 
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -124,9 +125,27 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		r.Detail = "not judged: nothing was tested"
 		return finish(r, nil)
 	}
+	code, _ := strconv.Atoi(top)
 	return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
-		"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested (see the answers in history.jsonl: a key format, a header or a body the service refuses, or the key in a header it does not read: --key-header?)",
-		verb, 100*n/requests, n, requests, failed+limited, len(ok))}})
+		"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested (see the answers in history.jsonl: %s)",
+		verb, 100*n/requests, n, requests, failed+limited, len(ok), refusedHint(code))}})
+}
+
+// refusedHint says what a request the service refuses in code most
+// likely got wrong, and the flag that declares it: a 404 is the path,
+// not the key's header, and a 401 a credential.
+func refusedHint(code int) string {
+	switch code {
+	case http.StatusNotFound:
+		return "no such path: the path the service takes orders on is --path, or the --target URL's"
+	case http.StatusMethodNotAllowed:
+		return "the path does not take this method: --method?"
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return "the service wants a credential: -H \"Authorization: ...\"?"
+	case http.StatusUnsupportedMediaType:
+		return "the service does not read this body's type: --body-type form, or -H \"Content-Type: ...\"?"
+	}
+	return "a key format, a header or a body the service refuses, or the key in a header it does not read: --key-format, --key-header, --body?"
 }
 
 // NothingTested is what the answers checker said of a run in which

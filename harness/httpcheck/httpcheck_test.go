@@ -300,6 +300,24 @@ func TestReplay(t *testing.T) {
 	}
 }
 
+// TestRefusedSaysWhatToDeclare: a run nothing of which was tested names
+// the flag the refusal points at: a 404 the path (not the key's header),
+// a 401 a credential, a 400 the key or the body.
+func TestRefusedSaysWhatToDeclare(t *testing.T) {
+	for code, want := range map[int]string{404: "--path", 405: "--method", 401: "Authorization", 415: "--body-type", 400: "--key-header"} {
+		e := newEv()
+		for i := 0; i < 20; i++ {
+			k := fmt.Sprintf("k%d", i)
+			e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), code, "no")
+		}
+		r := e.result(t, Answers)
+		wantCause(t, r, CauseNothingTested)
+		if d := r.Violations[0].Detail; !strings.Contains(d, want) {
+			t.Errorf("all answered %d: %q does not name %s", code, d, want)
+		}
+	}
+}
+
 // TestAnswers: a service that answers 500 to every keyed request fails
 // first, saying so; one that mostly succeeds passes.
 func TestAnswers(t *testing.T) {
