@@ -86,7 +86,8 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	var vs []Violation
 	var notes []string
 	reuse409, unread := 0, 0
-	otherRefusal := map[int]int{} // missing or over-long keys refused in another code than 400, by code
+	optional, optionalRefused := 0, 0 // requests without a key under --key optional, answered; refused
+	otherRefusal := map[int]int{}     // missing or over-long keys refused in another code than 400, by code
 	for _, x := range xs {
 		if !x.Answered() {
 			continue
@@ -111,6 +112,14 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 			} else if x.Status != http.StatusBadRequest {
 				vs = append(vs, Violation{Checker: Status, Key: clip(x.Key), Cause: CauseLong, At: x.Return, Detail: fmt.Sprintf(
 					"a %d-byte key got %d from %s at %s, not 400 (a service that accepts longer keys declares its limit: --max-key-len N, or 0 for none)", len(x.Key), x.Status, x.Instance, ms(x.Return))})
+			}
+		case x.Purpose == history.PurposeMissing:
+			// --key optional: served as a plain request. Refused as one
+			// with no key is what a service that requires keys does:
+			// the declaration is then wrong, and its 400s go unjudged.
+			optional++
+			if x.Status == http.StatusBadRequest || refusedOtherwise(x.Status) {
+				optionalRefused++
 			}
 		case x.Purpose == history.PurposeReuse:
 			counts["key reused with another body"]++
@@ -158,6 +167,9 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	}
 	if reuse409 > 0 {
 		notes = append(notes, fmt.Sprintf("%d keys reused with another body got 409 while no other request of the key was in flight: refused, so nothing ran, but the draft advises 422 for a mismatch (409 says the key is in flight)", reuse409))
+	}
+	if optionalRefused > 0 {
+		notes = append(notes, fmt.Sprintf("declared --key optional, but %d of the %d answered requests without a key were refused (400 or another 4xx): the service seems to require a key; declare it (--key required, the default) to have its answers to them judged", optionalRefused, optional))
 	}
 	if len(otherRefusal) > 0 {
 		var codes []string

@@ -115,6 +115,15 @@ func TestStatusCauses(t *testing.T) {
 	wantCause(t, e.result(t, Status), CauseMissing)
 	if r := Run(Evidence{Hist: e.h, Ledger: e.l, Policy: Policy{KeyOptional: true}}); !r[3].Pass {
 		t.Errorf("a request without a key failed although the key was declared optional: %+v", r[3])
+	} else if len(r[3].Notes) != 0 {
+		t.Errorf("a request without a key served as declared has a note: %q", r[3].Notes)
+	}
+	// Declared optional, but refused: the declaration looks wrong, and
+	// the report says so (the service's 400s went unjudged).
+	e = newEv()
+	e.x(0, "i1", history.PurposeMissing, "", "o", "b", 10, 50, 400, "key required")
+	if r := e.resultBy(t, Status, Policy{KeyOptional: true}); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "--key required") {
+		t.Errorf("a request without a key refused under --key optional: %+v", r)
 	}
 
 	e = newEv()
