@@ -61,7 +61,7 @@ func declarations(r httpload.Request, path string, started bool, maxKey int, p h
 	if ttl > 0 {
 		out = append(out, fmt.Sprintf("in-flight TTL: %v (widens: a key may stay in flight that long after its owner died; the final probes run up to %v)", ttl, settle))
 	} else {
-		out = append(out, fmt.Sprintf("in-flight TTL: not declared (the final probes run up to --settle %v: a key held longer fails liveness)", settle))
+		out = append(out, fmt.Sprintf("in-flight TTL: not declared (the final probes run up to --settle %v: a key still held then fails liveness, or, where idemcheck killed its owner, is not judged)", settle))
 	}
 	if p.SavesErrors {
 		out = append(out, "saves errors: every 5xx is saved and replayed for its key (widens: a key that replays one 5xx is settled)")

@@ -88,7 +88,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 	}
 	r := Result{Checker: Liveness, Applied: len(order) > 0,
-		Detail: fmt.Sprintf("%d keys left unsettled by the faults all got a definite answer once healed (%d instance kills, pauses or exits)", len(order), crashes)}
+		Detail: fmt.Sprintf("%d keys whose last answer in the load was not definite (a 409, a 5xx, none: faults, races, timeouts) all got a definite answer in the final probes (%d instance kills, pauses or exits)", len(order), crashes)}
 	if !r.Applied {
 		r.Detail = "every key was settled before the end: nothing to probe"
 	}
@@ -247,7 +247,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		why = append(why, fmt.Sprintf("%d keys (first %s) got no answer to their one probe since their last answer, when --settle ran out: one lost answer is a slow moment as often as a stuck key; give the probes longer (--settle) to judge them", len(onceKeys), onceKeys[0]))
 	}
 	if n := len(unjudged) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys) + len(briefKeys) + len(onceKeys); n > 0 {
-		r.Detail = fmt.Sprintf("%d of %d keys left unsettled by the faults got a definite answer once healed (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
+		r.Detail = fmt.Sprintf("%d of %d keys whose last answer in the load was not definite got a definite answer in the final probes (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
 		r.Unjudged = strings.Join(why, "; ")
 	}
 	return finish(r, vs)
