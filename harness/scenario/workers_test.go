@@ -3,6 +3,7 @@ package scenario_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,6 +97,55 @@ func TestWorkerClockAlignment(t *testing.T) {
 	}
 	if w.Err() != nil {
 		t.Errorf("worker: %v", w.Err())
+	}
+}
+
+// TestWorkerTakesAnyBacklog: a worker held at a failpoint still reads
+// every order it is given, so the harness's go behind them reaches it.
+// Orders past what its queue and the pipe held once deadlocked the two:
+// the worker's reader waited on its full queue, the order in hand on a
+// go unread behind it, the harness's writes on the full pipe (a chaos
+// run on a store slowed by a loaded machine hung for half an hour).
+func TestWorkerTakesAnyBacklog(t *testing.T) {
+	o := sqliteOptions(t, stores.Correct)
+	env := testEnv(t, o, "backlog")
+	var hits atomic.Int32
+	w, err := env.StartWorker(context.Background(), worker.Options{
+		Announce: []string{faults.RunAfterClaim},
+		Decide: func(*worker.Worker, string, stores.KeyRef) worker.Action {
+			if hits.Add(1) == 1 {
+				return worker.Action{Hold: 300 * time.Millisecond} // while the orders pile up
+			}
+			return worker.Action{Kill: true} // the next order's claim: the backlog was read
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Kill("", stores.KeyRef{}) })
+	const orders = 6000 // past the queue the worker once had (4096) and a pipe's worth
+	given := make(chan struct{})
+	go func() {
+		defer close(given)
+		for i := 0; i < orders; i++ {
+			w.Submit(env.Order(i, ""))
+		}
+	}()
+	select {
+	case <-given:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the harness could not give a held worker %d orders: they deadlocked", orders)
+	}
+	select {
+	case <-w.Done():
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the held worker never went on to its next order: the harness's go did not reach it")
+	}
+	if !w.Killed() || hits.Load() < 2 {
+		t.Errorf("the worker was not killed at its second order (killed %v, %d failpoint hits)", w.Killed(), hits.Load())
+	}
+	if n := w.Backlog(); n < orders-2 {
+		t.Errorf("backlog %d after %d orders and one answer", n, orders)
 	}
 }
 

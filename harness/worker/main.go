@@ -86,13 +86,17 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 			return id
 		},
 	}
-	orders := make(chan workload.Order, 4096)
-	var closeOrders sync.Once
+	// The reader never waits for the orders to be run: the harness's
+	// go and charge lines come on the same stdin, behind the orders, and
+	// the order in hand waits for them. A bounded queue here deadlocked
+	// a run whose harness fed orders faster than a slowed worker ran
+	// them (the reader blocked on the full queue, the order in hand on
+	// a go unread behind it, the harness on the full pipe).
+	orders := newOrderQueue()
 	go func() {
-		defer closeOrders.Do(func() { close(orders) })
+		defer orders.close()
 		// After "close" the harness still answers failpoints and charges:
 		// read until stdin ends.
-		closed := false
 		for in.Scan() {
 			var m toWorker
 			if err := json.Unmarshal(in.Bytes(), &m); err != nil {
@@ -100,15 +104,14 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 				continue
 			}
 			switch {
-			case m.Order != nil && !closed:
-				orders <- *m.Order
+			case m.Order != nil:
+				orders.push(*m.Order)
 			case m.Go != 0:
 				waits.deliver(m.Go, "")
 			case m.Charge != nil:
 				waits.deliver(m.Charge.Seq, m.Charge.ID)
 			case m.Close:
-				closed = true
-				closeOrders.Do(func() { close(orders) })
+				orders.close()
 			}
 		}
 		// stdin ended: the harness is gone, nobody is listening any more.
@@ -116,8 +119,9 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 		stop()
 	}()
 	out.send(fromWorker{Ready: true})
-	for o := range orders {
-		if ctx.Err() != nil {
+	for {
+		o, ok := orders.pop()
+		if !ok || ctx.Err() != nil {
 			break
 		}
 		if setup.MaxUnknown > 0 {
@@ -129,6 +133,54 @@ func Main(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// orderQueue is the worker's orders, in the order they came: push never
+// waits (the harness bounds how many it gives a worker), pop waits for
+// one, and after close pop drains what is left and then says no more
+// (orders after close are dropped).
+type orderQueue struct {
+	mu     sync.Mutex
+	more   *sync.Cond
+	q      []workload.Order
+	closed bool
+}
+
+func newOrderQueue() *orderQueue {
+	o := &orderQueue{}
+	o.more = sync.NewCond(&o.mu)
+	return o
+}
+
+func (o *orderQueue) push(x workload.Order) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.closed {
+		o.q = append(o.q, x)
+		o.more.Signal()
+	}
+}
+
+func (o *orderQueue) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	o.more.Broadcast()
+}
+
+func (o *orderQueue) pop() (workload.Order, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for len(o.q) == 0 && !o.closed {
+		o.more.Wait()
+	}
+	if len(o.q) == 0 {
+		return workload.Order{}, false
+	}
+	x := o.q[0]
+	o.q[0] = workload.Order{}
+	o.q = o.q[1:]
+	return x, true
 }
 
 // lineWriter writes JSON lines, one write per line, so every line that was
