@@ -35,6 +35,10 @@ func (c chaosCan) why(ev nemesis.ChaosEvent) string {
 	return ""
 }
 
+// chaosBacklog is the most orders the chaos scenario leaves unanswered
+// with one worker process: a few LockTTLs of its feed.
+const chaosBacklog = 8
+
 // runChaos: the Jepsen pattern with every fault the store allows. Phase 1,
 // faults on: in-process clients (in pairs sending the same orders) and
 // worker processes run orders while a nemesis follows the seed's schedule:
@@ -162,11 +166,19 @@ func runChaos(ctx context.Context, env *Env) {
 				default:
 				}
 				o := env.Order(nemesis.ChaosWorkerOrders+j, "")
-				fed = append(fed, o)
+				given := false
 				for i := 0; i < 2; i++ { // on two workers at once: they race
-					if w := p.Victim(j + i); w != nil {
+					// Not to a worker the faults hold up: its orders
+					// would pile up for as long as they last (a slow
+					// heal under load piled up thousands, run long
+					// after the faults, or never).
+					if w := p.Victim(j + i); w != nil && w.Backlog() < chaosBacklog {
 						w.Submit(o)
+						given = true
 					}
+				}
+				if given {
+					fed = append(fed, o)
 				}
 				if faults.Pause(ctx, 2*ttl/5) != nil {
 					return

@@ -220,6 +220,16 @@ func (w *Worker) Busy() bool {
 	return w.nanswers < len(w.submitted)
 }
 
+// Backlog is how many orders the worker was given and has not answered
+// (the one in hand among them): a feeder that keeps it small keeps a
+// worker that faults have slowed from piling up orders it will run long
+// after the faults.
+func (w *Worker) Backlog() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.submitted) - w.nanswers
+}
+
 // Unanswered lists the orders given to the worker that have no definite
 // answer from it (yet).
 func (w *Worker) Unanswered() []workload.Order {
