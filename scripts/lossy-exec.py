@@ -5,9 +5,11 @@
 
 Every line passes through unchanged, except that after the first answer
 (the open's) each "ok" answer is, with probability LOSS (default 0.05,
-drawn from LOSS_SEED, default 1), replaced by an error of code "other":
+drawn from LOSS_SEED, default 1), replaced by an error of code "lost":
 the store acted, and idemcheck hears an unknown outcome, as when a reply
-is lost on the way back. A correct store must pass behind it; it tests
+is lost on the way back (the code says the error is this link's, not the
+store's: availability counts it as a fault). A correct store must pass
+behind it, --strict-availability included; it tests
 how the checkers judge calls whose outcome is unknown on a store with no
 server between it and its data (where the lost-reply scenario cannot
 run). harness/testdata/runs/lost-answer-at-lockttl was recorded this way.
@@ -38,7 +40,7 @@ for line in store.stdout:
     ok = b'"type":"ok"' in line
     if ok and opened and rng.random() < rate:
         answer = json.loads(line)
-        line = json.dumps({"type": "error", "id": answer["id"], "code": "other",
+        line = json.dumps({"type": "error", "id": answer["id"], "code": "lost",
                            "message": "lossy-exec: the answer was lost after the store acted"}).encode() + b"\n"
     opened = opened or ok
     out.write(line)

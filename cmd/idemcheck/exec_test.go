@@ -126,3 +126,33 @@ func TestWorkersSaysAFailpointNoWorkerPassed(t *testing.T) {
 		t.Errorf("the note does not say no worker passed begin.after-select:\n%s", stdout)
 	}
 }
+
+// TestLossyLinkPassesStrictAvailability: the JavaScript example behind
+// scripts/lossy-exec.py, which loses a third of its answers (code lost),
+// passes --strict-availability: a 409 lost on the way is the link's
+// fault, not an error the store chose. Before the code said so, the same
+// run failed availability on both scenarios.
+func TestLossyLinkPassesStrictAvailability(t *testing.T) {
+	script, err := filepath.Abs("../../scripts/lossy-exec.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := "LOSS=0.3 LOSS_SEED=1 python3 " + script + " env " + jsExampleCmd(t)
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "check", "--store", "exec", "--cmd", cmd, "--scenario", "sched-takeover,crash", "--strict-availability", "--out", out)
+	if code != exitPass {
+		t.Fatalf("exit %d:\n%s\n%s", code, stdout, stderr)
+	}
+	reports, _ := filepath.Glob(filepath.Join(out, "*", "report.md"))
+	var all []byte
+	for _, r := range reports {
+		b, err := os.ReadFile(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if !strings.Contains(string(all), "had their answer lost by a fault injector") {
+		t.Errorf("the reports (%q) do not count the lost answers apart:\n%s", reports, all)
+	}
+}

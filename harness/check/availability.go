@@ -47,6 +47,13 @@ const AvailabilityPatience = time.Second
 // 32 on 2 cores (docs/performance.md, "Availability on a loaded
 // machine").
 //
+// So is an error a fault injector answered in the store's place when it
+// lost the store's answer (history.Op.Lost, stores.ErrLost): a lossy
+// link is a fault, as the network scenario's lost replies are (those
+// excuse the Begins they overlap), and a correct store behind
+// scripts/lossy-exec.py once failed --strict-availability on its lost
+// 409s, which soak --random-flags draws.
+//
 // A part counts its Begins (the faults, every one of them, are in every
 // part); the tolerance is applied once, to the whole run's counts
 // (availabilityTally.decide): judged part by part, a rate could pass the
@@ -77,6 +84,9 @@ func checkAvailability(e Evidence, g grouped) availabilityTally {
 			case b.Deadline: // recorded only of an unknown outcome
 				t.timedOut++
 				continue
+			case b.Lost: // a fault injector's error, in the store's place
+				t.lost++
+				continue
 			}
 			t.erred++
 			if b.Output.NotApplied {
@@ -99,8 +109,8 @@ func checkAvailability(e Evidence, g grouped) availabilityTally {
 // firstKey), as the other checkers name their first violation, whatever
 // part it is in.
 type availabilityTally struct {
-	due, erred, declared, timedOut int
-	first, firstKey                string
+	due, erred, declared, timedOut, lost int
+	first, firstKey                      string
 }
 
 // add merges o, the next part's tally, into t.
@@ -112,6 +122,7 @@ func (t *availabilityTally) add(o availabilityTally) {
 	t.erred += o.erred
 	t.declared += o.declared
 	t.timedOut += o.timedOut
+	t.lost += o.lost
 }
 
 // decide is the [Availability] result of a run's merged tally: its rate
@@ -124,6 +135,9 @@ func (t availabilityTally) decide(e Evidence) Result {
 	timedOut := ""
 	if t.timedOut > 0 {
 		timedOut = fmt.Sprintf("; %d of them timed out (the call's deadline passed: slowness, the machine's or the store's, not an error the store answered), not counted as errors", t.timedOut)
+	}
+	if t.lost > 0 {
+		timedOut += fmt.Sprintf("; %d of them had their answer lost by a fault injector in front of the store (stores.ErrLost: a fault, not an error the store answered), not counted as errors", t.lost)
 	}
 	rate := float64(t.erred) / float64(t.due)
 	if rate <= AvailabilityTolerance {

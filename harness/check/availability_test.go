@@ -182,3 +182,26 @@ func TestAvailabilityTimeouts(t *testing.T) {
 		t.Fatalf("timeouts and an answered error: %s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
 	}
 }
+
+// TestAvailabilityLostAnswers: a Begin owed a 409 whose answer a fault
+// injector lost (history.Op.Lost: scripts/lossy-exec.py's code lost) got
+// the link's error, not the store's: counted apart, never a failure in
+// strict mode, as a correct store behind the lossy link once failed.
+func TestAvailabilityLostAnswers(t *testing.T) {
+	r := newRec()
+	r.begin(1, "fp", 0, 1, claimedD("a", false))
+	for i := range 5 {
+		r.id++
+		in := models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp", ID: r.id, Now: t0.Add(time.Duration(int64(2+i) * ms))}
+		r.h.AddOp(history.Op{Client: 10 + i, Input: in, Output: models.Output{Unknown: true}, Call: int64(2+i) * ms, Return: never,
+			ErrAt: int64(3+i) * ms, Err: "lossy-exec: the answer was lost", Lost: true})
+	}
+	r.begin(2, "fp", 20, 21, inFlightD)
+	if got := strictAvailability(t, r); got.Verdict != check.Pass || !strings.Contains(got.Detail, "0 got an error") || !strings.Contains(got.Detail, "5 of them had their answer lost") {
+		t.Fatalf("lost answers alone: %s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+	}
+	r.beginErr(3, "fp", 22, 23) // an error the store answered
+	if got := strictAvailability(t, r); got.Verdict != check.Fail || !strings.Contains(got.Detail, "1 of 7") {
+		t.Fatalf("lost answers and an answered error: %s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+	}
+}

@@ -50,6 +50,12 @@ type Op struct {
 	// counts such an error as the machine's or the store's slowness, not
 	// as a refusal.
 	Deadline bool `json:"deadline,omitempty"`
+	// Lost: that error was a fault injector's, answered in the store's
+	// place when it lost the store's answer on the way back (it wraps
+	// stores.ErrLost): an unknown outcome like any other error's, which
+	// the availability checker counts as the fault it is, not as a
+	// refusal the store chose.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // IsClaim reports whether the op is a Begin that answered Claimed.

@@ -56,6 +56,9 @@ func appendOp(b []byte, op *Op) (_ []byte, ok bool) {
 	if op.Deadline {
 		b = append(b, `,"deadline":true`...)
 	}
+	if op.Lost {
+		b = append(b, `,"lost":true`...)
+	}
 	return append(b, '}'), true
 }
 

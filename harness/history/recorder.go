@@ -102,6 +102,7 @@ func (r *Recorder) ret(seq int64, in models.Input, call int64, out models.Output
 	if out.Unknown {
 		op.ErrAt, op.Return = op.Return, Never
 		op.Deadline = errors.Is(err, ErrPastDeadline)
+		op.Lost = errors.Is(err, stores.ErrLost)
 	}
 	r.Hist.ret(seq, op, drop)
 }

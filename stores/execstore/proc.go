@@ -273,6 +273,8 @@ func (p *proc) call(ctx context.Context, m toStore) (*fromStore, error) {
 				return nil, fmt.Errorf("%w (%s)", stores.ErrInvalidKey, r.Message)
 			case CodeNotApplied:
 				return nil, fmt.Errorf("exec store %s: %w (%s)", p.hello.Name, stores.ErrNotApplied, r.Message)
+			case CodeLost:
+				return nil, fmt.Errorf("exec store %s: %w (%s)", p.hello.Name, stores.ErrLost, r.Message)
 			}
 			return nil, fmt.Errorf("exec store %s: %s", p.hello.Name, r.Message)
 		}

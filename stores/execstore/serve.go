@@ -116,6 +116,8 @@ func (s *server) reply(id int64, ok *fromStore, err error) {
 			code = CodeInvalidKey
 		case errors.Is(err, stores.ErrNotApplied):
 			code = CodeNotApplied
+		case errors.Is(err, stores.ErrLost):
+			code = CodeLost
 		}
 		m = fromStore{Type: "error", Code: code, Message: err.Error()}
 	}

@@ -184,7 +184,10 @@ const (
 	// CodeNotApplied: the store knows the call changed nothing (its
 	// database rolled it back: stores.ErrNotApplied).
 	CodeNotApplied = "not-applied"
-	CodeOther      = "other"
+	// CodeLost: a fault injector in front of the store lost its answer
+	// (stores.ErrLost): an unknown outcome, counted as an injected fault.
+	CodeLost  = "lost"
+	CodeOther = "other"
 )
 
 var outcomes = map[string]stores.Outcome{
@@ -213,8 +216,8 @@ func (m *fromStore) check(h Hello) error {
 	switch m.Type {
 	case "ok":
 	case "error":
-		if m.Code != CodeFenced && m.Code != CodeInvalidKey && m.Code != CodeNotApplied && m.Code != CodeOther {
-			return fmt.Errorf("error code %q: want fenced, invalid-key, not-applied or other", m.Code)
+		if m.Code != CodeFenced && m.Code != CodeInvalidKey && m.Code != CodeNotApplied && m.Code != CodeLost && m.Code != CodeOther {
+			return fmt.Errorf("error code %q: want fenced, invalid-key, not-applied, lost or other", m.Code)
 		}
 	case "hit":
 		if !slices.Contains(h.Points, m.Point) {
