@@ -206,7 +206,9 @@ func TestHTTPDeadService(t *testing.T) {
 // forever. With an in-flight TTL declared, liveness fails with cause
 // locked; without one, a key still locked after its owner was killed may
 // be a correct service's lock that has not expired yet: the run is
-// undecided (exit 3) and says what was not judged and how to judge it.
+// undecided (exit 3) and says what was not judged and how to judge it;
+// recheck with the TTL declared then judges it as the declared run was,
+// without running it again.
 func TestHTTPLockedAfterKill(t *testing.T) {
 	args := []string{"--net-faults=false", "--fault-gap", "250ms", "--fault-window", "100ms", "--provider-latency", "150ms", "--provider-fail", "0"}
 	code, _, report := blackbox(t, "lock423", []string{"IDEM_TEST_DIR=" + t.TempDir()}, append(args, "--inflight-ttl", "1s")...)
@@ -215,10 +217,17 @@ func TestHTTPLockedAfterKill(t *testing.T) {
 	}
 	// (The test service does not fingerprint either: status-codes fails
 	// whatever liveness says, so the run's exit is 1.)
-	_, _, report = blackbox(t, "lock423", []string{"IDEM_TEST_DIR=" + t.TempDir()}, args...)
+	_, _, report, dir := blackboxIn(t, "lock423", "", []string{"IDEM_TEST_DIR=" + t.TempDir()}, args...)
 	if strings.Contains(report, "FAIL liveness") || !strings.Contains(report, "UNDECIDED liveness") || !strings.Contains(report, "not judged:") ||
 		!strings.Contains(report, "--inflight-ttl") {
 		t.Fatalf("without a declared TTL: report:\n%s", report)
+	}
+	code, stdout, stderr := runCLI(t, "recheck", "--inflight-ttl", "1s", dir)
+	if code != exitFail || !strings.Contains(stdout, "liveness         then UNDECIDED now FAIL") || !strings.Contains(stdout, "judged by the declarations --inflight-ttl=1s") {
+		t.Errorf("recheck with the TTL declared: exit %d:\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, "recheck", "--key", "sometimes", dir); code != exitUsage || !strings.Contains(stderr, "required or optional") {
+		t.Errorf("recheck --key sometimes: exit %d: %s", code, stderr)
 	}
 }
 

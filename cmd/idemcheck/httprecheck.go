@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -53,9 +54,10 @@ func judgeHTTP(run httpreport.Run, h *history.History, l *history.Ledger) ([]htt
 }
 
 // recheckHTTP judges a saved black-box run again with this build's
-// checkers, by the policy the run declared: it prints each checker's
-// verdict then and now, and writes nothing.
-func recheckHTTP(dir string, sum *httpreport.Summary, asJSON bool, stdout io.Writer) (int, error) {
+// checkers, by the policy in sum (the run's, or as redeclared: the
+// flags that changed it, said first): it prints each checker's verdict
+// then and now, and writes nothing.
+func recheckHTTP(dir string, sum *httpreport.Summary, redeclared []string, asJSON bool, stdout io.Writer) (int, error) {
 	f, err := os.Open(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
 		return exitUsage, fmt.Errorf("recheck: %v", err)
@@ -73,7 +75,11 @@ func recheckHTTP(dir string, sum *httpreport.Summary, asJSON bool, stdout io.Wri
 	for _, r := range sum.Results {
 		then[r.Checker] = r
 	}
-	fmt.Fprintf(stdout, "recheck of the black-box run %s, with this build's checkers\n\n", dir)
+	fmt.Fprintf(stdout, "recheck of the black-box run %s, with this build's checkers\n", dir)
+	if len(redeclared) > 0 {
+		fmt.Fprintf(stdout, "judged by the declarations %s, not the run's (the final probes ran as the run's had them)\n", strings.Join(redeclared, " "))
+	}
+	fmt.Fprintln(stdout)
 	for _, r := range results {
 		was, now := "-", httpreport.Word(r)
 		if t, ok := then[r.Checker]; ok {

@@ -15,7 +15,7 @@ import (
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
 )
 
-const recheckHelp = `Usage: idemcheck recheck [--json] <run-dir>
+const recheckHelp = `Usage: idemcheck recheck [--json] [--inflight-ttl D] [--saves-errors] [--key required|optional] <run-dir>
 
 Re-checks a saved run: reads <run-dir>/summary.json and history.jsonl (as
 idemcheck check, or idemcheck http, wrote them) and judges every scenario's history again with
@@ -37,6 +37,12 @@ outcome, and is at best undecided; the run's files are written into
 interrupted one: its requests in flight unanswered, a violation in what
 it recorded standing, liveness not judged.
 
+A finished black-box run may be judged by other declarations than it
+made, as an undecided one's report asks (--inflight-ttl, --saves-errors,
+--key): the service's answers are the same, so there is no need to run
+it again. The final probes ran as long as the run's declarations had
+them run: a key held longer than they lasted is still not judged.
+
 Prints the summary as check does, with each scenario's verdict then and
 now. Exit codes: 0 pass, 1 a violation, 2 bad usage or an unreadable run,
 3 undecided.
@@ -46,8 +52,23 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	dir, args := positional(args)
 	fs := newFlagSet("recheck", recheckHelp)
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
+	ttl := fs.Duration("inflight-ttl", 0, "a black-box run: judge it with this in-flight TTL declared instead of the run's")
+	savesErrors := fs.Bool("saves-errors", false, "a black-box run: judge it as of a service that saves its 5xx answers")
+	keyPolicy := fs.String("key", "", "a black-box run: judge it with the key declared required or optional")
 	if err := parse(fs, recheckHelp, args, stdout); err != nil {
 		return exitUsage, err
+	}
+	var redeclared []string // the declarations given here, in flag form
+	for _, name := range []string{"inflight-ttl", "saves-errors", "key"} {
+		if given(fs, name) {
+			redeclared = append(redeclared, "--"+name+"="+fs.Lookup(name).Value.String())
+		}
+	}
+	if *keyPolicy != "" && *keyPolicy != "required" && *keyPolicy != "optional" {
+		return exitUsage, usagef("recheck: --key must be required or optional, got %q", *keyPolicy)
+	}
+	if *ttl < 0 {
+		return exitUsage, usagef("recheck: --inflight-ttl must not be negative, got %v", *ttl)
 	}
 	if dir == "" {
 		return exitUsage, usagef("recheck: name a run directory (results/latest, or one under results/)")
@@ -56,7 +77,20 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return exitUsage, usagef("recheck: %s is not a run directory", dir)
 	}
 	if hs := httpSummary(dir); hs != nil { // an idemcheck http run
-		return recheckHTTP(dir, hs, *asJSON, stdout)
+		p := &hs.Run.Policy
+		if given(fs, "inflight-ttl") {
+			p.InFlightTTL = *ttl
+		}
+		if given(fs, "saves-errors") {
+			p.SavesErrors = *savesErrors
+		}
+		if given(fs, "key") {
+			p.KeyOptional = *keyPolicy == "optional"
+		}
+		return recheckHTTP(dir, hs, redeclared, *asJSON, stdout)
+	}
+	if len(redeclared) > 0 {
+		return exitUsage, usagef("recheck: %s: only a finished black-box run (idemcheck http) can be judged by other declarations; %s is not one", strings.Join(redeclared, " "), dir)
 	}
 	kind := journalKind(filepath.Join(dir, harness.JournalFile))
 	if crashed(dir) {

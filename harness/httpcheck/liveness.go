@@ -226,10 +226,10 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	var why []string
 	if len(unjudged) > 0 {
-		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl) to judge them", len(unjudged), unjudged[0]))
+		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl, or idemcheck recheck --inflight-ttl D on this run's directory) to judge them", len(unjudged), unjudged[0]))
 	}
 	if len(savedErrs) > 0 {
-		why = append(why, fmt.Sprintf("%d keys (first %s) replay one 5xx (the last probe's answer and the one before it), for an order the provider never charged: a service that saves every error answers so (declare it with --saves-errors), and so does one stuck on the key", len(savedErrs), savedErrs[0]))
+		why = append(why, fmt.Sprintf("%d keys (first %s) replay one 5xx (the last probe's answer and the one before it), for an order the provider never charged: a service that saves every error answers so (declare it with --saves-errors, or idemcheck recheck --saves-errors on this run's directory), and so does one stuck on the key", len(savedErrs), savedErrs[0]))
 	}
 	if len(silentKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got no answer to their last probes while the service answered few or none of the other calls beside them: no answer says nothing of a key when the service answers no one (stopped, starved by the machine, cut off)", len(silentKeys), unanswerFirst))
