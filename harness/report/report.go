@@ -143,6 +143,10 @@ func writeHistory(w io.Writer, sum *results.Summary) error {
 	return nil
 }
 
+// nothingJudged is the table's cell for a checker that passed having
+// judged nothing ([check.Result.Judged] 0).
+const nothingJudged = "—"
+
 func writeReport(w io.Writer, sum *results.Summary) error {
 	fmt.Fprintf(w, "# idemcheck: %s on %s/%s\n\n", strings.ToUpper(string(sum.Verdict)), sum.Store, sum.Variant)
 	fmt.Fprintf(w, "Seed %d, %d clients, %d keys, LockTTL %s, %.1fs, started %s.\n\n", sum.Seed, sum.Clients, sum.Keys, sum.LockTTL, sum.Seconds, sum.Started.Format(time.RFC3339))
@@ -154,12 +158,21 @@ func writeReport(w io.Writer, sum *results.Summary) error {
 		fmt.Fprintf(w, " %s |", c.Name)
 	}
 	fmt.Fprintf(w, "\n|---|---|---|---|---|%s\n", strings.Repeat("---|", len(check.Docs)))
+	vacuous := false
 	for _, s := range sum.Scenarios {
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %s |", s.ID(), s.Verdict, s.Ops, s.MaxConcurrentBegins, faultString(s.Faults))
 		for _, c := range s.Checkers {
-			fmt.Fprintf(w, " %s |", c.Verdict)
+			cell := string(c.Verdict)
+			if c.Verdict == check.Pass && c.Judged == 0 {
+				// A pass that judged nothing says nothing: not "pass".
+				cell, vacuous = nothingJudged, true
+			}
+			fmt.Fprintf(w, " %s |", cell)
 		}
 		fmt.Fprintln(w)
+	}
+	if vacuous {
+		fmt.Fprintf(w, "\n%s: the checker passed with nothing to judge in that scenario (its line under Checkers says why).\n", nothingJudged)
 	}
 	for _, s := range sum.Scenarios {
 		if len(s.Schedule) > 0 {

@@ -125,3 +125,29 @@ func TestReportSaysWhyUndecided(t *testing.T) {
 		}
 	}
 }
+
+// TestReportTableSaysNothingJudged: in report.md's table, a checker that
+// passed having judged nothing (Judged 0) shows as such, not as "pass",
+// and a line under the table says what the mark means.
+func TestReportTableSaysNothingJudged(t *testing.T) {
+	d, err := report.PrepareRunDir(t.TempDir(), "memory", "correct", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := &results.Summary{Store: "memory", Variant: "correct", Verdict: check.Pass, Scenarios: []results.ScenarioResult{
+		{Name: "race", Verdict: check.Pass, Checkers: []check.Result{
+			{Checker: check.AtMostOnce, Verdict: check.Pass, Judged: 8, Detail: "8 orders"},
+			{Checker: check.Mismatch, Verdict: check.Pass, Detail: "no reuse with other parameters"},
+		}},
+	}}
+	if err := d.Write(sum); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(d.Path, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "| race | pass | 0 | 0 | none | pass | — |") || !strings.Contains(string(b), "—: the checker passed with nothing to judge") {
+		t.Errorf("report.md's table does not set apart the pass that judged nothing:\n%s", b)
+	}
+}
