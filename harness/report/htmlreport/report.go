@@ -167,6 +167,9 @@ type summaryRow struct {
 type cell struct {
 	Verdict check.Verdict
 	Detail  string
+	// Vacuous: a pass that judged nothing ([check.Result.Judged] 0),
+	// shown as such, not as a pass.
+	Vacuous bool
 }
 
 type violationRow struct {
@@ -264,7 +267,10 @@ func buildPage(dir string, sum *results.Summary, lim Limits) *page {
 			cl := cell{Verdict: "", Detail: "not run"}
 			for _, r := range s.Checkers {
 				if r.Checker == c.Name {
-					cl = cell{Verdict: r.Verdict, Detail: r.Detail}
+					cl = cell{Verdict: r.Verdict, Detail: r.Detail, Vacuous: r.Verdict == check.Pass && r.Judged == 0}
+					if cl.Vacuous {
+						cl.Detail = "nothing to judge: " + r.Detail
+					}
 				}
 			}
 			row.Cells = append(row.Cells, cl)
