@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"pgregory.net/rapid"
+
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // unknownCases counts the model test's cases cut short by a call that
@@ -14,6 +16,27 @@ type unknownCases struct {
 	mu               sync.Mutex
 	cases, cut       int
 	first, firstCall string
+	// The calls with an invalid key, those refused as the contract
+	// says (stores.ErrInvalidKey, or ErrFenced for a write), and the
+	// first answered otherwise.
+	invalidCalls, invalidRefused int
+	invalidFirst                 string
+}
+
+// invalidNeverRefused reports, when the cases made calls with an
+// invalid key and the store refused none of them as the contract says
+// (each failed with another error, or was declared not applied) while
+// it answered other calls (some case ran to its end), what to say: an
+// error now and then is a lossy link's, never one is the store's
+// answer. A store that errs on every call is not judged (tooMany).
+func (u *unknownCases) invalidNeverRefused() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.invalidCalls == 0 || u.invalidRefused > 0 || u.cut >= u.cases {
+		return ""
+	}
+	return fmt.Sprintf("the store refused none of %d calls with an invalid key (empty, or longer than %d bytes) with stores.ErrInvalidKey (or, for a save or release, stores.ErrFenced); first: %s",
+		u.invalidCalls, stores.MaxKeyLen, u.invalidFirst)
 }
 
 // tooMany reports, when more than a tenth of the cases were cut short,
