@@ -97,10 +97,13 @@ func Run(t *testing.T, f Factory) {
 	}
 }
 
-// Require fails the test unless every named scenario can run on the
-// factory's store: a suite that gives an address and a network (for
-// network and lost-reply) or a server (for store-faults) can say so, and a
-// later change that loses one of them fails instead of quietly skipping.
+// Require fails the test unless every named scenario runs on the
+// factory's store in [Run]: a suite that gives an address and a network
+// (for network and lost-reply) or a server (for store-faults) can say
+// so, and a later change that loses one of them fails instead of quietly
+// skipping. So does a scenario past the wait budget at the factory's
+// declared times ([WaitBudget]), and one that needs a store renewing
+// leases (heartbeat) where the store does not (Require opens one to ask).
 func Require(t testing.TB, f Factory, names ...string) {
 	t.Helper()
 	for _, name := range names {
@@ -110,8 +113,34 @@ func Require(t testing.TB, f Factory, names ...string) {
 		}
 		if why := Inapplicable(f, sc); why != "" {
 			t.Errorf("idemtest.Require: %s", why)
+			continue
+		}
+		if why := overBudget(f, sc); why != "" {
+			t.Errorf("idemtest.Require: %s", why)
+			continue
+		}
+		if sc.NeedsExtender {
+			if why := noExtender(f, sc); why != "" {
+				t.Errorf("idemtest.Require: %s", why)
+			}
 		}
 	}
+}
+
+// noExtender opens a store of the factory and says why sc cannot run on
+// it when it does not renew leases (stores.Extender), or "".
+func noExtender(f Factory, sc scenario.Scenario) string {
+	cfg := options(f).StoreConfig(sc)
+	cfg.Namespace = fmt.Sprintf("idemtest_require_%d", time.Now().UnixNano())
+	st, err := f.Open(cfg)
+	if err != nil {
+		return fmt.Sprintf("scenario %s: opening a store to ask whether it renews leases: %v", sc.Name, err)
+	}
+	defer st.Close()
+	if _, ok := st.(stores.Extender); !ok {
+		return fmt.Sprintf("scenario %s: the store does not renew leases (it does not implement stores.Extender)", sc.Name)
+	}
+	return ""
 }
 
 // Inapplicable says why a scenario cannot run on the factory's store, or ""

@@ -288,4 +288,19 @@ func TestRequire(t *testing.T) {
 	if len(tb.errs) != 1 || !strings.Contains(tb.errs[0], "network") {
 		t.Fatalf("Require reported %q; want one error about network", tb.errs)
 	}
+	// Scenarios Run would skip once it started them: heartbeat on a store
+	// that renews no lease, takeover past the wait budget at a declared
+	// lease of minutes (both passed Require once).
+	tb = &errorsTB{TB: t}
+	idemtest.Require(tb, tinyFactory(false), "heartbeat")
+	if len(tb.errs) != 1 || !strings.Contains(tb.errs[0], "does not renew leases") {
+		t.Errorf("Require on heartbeat without stores.Extender reported %q", tb.errs)
+	}
+	f := tinyFactory(false)
+	f.LockTTL = 5 * time.Minute
+	tb = &errorsTB{TB: t}
+	idemtest.Require(tb, f, "takeover")
+	if len(tb.errs) != 1 || !strings.Contains(tb.errs[0], "wait budget") {
+		t.Errorf("Require on takeover at a 5m lease reported %q", tb.errs)
+	}
 }

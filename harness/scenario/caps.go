@@ -56,7 +56,7 @@ func NetSkip(c Caps) string {
 	case c.OpenAt == nil:
 		return "the store cannot be opened through a proxy (no OpenAt)"
 	case c.Net == nil:
-		return "no network proxy available (Options.Net)"
+		return "no network proxy available (harness.Options.Net; in idemtest, Factory.Network with Addr and OpenAt)"
 	}
 	return ""
 }

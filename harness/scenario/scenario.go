@@ -41,6 +41,10 @@ type Scenario struct {
 	// a correct store's claims are not for long, has no TTLs: at a lease
 	// of minutes it takes what it takes at the default (race, abuse).
 	TTLs, PerKey, Retentions float64
+	// NeedsExtender marks a scenario that runs only on a store that
+	// renews leases (stores.Extender): known once a store is open, so
+	// the scenario skips then, and idemtest.Require opens one to ask.
+	NeedsExtender bool
 	// OnRequest marks a scenario that runs only when named: `all` (and
 	// idemtest.Run) leave it out (stress, whose history is as large as
 	// the store is fast).
@@ -147,7 +151,7 @@ var All = []Scenario{
 		Doc: "orders whose keys differ only in case, whitespace, tenant, Unicode form, a separator or a byte after a long prefix, new orders whose key, tenant or parameters are a pattern (LIKE, glob) of another's, and a key each order's extends, claimed and released: each keeps its own record (no 422 to its own parameters, no other order's answer, still there after its prefix's release)"},
 	{Name: "abuse", Calls: 150, run: runAbuse,
 		Doc: "clients break the etiquette: a release after the save, a save sent twice, another key's token, an empty or made-up token: every one fenced, the first answer kept"},
-	{Name: "heartbeat", Calls: 47, TTLs: 4, run: runHeartbeat,
+	{Name: "heartbeat", Calls: 47, TTLs: 4, NeedsExtender: true, run: runHeartbeat,
 		Doc: "stores that renew leases: slow work extends its claim and is never taken over while it beats; an owner stalled before its first beat is taken over and its late beats and save are fenced"},
 	{Name: "network", Calls: 7, TTLs: 8, Doc: "a nemesis switches latency with jitter, connection resets and lost replies on and off between the clients and the server (postgres, redis): unknown outcomes, retried with the same key",
 		Needs: netNeeds, Skip: NetSkip, run: runNetwork},
