@@ -145,3 +145,19 @@ func TestEveryCallErring(t *testing.T) {
 	}
 	idemtest.ModelTest(t, erringFactory(1))
 }
+
+// TestEveryCallErringNamesTheError: a scenario on a store whose every
+// call fails (a wrong address, a missing table) is undecided, and says
+// the store's error, not only that its checkers could not decide.
+func TestEveryCallErringNamesTheError(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		idemtest.Run(t, erringFactory(1))
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestEveryCallErringNamesTheError$/^race$", "-test.v", "-rapid.nofailfile")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "IDEM_RESULTS="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "store calls failed with an error that decides nothing; the first: Begin: read tcp: connection reset by peer") {
+		t.Errorf("a store whose every call errs: %v\n%s", err, out)
+	}
+}

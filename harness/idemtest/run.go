@@ -89,12 +89,40 @@ func Run(t *testing.T, f Factory) {
 				if !said {
 					t.Errorf("%s: undecided: %s (report: %s)", sc.Name, s.Error, filepath.Join(dir, "report.md"))
 				}
+				if e := storeErrors(&s); e != "" {
+					t.Errorf("%s: %s", sc.Name, e)
+				}
 				if h := leaseHint(f, &s); h != "" {
 					t.Errorf("%s: %s", sc.Name, h)
 				}
 			}
 		})
 	}
+}
+
+// storeErrors says how many of an undecided scenario's store calls
+// failed with an error and the first of them, or "" when none did: a
+// store that errs on every call (a wrong address, a missing table) leaves
+// its checkers nothing to decide, and the error is the cause to fix.
+func storeErrors(s *results.ScenarioResult) string {
+	h := s.History()
+	if h == nil {
+		return ""
+	}
+	n, first := 0, ""
+	ops := h.Ops()
+	for _, op := range ops {
+		if op.Err != "" && op.Output.Unknown { // not a fenced write's answer, nor a declared no-op
+			n++
+			if first == "" {
+				first = fmt.Sprintf("%s: %s", op.Input.Kind, op.Err)
+			}
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of its %d store calls failed with an error that decides nothing; the first: %s", n, len(ops), first)
 }
 
 // Require fails the test unless every named scenario runs on the
