@@ -557,7 +557,7 @@ func (d *driver) invalid(rt *rapid.T) {
 	if err == nil {
 		rt.Fatalf("Begin with a %d-byte key: want the invalid-key error, got a decision: %+v", len(key), dec)
 	}
-	if !d.invalidAnswer(rt, fmt.Sprintf("Begin with a %d-byte key", len(key)), err, errors.Is(err, stores.ErrInvalidKey)) {
+	if !d.invalidAnswer(rt, invalidBegin, fmt.Sprintf("Begin with a %d-byte key", len(key)), err, errors.Is(err, stores.ErrInvalidKey)) {
 		return
 	}
 	// No key of that length can have been claimed, so a write to one is
@@ -567,14 +567,14 @@ func (d *driver) invalid(rt *rapid.T) {
 	if err == nil {
 		rt.Fatalf("Complete with a %d-byte key: want the invalid-key error (or fenced), got a save", len(key))
 	}
-	if !d.invalidAnswer(rt, fmt.Sprintf("Complete with a %d-byte key", len(key)), err, refusedInvalid(err)) {
+	if !d.invalidAnswer(rt, invalidWrite, fmt.Sprintf("Complete with a %d-byte key", len(key)), err, refusedInvalid(err)) {
 		return
 	}
 	err = d.store.Release(d.ctx, k, "t")
 	if err == nil {
 		rt.Fatalf("Release with a %d-byte key: want the invalid-key error (or fenced), got a release", len(key))
 	}
-	d.invalidAnswer(rt, fmt.Sprintf("Release with a %d-byte key", len(key)), err, refusedInvalid(err))
+	d.invalidAnswer(rt, invalidWrite, fmt.Sprintf("Release with a %d-byte key", len(key)), err, refusedInvalid(err))
 }
 
 // invalidAnswer takes the error of a call with an invalid key (call
@@ -585,15 +585,16 @@ func (d *driver) invalid(rt *rapid.T) {
 // lossy link errs on these calls too, and once failed the model test so.
 // A store that never refuses an invalid key as the contract says is
 // caught at the end, over all the cases (unknownCases.invalidNeverRefused).
-// It reports whether the case goes on.
-func (d *driver) invalidAnswer(rt *rapid.T, call string, err error, refused bool) bool {
+// kind is the call's kind (invalidBegin, invalidWrite), each held to
+// the contract apart. It reports whether the case goes on.
+func (d *driver) invalidAnswer(rt *rapid.T, kind int, call string, err error, refused bool) bool {
 	if u := d.errored; u != nil {
 		u.mu.Lock()
-		u.invalidCalls++
+		u.invalidCalls[kind]++
 		if refused {
-			u.invalidRefused++
-		} else if u.invalidFirst == "" {
-			u.invalidFirst = call + ": " + err.Error()
+			u.invalidRefused[kind]++
+		} else if u.invalidFirst[kind] == "" {
+			u.invalidFirst[kind] = call + ": " + err.Error()
 		}
 		u.mu.Unlock()
 	}

@@ -16,12 +16,19 @@ type unknownCases struct {
 	mu               sync.Mutex
 	cases, cut       int
 	first, firstCall string
-	// The calls with an invalid key, those refused as the contract
-	// says (stores.ErrInvalidKey, or ErrFenced for a write), and the
-	// first answered otherwise.
-	invalidCalls, invalidRefused int
-	invalidFirst                 string
+	// The calls with an invalid key, by kind (invalidBegin,
+	// invalidWrite), those refused as the contract says
+	// (stores.ErrInvalidKey, or ErrFenced for a write), and the first
+	// answered otherwise.
+	invalidCalls, invalidRefused [2]int
+	invalidFirst                 [2]string
 }
+
+// The kinds of call with an invalid key, each held to the contract apart.
+const (
+	invalidBegin = iota // refused with stores.ErrInvalidKey
+	invalidWrite        // a save or release: ErrInvalidKey or ErrFenced
+)
 
 // invalidNeverRefused reports, when the cases made calls with an
 // invalid key and the store refused none of them as the contract says
@@ -32,11 +39,18 @@ type unknownCases struct {
 func (u *unknownCases) invalidNeverRefused() string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.invalidCalls == 0 || u.invalidRefused > 0 || u.cut >= u.cases {
+	if u.cut >= u.cases {
 		return ""
 	}
-	return fmt.Sprintf("the store refused none of %d calls with an invalid key (empty, or longer than %d bytes) with stores.ErrInvalidKey (or, for a save or release, stores.ErrFenced); first: %s",
-		u.invalidCalls, stores.MaxKeyLen, u.invalidFirst)
+	calls := [2]string{"Begins", "saves and releases"}
+	want := [2]string{"stores.ErrInvalidKey", "stores.ErrInvalidKey or stores.ErrFenced"}
+	for kind := range calls {
+		if u.invalidCalls[kind] > 0 && u.invalidRefused[kind] == 0 {
+			return fmt.Sprintf("the store refused none of %d %s with an invalid key (empty, or longer than %d bytes) as the contract says, with %s; first: %s",
+				u.invalidCalls[kind], calls[kind], stores.MaxKeyLen, want[kind], u.invalidFirst[kind])
+		}
+	}
+	return ""
 }
 
 // tooMany reports, when more than a tenth of the cases were cut short,
