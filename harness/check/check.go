@@ -68,6 +68,10 @@ func (r Result) Finding() string {
 	return strings.TrimPrefix(r.Detail, findingPrefix)
 }
 
+// Vacuous reports whether r passed having judged nothing ([Result.Judged]
+// 0): a pass that says nothing, which the reports show apart.
+func (r Result) Vacuous() bool { return r.Verdict == Pass && r.Judged == 0 }
+
 // The checkers, by name.
 const (
 	AtMostOnce   = "at-most-once"

@@ -114,7 +114,8 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	if top == "no answer" {
 		verb = "gave no answer to"
 	}
-	if code, _ := strconv.Atoi(top); top == "no answer" || history.TryAgain(code) {
+	code, _ := strconv.Atoi(top) // 0 for "no answer"
+	if top == "no answer" || history.TryAgain(code) {
 		// Refused for a while or not answered in time: the load was more
 		// than the service takes at --timeout (it sheds load, a limiter
 		// refuses, its queue outgrows the clients' patience). That is no
@@ -125,7 +126,6 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		r.Detail = "not judged: nothing was tested"
 		return finish(r, nil)
 	}
-	code, _ := strconv.Atoi(top)
 	return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
 		"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested (see the answers in history.jsonl: %s)",
 		verb, 100*n/requests, n, requests, failed+limited, len(ok), refusedHint(code))}})

@@ -144,7 +144,7 @@ func writeHistory(w io.Writer, sum *results.Summary) error {
 }
 
 // nothingJudged is the table's cell for a checker that passed having
-// judged nothing ([check.Result.Judged] 0).
+// judged nothing ([check.Result.Vacuous]).
 const nothingJudged = "—"
 
 func writeReport(w io.Writer, sum *results.Summary) error {
@@ -163,8 +163,7 @@ func writeReport(w io.Writer, sum *results.Summary) error {
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %s |", s.ID(), s.Verdict, s.Ops, s.MaxConcurrentBegins, faultString(s.Faults))
 		for _, c := range s.Checkers {
 			cell := string(c.Verdict)
-			if c.Verdict == check.Pass && c.Judged == 0 {
-				// A pass that judged nothing says nothing: not "pass".
+			if c.Vacuous() { // a pass that judged nothing says nothing: not "pass"
 				cell, vacuous = nothingJudged, true
 			}
 			fmt.Fprintf(w, " %s |", cell)

@@ -167,7 +167,7 @@ type summaryRow struct {
 type cell struct {
 	Verdict check.Verdict
 	Detail  string
-	// Vacuous: a pass that judged nothing ([check.Result.Judged] 0),
+	// Vacuous: a pass that judged nothing ([check.Result.Vacuous]),
 	// shown as such, not as a pass.
 	Vacuous bool
 }
@@ -267,7 +267,7 @@ func buildPage(dir string, sum *results.Summary, lim Limits) *page {
 			cl := cell{Verdict: "", Detail: "not run"}
 			for _, r := range s.Checkers {
 				if r.Checker == c.Name {
-					cl = cell{Verdict: r.Verdict, Detail: r.Detail, Vacuous: r.Verdict == check.Pass && r.Judged == 0}
+					cl = cell{Verdict: r.Verdict, Detail: r.Detail, Vacuous: r.Vacuous()}
 					if cl.Vacuous {
 						cl.Detail = "nothing to judge: " + r.Detail
 					}
