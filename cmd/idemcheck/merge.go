@@ -81,15 +81,17 @@ func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error
 		} else {
 			printMutants(stdout, rep)
 		}
-		switch {
-		case err != nil:
+		if err != nil {
 			return exitUsage, err
-		case interrupted:
-			return exitUnknown, nil
-		case len(rep.Survivors()) > 0 || rep.Correct.Verdict != check.Pass:
-			return exitFail, nil
 		}
-		return exitPass, nil
+		// The unsharded matrix's own code (mutantsCode): an undecided
+		// run of the correct store is no failure of it, and what a
+		// finished hunt proves stands through an interrupt.
+		code := mutantsCode(rep)
+		if interrupted && code == exitPass {
+			code = exitUnknown
+		}
+		return code, nil
 	case "mutate":
 		rep, err := mergeMutate(shards)
 		if err != nil {
@@ -111,27 +113,22 @@ func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error
 		if err != nil {
 			return exitUsage, err
 		}
+		rep.Interrupted = rep.Interrupted || interrupted
 		if *asJSON {
 			err = enc.Encode(rep)
 		} else {
 			printSoak(stdout, rep)
 		}
-		fails, unknowns := 0, 0
-		for _, r := range rep.Rows {
-			fails += r.Fail
-			unknowns += r.Unknown
-		}
-		switch {
-		case err != nil:
+		if err != nil {
 			return exitUsage, err
-		case fails > 0:
-			return exitFail, nil
-		case len(rep.Errors) > 0:
-			return exitUsage, fmt.Errorf("merge: %d seed(s) of the soak could not run (setup errors above)", len(rep.Errors))
-		case unknowns > 0 || interrupted:
-			return exitUnknown, nil
 		}
-		return exitPass, nil
+		// The unsharded soak's own code (soakCode): a merge of runs
+		// that judged nothing is no pass either.
+		code, why := soakCode(rep)
+		if code == exitUsage {
+			return exitUsage, fmt.Errorf("merge: %s", why)
+		}
+		return code, nil
 	}
 	return exitUsage, usagef("merge: %s: shards of %q, which has no merge (mutants, soak, mutate)", shards[0].path, shards[0].info.Command)
 }

@@ -117,3 +117,25 @@ func TestSoakShardsMerge(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeOfNothingJudged: the shards of a soak whose every scenario run
+// was skipped on the store merge to the unsharded soak's exit code, 3
+// (nothing was judged), never a pass.
+func TestMergeOfNothingJudged(t *testing.T) {
+	dir, runs := t.TempDir(), t.TempDir()
+	for i := 1; i <= 2; i++ {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"soak", "--store", "memory", "--seeds", "2", "--scenario", "workers", "--hogs", "0",
+			"--json", "--out", runs, "--shard", fmt.Sprintf("%d/2", i)}, &out, &errb)
+		if code != exitUnknown {
+			t.Fatalf("shard %d: exit %d, want %d (nothing judged): %s", i, code, exitUnknown, errb.String())
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("s%d.json", i)), out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"merge", dir}, &out, &errb); code != exitUnknown || !strings.Contains(out.String(), "nothing was judged") {
+		t.Fatalf("merge: exit %d, want %d:\n%s%s", code, exitUnknown, out.String(), errb.String())
+	}
+}
