@@ -250,6 +250,20 @@ func TestHTTPBehindALimiterAndATimeout(t *testing.T) {
 	}
 }
 
+// TestHTTPKeyOptionalDeclaredWrongly: a service that requires keys,
+// declared --key optional, refuses the load's keyless requests: the run
+// passes (a refusal is no violation) and its report says the
+// declaration looks wrong, as its keyless answers went unjudged.
+func TestHTTPKeyOptionalDeclaredWrongly(t *testing.T) {
+	code, _, report := blackbox(t, "crash", nil, "--net-faults=false", "--process-faults=false", "--key", "optional", "--duration", "1s", "--settle", "1s")
+	if code != exitPass && code != exitFail {
+		t.Fatalf("exit %d, report:\n%s", code, report)
+	}
+	if !strings.Contains(report, "the service seems to require a key") {
+		t.Errorf("the report does not say the declaration looks wrong:\n%s", report)
+	}
+}
+
 // TestHTTPTooBusyToTest: a correct service that sheds most of the load
 // (503) leaves most keys without a success: nothing was tested, which it
 // says first, and that is no violation of the service's: undecided (exit

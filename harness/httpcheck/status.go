@@ -113,8 +113,9 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 				vs = append(vs, Violation{Checker: Status, Key: clip(x.Key), Cause: CauseLong, At: x.Return, Detail: fmt.Sprintf(
 					"a %d-byte key got %d from %s at %s, not 400 (a service that accepts longer keys declares its limit: --max-key-len N, or 0 for none)", len(x.Key), x.Status, x.Instance, ms(x.Return))})
 			}
-		case x.Purpose == history.PurposeMissing:
-			// --key optional: served as a plain request. Refused as one
+		case x.Purpose == history.PurposeNoKey || x.Purpose == history.PurposeMissing:
+			// --key optional (the load sends these as
+			// [history.PurposeNoKey]): served as a plain request. Refused as one
 			// with no key is what a service that requires keys does:
 			// the declaration is then wrong, and its 400s go unjudged.
 			optional++

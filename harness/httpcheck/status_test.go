@@ -121,7 +121,7 @@ func TestStatusCauses(t *testing.T) {
 	// Declared optional, but refused: the declaration looks wrong, and
 	// the report says so (the service's 400s went unjudged).
 	e = newEv()
-	e.x(0, "i1", history.PurposeMissing, "", "o", "b", 10, 50, 400, "key required")
+	e.x(0, "i1", history.PurposeNoKey, "", "o", "b", 10, 50, 400, "key required")
 	if r := e.resultBy(t, Status, Policy{KeyOptional: true}); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "--key required") {
 		t.Errorf("a request without a key refused under --key optional: %+v", r)
 	}
