@@ -94,7 +94,8 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	orphaned := orphans(xs, fs)
 	saved, lostAnswer, declared := 0, 0, 0
-	var unjudged, savedErrs, silentKeys, working, refusedKeys, briefKeys, onceKeys []string
+	var unjudged, early, savedErrs, silentKeys, working, refusedKeys, briefKeys, onceKeys []string
+	earlyFirst := "" // the first key held within the TTL of its owner's death
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
 	refusedFirst := ""  // the first key refused beside the others, and its refusals
 	var vs []Violation
@@ -163,9 +164,21 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			briefKeys = append(briefKeys, k)
 			continue
 		}
-		if held(x) && p.InFlightTTL == 0 && orphaned[k] {
-			unjudged = append(unjudged, k)
-			continue
+		if died, ok := orphaned[k]; ok && held(x) {
+			switch {
+			case p.InFlightTTL == 0:
+				unjudged = append(unjudged, k)
+				continue
+			case x.Call < died+int64(p.InFlightTTL+ttlSlack):
+				// Held while the declared TTL had not run out since its
+				// owner died (a recheck declaring a TTL longer than the
+				// run's probes lasted): not yet the service's to release.
+				if len(early) == 0 {
+					earlyFirst = fmt.Sprintf("%s, last probed %v after its owner died", k, time.Duration(x.Call-died).Round(time.Millisecond))
+				}
+				early = append(early, k)
+				continue
+			}
 		}
 		if held(x) && stillCharging(charging[x.Order], kp.prev, x) {
 			working = append(working, k)
@@ -228,6 +241,9 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if len(unjudged) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl, or idemcheck recheck --inflight-ttl D on this run's directory) to judge them", len(unjudged), unjudged[0]))
 	}
+	if len(early) > 0 {
+		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at their last probe, less than the declared in-flight TTL (%v, and %v for the clocks) after an instance died while one of their requests was there: the probes ended before a correct service had to release them (run again with --inflight-ttl %v: the final probes then last that long)", len(early), earlyFirst, p.InFlightTTL, ttlSlack, p.InFlightTTL))
+	}
 	if len(savedErrs) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) replay one 5xx (the last probe's answer and the one before it), for an order the provider never charged: a service that saves every error answers so (declare it with --saves-errors, or idemcheck recheck --saves-errors on this run's directory), and so does one stuck on the key", len(savedErrs), savedErrs[0]))
 	}
@@ -246,7 +262,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if len(onceKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got no answer to their one probe since their last answer, when --settle ran out: one lost answer is a slow moment as often as a stuck key; give the probes longer (--settle) to judge them", len(onceKeys), onceKeys[0]))
 	}
-	if n := len(unjudged) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys) + len(briefKeys) + len(onceKeys); n > 0 {
+	if n := len(unjudged) + len(early) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys) + len(briefKeys) + len(onceKeys); n > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys whose last answer in the load was not definite got a definite answer in the final probes (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
 		r.Unjudged = strings.Join(why, "; ")
 	}
@@ -338,27 +354,31 @@ func held(x history.Exchange) bool {
 	return !history.Final(x.Status) && x.Status < 500
 }
 
+// ttlSlack is what a declared in-flight TTL is given beyond itself before
+// a key held past it is stuck: the service reads its lock's age on its own
+// clock, after the request that found it arrived.
+const ttlSlack = time.Second
+
 // orphans names the keys that may have been left in flight by an owner
-// that died: a request of the key was at an instance (sent, not yet
-// answered) when idemcheck killed it or it exited by itself. A correct
-// service keeps such a key in flight until its own TTL runs out, which
-// only the service knows.
-func orphans(xs []history.Exchange, fs []history.Fault) map[string]bool {
+// that died, each with the last such death: a request of the key was at
+// an instance (sent, not yet answered) when idemcheck killed it or it
+// exited by itself. A correct service keeps such a key in flight until
+// its own TTL runs out after that death, which only the service knows.
+func orphans(xs []history.Exchange, fs []history.Fault) map[string]int64 {
 	deaths := map[string][]int64{}
 	for _, f := range fs {
 		if f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit {
 			deaths[f.Failpoint] = append(deaths[f.Failpoint], f.Start)
 		}
 	}
-	out := map[string]bool{}
+	out := map[string]int64{}
 	for _, x := range xs {
-		if !x.HasKey || x.Purpose == history.PurposeProbe || out[x.Key] {
+		if !x.HasKey || x.Purpose == history.PurposeProbe {
 			continue
 		}
 		for _, at := range deaths[x.Instance] {
-			if x.Call <= at && (!x.Answered() || x.Return >= at) {
-				out[x.Key] = true
-				break
+			if last, ok := out[x.Key]; x.Call <= at && (!x.Answered() || x.Return >= at) && (!ok || at > last) {
+				out[x.Key] = at
 			}
 		}
 	}

@@ -87,8 +87,9 @@ func TestLivenessCauses(t *testing.T) {
 // TestLivenessOrphans: a key still in flight after its request was at an
 // instance when that instance was killed is not judged without a declared
 // in-flight TTL (a correct service holds it until its TTL, unknown here),
-// and the result says so; with a TTL declared, or without a death, it is
-// a violation.
+// nor before the declared TTL ran out since the death, and the result
+// says so; held past a declared TTL, or without a death, it is a
+// violation.
 func TestLivenessOrphans(t *testing.T) {
 	build := func(killed string) *ev {
 		e := newEv()
@@ -106,7 +107,16 @@ func TestLivenessOrphans(t *testing.T) {
 	}
 	wantCause(t, build("i2").result(t, Liveness), CauseInFlight) // another instance died: no excuse
 	wantCause(t, build("").result(t, Liveness), CauseInFlight)
-	wantCause(t, build("i1").resultBy(t, Liveness, Policy{InFlightTTL: time.Second}), CauseInFlight)
+	// With a TTL declared, a key held after it (and its slack) ran out
+	// since the death is stuck; one held before, as when a recheck
+	// declares a TTL longer than the run's probes lasted, is not judged.
+	r = build("i1").resultBy(t, Liveness, Policy{InFlightTTL: time.Second})
+	if !r.Pass || !strings.Contains(r.Unjudged, "less than the declared in-flight TTL (1s") {
+		t.Fatalf("a key held within the declared TTL of its owner's death: %+v", r)
+	}
+	late := build("i1")
+	late.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 7+int64(time.Second+ttlSlack), 8+int64(time.Second+ttlSlack), 409, "busy")
+	wantCause(t, late.resultBy(t, Liveness, Policy{InFlightTTL: time.Second}), CauseInFlight)
 
 	// A key held is held whatever the service answers while it is: a
 	// 429, 425 or 408 (try again later), or a request kept waiting past
