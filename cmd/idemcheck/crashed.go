@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -58,4 +59,25 @@ func sayCrashed(w io.Writer, root string) {
 			fmt.Fprintf(w, "idemcheck: %s: %s; `idemcheck recheck %s` reports what its journal recorded\n", dir, endedLine(ended), dir)
 		}
 	}
+}
+
+// keepKilledRun readies dir, a run directory named by --out, for a new
+// run without losing the one it may hold: a run whose process died there
+// (its journal nobody holds, no summary.json) is moved aside to a sibling
+// named after the time, and said, so that recheck still reports it; a run
+// still writing there (its journal held) is refused. A finished run is
+// replaced, as --out asks.
+func keepKilledRun(dir string, w io.Writer) error {
+	if !crashed(dir) {
+		return nil
+	}
+	if held, err := history.JournalHeld(filepath.Join(dir, harness.JournalFile)); err == nil && held {
+		return fmt.Errorf("--out %s: a run is writing there now (its journal is held): give another --out", dir)
+	}
+	aside := fmt.Sprintf("%s.killed-%s", filepath.Clean(dir), time.Now().UTC().Format("20060102-150405.000"))
+	if err := os.Rename(dir, aside); err != nil {
+		return fmt.Errorf("--out %s holds a run whose process died, which could not be moved aside (%v): recheck it, or give another --out", dir, err)
+	}
+	fmt.Fprintf(w, "idemcheck: --out %s held a run that ended before it finished (its process died): moved to %s; `idemcheck recheck %s` reports what it recorded\n", dir, aside, aside)
+	return nil
 }

@@ -313,6 +313,8 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	if *out == "" {
 		sayCrashed(stderr, filepath.Dir(dir))
+	} else if err := keepKilledRun(dir, stderr); err != nil {
+		return exitUsage, usagef("http: %v", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return exitUsage, usagef("http: --out: %v", err)

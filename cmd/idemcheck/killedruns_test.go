@@ -303,3 +303,55 @@ func TestRecheckReportsAKilledMutateRun(t *testing.T) {
 	}
 	recheckCuts(t, dir, exitUnknown)
 }
+
+// TestOutHoldingAKilledRun: a run directory named by --out (idemcheck
+// http's) that holds a run whose process died is moved aside, journal
+// and all, and named with its recheck line, before a new run takes the
+// name; one whose run still writes its journal is refused; an empty or
+// finished one is left to the new run.
+func TestOutHoldingAKilledRun(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "run")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j, err := harness.CreateJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	if err := keepKilledRun(dir, &w); err == nil || !strings.Contains(err.Error(), "a run is writing there now") {
+		t.Fatalf("a run still writing: %v", err)
+	}
+	j.Note("", "test", map[string]int{"calls": 1})
+	j.Close() // as the kernel drops a dead process's lock
+	if err := keepKilledRun(dir, &w); err != nil {
+		t.Fatal(err)
+	}
+	moved, _ := filepath.Glob(dir + ".killed-*")
+	if len(moved) != 1 || !strings.Contains(w.String(), "idemcheck recheck "+moved[0]) {
+		t.Fatalf("moved %v, said %q", moved, w.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(moved[0], harness.JournalFile)); err != nil || len(b) == 0 {
+		t.Fatalf("the killed run's journal was not kept: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the name was not freed: %v", err)
+	}
+	// Finished (its summary written) or never used: the new run's.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.Reset()
+	if err := keepKilledRun(dir, &w); err != nil || w.Len() != 0 {
+		t.Fatalf("an empty --out: %v, said %q", err, w.String())
+	}
+	for _, f := range []string{harness.JournalFile, "summary.json"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := keepKilledRun(dir, &w); err != nil || w.Len() != 0 {
+		t.Fatalf("a finished run's --out: %v, said %q", err, w.String())
+	}
+}
