@@ -85,7 +85,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	counts := map[string]int{}
 	var vs []Violation
 	var notes []string
-	reuse409, unread := 0, 0
+	reuse409, unread, releasedRan := 0, 0, 0
 	optional, optionalRefused := 0, 0 // requests without a key under --key optional, answered; refused
 	otherRefusal := map[int]int{}     // missing or over-long keys refused in another code than 400, by code
 	for _, x := range xs {
@@ -134,6 +134,10 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 					x.Key, x.Order, ms(x.Return)))
 				continue
 			}
+			if success(x.Status) && charged[x.Order] && !p.SavesErrors && releasedOnError(byKey[x.Key], byOrder[keys.ownOrder[x.Key]], x) {
+				releasedRan++
+				continue
+			}
 			if success(x.Status) && (!charged[x.Order] || keys.had(x.Key)) {
 				cause, why := CauseReuseRan, fmt.Sprintf("the provider charged its order %s: it ran as a new request (the instance did not know the key)", x.Order)
 				if !charged[x.Order] {
@@ -166,6 +170,9 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 			}
 		}
 	}
+	if releasedRan > 0 {
+		notes = append(notes, fmt.Sprintf("%d keys reused with another body ran as new after every request of the key's own body had ended, the last in a 5xx given once the provider had answered its charges: a service that releases its claim on an error (docs/spec.md) no longer has the key, and runs a request for it as new; excused (declare --saves-errors if the service saves its errors: a reuse must then get 422)", releasedRan))
+	}
 	if reuse409 > 0 {
 		notes = append(notes, fmt.Sprintf("%d keys reused with another body got 409 while no other request of the key was in flight: refused, so nothing ran, but the draft advises 422 for a mismatch (409 says the key is in flight)", reuse409))
 	}
@@ -196,6 +203,39 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 		r.Detail = "no answer to a missing, over-long or reused key, and no 409"
 	}
 	return finish(r, vs)
+}
+
+// releasedOnError reports whether a reuse x that ran as new came when a
+// correct service may have released the key on an error, as the
+// decision table allows (docs/spec.md: on error, release the claim or
+// save the error): every request of the key's own body (keyed) sent
+// before x was answered before it, none with a completed success, the
+// last with a 5xx, and every charge of the key's own order (own) was
+// answered by the provider before that 5xx, so the 5xx is the
+// handler's own outcome, not a timeout's or a gateway's while the
+// handler still held the key.
+func releasedOnError(keyed []history.Exchange, own []history.Charge, x history.Exchange) bool {
+	var last history.Exchange
+	for _, o := range keyed {
+		if !keyedOwn(o) || o.Call >= x.Call {
+			continue
+		}
+		if !o.Answered() || o.Return > x.Call || completed(o.Status) {
+			return false
+		}
+		if o.Return > last.Return {
+			last = o
+		}
+	}
+	if !last.Answered() || last.Status < 500 {
+		return false
+	}
+	for _, c := range own {
+		if c.End == 0 || c.End > last.Return {
+			return false
+		}
+	}
+	return true
 }
 
 // lostWithOwner reports whether a reuse x that ran as new came after the

@@ -95,6 +95,26 @@ func TestStatusCauses(t *testing.T) {
 	e.charge("o", "i1", 30)
 	wantCause(t, e.result(t, Status), CauseReuseRan)
 
+	// The key's own request ended in a 502 once the provider had failed
+	// its charge: a service that releases its claim on an error no longer
+	// has the key, and runs the reuse as new (excused, and said), unless
+	// it declared that it saves its errors. A 502 given while the
+	// provider was still making the charge (a timeout's, the handler at
+	// work and the key held) excuses nothing.
+	released := func(chargeEnd int64) *ev {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 40, 502, "provider failed")
+		e.chargeOutcome("o", "i1", 20, chargeEnd, history.OutcomeFailed)
+		e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 200, "C")
+		e.chargeOutcome("o2", "i2", 65, 66, history.OutcomeCharged)
+		return e
+	}
+	if r := released(30).result(t, Status); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "releases its claim on an error") {
+		t.Errorf("a reuse after the key was released on an error: %+v", r)
+	}
+	wantCause(t, released(30).resultBy(t, Status, Policy{SavesErrors: true}), CauseReuseRan)
+	wantCause(t, released(50).result(t, Status), CauseReuseRan)
+
 	// Was ran-as-new: the key ran twice (A, then B), and the reuse got
 	// the second execution's answer, not the first's; the ledger never
 	// charged the reuse's order.
