@@ -95,7 +95,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	orphaned := orphans(xs, fs)
 	saved, lostAnswer, declared := 0, 0, 0
 	var unjudged, early, savedErrs, silentKeys, working, refusedKeys, briefKeys, onceKeys []string
-	earlyFirst := "" // the first key held within the TTL of its owner's death
+	earlyFirst := ""    // the first key held within the TTL of its owner's death
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
 	refusedFirst := ""  // the first key refused beside the others, and its refusals
 	var vs []Violation
