@@ -34,3 +34,17 @@ func TestInterruptTwiceAtOnceIsOnce(t *testing.T) {
 		t.Fatal("a second signal later did not stop the run at once")
 	}
 }
+
+// TestHangupStopsAsAnInterrupt: SIGHUP (the terminal closed, an ssh
+// session dropped) stops a run as Ctrl-C does, its results written,
+// where it killed the process with nothing said.
+func TestHangupStopsAsAnInterrupt(t *testing.T) {
+	ctx, stop := interruptible(io.Discard, func() {})
+	defer stop()
+	syscall.Kill(syscall.Getpid(), syscall.SIGHUP)
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("SIGHUP did not stop the run")
+	}
+}
