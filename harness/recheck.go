@@ -106,6 +106,6 @@ func Recheck(ctx context.Context, saved *results.Summary) *results.Summary {
 		sum.Scenarios[i] = s
 		sum.Violations = append(sum.Violations, s.Violations...)
 	}
-	sum.Verdict = overall(sum.Scenarios)
+	sum.Verdict = runVerdict(sum.Scenarios, sum.Interrupted) // a run cut short stays so
 	return &sum
 }

@@ -132,9 +132,7 @@ func Recover(ctx context.Context, path string) (*results.Summary, error) {
 	sum.Ended = st.ModTime()
 	sum.Seconds = sum.Ended.Sub(sum.Started).Seconds()
 	sum.Interrupted, sum.Stopped = true, Crashed
-	if sum.Verdict = overall(sum.Scenarios); sum.Verdict != check.Fail {
-		sum.Verdict = check.Unknown // cut short: neither a pass nor nothing to judge
-	}
+	sum.Verdict = runVerdict(sum.Scenarios, true) // cut short: neither a pass nor nothing to judge
 	return sum, nil
 }
 
@@ -156,7 +154,7 @@ func Unwritten(sum *results.Summary, why string, interrupted bool) {
 		}
 	}
 	sum.Interrupted = interrupted
-	sum.Verdict = overall(sum.Scenarios)
+	sum.Verdict = runVerdict(sum.Scenarios, interrupted)
 }
 
 // recovered is the result of one journaled scenario run: the one it

@@ -177,20 +177,14 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 	}
 	sum.Ended = time.Now()
 	sum.Seconds = sum.Ended.Sub(sum.Started).Seconds()
-	sum.Verdict = overall(sum.Scenarios)
 	if ctx.Err() != nil {
-		if sum.Verdict == check.Skipped {
-			sum.Verdict = check.Unknown // cut short before anything was judged
-		}
 		sum.Interrupted = true
 		var mem *MemoryLimitError
 		if errors.As(context.Cause(ctx), &mem) {
 			sum.Stopped = mem.Error()
 		}
-		if sum.Verdict == check.Pass {
-			sum.Verdict = check.Unknown
-		}
 	}
+	sum.Verdict = runVerdict(sum.Scenarios, sum.Interrupted)
 	return sum, nil
 }
 
@@ -265,6 +259,18 @@ func sumFaults(m map[string]int) int {
 // else one undecided leaves it undecided; else it passes if a scenario
 // ran and passed. A run whose every scenario was skipped (or that had
 // none) judged nothing: check.Skipped, never a pass (the CLI exits 3).
+// runVerdict is a run's verdict from its scenarios' ([overall]): a run
+// cut short (interrupted, stopped, its process dead) is no pass, and
+// nothing judged in it is not "skipped" but undecided; what it proved
+// failed stands. A run, its recovery and its recheck all judge so.
+func runVerdict(rs []results.ScenarioResult, interrupted bool) check.Verdict {
+	v := overall(rs)
+	if interrupted && v != check.Fail {
+		return check.Unknown
+	}
+	return v
+}
+
 func overall(rs []results.ScenarioResult) check.Verdict {
 	v := check.Skipped
 	for _, r := range rs {

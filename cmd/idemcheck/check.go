@@ -314,30 +314,37 @@ func stamp(sum *results.Summary, argv []string) {
 	sum.Argv, sum.Version, sum.GoVersion, sum.Commit = argv, b.Version, b.GoVersion, b.Revision()
 }
 
+// printInterrupted says, of a run cut short, which scenario runs
+// finished, which were cut and which never ran, and why it stopped.
+func printInterrupted(w io.Writer, sum *results.Summary) {
+	if !sum.Interrupted {
+		return
+	}
+	var done, cut []string
+	for _, s := range sum.Scenarios {
+		// Cut short: every run the interrupt left undecided, whether
+		// its workload or its checking was stopped.
+		switch s.Verdict {
+		case check.Skipped: // never ran: neither finished nor cut
+		case check.Unknown:
+			cut = append(cut, s.ID().String())
+		default:
+			done = append(done, s.ID().String())
+		}
+	}
+	fmt.Fprintf(w, "\nINTERRUPTED: %d scenario run(s) finished (%s); cut short: %s; %d never ran (%s)\n",
+		len(done), listOrNone(done), listOrNone(cut), len(sum.NotRun), listOrNone(sum.NotRun))
+	if sum.Stopped != "" {
+		fmt.Fprintf(w, "%s\n", sum.Stopped)
+	}
+}
+
 // printReproduce prints, after a failing or interrupted run, the lines
 // that reproduce it: the check command for each failing scenario with
 // its seed and the run's shape, and the recheck command on the saved
 // history.
 func printReproduce(w io.Writer, sum *results.Summary, o harness.Options) {
-	if sum.Interrupted {
-		var done, cut []string
-		for _, s := range sum.Scenarios {
-			// Cut short: every run the interrupt left undecided, whether
-			// its workload or its checking was stopped.
-			switch s.Verdict {
-			case check.Skipped: // never ran: neither finished nor cut
-			case check.Unknown:
-				cut = append(cut, s.ID().String())
-			default:
-				done = append(done, s.ID().String())
-			}
-		}
-		fmt.Fprintf(w, "\nINTERRUPTED: %d scenario run(s) finished (%s); cut short: %s; %d never ran (%s)\n",
-			len(done), listOrNone(done), listOrNone(cut), len(sum.NotRun), listOrNone(sum.NotRun))
-		if sum.Stopped != "" {
-			fmt.Fprintf(w, "%s\n", sum.Stopped)
-		}
-	}
+	printInterrupted(w, sum)
 	var failed []string
 	for _, s := range sum.Scenarios {
 		if s.Verdict == check.Fail && !slices.Contains(failed, s.Name) {

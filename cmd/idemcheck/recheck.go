@@ -139,6 +139,7 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		fmt.Fprintf(stdout, "  %-20s then %-8s now %-8s%s\n", s.ID(), then, s.Verdict, mark)
 	}
 	printSummary(stdout, sum, 0) // a recheck writes nothing
+	printInterrupted(stdout, sum)
 	return verdictCode(sum), nil
 }
 

@@ -125,8 +125,10 @@ func TestRecheckRecoversAKilledRun(t *testing.T) {
 	if got := crashedRuns(out); len(got) != 0 {
 		t.Errorf("a recovered run still taken for a crashed one: %v", got)
 	}
-	// Recovered, it is a run like any other: recheck judges it again.
-	if code, stdout, _ := runCLI(t, "recheck", dir); code != exitUnknown || strings.Contains(stdout, "(changed)") {
+	// Recovered, it is a run like any other: recheck judges it again,
+	// still cut short: undecided, and said so, never a PASS.
+	if code, stdout, _ := runCLI(t, "recheck", dir); code != exitUnknown || strings.Contains(stdout, "(changed)") ||
+		strings.Contains(stdout, "PASS") || !strings.Contains(stdout, "UNKNOWN") || !strings.Contains(stdout, "INTERRUPTED") {
 		t.Errorf("recheck of the recovered run: exit %d\n%s", code, stdout)
 	}
 }
