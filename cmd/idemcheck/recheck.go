@@ -93,6 +93,9 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return exitUsage, usagef("recheck: %s: only a finished black-box run (idemcheck http) can be judged by other declarations; %s is not one", strings.Join(redeclared, " "), dir)
 	}
 	kind := journalKind(filepath.Join(dir, harness.JournalFile))
+	if nothingRecorded(dir) {
+		return recoverNothing(dir, *asJSON, stdout)
+	}
 	if crashed(dir) {
 		if held, err := history.JournalHeld(filepath.Join(dir, harness.JournalFile)); err == nil && held {
 			return exitUsage, fmt.Errorf("recheck: the run in %s is still running (its process holds its journal): recheck it once it ends", dir)
@@ -200,6 +203,33 @@ func crashed(dir string) bool {
 	}
 	_, err := os.Stat(filepath.Join(dir, harness.JournalFile))
 	return err == nil
+}
+
+// nothingRecorded reports whether dir is a run's directory (its
+// report.Marker) that holds neither a summary nor a journal: its run
+// stopped, interrupted or killed, while it started, before it recorded
+// anything (idemcheck http while its service started).
+func nothingRecorded(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, report.Marker)); err != nil {
+		return false
+	}
+	for _, f := range []string{"summary.json", harness.JournalFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// recoverNothing reports a run that recorded nothing (nothingRecorded):
+// nothing ran, nothing was judged (exit 3).
+func recoverNothing(dir string, asJSON bool, stdout io.Writer) (int, error) {
+	const why = "it stopped while it started (interrupted or killed) and recorded nothing: nothing ran, nothing was judged"
+	if asJSON {
+		return exitUnknown, printJSON(stdout, map[string]any{"dir": dir, "verdict": "unknown", "why": why})
+	}
+	fmt.Fprintf(stdout, "the run in %s ended before it finished: %s\nexit 3: undecided\n", dir, why)
+	return exitUnknown, nil
 }
 
 // recoverRun reports a run whose process died, from its journal

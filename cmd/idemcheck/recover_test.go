@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/report"
 )
 
 // TestRecheckRecoversAKilledRun: a check whose process is killed
@@ -142,4 +143,27 @@ func passedLines(journal string) int {
 		}
 	}
 	return n
+}
+
+// TestRecheckOfARunKilledAsItStarted: a run killed before its journal's
+// first line was out (an empty journal), or stopped while it started
+// before it made one (idemcheck http while its service started), is
+// reported as what it is, undecided with nothing run (exit 3), where
+// recheck said it was no run's journal (exit 2), though the next run
+// had named it for recheck.
+func TestRecheckOfARunKilledAsItStarted(t *testing.T) {
+	for name, journal := range map[string]string{"empty journal": "", "torn first line": `{"scenario":"","type":"ru`, "no journal": "-"} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, report.Marker), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if journal != "-" {
+			if err := os.WriteFile(filepath.Join(dir, harness.JournalFile), []byte(journal), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if code, stdout, stderr := runCLI(t, "recheck", dir); code != exitUnknown || !strings.Contains(stdout, "nothing ran") {
+			t.Errorf("%s: exit %d, want 3:\n%s%s", name, code, stdout, stderr)
+		}
+	}
 }

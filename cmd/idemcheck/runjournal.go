@@ -93,7 +93,8 @@ func journalKind(path string) string {
 		return ""
 	}
 	defer f.Close()
-	line, _ := bufio.NewReader(f).ReadBytes('\n')
+	line, err := bufio.NewReader(f).ReadBytes('\n')
+	whole := err == nil // ended by its newline
 	var l struct {
 		Type string `json:"type"`
 	}
@@ -114,14 +115,17 @@ func journalKind(path string) string {
 	switch {
 	case len(kinds) == 1:
 		return kinds[0]
-	case len(kinds) > 1:
+	case len(kinds) > 1 || !whole:
+		// Torn where no kind's head shows, or empty (a run killed as it
+		// started, before its first line was out): its first line
+		// never ended, so nothing ran.
 		return tornKind
 	}
 	return ""
 }
 
-// tornKind is the kind of a journal torn inside its first line's type:
-// its run died as it began, before it ran anything.
+// tornKind is the kind of a journal torn inside its first line, or
+// empty: its run died as it began, before it ran anything.
 const tornKind = "torn"
 
 // recoverTorn reports a run whose journal is torn inside its first line:
