@@ -126,6 +126,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	o.Journal = journal
 	defer journal.Close()
 	var sum *results.Summary
+	var protoErr error // the store broke the protocol: the run stopped there
 	cleanup, err := provision(ctx, &o, stderr, o.OwnServersAhead())
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -160,9 +161,19 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		if o.Progress != nil && isTerminal(stderr) {
 			fmt.Fprint(stderr, "\r\033[K") // the live line goes; the summary stays
 		}
-		if perr := protocolErr(); perr != nil {
+		if perr := protocolErr(); perr != nil && (err != nil || sum == nil) {
 			os.RemoveAll(dir.Path)
 			return exitUsage, perr
+		} else if perr != nil {
+			// The store broke the protocol: the run stopped there, as an
+			// interrupt stops it. What it recorded is written and
+			// reported, and what finished proves stands: a violation
+			// found before is exit 1, not hidden by exit 2.
+			protoErr = perr
+			sum.Interrupted, sum.Stopped = true, "stopped: the store broke the protocol ("+perr.Error()+")"
+			if sum.Verdict != check.Fail {
+				sum.Verdict = check.Unknown
+			}
 		}
 		if err != nil {
 			os.RemoveAll(dir.Path)
@@ -193,6 +204,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	} else {
 		printSummary(stdout, sum, len(errs))
 		printReproduce(stdout, sum, o)
+	}
+	if protoErr != nil && code != exitFail {
+		return exitUsage, protoErr
 	}
 	return code, nil
 }

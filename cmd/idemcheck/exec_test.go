@@ -156,3 +156,26 @@ func TestLossyLinkPassesStrictAvailability(t *testing.T) {
 		t.Errorf("the reports (%q) do not count the lost answers apart:\n%s", reports, all)
 	}
 }
+
+// TestExecProtocolErrorKeepsWhatFailed: a store that breaks the protocol
+// after a scenario found its bug stops the run there, and the run is
+// written and reported, the protocol error named: the violation found
+// stands (exit 1), where the run was thrown away and exit 2 hid it. The
+// store is the JavaScript example's unfenced-complete variant, its
+// third process (the first scenario's are its hello's and its own)
+// answering one line with a field the protocol does not have.
+func TestExecProtocolErrorKeepsWhatFailed(t *testing.T) {
+	js := jsExampleCmd(t)
+	count := filepath.Join(t.TempDir(), "starts")
+	cmd := fmt.Sprintf(`n=$(cat %[1]s 2>/dev/null | wc -l); echo x >> %[1]s; if [ "$n" -ge 2 ]; then %[2]s | sed -u '20s/}$/,"debug":1}/'; else %[2]s; fi`, count, js)
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "check", "--store", "exec", "--cmd", cmd, "--variant", "unfenced-complete", "--scenario", "sched-takeover,sched-crash",
+		"--parallel", "1", "--out", out)
+	if code != exitFail || !strings.Contains(stdout, "sched-takeover fail") || !strings.Contains(stdout, "the store broke the protocol") ||
+		!strings.Contains(stdout, `unknown field "debug"`) {
+		t.Fatalf("exit %d, want 1:\n%s\n%s", code, stdout, stderr)
+	}
+	if reports, _ := filepath.Glob(filepath.Join(out, "*", "report.md")); len(reports) == 0 {
+		t.Errorf("the run's report was not kept: %v", reports)
+	}
+}
