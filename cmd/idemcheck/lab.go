@@ -162,14 +162,18 @@ func printLab(w io.Writer, store string, orders int, results []*lab.Result, prob
 		lost += r.Version(lab.NoKey).LostReplies
 	}
 	fmt.Fprintf(w, "\n%d replies lost in all, each retried; the same losses for every version.\n", lost)
-	noAnswer := 0
+	noAnswer, gaveUp := 0, 0
 	for _, r := range results {
 		for _, v := range r.Versions {
 			noAnswer += v.NoAnswer
 		}
+		gaveUp += r.Version(lab.SameKey).LinkGaveUp
 	}
 	if noAnswer > 0 {
 		fmt.Fprintf(w, "%d attempts got no answer on a healthy link as well (the machine, not the link: a loaded one drops connections), each retried as a lost reply is.\n", noAnswer)
+	}
+	if gaveUp > 0 {
+		fmt.Fprintf(w, "%d same-key order(s) lost the reply of every attempt, and the client gave up unanswered: the store charged each once all the same.\n", gaveUp)
 	}
 	if withCard {
 		fmt.Fprintf(w, "The counts differ from the card's because the losses are drawn from Go's math/rand, not the card's JavaScript random source, so seed %d here loses other replies; the card's claim is the shape, not the numbers.\n", lab.CardSeed)
