@@ -58,6 +58,25 @@ func TestHTTPBadTarget(t *testing.T) {
 	}
 }
 
+// TestHTTPFlagBounds: a setting past what the machine can hold (an
+// instance is a process, the history is held in memory) is refused with
+// one line and exit 2, before anything starts: --instances 5000 started
+// thousands of a service's processes, and the run outlived its SIGTERM.
+func TestHTTPFlagBounds(t *testing.T) {
+	for _, args := range [][]string{
+		{"--cmd", "true", "--instances", "17"},
+		{"--cmd", "true", "--instances", "0"},
+		{"--target", "http://127.0.0.1:1/orders", "--clients", "257"},
+		{"--target", "http://127.0.0.1:1/orders", "--duration", "2h"},
+		{"--target", "http://127.0.0.1:1/orders", "--attempts", "101"},
+	} {
+		code, _, stderr := runCLI(t, append([]string{"http", "--out", t.TempDir()}, args...)...)
+		if code != exitUsage || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "at most") {
+			t.Errorf("%v: exit %d, stderr %q: want one line naming the bound, exit 2", args, code, stderr)
+		}
+	}
+}
+
 // blackbox runs idemcheck http against the test service mode (started
 // from this test binary), with extra flags, and returns the exit code,
 // stdout and the report.
