@@ -71,11 +71,12 @@ type Env struct {
 	nextID int
 	mu     sync.Mutex
 
-	incomplete []string       // why the workload could not finish, if it could not
-	untested   []string       // what the workload meant to test and did not (NotTested)
-	schedule   []string       // the fault schedule, printed with the result
-	counted    map[string]int // faults counted, not recorded one by one
-	findings   map[string]int // expected effects that are not violations
+	incomplete []string          // why the workload could not finish, if it could not
+	untested   []string          // what the workload meant to test and did not (NotTested)
+	schedule   []string          // the fault schedule, printed with the result
+	counted    map[string]int    // faults counted, not recorded one by one
+	findings   map[string]int    // expected effects that are not violations
+	means      map[string][2]int // levels found once a round (FindingMean): sum, rounds
 	episodes   []EpisodeRecord
 	leakProbe  *int // the leak probes' client id, if the scenario sent any
 	// unprobed are the keys the final probe leaves out (PlanProbe), and
@@ -322,6 +323,21 @@ func (e *Env) Finding(name string, n int) {
 	e.findings[name] += n
 }
 
+// FindingMean records one round's value of a finding that is a level,
+// not a count (a rate, a share of capacity): the scenario's finding is its
+// mean over the rounds (--duration runs several), where adding them up,
+// as Finding does, made fifteen rounds' rate fifteen times any reached.
+func (e *Env) FindingMean(name string, n int) {
+	e = e.root()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.means == nil {
+		e.means = map[string][2]int{}
+	}
+	m := e.means[name]
+	e.means[name] = [2]int{m[0] + n, m[1] + 1}
+}
+
 // Record is what a scenario recorded besides its history and ledger,
 // taken in one value once it has run: what the runner's judge path and the
 // result need of it.
@@ -361,6 +377,12 @@ func (e *Env) Record() Record {
 	}
 	if len(e.findings) > 0 {
 		r.Findings = maps.Clone(e.findings)
+	}
+	for name, m := range e.means {
+		if r.Findings == nil {
+			r.Findings = map[string]int{}
+		}
+		r.Findings[name] = m[0] / m[1]
 	}
 	return r
 }

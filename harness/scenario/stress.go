@@ -58,11 +58,11 @@ func runStress(ctx context.Context, env *Env) {
 	took := time.Since(t0)
 	calls := env.Hist.OpCount() - start
 	rate := int(float64(calls) / took.Seconds())
-	env.Finding("stress_calls_per_s", rate)
-	env.Finding("stress_capacity_calls_per_s", int(capacity))
+	env.FindingMean("stress_calls_per_s", rate)
+	env.FindingMean("stress_capacity_calls_per_s", int(capacity))
 	if capacity > 0 {
 		pct := int(100 * float64(rate) / capacity)
-		env.Finding("stress_percent_of_capacity", pct)
+		env.FindingMean("stress_percent_of_capacity", pct)
 		if pct < stressGoal {
 			env.Note("%s: the harness drove %d calls/s, %d%% of the %.0f calls/s the store answered without it: the harness was the bottleneck", env.Tenant, rate, pct, capacity)
 		}
