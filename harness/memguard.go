@@ -51,8 +51,12 @@ func (e *MemoryLimitError) Error() string {
 		size(e.Held), size(e.Limit))
 }
 
-// size prints a number of bytes in MB below a GB, else in GB.
+// size prints a number of bytes in MB below a GB, else in GB (in KB
+// below an MB, where MB would say 0).
 func size(b uint64) string {
+	if b < 1<<20 {
+		return fmt.Sprintf("%.0f KB", float64(b)/(1<<10))
+	}
 	if b < 1<<30 {
 		return fmt.Sprintf("%.0f MB", float64(b)/(1<<20))
 	}

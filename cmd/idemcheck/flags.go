@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -234,7 +235,9 @@ func (b *bytesFlag) Set(v string) error {
 		}
 	}
 	n, err := strconv.ParseFloat(s, 64)
-	if err != nil || n < 0 || n*float64(mult) >= 1<<63 {
+	// Not NaN, and a size of at least a byte or none at all (0): a
+	// fraction of a byte was read as 0, no limit, the opposite of asked.
+	if err != nil || math.IsNaN(n) || n < 0 || n*float64(mult) >= 1<<63 || n != 0 && n*float64(mult) < 1 {
 		return fmt.Errorf("want a size such as 512MB or 4GB (0: no limit), got %q", v)
 	}
 	*b = bytesFlag(n * float64(mult))

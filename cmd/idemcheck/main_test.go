@@ -345,8 +345,12 @@ func TestMemoryLimitKeepsTheRun(t *testing.T) {
 			t.Errorf("%s does not say the run was stopped (%v)", f, err)
 		}
 	}
-	if code, _, stderr := runCLI(t, "check", "--max-memory", "lots"); code != exitUsage || !strings.Contains(stderr, "512MB or 4GB") {
-		t.Errorf("--max-memory lots: exit %d, stderr %q; want 2 and the form it takes", code, stderr)
+	// Not a size (NaN ran with no limit, a fraction of a byte was read
+	// as 0, no limit): refused, with the form it takes.
+	for _, bad := range []string{"lots", "NaN", "1e-9", "-1MB"} {
+		if code, _, stderr := runCLI(t, "check", "--max-memory", bad); code != exitUsage || !strings.Contains(stderr, "512MB or 4GB") {
+			t.Errorf("--max-memory %s: exit %d, stderr %q; want 2 and the form it takes", bad, code, stderr)
+		}
 	}
 }
 
