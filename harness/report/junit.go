@@ -45,7 +45,8 @@ type (
 
 // WriteJUnit writes the run as JUnit XML to path: one testcase per
 // scenario × checker (a failed checker is a failure with its violations,
-// an undecided one a skip saying why), and one per skipped scenario.
+// an undecided one a skip saying why), and one per skipped scenario and
+// per scenario a cut-short run never ran.
 func WriteJUnit(path string, sum *results.Summary) error {
 	suite := junitSuite{Name: fmt.Sprintf("idemcheck %s/%s seed %d", sum.Store, sum.Variant, sum.Seed), Time: fmt.Sprintf("%.3f", sum.Seconds)}
 	for _, s := range sum.Scenarios {
@@ -76,9 +77,23 @@ func WriteJUnit(path string, sum *results.Summary) error {
 			suite.Cases = append(suite.Cases, tc)
 		}
 		if s.Error != "" {
-			suite.Cases = append(suite.Cases, junitCase{Class: class, Name: "workload", Time: "0", Skipped: &junitMessage{Message: s.Error}})
+			msg := s.Error
+			if sum.Stopped != "" {
+				msg += " (" + sum.Stopped + ")"
+			}
+			suite.Cases = append(suite.Cases, junitCase{Class: class, Name: "workload", Time: "0", Skipped: &junitMessage{Message: msg}})
 			suite.Skipped++
 		}
+	}
+	// The scenarios a run cut short never ran: each a skip saying why, so
+	// that a CI dashboard does not show a smaller suite that passed.
+	notRun := "not run: the run was interrupted first"
+	if sum.Stopped != "" {
+		notRun = "not run: " + sum.Stopped
+	}
+	for _, name := range sum.NotRun {
+		suite.Cases = append(suite.Cases, junitCase{Class: fmt.Sprintf("idemcheck.%s.%s", sum.Store, name), Name: "scenario", Time: "0", Skipped: &junitMessage{Message: notRun}})
+		suite.Skipped++
 	}
 	suite.Tests = len(suite.Cases)
 	b, err := xml.MarshalIndent(junitSuites{Suites: []junitSuite{suite}}, "", "  ")
