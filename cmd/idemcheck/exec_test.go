@@ -179,3 +179,21 @@ func TestExecProtocolErrorKeepsWhatFailed(t *testing.T) {
 		t.Errorf("the run's report was not kept: %v", reports)
 	}
 }
+
+// TestExecStoreDeathNamesItsCause: a store that dies before its hello
+// is named with the cause its runtime printed, not only the runtime's
+// last line: Node ends an uncaught exception's stack with "Node.js vN",
+// which was all the message said.
+func TestExecStoreDeathNamesItsCause(t *testing.T) {
+	exampletest.NeedRuntime(t, servers.Required(), nil, "node", "-e", "0")
+	exampletest.NeedRuntime(t, servers.Required(), nil, "python3", "-c", "0")
+	for cmd, want := range map[string]string{
+		`node -e "require('idemcheck-no-such-module')"`: "Error: Cannot find module 'idemcheck-no-such-module'",
+		`python3 -c "import idemcheck_no_such_module"`:  "ModuleNotFoundError: No module named 'idemcheck_no_such_module'",
+	} {
+		code, _, stderr := runCLI(t, "check", "--store", "exec", "--cmd", cmd, "--scenario", "race", "--out", t.TempDir())
+		if code != exitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d, stderr %q: want exit 2 and %q", cmd, code, stderr, want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -334,8 +335,8 @@ func (p *proc) close() {
 	}
 }
 
-// why says why reading or writing failed: the process's exit and the
-// last line of its stderr, when it has exited.
+// why says why reading or writing failed: the process's exit and what
+// its stderr last said of it (tail.cause), when it has exited.
 func (p *proc) why(err error) string {
 	select {
 	case <-p.exited:
@@ -343,8 +344,8 @@ func (p *proc) why(err error) string {
 		return err.Error()
 	}
 	msg := fmt.Sprintf("it exited (%v)", p.cmd.ProcessState)
-	if last := p.tail.last(); last != "" {
-		msg += "; its stderr: " + last
+	if cause := p.tail.cause(); cause != "" {
+		msg += "; its stderr: " + cause
 	}
 	return msg
 }
@@ -365,10 +366,42 @@ func (t *tail) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// last is the last non-empty line written.
-func (t *tail) last() string {
+// errorLine matches a line of stderr that names an error: runtimes
+// print the cause of a death on such a line (Node's "Error: Cannot find
+// module", Python's "ModuleNotFoundError: …", Go's "panic: …"), then a
+// stack, and some a last line of their own ("Node.js v20.20.2").
+var errorLine = regexp.MustCompile(`(?i)(error|exception|panic|fatal)`)
+
+// cause is what the stderr written says of a death: its last line naming
+// an error, followed by its last line when that is another; else its last
+// non-empty line. Each is clipped: a line is for a person to read.
+func (t *tail) cause() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
+	last := strings.TrimSpace(lines[len(lines)-1])
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if !errorLine.MatchString(l) {
+			continue
+		}
+		if i == len(lines)-1 {
+			return clipLine(l)
+		}
+		return clipLine(l) + " … " + clipLine(last)
+	}
+	return clipLine(last)
+}
+
+// clipLine cuts a line of stderr to maxCauseLine bytes, at a rune.
+func clipLine(l string) string {
+	const maxCauseLine = 300
+	if len(l) <= maxCauseLine {
+		return l
+	}
+	cut := maxCauseLine
+	for cut > 0 && !utf8.RuneStart(l[cut]) {
+		cut--
+	}
+	return l[:cut] + "…"
 }
