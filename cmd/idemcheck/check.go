@@ -143,14 +143,22 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		var once sync.Once
 		removeServers := func() { once.Do(cleanup) }
 		defer removeServers()
+		ov := &overrun{w: stderr, terminal: isTerminal(stderr), forecast: o.Estimate(), why: slowCause(ex != nil) + " (an interrupt ends the run and reports what it recorded)"}
 		switch {
 		case *asJSON:
-		case isTerminal(stderr):
-			o.Progress, o.ProgressEvery = func(p harness.Progress) { printProgress(stderr, p) }, 200*time.Millisecond
+		case ov.terminal:
+			ov.next, o.ProgressEvery = func(p harness.Progress) { printProgress(stderr, p) }, 200*time.Millisecond
 		case o.Estimate() > time.Minute:
 			// A long run in a log (CI, a pipe): a line per scenario as
 			// it ends, and one every logProgressEvery while it runs.
-			o.Progress, o.ProgressEvery = func(p harness.Progress) { logProgress(stderr, p) }, logProgressEvery
+			ov.next, o.ProgressEvery = func(p harness.Progress) { logProgress(stderr, p) }, logProgressEvery
+		default:
+			// A short run in a log: nothing, unless it runs far past
+			// its forecast (overrun).
+			o.ProgressEvery = logProgressEvery
+		}
+		if !*asJSON {
+			o.Progress = ov.report
 		}
 		rctx, workers, protocolErr := execRun(ctx, ex, o.WorkerCommand)
 		o.WorkerCommand = workers

@@ -56,6 +56,47 @@ func logProgress(w io.Writer, p harness.Progress) {
 	}
 }
 
+// overrun is a check run's progress beside its forecast: each Progress
+// goes to the progress it wraps (next: the live line, the log's lines, or
+// none), and once the run has taken twice its forecast and half a minute
+// more, one line says so and why that may be; a run with no progress of
+// its own (piped, its forecast under a minute) then writes the log's
+// lines from there on, so that a run far past its forecast is never
+// silent (a store's slow calls ran a forecast of seconds for 11 minutes
+// with nothing said).
+type overrun struct {
+	w        io.Writer
+	terminal bool
+	forecast time.Duration
+	why      string
+	next     func(harness.Progress)
+
+	mu   sync.Mutex
+	said bool
+	last time.Duration // when the last log line was written, once said
+}
+
+// report takes one Progress of the run.
+func (o *overrun) report(p harness.Progress) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if over := 2*o.forecast + 30*time.Second; !o.said && p.Elapsed > over {
+		o.said = true
+		if o.terminal {
+			fmt.Fprint(o.w, "\r\033[K")
+		}
+		fmt.Fprintf(o.w, "idemcheck: this run has taken %s, past twice its forecast of %s and half a minute: %s\n",
+			p.Elapsed.Round(time.Second), o.forecast.Round(time.Second), o.why)
+	}
+	switch {
+	case o.next != nil:
+		o.next(p)
+	case o.said && (p.Done || p.Elapsed >= o.last+logProgressEvery):
+		o.last = p.Elapsed
+		logProgress(o.w, p)
+	}
+}
+
 // printProgress draws a one-line progress bar on the terminal, replaced
 // in place (the summary table that follows is the only record): scenarios
 // done of all, the current scenario (or why it was skipped), its store

@@ -94,3 +94,37 @@ func TestDrawProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckOverrun: a check run in a log whose forecast is short says
+// nothing while it keeps to it; once it has taken twice its forecast and
+// half a minute, one line says so and why, and the log's progress lines
+// follow, one a logProgressEvery at most. It said nothing for 11 minutes.
+func TestCheckOverrun(t *testing.T) {
+	var b strings.Builder
+	o := &overrun{w: &b, forecast: 10 * time.Second, why: slowCause(true)}
+	at := func(elapsed time.Duration, done bool) {
+		o.report(harness.Progress{Scenario: "sched-race", Index: 2, Total: 5, Ops: 40, Elapsed: elapsed, Done: done})
+	}
+	at(5*time.Second, false)
+	at(40*time.Second, true)
+	if b.Len() != 0 {
+		t.Fatalf("a run within its forecast said: %q", b.String())
+	}
+	at(51*time.Second, false)
+	at(60*time.Second, false) // within logProgressEvery of the last line
+	at(90*time.Second, false)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	want := []string{
+		"idemcheck: this run has taken 51s, past twice its forecast of 10s and half a minute: the forecast prices a call of a store in another language at 2ms",
+		"idemcheck: [2/5] sched-race running: 40 calls, 0 faults, 51s elapsed",
+		"idemcheck: [2/5] sched-race running: 40 calls, 0 faults, 1m30s elapsed",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), b.String())
+	}
+	for i := range want {
+		if !strings.HasPrefix(lines[i], want[i]) {
+			t.Errorf("line %d:\n got %q\nwant %q…", i+1, lines[i], want[i])
+		}
+	}
+}

@@ -463,9 +463,14 @@ func cmdSpin() int {
 // slowReason says why a soak's run may outlast its forecast (drawProgress),
 // for a store in another language (exec) or a registered one.
 func slowReason(exec bool) string {
-	why := "a loaded machine, or a store slower than the backend's forecast"
+	return slowCause(exec) + " (the forecast, and --budget with --random-flags, bound nothing; an interrupt ends the soak and reports every seed that ended)"
+}
+
+// slowCause says why a run may outlast its forecast: a store in another
+// language (exec) is priced at a guess.
+func slowCause(exec bool) string {
 	if exec {
-		why = fmt.Sprintf("the forecast prices a call of a store in another language at %s, and this store's calls take longer", stores.DefaultCallWall)
+		return fmt.Sprintf("the forecast prices a call of a store in another language at %s, and this store's calls take longer", stores.DefaultCallWall)
 	}
-	return why + " (the forecast, and --budget with --random-flags, bound nothing; an interrupt ends the soak and reports every seed that ended)"
+	return "a loaded machine, or a store slower than the backend's forecast"
 }
