@@ -13,6 +13,17 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
+// quiet is go-redis's logger for the stores: it says nothing. go-redis
+// logs a dial that failed to stderr by itself ("connection pool: failed
+// to dial after 5 attempts"), lines a run's output does not want while
+// the server is paused or cut off on purpose; the store's callers get
+// each failure as its error, and the history records it.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func init() { goredis.SetLogger(quiet{}) }
+
 // New connects to addr, a host:port or a redis:// (rediss://, unix://) URL,
 // pings the server, loads the scripts of cfg.Variant and reads the server's
 // persistence settings. The client never retries a command by itself (see
