@@ -86,7 +86,7 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 				return "no answer"
 			}
 			return fmt.Sprint(x.Status)
-		}), len(charges), chargeCounts(charges), faultCounts(h.Faults()))
+		}), len(charges), chargeCounts(charges), faultCounts(h.Faults(), run.Command == ""))
 	for _, c := range run.Crashes {
 		restarted := "not restarted: " + c.Err
 		if c.Restarted > 0 {
@@ -366,7 +366,11 @@ func countBy(xs []history.Exchange, f func(history.Exchange) string) string {
 	return joinCounts(m)
 }
 
-func faultCounts(fs []history.Fault) string {
+// faultCounts counts the run's faults by kind, and says what no instance
+// fault leaves out: a takeover after an owner's death went untested.
+// targets says the instances were someone else's (--target), which
+// idemcheck never kills or pauses.
+func faultCounts(fs []history.Fault, targets bool) string {
 	m := map[string]int{}
 	for _, f := range fs {
 		m[string(f.Kind)]++
@@ -374,7 +378,14 @@ func faultCounts(fs []history.Fault) string {
 	if len(m) == 0 {
 		return "none (no instance was killed or paused and no network fault injected: the run tested concurrency and retries, not faults)"
 	}
-	return joinCounts(m)
+	out := joinCounts(m)
+	if m[string(history.FaultInstanceKill)]+m[string(history.FaultInstancePause)]+m[string(history.FaultInstanceExit)] == 0 {
+		if targets {
+			return out + " (no instance was killed or paused: --target instances are someone else's, so no key was taken over after its owner died; --cmd lets idemcheck start, kill and restart them)"
+		}
+		return out + " (no instance was killed or paused, so no key was taken over after its owner died)"
+	}
+	return out
 }
 
 func joinCounts(m map[string]int) string {

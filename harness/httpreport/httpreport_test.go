@@ -168,3 +168,20 @@ func TestClosing(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultsSayWhatNoKillLeftOut: a run whose faults killed or paused no
+// instance says that no key was taken over after its owner died, and,
+// for instances someone else started (--target), that --cmd would; a
+// run with a kill says nothing more.
+func TestFaultsSayWhatNoKillLeftOut(t *testing.T) {
+	net := []history.Fault{{Kind: history.FaultNetReset}, {Kind: history.FaultNetReset}}
+	if got := faultCounts(net, true); !strings.Contains(got, "--target instances are someone else's") || !strings.Contains(got, "--cmd") {
+		t.Errorf("--target, network faults only: %q", got)
+	}
+	if got := faultCounts(net, false); !strings.Contains(got, "no key was taken over after its owner died") {
+		t.Errorf("--cmd, network faults only: %q", got)
+	}
+	if got := faultCounts(append(net, history.Fault{Kind: history.FaultInstanceKill}), false); strings.Contains(got, "(") {
+		t.Errorf("a run with a kill: %q", got)
+	}
+}
