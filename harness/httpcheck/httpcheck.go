@@ -203,7 +203,7 @@ func Unreached(results []Result, e Evidence, interrupted bool) []Result {
 	for i, r := range out {
 		if r.Checker == Replay || r.Checker == Status {
 			out[i] = Result{Checker: r.Checker, Pass: true, Detail: "not judged: nothing was tested (see answers)",
-				Unjudged: "the provider saw no charge of an order idemcheck sent: the answers did not come from the service's payment endpoint, so they say nothing of its keys"}
+				Unjudged: "the provider saw no charge of an order idemcheck sent: the service ran none of them (it refused them, as the answers checker says, or the answers came from something else, such as a catch-all page at a wrong --path), so they say nothing of how it keeps its keys"}
 		}
 	}
 	return out

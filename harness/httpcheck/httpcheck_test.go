@@ -534,7 +534,7 @@ func TestUnreached(t *testing.T) {
 		case Answers:
 			wantCause(t, r, CauseNothingTested)
 		case Replay, Status:
-			if !r.Pass || !strings.Contains(r.Unjudged, "did not come from the service's payment endpoint") {
+			if !r.Pass || !strings.Contains(r.Unjudged, "the service ran none of them") {
 				t.Errorf("%s judged answers that never reached the service: %+v", r.Checker, r)
 			}
 		}
