@@ -11,6 +11,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/results"
+	"github.com/idemcheck/idemcheck/harness/scenario"
 )
 
 // LoadRun reads a results directory: its summary.json and, from its
@@ -74,9 +75,28 @@ func loadRun(dir string, load func(io.Reader) ([]history.Saved, error)) (*result
 			}
 			continue
 		}
+		if err := wholeHistory(r, s); err != nil {
+			return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "history.jsonl"), err)
+		}
 		r.Attach(s.Hist, s.Ledger)
 	}
 	return &sum, nil
+}
+
+// wholeHistory checks a scenario's saved history against the counts its
+// result recorded when it ran (measure's: store calls, work runs,
+// charges): a history.jsonl cut at a line's end loads as a shorter
+// history, which a recheck would judge as if it were the run's, a pass
+// from half the evidence, or a FAIL of a service whose charges were cut
+// off.
+func wholeHistory(r *results.ScenarioResult, s history.Saved) error {
+	var got results.ScenarioResult
+	measure(&got, s.Hist, s.Ledger, scenario.Record{})
+	if got.Ops != r.Ops || got.WorkRuns != r.WorkRuns || got.Charges != r.Charges {
+		return fmt.Errorf("the history of %s holds %d store calls, %d work runs and %d charges, and the run recorded %d, %d and %d: the file is not the whole run's (cut short, or another run's); recheck judges only a whole history",
+			r.ID(), got.Ops, got.WorkRuns, got.Charges, r.Ops, r.WorkRuns, r.Charges)
+	}
+	return nil
 }
 
 // Recheck judges a loaded run's histories again with the current

@@ -346,6 +346,26 @@ func TestHTTPRecheck(t *testing.T) {
 	if !strings.Contains(stdout, "key optional") {
 		t.Errorf("recheck lost the declarations:\n%s", stdout)
 	}
+	// Its history cut at a line's end (a copy cut short) is not judged
+	// as the run's: exit 2, saying so.
+	cutHistory(t, out)
+	if code, stdout, stderr = runCLI(t, "recheck", out); code != exitUsage || !strings.Contains(stderr, "not the whole run's") {
+		t.Errorf("recheck of a cut history: exit %d, want 2:\n%s%s", code, stdout, stderr)
+	}
+}
+
+// cutHistory cuts dir's history.jsonl after its first half of lines.
+func cutHistory(t *testing.T, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, "history.jsonl")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if err := os.WriteFile(path, []byte(strings.Join(lines[:len(lines)/2], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestHTTPConfigFile: the request and the policy given in --config, as

@@ -167,3 +167,22 @@ func TestRecheckOfARunKilledAsItStarted(t *testing.T) {
 		}
 	}
 }
+
+// TestRecheckOfACutHistory: a finished run whose history.jsonl was cut
+// at a line's end (a copy cut short) is not judged as the run's: it
+// passed with half the evidence, or failed with charges cut off. Recheck
+// says the file is not the whole run's, exit 2.
+func TestRecheckOfACutHistory(t *testing.T) {
+	out := t.TempDir()
+	if code, stdout, stderr := runCLI(t, "check", "--store", "memory", "--scenario", "race,crash", "--out", out); code != exitPass {
+		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
+	}
+	dir := filepath.Join(out, "latest")
+	if code, stdout, stderr := runCLI(t, "recheck", dir); code != exitPass {
+		t.Fatalf("recheck of the whole run: exit %d:\n%s%s", code, stdout, stderr)
+	}
+	cutHistory(t, dir)
+	if code, stdout, stderr := runCLI(t, "recheck", dir); code != exitUsage || !strings.Contains(stderr, "not the whole run's") {
+		t.Errorf("recheck of a cut history: exit %d, want 2:\n%s%s", code, stdout, stderr)
+	}
+}
