@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"time"
 
@@ -31,12 +30,12 @@ func provision(ctx context.Context, o *harness.Options, stderr io.Writer, ahead 
 	case stores.InProcess:
 		return func() {}, nil
 	case stores.File:
-		dir, err := os.MkdirTemp("", "idemcheck-sqlite-")
+		dir, release, err := makeSQLiteDir(stderr)
 		if err != nil {
-			return nil, fmt.Errorf("cannot make a directory for the SQLite files: %v", err)
+			return nil, err
 		}
 		o.Addr = dir
-		return func() { os.RemoveAll(dir) }, nil
+		return release, nil
 	}
 	if o.Backend.Replicated != "" {
 		return provisionReplicated(ctx, o, stderr)
