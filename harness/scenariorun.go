@@ -193,7 +193,7 @@ func measure(res *results.ScenarioResult, hist *history.History, ledger *history
 	}
 	res.Findings = rec.Findings
 	res.Outcomes = map[string]int{}
-	res.Ops, res.MaxConcurrentBegins = 0, 0
+	res.Ops, res.MaxConcurrentBegins, res.FirstUnknown = 0, 0, ""
 	clients := map[int]bool{}
 	keys := 0
 	first := true
@@ -221,6 +221,9 @@ func measure(res *results.ScenarioResult, hist *history.History, ledger *history
 			switch {
 			case op.Output.Unknown:
 				res.Outcomes["unknown"]++
+				if res.FirstUnknown == "" && op.Err != "" && !op.Lost && !op.Deadline {
+					res.FirstUnknown = op.Err
+				}
 			case op.Output.NotApplied:
 				res.Outcomes["not-applied"]++
 			case op.Input.Kind == models.Begin:

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/results"
@@ -160,7 +161,10 @@ func whyUndecided(s results.ScenarioResult) string {
 		}
 	}
 	if len(why) == 0 {
-		return "no checker decided"
+		why = append(why, "no checker decided")
+	}
+	if n := s.Outcomes["unknown"]; n > 0 && s.FirstUnknown != "" {
+		why = append(why, fmt.Sprintf("%s ended in an error that leaves the outcome unknown (the first: %s)", plural(n, "store call"), clipText(s.FirstUnknown, 200)))
 	}
 	return strings.Join(why, "; ")
 }
@@ -222,4 +226,15 @@ func faults(m map[string]int) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// clipText cuts s to at most n bytes, at a rune, marking the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

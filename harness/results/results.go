@@ -48,6 +48,11 @@ type ScenarioResult struct {
 	Checkers            []check.Result    `json:"checkers"`
 	Violations          []check.Violation `json:"violations"`
 	Error               string            `json:"error,omitempty"`
+	// FirstUnknown is the error of the first store call whose outcome
+	// is unknown (Outcomes["unknown"] counts them; a fault injector's
+	// lost answers and the client's deadlines aside): an undecided run
+	// says it, so that a server gone away is named, not guessed.
+	FirstUnknown string `json:"first_unknown,omitempty"`
 
 	// Notes say what the verdict did not judge, although the scenario ran:
 	// a scheduled scenario whose store passed no failpoint inside its
