@@ -225,7 +225,10 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 // will exhaust the machine should not come as a surprise.
 func warnCost(w io.Writer, o harness.Options) {
 	if est := o.Estimate(); est > time.Minute {
-		fmt.Fprintf(w, "idemcheck: this run will take about %v (%d scenario runs, LockTTL %v)\n", est.Round(time.Second), len(o.Plan()), o.LockTTL)
+		// A bound more than a forecast: a scenario waits out a LockTTL
+		// only where a claim is left in flight, which the run decides.
+		fmt.Fprintf(w, "idemcheck: this run may take up to about %v (%d scenario runs, LockTTL %v: a scenario waits out a LockTTL only where a claim is left in flight)\n",
+			est.Round(time.Second), len(o.Plan()), o.LockTTL)
 	}
 	calls := o.EstimateCalls()
 	if o.SpillDir != "" {
