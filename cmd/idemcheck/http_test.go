@@ -346,6 +346,13 @@ func TestHTTPRecheck(t *testing.T) {
 	if !strings.Contains(stdout, "key optional") {
 		t.Errorf("recheck lost the declarations:\n%s", stdout)
 	}
+	// A boolean declaration before the directory, as the help writes it:
+	// the directory was taken for the flag's value (exit 2).
+	for _, args := range [][]string{{"--saves-errors", out}, {"--saves-errors", "--inflight-ttl", "5s", out}, {out, "--saves-errors"}} {
+		if code, stdout, stderr := runCLI(t, append([]string{"recheck"}, args...)...); code == exitUsage || !strings.Contains(stdout, "--saves-errors") {
+			t.Errorf("recheck %v: exit %d:\n%s%s", args, code, stdout, stderr)
+		}
+	}
 	// Its history cut at a line's end (a copy cut short) is not judged
 	// as the run's: exit 2, saying so.
 	cutHistory(t, out)

@@ -49,14 +49,18 @@ now. Exit codes: 0 pass, 1 a violation, 2 bad usage or an unreadable run,
 `
 
 func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	dir, args := positional(args)
 	fs := newFlagSet("recheck", recheckHelp)
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	ttl := fs.Duration("inflight-ttl", 0, "a black-box run: judge it with this in-flight TTL declared instead of the run's")
 	savesErrors := fs.Bool("saves-errors", false, "a black-box run: judge it as of a service that saves its 5xx answers")
 	keyPolicy := fs.String("key", "", "a black-box run: judge it with the key declared required or optional")
-	if err := parse(fs, recheckHelp, args, stdout); err != nil {
+	pos, err := parseArgs(fs, recheckHelp, args, stdout, 1)
+	if err != nil {
 		return exitUsage, err
+	}
+	dir := ""
+	if len(pos) > 0 {
+		dir = pos[0]
 	}
 	var redeclared []string // the declarations given here, in flag form
 	for _, name := range []string{"inflight-ttl", "saves-errors", "key"} {
@@ -151,48 +155,6 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
-}
-
-// positional takes the first argument that is not a flag (nor a flag's
-// value) out of args, so that a command's positional argument may come
-// before, between or after its flags.
-func positional(args []string) (string, []string) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			if i+1 < len(args) {
-				return args[i+1], append(append([]string(nil), args[:i]...), args[i+2:]...)
-			}
-			return "", args[:i]
-		case len(a) > 1 && a[0] == '-':
-			if !hasValue(a) && i+1 < len(args) && !boolFlag(a) {
-				i++ // the flag's value
-			}
-		default:
-			return a, append(append([]string(nil), args[:i]...), args[i+1:]...)
-		}
-	}
-	return "", args
-}
-
-func hasValue(flag string) bool {
-	for _, c := range flag {
-		if c == '=' {
-			return true
-		}
-	}
-	return false
-}
-
-// boolFlag reports whether a flag takes no value: the boolean flags the
-// commands define.
-func boolFlag(flag string) bool {
-	switch flag {
-	case "-json", "--json", "-h", "--h", "-help", "--help", "-html", "--html", "-strict-retention", "--strict-retention", "-strict-availability", "--strict-availability":
-		return true
-	}
-	return false
 }
 
 // crashed reports whether dir is a run whose process died: its journal

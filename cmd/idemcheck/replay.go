@@ -32,12 +32,16 @@ setup error.
 `
 
 func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	dir, args := positional(args)
 	fs := newFlagSet("replay", replayHelp)
 	only := fs.String("scenario", "", "replay only this scenario")
 	line := fs.String("cmd", "", "for a run of an exec store: the command that starts the store (default: the saved run's --cmd)")
-	if err := parse(fs, replayHelp, args, stdout); err != nil {
+	pos, err := parseArgs(fs, replayHelp, args, stdout, 1)
+	if err != nil {
 		return exitUsage, err
+	}
+	dir := ""
+	if len(pos) > 0 {
+		dir = pos[0]
 	}
 	if dir == "" {
 		return exitUsage, usagef("replay: name a run directory (results/latest, or one under results/)")
