@@ -6,14 +6,35 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 )
 
 // outstanding reports whether the service may still have held x's key
 // for another exchange of it when x was answered: one sent before x's
-// answer and not over for the service ([heldUntil]) before x was sent.
-func outstanding(same []history.Exchange, x history.Exchange) bool {
+// answer and not over for the service ([heldUntil]) before x was sent,
+// or a charge of the key's own order (own, any the provider saw) being
+// made then, or answered less than [saveSlack] before x was sent, with
+// no completed success of the key since it began: a request the clients
+// never sent was at work on the key (a gateway that sent a POST again to
+// another instance, nginx's proxy_next_upstream non_idempotent, while
+// the first still ran).
+func outstanding(same []history.Exchange, own []history.Charge, x history.Exchange) bool {
+	for _, c := range own {
+		until := history.Never
+		if c.End != 0 {
+			until = c.End + int64(saveSlack)
+		}
+		for _, s := range same {
+			if keyedOwn(s) && completed(s.Status) && s.Return > c.At && s.Return < until {
+				until = s.Return // the key's work was done, and said
+			}
+		}
+		if c.At < x.Return && until > x.Call {
+			return true
+		}
+	}
 	for _, o := range same {
 		if o.Call == x.Call && o.Client == x.Client {
 			continue
@@ -24,6 +45,23 @@ func outstanding(same []history.Exchange, x history.Exchange) bool {
 	}
 	return false
 }
+
+// pausedDuring reports whether idemcheck paused x's instance while x was
+// at it (the pause began after x was sent and before its answer): an
+// owner whose lease ran out while it stood still finds its save fenced,
+// which a correct service answers 409 (the claim is another's now).
+func pausedDuring(fs []history.Fault, x history.Exchange) bool {
+	for _, f := range fs {
+		if f.Kind == history.FaultInstancePause && f.Failpoint == x.Instance && f.Start >= x.Call && f.Start <= ends(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// saveSlack is how long after its charge was answered a request may
+// still hold its key to save its answer.
+const saveSlack = time.Second
 
 // heldUntil is until when the service may have held o's key for o (same
 // is every exchange of the key): o's end ([ends]), or, when o's answer
@@ -62,7 +100,9 @@ func refusedOtherwise(status int) bool {
 func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.Fault, keys keyFacts, p Policy) Result {
 	charged := map[string]bool{}
 	byOrder := map[string][]history.Charge{}
+	allByOrder := map[string][]history.Charge{} // repeats of a downstream key too
 	for _, c := range charges {
+		allByOrder[c.Order] = append(allByOrder[c.Order], c)
 		if c.Effective {
 			charged[c.Order] = true
 			byOrder[c.Order] = append(byOrder[c.Order], c)
@@ -85,7 +125,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	counts := map[string]int{}
 	var vs []Violation
 	var notes []string
-	reuse409, unread, releasedRan := 0, 0, 0
+	reuse409, unread, releasedRan, pausedOwn := 0, 0, 0, 0
 	optional, optionalRefused := 0, 0 // requests without a key under --key optional, answered; refused
 	otherRefusal := map[int]int{}     // missing or over-long keys refused in another code than 400, by code
 	for _, x := range xs {
@@ -134,7 +174,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 					x.Key, x.Order, ms(x.Return)))
 				continue
 			}
-			if success(x.Status) && charged[x.Order] && !p.SavesErrors && releasedOnError(byKey[x.Key], byOrder[keys.ownOrder[x.Key]], x) {
+			if success(x.Status) && charged[x.Order] && !p.SavesErrors && releasedOnError(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) {
 				releasedRan++
 				continue
 			}
@@ -156,7 +196,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 		}
 		if x.Status == http.StatusConflict && x.HasKey {
 			counts["409"]++
-			if x.Purpose == history.PurposeReuse && !outstanding(byKey[x.Key], x) {
+			if x.Purpose == history.PurposeReuse && !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) {
 				// A refusal of the reuse, in another code than the
 				// draft's 422 (which it advises, not requires): Brandur
 				// Leach's design, and the libraries after it, answer a
@@ -164,7 +204,11 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 				reuse409++
 				continue
 			}
-			if !outstanding(byKey[x.Key], x) {
+			if !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) && pausedDuring(fs, x) {
+				pausedOwn++
+				continue
+			}
+			if !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) {
 				vs = append(vs, Violation{Checker: Status, Key: x.Key, Cause: Cause409, At: x.Return, Detail: fmt.Sprintf(
 					"key %s got 409 from %s at %s while no other request of the key was in flight", x.Key, x.Instance, ms(x.Return))})
 			}
@@ -172,6 +216,9 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	}
 	if releasedRan > 0 {
 		notes = append(notes, fmt.Sprintf("%d keys reused with another body ran as new after every request of the key's own body had ended, the last in a 5xx given once the provider had answered its charges: a service that releases its claim on an error (docs/spec.md) no longer has the key, and runs a request for it as new; excused (declare --saves-errors if the service saves its errors: a reuse must then get 422)", releasedRan))
+	}
+	if pausedOwn > 0 {
+		notes = append(notes, fmt.Sprintf("%d requests got 409 with no other request of their key in flight from an instance idemcheck paused while they were at it: its claim could run out while it stood still, and the save it was fenced from answers 409 (docs/spec.md); excused", pausedOwn))
 	}
 	if reuse409 > 0 {
 		notes = append(notes, fmt.Sprintf("%d keys reused with another body got 409 while no other request of the key was in flight: refused, so nothing ran, but the draft advises 422 for a mismatch (409 says the key is in flight)", reuse409))
@@ -209,29 +256,35 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 // correct service may have released the key on an error, as the
 // decision table allows (docs/spec.md: on error, release the claim or
 // save the error): every request of the key's own body (keyed) sent
-// before x was answered before it, none with a completed success, the
-// last with a 5xx, and every charge of the key's own order (own) was
-// answered by the provider before that 5xx, so the 5xx is the
-// handler's own outcome, not a timeout's or a gateway's while the
-// handler still held the key.
+// before x ended before it, none with a completed success, the
+// last answered with a 5xx (the others unanswered: lost on the way),
+// and every charge of the key's own order (own, repeats of its
+// downstream key included) was made and answered by the provider before
+// that 5xx, so the 5xx is the handler's own outcome, not a timeout's or
+// a gateway's while the handler still held the key, and no retry since
+// reached the work.
 func releasedOnError(keyed []history.Exchange, own []history.Charge, x history.Exchange) bool {
 	var last history.Exchange
 	for _, o := range keyed {
 		if !keyedOwn(o) || o.Call >= x.Call {
 			continue
 		}
-		if !o.Answered() || o.Return > x.Call || completed(o.Status) {
+		if o.Answered() && completed(o.Status) || ends(o) > x.Call {
 			return false
 		}
-		if o.Return > last.Return {
+		if o.Answered() && o.Return > last.Return {
 			last = o
 		}
 	}
 	if !last.Answered() || last.Status < 500 {
 		return false
 	}
+	// A retry left unanswered (a reset connection) that reached the
+	// service would have charged again, or met the provider's answer
+	// for the downstream key: the charges, repeats included, all ended
+	// before the 5xx.
 	for _, c := range own {
-		if c.End == 0 || c.End > last.Return {
+		if c.End == 0 || c.End > last.Return || c.At > last.Return {
 			return false
 		}
 	}

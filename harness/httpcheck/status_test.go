@@ -3,6 +3,7 @@ package httpcheck
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 )
@@ -114,6 +115,17 @@ func TestStatusCauses(t *testing.T) {
 	}
 	wantCause(t, released(30).resultBy(t, Status, Policy{SavesErrors: true}), CauseReuseRan)
 	wantCause(t, released(50).result(t, Status), CauseReuseRan)
+	// A retry after the 502 whose connection was reset on the way (no
+	// answer, no charge since) leaves the excuse; one that reached the
+	// work (a repeat of the downstream key at the provider) does not.
+	e = released(30)
+	e.refused(0, "i1", history.PurposeRetry, "k", "o", "b", 45, 50)
+	if r := e.result(t, Status); !r.Pass {
+		t.Errorf("a reuse after a released key's retry was lost on the way: %+v", r)
+	}
+	cs := append(e.l.Charges(), history.Charge{ID: "ch_1", Order: "o", Via: "i1", At: 47, End: 48, Client: -1})
+	e.l = history.LedgerOf(cs)
+	wantCause(t, e.result(t, Status), CauseReuseRan)
 
 	// Was ran-as-new: the key ran twice (A, then B), and the reuse got
 	// the second execution's answer, not the first's; the ledger never
@@ -236,4 +248,44 @@ func TestInFlightAfterAnAnswerThatLeavesItRunning(t *testing.T) {
 	e.x(1, "i1", history.PurposeReuse, "k2", "o2", "b2", 30, 40, 503, "timed out")
 	e.x(1, "i2", history.PurposeFirst, "k2", "o3", "b3", 50, 60, 409, "in flight")
 	wantCause(t, e.result(t, Status), Cause409)
+}
+
+// TestInFlightForAGatewaysRetry: a gateway that sends a POST again to
+// another instance while the first still works (nginx's
+// proxy_next_upstream non_idempotent) gets the truthful 409 of the
+// second, which it passes on, though no other request of the client's
+// was in flight: the provider, still charging the key's order, shows the
+// key was. A 409 long after that charge was answered is still judged.
+func TestInFlightForAGatewaysRetry(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 0, 1050*ms, 409, "in flight")
+	e.chargeOutcome("o", "i1", 120*ms, 1202*ms, history.OutcomeCharged)
+	if r := e.result(t, Status); !r.Pass {
+		t.Errorf("a 409 while the key's order was being charged: %s", r.Detail)
+	}
+	e = newEv()
+	e.chargeOutcome("o", "i1", 10*ms, 20*ms, history.OutcomeCharged)
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 3000*ms, 3050*ms, 409, "in flight")
+	wantCause(t, e.result(t, Status), Cause409)
+}
+
+// TestInFlightFromAnOwnerPausedPastItsLease: idemcheck paused the owner
+// while its request was there, before it charged; its lease ran out,
+// and resumed, it found its claim gone (fenced) and answered 409, as
+// docs/spec.md says: a note, not 409-not-in-flight. (Paused after its
+// charge, the charge shows the key at work: [outstanding].) The same 409
+// from an instance no pause held is still judged.
+func TestInFlightFromAnOwnerPausedPastItsLease(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	build := func(paused string) *ev {
+		e := newEv()
+		e.x(0, "i2", history.PurposeFirst, "k", "o", "b", 1300*ms, 4226*ms, 409, `{"error":"claim taken over"}`)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstancePause, Failpoint: paused, Start: 1430 * ms, End: 4220 * ms})
+		return e
+	}
+	if r := build("i2").result(t, Status); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "paused") {
+		t.Errorf("a 409 from an owner paused past its lease: %+v", r)
+	}
+	wantCause(t, build("i3").result(t, Status), Cause409)
 }
