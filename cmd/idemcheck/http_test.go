@@ -77,6 +77,16 @@ func TestHTTPFlagBounds(t *testing.T) {
 	}
 }
 
+// TestHTTPCommandThatEnds: a --cmd that ends at once (a script that
+// starts the service in the background and returns) is named as such,
+// one line, exit 2, where the message said "(<nil>)".
+func TestHTTPCommandThatEnds(t *testing.T) {
+	code, _, stderr := runCLI(t, "http", "--cmd", "true", "--instances", "1", "--out", t.TempDir())
+	if code != exitUsage || !strings.Contains(stderr, "the command ended; it must run the service until killed") || strings.Contains(stderr, "<nil>") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
 // blackbox runs idemcheck http against the test service mode (started
 // from this test binary), with extra flags, and returns the exit code,
 // stdout and the report.

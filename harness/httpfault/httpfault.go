@@ -173,7 +173,11 @@ func (in *Instance) Ready(ctx context.Context, timeout time.Duration, ping func(
 			in.mu.Lock()
 			err := in.err
 			in.mu.Unlock()
-			return fmt.Errorf("instance %s exited before it answered HTTP on port %d (%v)", in.Name, in.Port, err)
+			how := "exit status 0: the command ended; it must run the service until killed"
+			if err != nil {
+				how = err.Error()
+			}
+			return fmt.Errorf("instance %s exited before it answered HTTP on port %d (%s)", in.Name, in.Port, how)
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
