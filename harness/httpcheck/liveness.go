@@ -239,7 +239,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	var why []string
 	if len(unjudged) > 0 {
-		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl, or idemcheck recheck --inflight-ttl D on this run's directory) to judge them", len(unjudged), unjudged[0]))
+		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl D on the next run, whose final probes then last that long; idemcheck recheck --inflight-ttl D on this run's directory judges only the keys its probes followed D past their owner's death) to judge them", len(unjudged), unjudged[0]))
 	}
 	if len(early) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at their last probe, less than the declared in-flight TTL (%v, and %v for the clocks) after an instance died while one of their requests was there: the probes ended before a correct service had to release them (run again with --inflight-ttl %v: the final probes then last that long)", len(early), earlyFirst, p.InFlightTTL, ttlSlack, p.InFlightTTL))
