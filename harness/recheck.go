@@ -92,8 +92,10 @@ func loadRun(dir string, load func(io.Reader) ([]history.Saved, error)) (*result
 func wholeHistory(r *results.ScenarioResult, s history.Saved) error {
 	var got results.ScenarioResult
 	measure(&got, s.Hist, s.Ledger, scenario.Record{})
-	if got.Ops != r.Ops || got.WorkRuns != r.WorkRuns || got.Charges != r.Charges {
-		return fmt.Errorf("the history of %s holds %d store calls, %d work runs and %d charges, and the run recorded %d, %d and %d: the file is not the whole run's (cut short, or another run's); recheck judges only a whole history",
+	// Fewer only: a run saved by an older build counted by its own
+	// measure, and a recheck after an upgrade is what recheck is for.
+	if got.Ops < r.Ops || got.WorkRuns < r.WorkRuns || got.Charges < r.Charges {
+		return fmt.Errorf("the history of %s holds %d store calls, %d work runs and %d charges, and the run recorded %d, %d and %d: the file is not the whole run's (cut short); recheck judges only a whole history",
 			r.ID(), got.Ops, got.WorkRuns, got.Charges, r.Ops, r.WorkRuns, r.Charges)
 	}
 	return nil

@@ -70,8 +70,8 @@ func recheckHTTP(dir string, sum *httpreport.Summary, redeclared []string, asJSO
 	// A history.jsonl cut at a line's end loads as a shorter run: judged,
 	// it passed on half the evidence, or failed a service whose charges
 	// were cut off ("the provider saw no charge").
-	if n, c := len(saved[0].Hist.Exchanges()), len(saved[0].Ledger.Charges()); n != sum.Requests || c != sum.Charges {
-		return exitUsage, fmt.Errorf("recheck: %s/history.jsonl holds %d requests and %d charges, and the run recorded %d and %d: the file is not the whole run's (cut short, or another run's); recheck judges only a whole history",
+	if n, c := len(saved[0].Hist.Exchanges()), len(saved[0].Ledger.Charges()); n < sum.Requests || c < sum.Charges {
+		return exitUsage, fmt.Errorf("recheck: %s/history.jsonl holds %d requests and %d charges, and the run recorded %d and %d: the file is not the whole run's (cut short); recheck judges only a whole history",
 			dir, n, c, sum.Requests, sum.Charges)
 	}
 	results, code := judgeHTTP(sum.Run, saved[0].Hist, saved[0].Ledger)
