@@ -121,7 +121,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		// refuses, its queue outgrows the clients' patience). That is no
 		// fault of its keys: nothing was tested, and nothing is judged.
 		r.Unjudged = fmt.Sprintf(
-			"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested, and that says nothing of its keys (a limiter, a circuit breaker or an overload refuses so, a --timeout shorter than its answers ends so: see the answers in history.jsonl; fewer --clients, a longer --timeout)",
+			"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested, and that says nothing of its keys (a limiter, a circuit breaker, an overload or a gateway in front answering its own error pages refuses so, a --timeout shorter than its answers ends so: see the answers in history.jsonl; fewer --clients, a longer --timeout)",
 			verb, 100*n/requests, n, requests, failed+limited, len(ok))
 		r.Detail = "not judged: nothing was tested"
 		return finish(r, nil)
