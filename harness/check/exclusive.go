@@ -144,7 +144,12 @@ func decidedBefore(x, y history.Op) bool {
 //     its planned time is its own, so the lock-shorter-than-work mutant,
 //     whose work is planned longer than the lease, is not excused;
 //   - for a store that decides by the request's own time, how old the
-//     claim already was when it was sent (sentLate).
+//     claim already was when it was sent (sentLate);
+//   - once a heartbeat since the renewal was refused (declared not
+//     applied) or lost (its outcome unknown), all of it: the lease was
+//     not renewed, as a store may refuse any call, and ran out on its
+//     own time (a store refusing every third call had a healthy-looking
+//     owner taken over, and failed).
 //
 // Without its claim in the history (ok false), the lease counts from the
 // work's start.
@@ -155,16 +160,23 @@ func leaseLost(r history.WorkRun, c history.Op, ok bool, beats []history.Op, sta
 		from = c.Call
 		lost = append(lost, span{c.Call, max(c.Return, r.Start)})
 	}
+	refused := false // a heartbeat since the last renewal went unrenewed
 	for _, x := range beats {
 		if x.Input.Token != r.Token || x.Call < from || x.Call >= at {
 			continue
 		}
 		if x.Accepted(models.Extend) && x.Return <= at {
 			// A renewal: the lease starts again from it.
-			from, lost = x.Call, []span{{x.Call, x.Return}}
+			from, lost, refused = x.Call, []span{{x.Call, x.Return}}, false
 			continue
 		}
+		if x.Output.NotApplied || x.Output.Unknown {
+			refused = true
+		}
 		lost = append(lost, span{x.Call, min(x.Return, at)})
+	}
+	if refused {
+		return time.Duration(at - from)
 	}
 	for _, f := range stalls {
 		lost = append(lost, span{f.Start, f.End})

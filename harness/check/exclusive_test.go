@@ -82,6 +82,24 @@ func TestExclusive(t *testing.T) {
 		r.work(2, "b", 101, 110)
 		want(t, r, check.Exclusive, check.Fail, "ran the work of")
 	})
+	t.Run("an owner whose heartbeats the store refused is excused", func(t *testing.T) {
+		// idemtest, a Postgres store refusing every third call as not
+		// applied (a definite no-op, which the contract allows): the
+		// lease was not renewed, ran out, and another client took over.
+		refused := func(notApplied bool) *rec {
+			r := newRec()
+			r.begin(1, "fp", 0, 1, claimedD("a", false))
+			r.beatingWork(1, "a", 1, 125, 120, 40)
+			r.extend(1, "a", 41, 42, false)
+			r.op(1, models.Input{Kind: models.Extend, Token: "a", Called: t0.Add(82 * time.Millisecond), Now: t0.Add(83 * time.Millisecond)},
+				models.Output{NotApplied: notApplied}, 82, 83)
+			r.begin(2, "fp", 100, 101, claimedD("b", true))
+			r.work(2, "b", 101, 110)
+			return r
+		}
+		want(t, refused(true), check.Exclusive, check.Pass, "")
+		want(t, refused(false), check.Exclusive, check.Fail, "ran the work of") // renewed: healthy
+	})
 	t.Run("an owner whose planned work outlasts its lease is not excused", func(t *testing.T) {
 		// lock-shorter-than-work: the work means to take 2 LockTTLs.
 		r := newRec()
