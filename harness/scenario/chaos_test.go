@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,6 +29,11 @@ func TestChaosMemory(t *testing.T) {
 	}
 	if skipped == 0 {
 		t.Errorf("no fault listed as skipped on the memory store: %v", s.Schedule)
+	}
+	// And said beside the verdict, not only in the schedule: a chaos
+	// without its server faults judged less than its name says.
+	if !slices.ContainsFunc(s.Notes, func(n string) bool { return strings.Contains(n, "chaos injected no server-pause") }) {
+		t.Errorf("the notes do not say the server faults were not injected: %q", s.Notes)
 	}
 }
 
