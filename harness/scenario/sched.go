@@ -239,12 +239,7 @@ func (e *Env) afterEpisodes() {
 //     for a loaded machine.
 func (e *Env) NewScheduler(ch sched.Chooser, ticks int) *sched.Scheduler {
 	o := sched.DefaultOptions()
-	switch {
-	case e.setup.Backend.WaitsAnnounced:
-		o.Block = announcedBlock
-	case !e.ServerClock():
-		o.Block = embeddedBlock
-	}
+	o.Block = e.schedBlock(o.Block)
 	s := sched.New(ch, o)
 	if e.Observe != nil {
 		s.Observe(e.Observe)
@@ -253,6 +248,39 @@ func (e *Env) NewScheduler(ch sched.Chooser, ticks int) *sched.Scheduler {
 		s.Action(Tick, ticks, e.Tick)
 	}
 	return s
+}
+
+// schedBlock is the scheduler's Block for the scenario's next episode
+// (see NewScheduler), def the default.
+func (e *Env) schedBlock(def time.Duration) time.Duration {
+	switch {
+	case e.setup.Backend.WaitsAnnounced && e.unannounced() < announcedDistrust:
+		return announcedBlock
+	case !e.ServerClock():
+		return embeddedBlock
+	}
+	return def
+}
+
+// announcedDistrust is how many waits a store that declares it announces
+// them may be caught in (blocked announcedBlock without reaching a
+// failpoint) before the rest of the scenario no longer trusts the
+// declaration and blocks as for any store: a wrong declaration cost
+// announcedBlock 56 times in one scenario, a quarter of an hour.
+const announcedDistrust = 3
+
+// unannounced is how many times the scenario's episodes so far were
+// blocked inside a store call without reaching a failpoint
+// (EpisodeRecord.Blocked).
+func (e *Env) unannounced() int {
+	e = e.root()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, r := range e.episodes {
+		n += r.Blocked
+	}
+	return n
 }
 
 // embeddedBlock is the scheduler's Block for embedded stores that do not

@@ -72,7 +72,7 @@ func UnannouncedWaits(eps []EpisodeRecord, declared bool) string {
 	}
 	return fmt.Sprintf("a client ran %v inside a store call without reaching a failpoint %d time(s), the bound for a store that declares "+
 		"it announces its waits (WaitsAnnounced): each cost that wait. Either the machine was that slow, or the store waits for another "+
-		"client (a lock) without calling faults.Wait and the declaration is wrong", announcedBlock, n)
+		"client (a lock) without calling faults.Wait and the declaration is wrong (after %d, the scenario's later episodes no longer trusted it)", announcedBlock, n, announcedDistrust)
 }
 
 // ClockOutran says, for a server-clock store, when an episode ran as long
