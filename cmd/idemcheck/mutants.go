@@ -217,6 +217,9 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 	for _, r := range rep.Correct.Runs {
 		if r.Verdict != check.Pass && r.Verdict != check.Skipped {
 			fmt.Fprintf(w, "  %s seed %d: %s\n", r.Scenario, r.Seed, r.Verdict)
+			if r.Undecided != "" {
+				fmt.Fprintf(w, "    undecided: %s\n", r.Undecided)
+			}
 			for i, v := range r.Violations {
 				if i == 3 {
 					break

@@ -87,7 +87,7 @@ func entryOf(seed int64, draw string, sum *results.Summary, took time.Duration) 
 		sc := soakEntryScene{Name: s.ID().String(), Scenario: s.Name, Verdict: string(s.Verdict), Seconds: s.Seconds}
 		switch s.Verdict {
 		case check.Unknown:
-			sc.Why = whyUndecided(s)
+			sc.Why = s.WhyUndecided()
 		case check.Fail:
 			if len(s.Violations) > 0 {
 				sc.Why = s.Violations[0].Detail

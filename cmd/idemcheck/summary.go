@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/results"
@@ -62,7 +61,7 @@ func printSummary(w io.Writer, sum *results.Summary, unwritten int) {
 		}
 		fmt.Fprintf(w, "  %-*s %-7s %6d %12d %5.1fs  %s\n", nw, s.ID(), s.Verdict, s.Ops, s.MaxConcurrentBegins, s.Seconds, faults(s.Faults))
 		if s.Verdict == check.Unknown {
-			fmt.Fprintf(w, "  %-*s   undecided: %s\n", nw, "", whyUndecided(s))
+			fmt.Fprintf(w, "  %-*s   undecided: %s\n", nw, "", s.WhyUndecided())
 		}
 		for _, n := range s.Notes {
 			if len(sharedBy[n]) < 2 {
@@ -147,28 +146,6 @@ func printSummary(w io.Writer, sum *results.Summary, unwritten int) {
 		strings.ToUpper(string(sum.Verdict)), countVerdicts(sum.Scenarios), plural(ops, "store call"), sum.Seconds, where)
 }
 
-// whyUndecided says why a scenario run was left undecided: its error (an
-// interrupt, a workload that could not finish, a fault the machine could
-// not inject), and every checker that could not decide.
-func whyUndecided(s results.ScenarioResult) string {
-	var why []string
-	if s.Error != "" {
-		why = append(why, s.Error)
-	}
-	for _, c := range s.Checkers {
-		if c.Verdict == check.Unknown {
-			why = append(why, c.Checker+": "+c.Detail)
-		}
-	}
-	if len(why) == 0 {
-		why = append(why, "no checker decided")
-	}
-	if n := s.Outcomes["unknown"]; n > 0 && s.FirstUnknown != "" {
-		why = append(why, fmt.Sprintf("%s ended in an error that leaves the outcome unknown (the first: %s)", plural(n, "store call"), clipText(s.FirstUnknown, 200)))
-	}
-	return strings.Join(why, "; ")
-}
-
 // countVerdicts says how the scenario runs ended, as a person counts them:
 // "15 scenarios passed, 3 skipped", "1 scenario failed, 14 passed".
 func countVerdicts(runs []results.ScenarioResult) string {
@@ -226,15 +203,4 @@ func faults(m map[string]int) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
-}
-
-// clipText cuts s to at most n bytes, at a rune, marking the cut.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

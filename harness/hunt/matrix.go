@@ -86,6 +86,9 @@ type CorrectRun struct {
 	Seconds    float64           `json:"seconds"`
 	Skipped    string            `json:"skipped,omitempty"`
 	Violations []check.Violation `json:"violations,omitempty"`
+	// Undecided says why an undecided run was
+	// (results.ScenarioResult.WhyUndecided).
+	Undecided string `json:"undecided,omitempty"`
 }
 
 // CorrectReport is the correct store on every kill scenario and seed.
@@ -187,15 +190,11 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 		}
 	}
 	// A job that restarts the server the others share, with no server of
-	// its own to do it on, runs after the others, alone.
-	var shared, alone []int
-	for j := range jobs {
-		if sc, ok := scenario.Lookup(jobs[j].Scenario); ok && o.OwnServer == nil && o.FaultsItsServer(sc) {
-			alone = append(alone, j)
-		} else {
-			shared = append(shared, j)
-		}
-	}
+	// its own to do it on, runs after the others, alone; so does one that
+	// must be alone for another reason (a failover or partition of the
+	// cluster the others share: with the hunts beside it, the failed
+	// primary broke their statements, and the run stopped, exit 2).
+	shared, alone := splitAlone(o, jobs)
 	// The longest first: a job's time is mostly its scenario's round
 	// (a hunt stops at its first kill) or its shrinking (jobCost), and a
 	// job with real-time fault windows or a server of its own to start,
@@ -274,6 +273,22 @@ func RunMutants(ctx context.Context, o harness.Options, mo MutantsOptions) (*Mut
 	return rep, ctx.Err()
 }
 
+// splitAlone splits the matrix's jobs (their indices) into those that
+// may run at once and those that must run alone, after them: see
+// RunMutants.
+func splitAlone(o harness.Options, jobs []Job) (shared, alone []int) {
+	caps := o.Caps()
+	for j := range jobs {
+		sc, ok := scenario.Lookup(jobs[j].Scenario)
+		if ok && (o.OwnServer == nil && o.FaultsItsServer(sc) || !sc.FaultsServer && sc.Alone != nil && sc.Alone(caps)) {
+			alone = append(alone, j)
+		} else {
+			shared = append(shared, j)
+		}
+	}
+	return shared, alone
+}
+
 // runCorrect runs the correct store on one scenario and seed, with the
 // options the hunts used; nil when an interrupt stopped it before it
 // could judge anything.
@@ -292,10 +307,13 @@ func runCorrect(ctx context.Context, o harness.Options, j Job, mo MutantsOptions
 	case err != nil:
 		run.Verdict, run.Violations = check.Fail, []check.Violation{{Checker: "setup", Detail: err.Error()}}
 	case len(sum.Scenarios) == 0:
-		run.Verdict = check.Unknown
+		run.Verdict, run.Undecided = check.Unknown, "the run judged no scenario"
 	default:
 		sr := sum.Scenarios[0]
 		run.Verdict, run.Seconds, run.Skipped, run.Violations = sr.Verdict, sr.Seconds, sr.Skipped, sr.Violations
+		if sr.Verdict == check.Unknown {
+			run.Undecided = sr.WhyUndecided()
+		}
 	}
 	return &run
 }

@@ -1,9 +1,11 @@
 package hunt
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/nemesis"
 	"github.com/idemcheck/idemcheck/stores"
 	_ "github.com/idemcheck/idemcheck/stores/memory"
 	_ "github.com/idemcheck/idemcheck/stores/redis"
@@ -33,5 +35,24 @@ func TestLongerLockTTLHelpsOnlyScheduledServerHunts(t *testing.T) {
 	}
 	if LoadedServerLockTTL <= ScheduledServerLockTTL {
 		t.Errorf("LoadedServerLockTTL %v is not longer than %v", LoadedServerLockTTL, ScheduledServerLockTTL)
+	}
+}
+
+// aCluster is a replicated topology that is never faulted: the jobs'
+// split asks only whether there is one.
+type aCluster struct{ nemesis.Cluster }
+
+// TestFailoverHuntsRunAlone: on a replicated store the failover and
+// partition jobs, which fail over or cut the cluster every other hunt
+// shares, run alone after the others; the rest run at once. Beside the
+// other hunts, the failed primary broke their statements, and mutants
+// stopped, exit 2.
+func TestFailoverHuntsRunAlone(t *testing.T) {
+	o := harness.DefaultOptions()
+	o.Cluster = aCluster{}
+	jobs := []Job{{Scenario: "sched-race"}, {Scenario: "failover"}, {Scenario: "race"}, {Scenario: "partition"}}
+	shared, alone := splitAlone(o, jobs)
+	if !slices.Equal(shared, []int{0, 2}) || !slices.Equal(alone, []int{1, 3}) {
+		t.Fatalf("shared %v, alone %v: want the failover and partition jobs alone", shared, alone)
 	}
 }

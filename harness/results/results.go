@@ -1,9 +1,11 @@
 package results
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -185,4 +187,43 @@ func (s *Summary) WriteWidth() int {
 		}
 	}
 	return runtime.GOMAXPROCS(0)
+}
+
+// WhyUndecided says why a scenario run was left undecided: its error (an
+// interrupt, a workload that could not finish, a fault the machine could
+// not inject), every checker that could not decide, and its calls of
+// unknown outcome with the first one's error (FirstUnknown: a server gone
+// away is named). The run's summary and the mutants matrix say it alike.
+func (s ScenarioResult) WhyUndecided() string {
+	var why []string
+	if s.Error != "" {
+		why = append(why, s.Error)
+	}
+	for _, c := range s.Checkers {
+		if c.Verdict == check.Unknown {
+			why = append(why, c.Checker+": "+c.Detail)
+		}
+	}
+	if len(why) == 0 {
+		why = append(why, "no checker decided")
+	}
+	if n := s.Outcomes["unknown"]; n > 0 && s.FirstUnknown != "" {
+		calls := "1 store call"
+		if n != 1 {
+			calls = fmt.Sprintf("%d store calls", n)
+		}
+		why = append(why, fmt.Sprintf("%s ended in an error that leaves the outcome unknown (the first: %s)", calls, clipText(s.FirstUnknown, 200)))
+	}
+	return strings.Join(why, "; ")
+}
+
+// clipText cuts s to at most n bytes, at a rune, marking the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
