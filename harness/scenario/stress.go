@@ -60,6 +60,11 @@ func runStress(ctx context.Context, env *Env) {
 	rate := int(float64(calls) / took.Seconds())
 	env.FindingMean("stress_calls_per_s", rate)
 	env.FindingMean("stress_capacity_calls_per_s", int(capacity))
+	if capacity <= 0 {
+		// A loaded machine, or a store that answered nothing while it
+		// was measured: no share to give, and no silence about it.
+		env.NotTested("%s: the store answered no call in the %v its capacity was measured for: the share of it the harness drove is not known", env.Tenant, stressCalibrate)
+	}
 	if capacity > 0 {
 		pct := int(100 * float64(rate) / capacity)
 		env.FindingMean("stress_percent_of_capacity", pct)
