@@ -76,15 +76,26 @@ type overrun struct {
 	last time.Duration // when the last log line was written, once said
 }
 
+// pastForecast reports, once, whether a run that has taken elapsed is
+// past twice its forecast and half a minute, where a run says so (a
+// check run's overrun, a soak's drawProgress): true the first time, the
+// terminal's live line cleared for the line that says it.
+func pastForecast(w io.Writer, terminal bool, forecast, elapsed time.Duration, said *bool) bool {
+	if *said || elapsed <= 2*forecast+30*time.Second {
+		return false
+	}
+	*said = true
+	if terminal {
+		fmt.Fprint(w, "\r\033[K")
+	}
+	return true
+}
+
 // report takes one Progress of the run.
 func (o *overrun) report(p harness.Progress) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if over := 2*o.forecast + 30*time.Second; !o.said && p.Elapsed > over {
-		o.said = true
-		if o.terminal {
-			fmt.Fprint(o.w, "\r\033[K")
-		}
+	if pastForecast(o.w, o.terminal, o.forecast, p.Elapsed, &o.said) {
 		fmt.Fprintf(o.w, "idemcheck: this run has taken %s, past twice its forecast of %s and half a minute: %s\n",
 			p.Elapsed.Round(time.Second), o.forecast.Round(time.Second), o.why)
 	}
@@ -168,11 +179,7 @@ func (p *drawProgress) every() time.Duration {
 func (p *drawProgress) report(r harness.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if over := 2*p.forecast + 30*time.Second; !p.said && r.Elapsed > over {
-		p.said = true
-		if p.terminal {
-			fmt.Fprint(p.w, "\r\033[K")
-		}
+	if pastForecast(p.w, p.terminal, p.forecast, r.Elapsed, &p.said) {
 		fmt.Fprintf(p.w, "idemcheck soak: [%d/%d] seed %d has run %s, past twice its forecast of %s and half a minute: %s\n",
 			p.i, p.n, p.seed, r.Elapsed.Round(time.Second), p.forecast.Round(time.Second), p.slowReason)
 	}

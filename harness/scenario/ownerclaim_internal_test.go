@@ -55,17 +55,7 @@ func TestOwnerClaimWaitsFromTheLastLostAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &lateLostClaim{Store: mem, hold: 4*cfg.LockTTL + time.Second + 2*cfg.LockTTL}
-	env := NewEnv(Setup{Name: "abuse", Store: st, Config: cfg, Clients: 1, Keys: 1, Seed: 1, RandSeed: 1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	abuse, ok := Lookup("abuse")
-	if !ok {
-		t.Fatal("no abuse scenario")
-	}
-	abuse.Run(ctx, env)
-	if inc := env.Record().Incomplete; len(inc) > 0 {
-		t.Fatalf("the abuse scenario could not finish on a correct store (%d times): %s", len(inc), strings.Join(inc, "; "))
-	}
+	env := abuseOn(t, st, cfg, 1, 1)
 	takeovers := 0
 	for _, op := range env.Hist.Ops() {
 		if op.IsClaim() && op.Output.Decision.Takeover {
@@ -82,6 +72,24 @@ func TestOwnerClaimWaitsFromTheLastLostAnswer(t *testing.T) {
 		}
 	}
 	t.Logf("%d owners took their lost claims over", takeovers)
+}
+
+// abuseOn runs the abuse scenario on st, a correct store, with clients
+// and keys, and fails the test unless its workload finished.
+func abuseOn(t *testing.T, st stores.Store, cfg stores.Config, clients, keys int) *Env {
+	t.Helper()
+	env := NewEnv(Setup{Name: "abuse", Store: st, Config: cfg, Clients: clients, Keys: keys, Seed: 1, RandSeed: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	abuse, ok := Lookup("abuse")
+	if !ok {
+		t.Fatal("no abuse scenario")
+	}
+	abuse.Run(ctx, env)
+	if inc := env.Record().Incomplete; len(inc) > 0 {
+		t.Fatalf("the abuse scenario could not finish on a correct store (%d times): %s", len(inc), strings.Join(inc, "; "))
+	}
+	return env
 }
 
 // alwaysLost is a store none of whose Begins answers.

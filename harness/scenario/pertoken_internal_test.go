@@ -3,7 +3,6 @@ package scenario
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,17 +70,7 @@ func TestAbuseWithPerKeyTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &perKeyTokens{Store: mem, n: map[stores.KeyRef]int{}, inner: map[stores.KeyRef]map[stores.Token]stores.Token{}}
-	env := NewEnv(Setup{Name: "abuse", Store: st, Config: cfg, Clients: 2, Keys: 4, Seed: 1, RandSeed: 1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	abuse, ok := Lookup("abuse")
-	if !ok {
-		t.Fatal("no abuse scenario")
-	}
-	abuse.Run(ctx, env)
-	if inc := env.Record().Incomplete; len(inc) > 0 {
-		t.Fatalf("the abuse scenario could not finish on a correct store (%d times): %s", len(inc), strings.Join(inc, "; "))
-	}
+	env := abuseOn(t, st, cfg, 2, 4)
 	for _, r := range check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(stores.CallerClock, cfg, stores.Semantics{}),
 		ProbeClient: -1, LinTimeout: 10 * time.Second}) {
 		if r.Verdict == check.Fail {
