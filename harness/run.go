@@ -14,6 +14,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/internal/buildinfo"
 	"github.com/idemcheck/idemcheck/internal/pool"
 )
 
@@ -189,10 +190,13 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 }
 
 // summary is the summary of a run of o started at started, before any
-// scenario ran.
+// scenario ran. It names the build that made it from the start, so that
+// a run recovered from its journal says which build made it.
 func (o Options) summary(started time.Time) *results.Summary {
+	b := buildinfo.Get()
 	return &results.Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
-		LockTTL: results.Duration(o.LockTTL), Started: started, Violations: []check.Violation{}}
+		LockTTL: results.Duration(o.LockTTL), Started: started, Violations: []check.Violation{},
+		Version: b.Version, GoVersion: b.GoVersion, Commit: b.Revision()}
 }
 
 // Unstarted is the summary of a run of o interrupted before any scenario

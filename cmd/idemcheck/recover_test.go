@@ -127,9 +127,11 @@ func TestRecheckRecoversAKilledRun(t *testing.T) {
 		t.Errorf("a recovered run still taken for a crashed one: %v", got)
 	}
 	// Recovered, it is a run like any other: recheck judges it again,
-	// still cut short: undecided, and said so, never a PASS.
+	// still cut short: undecided, and said so, never a PASS; and it
+	// names the build that made it, from its journal.
 	if code, stdout, _ := runCLI(t, "recheck", dir); code != exitUnknown || strings.Contains(stdout, "(changed)") ||
-		strings.Contains(stdout, "PASS") || !strings.Contains(stdout, "UNKNOWN") || !strings.Contains(stdout, "INTERRUPTED") {
+		strings.Contains(stdout, "PASS") || !strings.Contains(stdout, "UNKNOWN") || !strings.Contains(stdout, "INTERRUPTED") ||
+		strings.Contains(stdout, "made by unknown") {
 		t.Errorf("recheck of the recovered run: exit %d\n%s", code, stdout)
 	}
 }
