@@ -169,10 +169,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		if o.Progress != nil && isTerminal(stderr) {
 			fmt.Fprint(stderr, "\r\033[K") // the live line goes; the summary stays
 		}
-		if perr := protocolErr(); perr != nil && (err != nil || sum == nil) {
-			os.RemoveAll(dir.Path)
-			return exitUsage, perr
-		} else if perr != nil {
+		if perr := protocolErr(); perr != nil {
+			if err != nil || sum == nil {
+				os.RemoveAll(dir.Path)
+				return exitUsage, perr
+			}
 			// The store broke the protocol: the run stopped there, as an
 			// interrupt stops it. What it recorded is written and
 			// reported, and what finished proves stands: a violation

@@ -74,9 +74,10 @@ func main() {
 
 // interruptible returns a context that the first SIGINT, SIGTERM or
 // SIGHUP (the terminal closed, an ssh session dropped) cancels: a command
-// then finishes what ran, writes what it recorded and exits 3. A second signal, sameSignal or more after the first, calls
-// exit at once (containers it started are removed by the next run, see
-// servers.Reap). stop stops listening.
+// then finishes what ran, writes what it recorded and exits 3. A second
+// signal, sameSignal or more after the first, calls exit at once
+// (containers it started are removed by the next run, see servers.Reap).
+// stop stops listening.
 func interruptible(stderr io.Writer, exit func()) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 2)

@@ -5,11 +5,11 @@ import (
 	"runtime"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/internal/clip"
 )
 
 // ScenarioResult is one scenario's outcome and what it measured.
@@ -212,18 +212,7 @@ func (s ScenarioResult) WhyUndecided() string {
 		if n != 1 {
 			calls = fmt.Sprintf("%d store calls", n)
 		}
-		why = append(why, fmt.Sprintf("%s ended in an error that leaves the outcome unknown (the first: %s)", calls, clipText(s.FirstUnknown, 200)))
+		why = append(why, fmt.Sprintf("%s ended in an error that leaves the outcome unknown (the first: %s)", calls, clip.Bytes(s.FirstUnknown, 200)))
 	}
 	return strings.Join(why, "; ")
-}
-
-// clipText cuts s to at most n bytes, at a rune, marking the cut.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemcheck/idemcheck/faults"
+	"github.com/idemcheck/idemcheck/internal/clip"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -372,9 +373,13 @@ func (t *tail) Write(b []byte) (int, error) {
 // stack, and some a last line of their own ("Node.js v20.20.2").
 var errorLine = regexp.MustCompile(`(?i)(error|exception|panic|fatal)`)
 
+// maxCauseLine bounds each stderr line a death's error quotes.
+const maxCauseLine = 300
+
 // cause is what the stderr written says of a death: its last line naming
 // an error, followed by its last line when that is another; else its last
-// non-empty line. Each is clipped: a line is for a person to read.
+// non-empty line. Each is clipped to maxCauseLine bytes: a line is for a
+// person to read.
 func (t *tail) cause() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -386,22 +391,9 @@ func (t *tail) cause() string {
 			continue
 		}
 		if i == len(lines)-1 {
-			return clipLine(l)
+			return clip.Bytes(l, maxCauseLine)
 		}
-		return clipLine(l) + " … " + clipLine(last)
+		return clip.Bytes(l, maxCauseLine) + " … " + clip.Bytes(last, maxCauseLine)
 	}
-	return clipLine(last)
-}
-
-// clipLine cuts a line of stderr to maxCauseLine bytes, at a rune.
-func clipLine(l string) string {
-	const maxCauseLine = 300
-	if len(l) <= maxCauseLine {
-		return l
-	}
-	cut := maxCauseLine
-	for cut > 0 && !utf8.RuneStart(l[cut]) {
-		cut--
-	}
-	return l[:cut] + "…"
+	return clip.Bytes(last, maxCauseLine)
 }
