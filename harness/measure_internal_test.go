@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -31,5 +32,37 @@ func TestMeasureKeepsTheFirstUnknownError(t *testing.T) {
 	measure(&res, h, history.NewLedger(), scenario.Record{})
 	if res.Outcomes["unknown"] != 4 || res.FirstUnknown != "dial tcp 127.0.0.1:5432: connect: connection refused" {
 		t.Fatalf("unknown %d, first %q", res.Outcomes["unknown"], res.FirstUnknown)
+	}
+}
+
+// TestMeasureSaysTheStoreProcessDied: the calls cut by a store process
+// that died on its own (stores.ErrProcessDied among their errors, as a
+// worker's history or a saved one holds them) and the deaths the run's
+// stores counted, idle ones included, are said in a note; a crash the
+// harness injected is not such a death, and a run with neither has no
+// note.
+func TestMeasureSaysTheStoreProcessDied(t *testing.T) {
+	key := stores.KeyRef{Tenant: "t", Key: "k"}
+	run := func(errs []string, rec scenario.Record) []string {
+		h := history.New()
+		for _, err := range errs {
+			h.AddOp(history.Op{Client: 1, Input: models.Input{Kind: models.Begin, Key: key}, Output: models.Output{Unknown: true},
+				Call: 1, Return: history.Never, Err: err})
+		}
+		var res results.ScenarioResult
+		measure(&res, h, history.NewLedger(), rec)
+		return res.Notes
+	}
+	died := stores.ErrProcessDied.Error() + " (it exited (exit status 1); its stderr: KeyError: 'token')"
+	if n := run([]string{"the store process died before it answered: killed at failpoint begin.after-select of another call (a crash)"}, scenario.Record{}); len(n) != 0 {
+		t.Errorf("a crash the harness injected is noted as a death: %q", n)
+	}
+	n := run([]string{died, died}, scenario.Record{})
+	if len(n) != 1 || !strings.Contains(n[0], "died on its own, with 2 call(s) in flight") || !strings.Contains(n[0], "KeyError") {
+		t.Errorf("two cut calls: %q", n)
+	}
+	n = run(nil, scenario.Record{Deaths: 1, FirstDeath: "idle death"})
+	if len(n) != 1 || !strings.Contains(n[0], "died on its own 1 time(s), with 0 call(s) in flight") || !strings.Contains(n[0], "idle death") {
+		t.Errorf("an idle death: %q", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/harness/workload"
+	"github.com/idemcheck/idemcheck/internal/clip"
 	"github.com/idemcheck/idemcheck/models"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -182,7 +183,9 @@ func skippedResult(sc scenario.Scenario, rep int, why string) *results.ScenarioR
 }
 
 // measure fills in the counts the summary shows, part by part
-// (history.History.EachPart): a spilled history is never held whole.
+// (history.History.EachPart): a spilled history is never held whole. It
+// also notes the deaths of the store's processes on their own
+// (deathNote).
 func measure(res *results.ScenarioResult, hist *history.History, ledger *history.Ledger, rec scenario.Record) {
 	res.Faults = map[string]int{}
 	for _, f := range hist.Faults() {
@@ -195,7 +198,8 @@ func measure(res *results.ScenarioResult, hist *history.History, ledger *history
 	res.Outcomes = map[string]int{}
 	res.Ops, res.MaxConcurrentBegins, res.FirstUnknown = 0, 0, ""
 	clients := map[int]bool{}
-	keys := 0
+	keys, died := 0, 0
+	diedText := stores.ErrProcessDied.Error()
 	first := true
 	type edge struct {
 		t     int64
@@ -223,6 +227,11 @@ func measure(res *results.ScenarioResult, hist *history.History, ledger *history
 				res.Outcomes["unknown"]++
 				if res.FirstUnknown == "" && op.Err != "" && !op.Lost && !op.Deadline {
 					res.FirstUnknown = op.Err
+				}
+				if strings.Contains(op.Err, diedText) {
+					if died++; died == 1 && rec.FirstDeath == "" {
+						rec.FirstDeath = op.Err
+					}
 				}
 			case op.Output.NotApplied:
 				res.Outcomes["not-applied"]++
@@ -257,6 +266,9 @@ func measure(res *results.ScenarioResult, hist *history.History, ledger *history
 		res.Error = "counting the history: " + err.Error()
 	}
 	res.Clients, res.Keys = len(clients), keys
+	if n := deathNote(rec.Deaths, died, rec.FirstDeath); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	res.WorkRuns = len(hist.Work())
 	res.Charges = len(ledger.Charges())
 }
@@ -272,4 +284,24 @@ func firstOf(l []string, n int) string {
 		return strings.Join(l, "; ")
 	}
 	return fmt.Sprintf("%s; and %d more", strings.Join(l[:n], "; "), len(l)-n)
+}
+
+// deathNote says that the store's processes died on their own, not at a
+// crash the harness injected: deaths times in this process (rec.Deaths;
+// none known for a run recovered or rechecked from its files), with
+// calls calls in flight, the ones whose error wraps stores.ErrProcessDied
+// (a worker process's too). The cut calls are judged as unknown outcomes
+// and the store was started again, so a run passes through such deaths,
+// but a correct store's process does not die: a pass had said nothing of
+// it. "" when none died.
+func deathNote(deaths, calls int, first string) string {
+	if deaths == 0 && calls == 0 {
+		return ""
+	}
+	what := "the store's process died on its own"
+	if deaths > 0 {
+		what += fmt.Sprintf(" %d time(s)", deaths)
+	}
+	return fmt.Sprintf("%s, with %d call(s) in flight, not at a crash idemcheck injected (first: %s): it was started again, and the calls a death cut were judged as of unknown outcome; a correct store's process does not die",
+		what, calls, clip.Bytes(first, 300))
 }

@@ -197,3 +197,30 @@ func TestExecStoreDeathNamesItsCause(t *testing.T) {
 		}
 	}
 }
+
+// TestExecStoreDeathOnItsOwnIsSaid: a store process that dies mid-run,
+// not at a crash idemcheck injected (here its input is cut after 60
+// lines, and it ends as a store with a bug or killed from outside would,
+// between two calls), is started again; the run must not fail the
+// correct store, and it must say the process died: it passed saying
+// nothing of it, and a death between calls left nothing else behind.
+func TestExecStoreDeathOnItsOwnIsSaid(t *testing.T) {
+	js := jsExampleCmd(t)
+	count := filepath.Join(t.TempDir(), "starts")
+	cmd := fmt.Sprintf(`n=$(cat %[1]s 2>/dev/null | wc -l); echo x >> %[1]s; if [ "$n" -eq 1 ]; then sed -u 60q | %[2]s; else %[2]s; fi`, count, js)
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "check", "--store", "exec", "--cmd", cmd, "--scenario", "race", "--out", out)
+	if code == exitFail || code == exitUsage {
+		t.Fatalf("exit %d on a correct store whose process died:\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "the store's process died on its own 1 time(s)") {
+		t.Errorf("the run does not say the store's process died:\n%s", stdout)
+	}
+	reports, _ := filepath.Glob(filepath.Join(out, "2*", "report.md"))
+	if len(reports) != 1 {
+		t.Fatalf("reports: %v", reports)
+	}
+	if b, _ := os.ReadFile(reports[0]); !strings.Contains(string(b), "died on its own") {
+		t.Errorf("report.md does not say the store's process died")
+	}
+}

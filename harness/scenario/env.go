@@ -79,6 +79,8 @@ type Env struct {
 	means      map[string][2]int // levels found once a round (FindingMean): sum, rounds
 	episodes   []EpisodeRecord
 	leakProbe  *int // the leak probes' client id, if the scenario sent any
+	deaths     int  // deaths on their own of the processes of stores closed before the end (keepDeaths)
+	firstDeath string
 	// unprobed are the keys the final probe leaves out (PlanProbe), and
 	// planned whether PlanProbe ran.
 	unprobed []stores.KeyRef
@@ -362,6 +364,11 @@ type Record struct {
 	LeakProbe *int
 	// Skipped says why the scenario skipped itself ("" if it did not).
 	Skipped string
+	// Deaths counts the deaths on their own of the processes of the
+	// scenario's stores (stores.Restarter), and FirstDeath is the first
+	// one's error.
+	Deaths     int
+	FirstDeath string
 }
 
 // Record returns what the scenario recorded so far (see Record), copied:
@@ -371,7 +378,16 @@ func (e *Env) Record() Record {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := Record{Incomplete: slices.Clone(e.incomplete), NotTested: slices.Clone(e.untested), Schedule: slices.Clone(e.schedule),
-		Counted: maps.Clone(e.counted), Episodes: slices.Clone(e.episodes), LeakProbe: e.leakProbe, Skipped: e.skipped}
+		Counted: maps.Clone(e.counted), Episodes: slices.Clone(e.episodes), LeakProbe: e.leakProbe, Skipped: e.skipped,
+		Deaths: e.deaths, FirstDeath: e.firstDeath}
+	if st, ok := e.Store.(stores.Restarter); ok {
+		if n, first := st.Deaths(); n > 0 {
+			if r.Deaths == 0 {
+				r.FirstDeath = first
+			}
+			r.Deaths += n
+		}
+	}
 	if r.Counted == nil {
 		r.Counted = map[string]int{}
 	}
@@ -435,11 +451,33 @@ func (e *Env) Proxied(ctx context.Context, name string) (nemesis.Proxy, stores.S
 // counts the faults the proxy hit.
 func (e *Env) Unproxy(p nemesis.Proxy, st stores.Store) {
 	_ = p.Heal()
+	e.keepDeaths(st)
 	st.Close()
 	_ = p.Close()
 	for k, n := range p.Hits() {
 		e.Count(k, n)
 	}
+}
+
+// keepDeaths adds the deaths of st's processes on their own
+// (stores.Restarter) to the scenario's: call it before closing a store
+// the scenario opened beside its own.
+func (e *Env) keepDeaths(st stores.Store) {
+	r, ok := st.(stores.Restarter)
+	if !ok {
+		return
+	}
+	n, first := r.Deaths()
+	if n == 0 {
+		return
+	}
+	e = e.root()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.deaths == 0 {
+		e.firstDeath = first
+	}
+	e.deaths += n
 }
 
 // Cluster is the replicated topology of the run (nil: none; see

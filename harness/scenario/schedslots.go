@@ -112,6 +112,7 @@ func slottedEpisodes(ctx context.Context, env *Env, name string, slots int) {
 		}
 		if slot > 0 {
 			defer store.Close()
+			defer env.keepDeaths(store)
 		}
 		for k := slot; k < env.Keys && ctx.Err() == nil; k += slots {
 			run(k, store)

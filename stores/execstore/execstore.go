@@ -36,6 +36,8 @@ var ErrProtocol = errors.New("protocol error")
 
 // ErrDied is wrapped by the error of a call whose process died (or was
 // killed at another call's crash) before it answered: an unknown outcome.
+// A death that was not the harness's crash wraps [stores.ErrProcessDied]
+// too.
 var ErrDied = errors.New("the store process died before it answered")
 
 // Command is a store's command line, with the hello it answered: what
@@ -61,7 +63,7 @@ type Command struct {
 // Probe starts the store once, reads its hello, and stops it.
 func Probe(ctx context.Context, line string, env []string) (*Command, error) {
 	c := &Command{Line: line, Env: env}
-	p, err := c.start(ctx, "", nil)
+	p, err := c.start(ctx, "", nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -176,13 +178,37 @@ type Store struct {
 	mu     sync.Mutex
 	p      *proc
 	closed bool
+
+	// deaths counts its processes' deaths on their own, and firstDeath
+	// keeps the first one's error (Deaths).
+	deathMu    sync.Mutex
+	deaths     int
+	firstDeath string
 }
 
 var (
 	_ stores.Store     = (*Store)(nil)
 	_ stores.Extender  = extending{}
 	_ stores.RowShower = (*Store)(nil)
+	_ stores.Restarter = (*Store)(nil)
 )
+
+// died counts a death of one of the store's processes on its own.
+func (s *Store) died(err error) {
+	s.deathMu.Lock()
+	defer s.deathMu.Unlock()
+	if s.deaths++; s.deaths == 1 {
+		s.firstDeath = err.Error()
+	}
+}
+
+// Deaths says how many times the store's processes died on their own
+// (not at a crash the harness injected), and the first one's error.
+func (s *Store) Deaths() (int, string) {
+	s.deathMu.Lock()
+	defer s.deathMu.Unlock()
+	return s.deaths, s.firstDeath
+}
 
 // proc returns the live process, starting (and opening) one if the last
 // one died.
@@ -195,7 +221,7 @@ func (s *Store) proc(ctx context.Context) (*proc, error) {
 	if s.p != nil && !s.p.isDead() {
 		return s.p, nil
 	}
-	p, err := s.c.start(ctx, s.cfg.Addr, s.cfg)
+	p, err := s.c.start(ctx, s.cfg.Addr, s.cfg, s.died)
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +312,7 @@ func (s *Store) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout)
 	defer cancel()
+	p.closing.Store(true)
 	_, err := p.call(ctx, toStore{Type: "close"})
 	p.close()
 	return err

@@ -82,6 +82,19 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "dying": // a memory store whose process exits at its third Begin (see TestDiesOnItsOwn)
+		err := execstore.Serve(context.Background(), os.Stdin, os.Stdout, memoryHello, nil, func(_ context.Context, cfg stores.Config, _ string) (stores.Store, error) {
+			s, err := memory.New(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return &dyingAt{Store: s, at: 3}, nil
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "lease-fields":
 		serveLeaseFields()
 	case "fence-zero":
@@ -315,12 +328,65 @@ func TestCrashAtFailpoint(t *testing.T) {
 	}
 	close(h.release)
 	wg.Wait()
-	if !errors.Is(parkedErr, execstore.ErrDied) {
-		t.Fatalf("the call parked in the killed process returned %v, want ErrDied", parkedErr)
+	if !errors.Is(parkedErr, execstore.ErrDied) || errors.Is(parkedErr, stores.ErrProcessDied) {
+		t.Fatalf("the call parked in the killed process returned %v, want ErrDied and not ErrProcessDied (the harness's crash killed it)", parkedErr)
 	}
 	d, err := st.Begin(context.Background(), stores.Request{KeyRef: stores.KeyRef{Tenant: "t", Key: "k"}, Fingerprint: "f", Now: now})
 	if err != nil || d.Outcome != stores.Claimed {
 		t.Fatalf("after the crash, a new process: %v, %v (want claimed: the data lived in the killed process)", d.Outcome, err)
+	}
+}
+
+// dyingAt is a store whose process exits, as a store with a bug may, at
+// its at-th Begin, before it answers.
+type dyingAt struct {
+	stores.Store
+	n, at int
+}
+
+func (d *dyingAt) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	if d.n++; d.n == d.at {
+		fmt.Fprintln(os.Stderr, "Traceback: KeyError: 'token'")
+		os.Exit(3)
+	}
+	return d.Store.Begin(ctx, req)
+}
+
+// TestDiesOnItsOwn: a store process that exits on its own mid-call ends
+// that call with stores.ErrProcessDied (its exit and stderr said), which
+// a run counts and reports; the next call starts the store again. A
+// crash the harness injects is not such a death (TestCrashAtFailpoint).
+func TestDiesOnItsOwn(t *testing.T) {
+	c, err := execstore.Probe(context.Background(), line("dying"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Open(context.Background(), "", stores.Config{LockTTL: time.Second, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	begin := func(key string) error {
+		_, err := st.Begin(context.Background(), stores.Request{KeyRef: stores.KeyRef{Tenant: "t", Key: key}, Fingerprint: "f", Now: time.Now()})
+		return err
+	}
+	for _, k := range []string{"a", "b"} {
+		if err := begin(k); err != nil {
+			t.Fatalf("Begin %s: %v", k, err)
+		}
+	}
+	err = begin("c")
+	if !errors.Is(err, stores.ErrProcessDied) || !errors.Is(err, execstore.ErrDied) {
+		t.Fatalf("the Begin its process died in returned %v, want ErrProcessDied and ErrDied", err)
+	}
+	if !strings.HasPrefix(err.Error(), stores.ErrProcessDied.Error()) || !strings.Contains(err.Error(), "KeyError") {
+		t.Errorf("the error %q should lead with ErrProcessDied's text (a history's errors are text) and name the stderr's cause", err)
+	}
+	if err := begin("d"); err != nil {
+		t.Fatalf("after the death, a new process: %v", err)
+	}
+	if n, first := st.(stores.Restarter).Deaths(); n != 1 || !strings.Contains(first, "KeyError") {
+		t.Errorf("Deaths() = %d, %q; want 1 and its cause", n, first)
 	}
 }
 

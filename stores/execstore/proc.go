@@ -35,6 +35,11 @@ type proc struct {
 	calls  map[int64]*pending
 	dead   error
 	exited chan struct{}
+	// died, if set, hears the process's death on its own (an error
+	// wrapping stores.ErrProcessDied), once: the Store counts them.
+	died func(error)
+	// closing: the store was asked to close, and may exit on its own.
+	closing atomic.Bool
 }
 
 type pending struct {
@@ -43,15 +48,16 @@ type pending struct {
 	err error
 }
 
-// start starts a process, reads its hello and, with cfg, opens it.
-func (c *Command) start(ctx context.Context, addr string, cfg *Config) (*proc, error) {
+// start starts a process, reads its hello and, with cfg, opens it;
+// died, if set, hears its death on its own (proc.died).
+func (c *Command) start(ctx context.Context, addr string, cfg *Config, died func(error)) (*proc, error) {
 	cmd := command(c.Line)
 	cmd.Env = append(os.Environ(), c.Env...)
 	if cfg != nil {
 		cmd.Env = append(cmd.Env, "IDEM_STORE_ADDR="+addr, "IDEM_NAMESPACE="+cfg.Namespace, "IDEM_VARIANT="+cfg.Variant)
 	}
 	setProcAttr(cmd)
-	p := &proc{c: c, cmd: cmd, calls: map[int64]*pending{}, exited: make(chan struct{}), tail: &tail{}}
+	p := &proc{c: c, cmd: cmd, calls: map[int64]*pending{}, exited: make(chan struct{}), tail: &tail{}, died: died}
 	if c.Stderr != nil {
 		cmd.Stderr = io.MultiWriter(c.Stderr, p.tail)
 	} else {
@@ -180,7 +186,7 @@ func (p *proc) read(r *bufio.Reader) {
 	for n := 2; ; n++ {
 		line, err := readLine(r)
 		if err != nil {
-			p.kill(fmt.Errorf("%w (%s)", ErrDied, p.why(err)))
+			p.kill(p.ended(p.why(err)))
 			return
 		}
 		var m fromStore
@@ -257,7 +263,7 @@ func (p *proc) call(ctx context.Context, m toStore) (*fromStore, error) {
 	p.calls[m.ID] = c
 	p.mu.Unlock()
 	if err := p.send(m); err != nil {
-		p.kill(fmt.Errorf("%w (writing to it: %v)", ErrDied, p.why(err)))
+		p.kill(p.ended("writing to it: " + p.why(err)))
 	}
 	select {
 	case r := <-c.ch:
@@ -311,7 +317,11 @@ func (p *proc) kill(err error) {
 	p.dead = err
 	calls := p.calls
 	p.calls = map[int64]*pending{}
+	died := p.died
 	p.mu.Unlock()
+	if died != nil && errors.Is(err, stores.ErrProcessDied) {
+		died(err)
+	}
 	killGroup(p.cmd)
 	_ = p.in.Close()
 	for _, c := range calls {
@@ -335,6 +345,28 @@ func (p *proc) close() {
 		<-p.exited
 	}
 }
+
+// ended is the error of the calls cut by the process's end, which why
+// explains: a death on its own (diedOnItsOwn), unless the store was
+// asked to close, when exiting is what it should do.
+func (p *proc) ended(why string) error {
+	if p.closing.Load() {
+		return fmt.Errorf("%w (%s)", ErrDied, why)
+	}
+	return diedOnItsOwn(why)
+}
+
+// diedOnItsOwn is the error of the calls a process's own death cut (it
+// exited, or something other than the harness killed it): it wraps
+// ErrDied and stores.ErrProcessDied, whose text leads it, so that a run
+// can count such calls among its history's errors. A crash the harness
+// injects kills the process first (hit), and its calls get that error.
+func diedOnItsOwn(why string) error { return processDied{why} }
+
+type processDied struct{ why string }
+
+func (d processDied) Error() string   { return stores.ErrProcessDied.Error() + " (" + d.why + ")" }
+func (d processDied) Unwrap() []error { return []error{ErrDied, stores.ErrProcessDied} }
 
 // why says why reading or writing failed: the process's exit and what
 // its stderr last said of it (tail.cause), when it has exited.
@@ -373,6 +405,12 @@ func (t *tail) Write(b []byte) (int, error) {
 // stack, and some a last line of their own ("Node.js v20.20.2").
 var errorLine = regexp.MustCompile(`(?i)(error|exception|panic|fatal)`)
 
+// stackFrame matches a line of a stack trace (Node's and Java's "at …",
+// Python's `File "…", line N`, Go's "goroutine N" and "file.go:N"): a
+// frame may name an error in passing (Node's "at emitErrorCloseNT"),
+// and is no cause.
+var stackFrame = regexp.MustCompile(`^(at |File "|goroutine \d|\S+\.go:\d)`)
+
 // maxCauseLine bounds each stderr line a death's error quotes.
 const maxCauseLine = 300
 
@@ -387,7 +425,7 @@ func (t *tail) cause() string {
 	last := strings.TrimSpace(lines[len(lines)-1])
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := strings.TrimSpace(lines[i])
-		if !errorLine.MatchString(l) {
+		if !errorLine.MatchString(l) || stackFrame.MatchString(l) {
 			continue
 		}
 		if i == len(lines)-1 {
