@@ -138,6 +138,9 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		defer cleanup()
 		dirPath = dir.Path
 	}
+	if !terminal {
+		logMutate(&mo, stderr)
+	}
 	rep, err := mutate.Run(ctx, o, mo)
 	if terminal {
 		fmt.Fprint(stderr, "\r\033[K")

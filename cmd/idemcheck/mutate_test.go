@@ -30,6 +30,12 @@ func TestMutateJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("not one JSON object: %v\n%s", err, stdout)
 	}
+	// A piped run says where it is as it goes: its plan, and the mutants
+	// settled (the last always), on stderr beside the JSON.
+	if !strings.Contains(stderr, "idemcheck mutate: 2 mutants, each tried on up to 1 scenarios (sched-takeover)") ||
+		!strings.Contains(stderr, "idemcheck mutate: [2/2] mutants settled (1 killed, 0 survived, 1 neither so far)") {
+		t.Errorf("the piped run's progress lines are missing:\n%s", stderr)
+	}
 	if rep.Store != "sqlite" || len(rep.Mutants) != 2 || rep.Score != 1 {
 		t.Fatalf("store %q, %d mutants, score %v:\n%s", rep.Store, len(rep.Mutants), rep.Score, stdout)
 	}

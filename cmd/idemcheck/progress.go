@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/mutate"
 	"github.com/idemcheck/idemcheck/harness/scenario"
 )
 
@@ -191,5 +192,72 @@ func (p *drawProgress) report(r harness.Progress) {
 		p.last = r.Elapsed
 		fmt.Fprintf(p.w, "idemcheck soak: [%d/%d] seed %d running: %s (scenario %d of %d), %d calls, %s elapsed of about %s\n", p.i, p.n, p.seed,
 			r.Scenario, r.Index, r.Total, r.Ops, r.Elapsed.Round(time.Second), p.forecast.Round(time.Second))
+	}
+}
+
+// logMutate makes a mutate run without a live line (piped, or --json)
+// write where it is to w: its plan once its mutants are generated, then
+// the correct store's runs and the mutants as they settle, a line at most
+// every logProgressEvery (and the last mutant's), with what is left at
+// the pace so far. It wraps the hooks already set (the journal's, the
+// live line's). A piped run of some hundred seconds wrote nothing before
+// its table.
+func logMutate(mo *mutate.Options, w io.Writer) {
+	start := time.Now()
+	var mu sync.Mutex
+	var last time.Time
+	due := func(final bool) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if !final && !last.IsZero() && time.Since(last) < logProgressEvery {
+			return false
+		}
+		last = time.Now()
+		return true
+	}
+	planned, baseline, progress := mo.Planned, mo.BaselineDone, mo.Progress
+	mo.Planned = func(plan *mutate.Report) {
+		if planned != nil {
+			planned(plan)
+		}
+		fmt.Fprintf(w, "idemcheck mutate: %d mutants, each tried on up to %d scenarios (%s); the correct store runs them first\n",
+			len(plan.Results), len(plan.Scenarios), strings.Join(plan.Scenarios, ", "))
+	}
+	var baselines int
+	mutantsStart := start // the mutants start once the correct store's runs end
+	mo.BaselineDone = func(b mutate.BaselineRun) {
+		if baseline != nil {
+			baseline(b)
+		}
+		mu.Lock()
+		baselines++
+		n := baselines
+		mutantsStart = time.Now()
+		mu.Unlock()
+		if due(false) {
+			fmt.Fprintf(w, "idemcheck mutate: the correct store: %d scenario(s) ended, the last %s, %s elapsed\n", n, b.Scenario, time.Since(start).Round(time.Second))
+		}
+	}
+	counts := map[string]int{}
+	mo.Progress = func(done, total int, r mutate.Result) {
+		if progress != nil {
+			progress(done, total, r)
+		}
+		mu.Lock()
+		counts[r.Verdict]++
+		killed, survived := counts[mutate.Killed]+counts[mutate.Refuted], counts[mutate.Survived]
+		others := done - killed - survived
+		pace := time.Since(mutantsStart)
+		mu.Unlock()
+		if !due(done == total) {
+			return
+		}
+		line := fmt.Sprintf("idemcheck mutate: [%d/%d] mutants settled (%d killed, %d survived, %d neither so far), %s elapsed",
+			done, total, killed, survived, others, time.Since(start).Round(time.Second))
+		if done < total {
+			left := time.Duration(float64(pace) / float64(done) * float64(total-done))
+			line += fmt.Sprintf(", about %s left at this pace", left.Round(time.Second))
+		}
+		fmt.Fprintln(w, line)
 	}
 }
