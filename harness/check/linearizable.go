@@ -308,6 +308,10 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 				if i >= len(g.order) {
 					return
 				}
+				if closed(e.Done) {
+					interrupted.Store(true)
+					return
+				}
 				left := min(e.LinTimeout, time.Until(deadline))
 				if left <= 0 { // porcupine reads a zero timeout as none
 					timedOut.Store(true)
@@ -316,7 +320,7 @@ func checkLinearizableByKey(e Evidence, model porcupine.Model, ops []history.Op,
 				part, u, r := reduceKey(e.Model, keyPorcupineOps(e.Model, g.keyed[g.order[i]], prunes))
 				merged.Add(int64(u))
 				replays.Add(int64(r))
-				if witnessed(e.Model, part) {
+				if witnessed(e.Model, part, e.Done) {
 					witnesses.Add(1)
 					continue
 				}

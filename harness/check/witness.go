@@ -24,7 +24,8 @@ import (
 // saw), or, on a second try, at its call. A witness found is a proof,
 // made of the steps porcupine takes, so a key it settles is linearizable
 // and porcupine's search over it is not needed. None found proves
-// nothing: the key goes to porcupine, as before.
+// nothing: the key goes to porcupine, as before. Neither is found once
+// done closes (an interrupt).
 //
 // It is the way out of the searches that blow up although the answer is
 // plain. A correct Postgres store's race of 45 clients on one key, with a
@@ -42,7 +43,7 @@ import (
 // key at a LockTTL of 87 ms recorded 4,433 calls on it (3,835 answers of
 // 409, 291 claims, 290 fenced saves), which porcupine left undecided in
 // 3 of 3 runs; the witness settles each in well under a second.
-func witnessed(m models.Config, part []porcupine.Operation) bool {
+func witnessed(m models.Config, part []porcupine.Operation, done <-chan struct{}) bool {
 	if len(part) == 0 {
 		return true
 	}
@@ -65,7 +66,7 @@ func witnessed(m models.Config, part []porcupine.Operation) bool {
 			}
 			return cmp.Compare(part[a].Call, part[b].Call)
 		})
-		if greedyOrder(m, part, order) {
+		if greedyOrder(m, part, order, done) {
 			return true
 		}
 	}
@@ -81,16 +82,29 @@ const (
 )
 
 // greedyOrder linearizes part greedily, preferring the calls in the order
-// pref (indices into part), and reports whether it got through.
-func greedyOrder(m models.Config, part []porcupine.Operation, pref []int) bool {
+// pref (indices into part), and reports whether it got through. It gives
+// up (false) once done closes: the run was interrupted.
+//
+// The calls that may come next are those called no later than the
+// earliest return of the calls left: that return is read from the calls
+// sorted by return, past the ones taken, so a step costs the calls it
+// tries, not a scan of every call left. A scan per step made a key of
+// 20,000 calls 400 million comparisons a try, and a correct SQLite
+// store's race of 128 clients on 200 keys (488,222 calls) was checked
+// for more than ten minutes, deaf to its interrupt.
+func greedyOrder(m models.Config, part []porcupine.Operation, pref []int, done <-chan struct{}) bool {
 	left := slices.Clone(pref)
+	byReturn := slices.Clone(pref)
+	slices.SortFunc(byReturn, func(a, b int) int { return cmp.Compare(part[a].Return, part[b].Return) })
+	taken := make([]bool, len(part))
+	first := 0 // byReturn[first] is the untaken call that returns first
 	states := []models.State{{}}
 	steps := 0
 	for len(left) > 0 {
-		earliestReturn := part[left[0]].Return
-		for _, i := range left {
-			earliestReturn = min(earliestReturn, part[i].Return)
+		for taken[byReturn[first]] {
+			first++
 		}
+		earliestReturn := part[byReturn[first]].Return
 		took := -1
 		for j, i := range left {
 			op := part[i]
@@ -98,6 +112,9 @@ func greedyOrder(m models.Config, part []porcupine.Operation, pref []int) bool {
 				continue // a call left returned before this one was made
 			}
 			if steps++; steps > witnessSteps {
+				return false
+			}
+			if steps%4096 == 0 && closed(done) {
 				return false
 			}
 			if next := stepAll(m, states, op); len(next) > 0 && len(next) <= witnessStates {
@@ -108,9 +125,20 @@ func greedyOrder(m models.Config, part []porcupine.Operation, pref []int) bool {
 		if took < 0 {
 			return false
 		}
+		taken[left[took]] = true
 		left = slices.Delete(left, took, took+1)
 	}
 	return true
+}
+
+// closed reports whether done is closed (a nil done never is).
+func closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // stepAll is every state the key may be in after op, from any of states,
