@@ -101,7 +101,13 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 			return nil
 		}
 		if err != nil {
-			return err
+			// Its store or server could not be set up (a store that
+			// timed out connecting, a server that did not come back):
+			// this scenario is undecided, the error said, and the run
+			// goes on and reports. The run was thrown away, exit 2,
+			// with the scenarios that had passed and nothing written.
+			res = setupFailed(sl.sc, sl.rep, err)
+			o.journalResult(res)
 		}
 		res.OwnServer = onOwn
 		sl.res = res

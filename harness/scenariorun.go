@@ -182,6 +182,15 @@ func skippedResult(sc scenario.Scenario, rep int, why string) *results.ScenarioR
 		Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}}
 }
 
+// setupFailed is the result of a scenario that could not be set up
+// (RunScenario's error: its store did not open, its server did not come
+// back): undecided, with the error.
+func setupFailed(sc scenario.Scenario, rep int, err error) *results.ScenarioResult {
+	r := skippedResult(sc, rep, "")
+	r.Verdict, r.Error = check.Unknown, "could not be set up: "+err.Error()
+	return r
+}
+
 // measure fills in the counts the summary shows, part by part
 // (history.History.EachPart): a spilled history is never held whole. It
 // also notes the deaths of the store's processes on their own

@@ -224,3 +224,27 @@ func TestExecStoreDeathOnItsOwnIsSaid(t *testing.T) {
 		t.Errorf("report.md does not say the store's process died")
 	}
 }
+
+// TestExecStoreOpenFailureKeepsTheRun: a scenario whose store cannot
+// open (here the third start of the store exits at once, as a store
+// whose connection timed out under load does) is undecided, the error
+// said, and the run goes on and reports: it was thrown away, exit 2,
+// nothing written, the scenarios that had passed with it.
+func TestExecStoreOpenFailureKeepsTheRun(t *testing.T) {
+	js := jsExampleCmd(t)
+	count := filepath.Join(t.TempDir(), "starts")
+	cmd := fmt.Sprintf(`n=$(cat %[1]s 2>/dev/null | wc -l); echo x >> %[1]s; if [ "$n" -eq 2 ]; then echo "could not connect: timeout expired" >&2; exit 1; fi; %[2]s`, count, js)
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "check", "--store", "exec", "--cmd", cmd, "--scenario", "race,mismatch,error", "--parallel", "1", "--out", out)
+	if code != exitUnknown {
+		t.Fatalf("exit %d, want 3 (one scenario could not be set up):\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"race     pass", "error    pass", "mismatch unknown", "could not be set up", "could not connect: timeout expired"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the run does not say %q:\n%s", want, stdout)
+		}
+	}
+	if reports, _ := filepath.Glob(filepath.Join(out, "2*", "summary.json")); len(reports) != 1 {
+		t.Errorf("the run's summary was not written: %v", reports)
+	}
+}
