@@ -36,6 +36,9 @@ type (
 		Time    string        `xml:"time,attr"`
 		Failure *junitMessage `xml:"failure,omitempty"`
 		Skipped *junitMessage `xml:"skipped,omitempty"`
+		// Out holds the scenario's notes: what its verdict did not
+		// judge, which a case that passed must not hide.
+		Out string `xml:"system-out,omitempty"`
 	}
 	junitMessage struct {
 		Message string `xml:"message,attr"`
@@ -46,7 +49,8 @@ type (
 // WriteJUnit writes the run as JUnit XML to path: one testcase per
 // scenario × checker (a failed checker is a failure with its violations,
 // an undecided one a skip saying why), and one per skipped scenario and
-// per scenario a cut-short run never ran.
+// per scenario a cut-short run never ran. Each case of a scenario carries
+// its notes (ScenarioResult.Notes) as its system-out, where CI shows them.
 func WriteJUnit(path string, sum *results.Summary) error {
 	suite := junitSuite{Name: fmt.Sprintf("idemcheck %s/%s seed %d", sum.Store, sum.Variant, sum.Seed), Time: fmt.Sprintf("%.3f", sum.Seconds)}
 	for _, s := range sum.Scenarios {
@@ -60,8 +64,12 @@ func WriteJUnit(path string, sum *results.Summary) error {
 			continue
 		}
 		per := fmt.Sprintf("%.3f", s.Seconds/float64(max(len(s.Checkers), 1)))
+		var out string
+		for _, n := range s.Notes {
+			out += "note: " + n + "\n"
+		}
 		for _, c := range s.Checkers {
-			tc := junitCase{Class: class, Name: c.Checker, Time: per}
+			tc := junitCase{Class: class, Name: c.Checker, Time: per, Out: out}
 			switch c.Verdict {
 			case check.Fail:
 				var lines []string
@@ -81,7 +89,7 @@ func WriteJUnit(path string, sum *results.Summary) error {
 			if sum.Stopped != "" {
 				msg += " (" + sum.Stopped + ")"
 			}
-			suite.Cases = append(suite.Cases, junitCase{Class: class, Name: "workload", Time: "0", Skipped: &junitMessage{Message: msg}})
+			suite.Cases = append(suite.Cases, junitCase{Class: class, Name: "workload", Time: "0", Skipped: &junitMessage{Message: msg}, Out: out})
 			suite.Skipped++
 		}
 	}

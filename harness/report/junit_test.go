@@ -59,3 +59,29 @@ func TestJUnitOfARunCutShort(t *testing.T) {
 		t.Errorf("%d of the 2 scenarios never run are skipped with the run's stop:\n%s", notRun, b)
 	}
 }
+
+// TestJUnitCarriesNotes: a scenario's notes (what its pass did not
+// judge) are each of its cases' system-out, where CI shows them; the
+// JUnit report of a pass with notes was bare passing cases.
+func TestJUnitCarriesNotes(t *testing.T) {
+	const note = "renewing a working owner's lease was not tested: 2 of 8 orders"
+	sum := &results.Summary{Store: "exec", Variant: "correct", Seed: 1, Scenarios: []results.ScenarioResult{
+		{Name: "heartbeat", Verdict: check.Pass, Notes: []string{note}, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass}, {Checker: "fencing", Verdict: check.Pass}}},
+		{Name: "race", Verdict: check.Pass, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass}}},
+	}}
+	path := filepath.Join(t.TempDir(), "junit.xml")
+	if err := WriteJUnit(path, sum); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	var got junitSuites
+	if err := xml.Unmarshal(b, &got); err != nil {
+		t.Fatalf("not JUnit XML: %v\n%s", err, b)
+	}
+	for _, c := range got.Suites[0].Cases {
+		heartbeat := strings.HasSuffix(c.Class, ".heartbeat")
+		if heartbeat != strings.Contains(c.Out, "note: "+note) {
+			t.Errorf("%s %s: system-out %q", c.Class, c.Name, c.Out)
+		}
+	}
+}
