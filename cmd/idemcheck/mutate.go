@@ -87,6 +87,9 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if err != nil {
 		return exitUsage, usageError{err.Error()}
 	}
+	if *minScore < 0 || *minScore > 1 || *minScore != *minScore {
+		return exitUsage, usagef("--min-score is a fraction of the mutants scored, from 0 to 1 (0.95: 95%%), not %v", *minScore)
+	}
 	if *quick <= 0 || *budget < 0 || *workers < 0 || *limit < 0 || *episodes < 0 {
 		return exitUsage, usagef("--quick must be positive; --budget, --workers, --limit and --episodes not negative")
 	}
@@ -309,7 +312,7 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 	section(mutate.Invalid, "invalid (the store would not run the edit; not scored)", func(r mutate.Result) {
 		fmt.Fprintf(w, "    %s\n", r.Error)
 	})
-	section(mutate.Unjudged, "unjudged (the store did not open with the correct statements either: the machine or the server failed, not the edit; not scored)", func(r mutate.Result) {
+	section(mutate.Unjudged, "unjudged (not scored: nothing ran against them, or the store did not open with the correct statements either, the machine's or the server's failure, not the edit's; the reason under each)", func(r mutate.Result) {
 		fmt.Fprintf(w, "    %s\n", r.Error)
 	})
 	for _, id := range rep.UnusedArguments {

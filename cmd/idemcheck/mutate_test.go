@@ -114,3 +114,23 @@ func TestMutateVerdictLine(t *testing.T) {
 		})
 	}
 }
+
+// TestMutateNothingJudged: mutants whose every scenario is skipped on the
+// store (network faults on embedded SQLite) are unjudged and the run
+// undecided: it listed them as survivors and failed with a score of 0 (a
+// pass with --min-score 0), nothing having run. A --min-score outside 0
+// to 1 and a shard past the mutants are refused at once.
+func TestMutateNothingJudged(t *testing.T) {
+	for _, minScore := range []string{"0.95", "0"} {
+		code, stdout, stderr := runCLI(t, "mutate", "--store", "sqlite", "--scenario", "network", "--limit", "2", "--min-score", minScore, "--out", t.TempDir())
+		if code != exitUnknown || !strings.Contains(stdout, "nothing was judged") || strings.Contains(stdout, "survived    ") {
+			t.Errorf("--min-score %s: exit %d, want 3 and unjudged mutants:\n%s\n%s", minScore, code, stdout, stderr)
+		}
+	}
+	for _, args := range [][]string{{"--min-score", "2"}, {"--min-score", "-1"}, {"--shard", "80/80", "--limit", "3"}} {
+		code, _, stderr := runCLI(t, append([]string{"mutate", "--store", "sqlite", "--out", t.TempDir()}, args...)...)
+		if code != exitUsage || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and why", args, code, stderr)
+		}
+	}
+}

@@ -16,8 +16,9 @@ const (
 	Invalid = "invalid"
 	// Unjudged: the run could not be set up with the correct statements
 	// either (a server that timed out on a loaded machine), after
-	// setupTries tries: the machine's failure, not the edit's; not scored,
-	// and a run with one is undecided, never a pass.
+	// setupTries tries: the machine's failure, not the edit's; or every
+	// scenario it would run was skipped on the correct store (noneRan).
+	// Not scored, and a run with one is undecided, never a pass.
 	Unjudged = "unjudged"
 	// Interrupted: the run was interrupted before the mutant's scenarios
 	// ended, or before it began: not a survivor (its budget was not

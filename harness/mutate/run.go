@@ -234,6 +234,11 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 				keep = append(keep, m)
 			}
 		}
+		if len(keep) == 0 {
+			// Said before the correct store's runs, as mutants and soak
+			// refuse a shard past their jobs.
+			return nil, fmt.Errorf("shard %d/%d has no mutant: %d are to be run in all, fewer than the shards", mo.Shard+1, mo.Shards, len(mutants))
+		}
 		mutants = keep
 	}
 	// The settings' mutants also run the scenarios that crash the server
@@ -292,7 +297,11 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 			if r.Kind == WeakenSetting {
 				scs = forSettings
 			}
-			runMutant(ctx, o, scs, budget, mo.Episodes, r)
+			if why := noneRan(rep.Baseline, scs); why != "" {
+				r.Verdict, r.Error = Unjudged, why
+			} else {
+				runMutant(ctx, o, scs, budget, mo.Episodes, r)
+			}
 			final[i] = last && ctx.Err() == nil
 			if !last && r.Verdict == Survived {
 				return // the second pass decides
@@ -319,6 +328,23 @@ func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 	rep.Tally()
 	rep.Seconds, rep.Interrupted = time.Since(start).Seconds(), ctx.Err() != nil
 	return rep, ctx.Err()
+}
+
+// noneRan says why a mutant whose scenarios are scs can be judged by
+// none of them: each was skipped on the correct store (a scenario that
+// needs a server, on an embedded store), so it is skipped on the mutant
+// too, and a mutant that nothing ran against has not survived anything.
+// "" when one of them ran.
+func noneRan(baseline []BaselineRun, scs []string) string {
+	var why []string
+	for _, sc := range scs {
+		i := slices.IndexFunc(baseline, func(b BaselineRun) bool { return b.Scenario == sc })
+		if i < 0 || baseline[i].Skipped == "" {
+			return ""
+		}
+		why = append(why, sc+": "+baseline[i].Skipped)
+	}
+	return "nothing was judged: every scenario it would run was skipped on the correct store (" + strings.Join(why, "; ") + ")"
 }
 
 // pool runs f on each index with at most n at once.
