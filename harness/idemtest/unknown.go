@@ -22,6 +22,23 @@ type unknownCases struct {
 	// answered otherwise.
 	invalidCalls, invalidRefused [2]int
 	invalidFirst                 [2]string
+	// The calls answered, and those the store declared not applied
+	// (stores.ErrNotApplied), over all the cases.
+	applied, notApplied int
+}
+
+// appliedNothing says, when the store declared every call of every case
+// not applied, that nothing was judged: a failure, as a store that
+// refuses every call is no store. It is counted over the whole test, not
+// per case: a short case whose one or two calls a correct store refused
+// (a serialization failure) failed the model test.
+func (u *unknownCases) appliedNothing() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.notApplied == 0 || u.applied > 0 {
+		return ""
+	}
+	return fmt.Sprintf("the store answered every call not applied (%d calls in %d cases): nothing was judged", u.notApplied, u.cases)
 }
 
 // The kinds of call with an invalid key, each held to the contract apart.
