@@ -33,6 +33,10 @@ import (
 // A key answered 409 at its last probe within a lease of a Begin on it
 // whose answer was lost (mayHold) is not judged either: that claim, the
 // probe's own as often as not, may hold it.
+//
+// Nor is a key whose last probe the store refused as not applied
+// (stores.ErrNotApplied): a refusal changes nothing and says nothing of
+// the key, however often the store answered others.
 func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 	var t livenessTally
 	probed := map[stores.KeyRef]*keyProbes{}
@@ -68,6 +72,15 @@ func checkLiveness(e Evidence, ops []history.Op) livenessTally {
 		p := probed[k]
 		op := p.last
 		switch {
+		case op.Output.NotApplied:
+			// The store refused the last probe, and said it changed
+			// nothing (a serialization failure, no session free): an
+			// answer that says nothing of the key. Judged stuck, a
+			// correct store refusing half its calls at random failed.
+			if t.refused == 0 {
+				t.firstRefused = fmt.Sprintf("%s, %d tries, the last: %s", op.Input.Key, p.tries, op.Err)
+			}
+			t.refused++
 		case !op.Output.Decided():
 			// The other calls that ended while the key's probes went
 			// unanswered, from the first of them to the last one's error:
@@ -152,6 +165,10 @@ type livenessTally struct {
 	// a lost Begin's claim may still hold them (mayHold): not judged.
 	held      int
 	firstHeld string
+	// refused counts the keys whose last final probe the store refused
+	// as not applied (stores.ErrNotApplied): not judged.
+	refused      int
+	firstRefused string
 }
 
 // add merges o, the next part's tally, into t.
@@ -165,6 +182,10 @@ func (t *livenessTally) add(o livenessTally) {
 		t.firstHeld = o.firstHeld
 	}
 	t.held += o.held
+	if t.refused == 0 {
+		t.firstRefused = o.firstRefused
+	}
+	t.refused += o.refused
 }
 
 // decide is the [Liveness] result of a run's merged tally, unprobed keys
@@ -181,18 +202,22 @@ func (t livenessTally) decide(unprobed int) Result {
 	if t.held > 0 {
 		out += fmt.Sprintf("; %d key(s) not judged, answered 409 at their last final probe within a lease of a Begin on them whose answer was lost, whose claim may hold them (first %s): whether they are stuck is not known", t.held, t.firstHeld)
 	}
+	if t.refused > 0 {
+		out += fmt.Sprintf("; %d key(s) not judged, the store refused their last final probe as not applied (first %s): a refusal changes nothing and says nothing of whether they are stuck", t.refused, t.firstRefused)
+	}
 	if t.n == 0 {
 		return Result{Checker: Liveness, Verdict: Unknown, Detail: "no final probe ran" + out}
 	}
+	notJudged := t.unanswered + t.held + t.refused
 	judgedKeys := t.countTally
-	judgedKeys.n -= t.unanswered + t.held
+	judgedKeys.n -= notJudged
 	r := judgedKeys.decide(Liveness, "%d keys probed once every claim ended or its LockTTL passed, none stuck")
 	switch {
 	case r.Verdict == Fail:
-		if t.unanswered+t.held > 0 {
-			r.Detail += fmt.Sprintf("; %d more key(s) not judged (their last final probes unanswered, or answered 409 while a lost Begin's claim may hold them)", t.unanswered+t.held)
+		if notJudged > 0 {
+			r.Detail += fmt.Sprintf("; %d more key(s) not judged (their last final probes unanswered or refused, or answered 409 while a lost Begin's claim may hold them)", notJudged)
 		}
-	case t.unanswered+t.held > 0:
+	case notJudged > 0:
 		r.Verdict = Unknown
 		r.Detail += out
 	default:

@@ -41,6 +41,27 @@ func TestLiveness(t *testing.T) {
 			t.Fatalf("liveness %s (%s), want fail: no answer while another call was answered", got.Verdict, got.Detail)
 		}
 	})
+	t.Run("a key whose last probe the store refused as not applied is not judged", func(t *testing.T) {
+		// A correct idemtest store refusing half its calls at random
+		// (stores.ErrNotApplied): one key's probes were all refused while
+		// other calls were answered, and liveness called it stuck.
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		for _, at := range []int64{200, 500} {
+			r.op(probe, models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp"}, models.Output{NotApplied: true}, at, at+10)
+		}
+		other := key
+		other.Key = "other"
+		r.beginOn(other, 2, "fp", 0, 1, claimedD("b", true))
+		for _, at := range []int64{250, 300, 350, 400} { // the store answered others meanwhile
+			r.beginOn(other, 3, "fp", at, at+5, inFlightD)
+		}
+		r.beginOn(other, probe, "fp", 600, 601, claimedD("p", true))
+		got := r.judge(t, check.Liveness)
+		if got.Verdict != check.Unknown || !strings.Contains(got.Detail, "the store refused their last final probe as not applied") {
+			t.Fatalf("liveness %s (%s), want unknown: a refusal says nothing of the key", got.Verdict, got.Detail)
+		}
+	})
 	t.Run("a key unanswered while the store answered a trickle is not judged", func(t *testing.T) {
 		// The Redis soak at load 95: a call of another key answered now
 		// and then, most of them not.
