@@ -181,22 +181,31 @@ func (s shardFlag) info(command string, args []string, interrupted bool) *shardI
 	return &shardInfo{Command: command, Index: s.Index, Of: s.Of, Args: unsharded(args), Interrupted: interrupted}
 }
 
-// unsharded is args without --shard (and its value) and --json: what must
-// be the same in every shard of one job.
+// unsharded is args without --shard and --json, and without the flags
+// that say where and how fast a shard runs, not what it runs (placement):
+// what must be the same in every shard of one job. A CI job's runners
+// each write to a path of their own, and may run at their own
+// parallelism; merge refused such shards.
 func unsharded(args []string) []string {
 	out := []string{}
 	for i := 0; i < len(args); i++ {
 		a := strings.TrimLeft(args[i], "-")
+		name, _, hasValue := strings.Cut(a, "=")
 		switch {
-		case a == "shard" && i+1 < len(args):
+		case (a == "shard" || placement[a]) && i+1 < len(args):
 			i++
-		case strings.HasPrefix(a, "shard="), a == "json", a == "json=true":
+		case name == "shard" || placement[name] && hasValue, a == "json", a == "json=true":
 		default:
 			out = append(out, args[i])
 		}
 	}
 	return out
 }
+
+// placement are the flags, each with a value, that say where a run
+// writes and how much of the machine it takes, never which work it does:
+// shards of one job may differ in them.
+var placement = map[string]bool{"out": true, "keep": true, "junit": true, "parallel": true, "workers": true, "max-memory": true}
 
 // printJSON writes v to w as indented JSON, the --json output of every
 // command.
