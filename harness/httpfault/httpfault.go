@@ -98,14 +98,17 @@ func NewInstance(name string, port int, command string, env []string, log io.Wri
 func (in *Instance) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(in.Port)) }
 
 // Start starts the process (in its own process group, so that a kill or
-// a pause reaches the shell's children too).
+// a pause reaches the shell's children too), killed if this process dies.
 func (in *Instance) Start() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	c := exec.Command("/bin/sh", "-c", in.cmd)
 	c.Env = append(os.Environ(), in.env...)
 	c.Stdout, c.Stderr = in.log, in.log
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: an instance dies with a run killed with SIGKILL (the
+	// shell, or the program it execs); a shell's children are left to
+	// the next run's Reap.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// The tail is this process's: emptied before it starts, since a
 	// process that fails at once may have written its last words before
 	// Start returns (emptied after, a crash's tail lost them under -race).

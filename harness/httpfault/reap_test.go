@@ -1,8 +1,12 @@
 package httpfault
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,6 +59,54 @@ func TestReapKillsInstancesOfKilledRuns(t *testing.T) {
 	for _, c := range []*exec.Cmd{kept, reused} {
 		if !alive(c.Process.Pid) {
 			t.Errorf("pid %d was killed", c.Process.Pid)
+		}
+	}
+}
+
+// instanceParentEnv makes the test binary a run that starts one instance
+// (writing its pid to the file the variable names) and waits to be
+// killed (TestInstanceDiesWithItsRun).
+const instanceParentEnv = "IDEM_HTTPFAULT_TEST_PARENT"
+
+// TestInstanceDiesWithItsRun: an instance dies with the run that started
+// it when that run is killed with SIGKILL (Pdeathsig), there and then;
+// a killed run's instances ran on until the next run reaped them.
+func TestInstanceDiesWithItsRun(t *testing.T) {
+	if f := os.Getenv(instanceParentEnv); f != "" {
+		in := NewInstance("i", 0, "echo $$ > "+f+".tmp && mv "+f+".tmp "+f+" && exec sleep 60", nil, nil)
+		if err := in.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		return
+	}
+	RegistryDir = t.TempDir()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	parent := exec.Command(os.Args[0], "-test.run=^TestInstanceDiesWithItsRun$")
+	parent.Env = append(os.Environ(), instanceParentEnv+"="+pidFile, "TMPDIR="+t.TempDir())
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = parent.Process.Kill()
+			t.Fatal("the instance never started")
+		}
+		if b, err := os.ReadFile(pidFile); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+	}
+	_ = parent.Process.Kill()
+	_ = parent.Wait()
+	running := func() bool { // alive, and not a zombie that no init reaps
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err == nil && !strings.Contains(string(b), ") Z ")
+	}
+	for deadline := time.Now().Add(10 * time.Second); running(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatal("the instance outlived its killed run")
 		}
 	}
 }
