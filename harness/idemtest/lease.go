@@ -63,16 +63,47 @@ func declaredTimes(f Factory, ttl, retention time.Duration) string {
 	return s
 }
 
-// openHint adds to an error of a scenario's run, when the factory
-// declared no lease, that a store refusing the suite's LockTTL or
-// retention (one that will not take a lease under a second) should
-// declare the one it keeps.
+// openHint adds to an error of a scenario's run the hint of
+// declaredHint, when it has one.
 func openHint(f Factory, err error) error {
-	if f.LockTTL > 0 && f.Retention > 0 {
-		return err
+	if h := declaredHint(f, err.Error()); h != "" {
+		return fmt.Errorf("%w\n(%s)", err, h)
+	}
+	return err
+}
+
+// declaredHintLine is declaredHint on a line of its own, or "".
+func declaredHintLine(f Factory, msg string) string {
+	if h := declaredHint(f, msg); h != "" {
+		return "\n(" + h + ")"
+	}
+	return ""
+}
+
+// declaredHint says, for an error opening or setting up a scenario's
+// store when the factory declared no lease, that a store refusing the
+// suite's LockTTL or retention (one that will not take a lease under a
+// second) should declare the one it keeps; "" for an error that names a
+// server it could not reach, which no declaration mends (a Redis that
+// was down got the hint).
+func declaredHint(f Factory, msg string) string {
+	if f.LockTTL > 0 && f.Retention > 0 || unreachable(msg) {
+		return ""
 	}
 	o := options(f)
-	return fmt.Errorf("%w\n(if the store refused the LockTTL %v or the retention %v the suite gave it in stores.Config because it keeps its own, declare them: idemtest.Factory.LockTTL, idemtest.Factory.Retention)", err, o.LockTTL, o.Retention)
+	return fmt.Sprintf("if the store refused the LockTTL %v or the retention %v the suite gave it in stores.Config because it keeps its own, declare them: idemtest.Factory.LockTTL, idemtest.Factory.Retention", o.LockTTL, o.Retention)
+}
+
+// unreachable reports whether an error's text says a server could not be
+// reached (refused, unknown, timed out, reset).
+func unreachable(msg string) bool {
+	msg = strings.ToLower(msg)
+	for _, s := range []string{"connection refused", "no such host", "i/o timeout", "connection reset", "dial tcp", "dial unix", "network is unreachable", "timeout expired"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // leaseHint says, for a scenario that failed or could not decide, what

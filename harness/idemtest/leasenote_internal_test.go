@@ -46,3 +46,27 @@ func TestLeaseNote(t *testing.T) {
 		}
 	}
 }
+
+// TestDeclaredHintOnlyWhereItMends: a store that could not open because
+// its server was unreachable gets no hint to declare its lease (a Redis
+// that was down got one on every scenario); one that refused the suite's
+// LockTTL does, unless the factory declared both.
+func TestDeclaredHintOnlyWhereItMends(t *testing.T) {
+	f := Factory{Name: "x"}
+	for _, msg := range []string{
+		"open x store: dial tcp 127.0.0.1:6399: connect: connection refused",
+		`open x store: OperationalError: connection to server at "127.0.0.1", port 5432 failed: timeout expired`,
+	} {
+		if h := declaredHint(f, msg); h != "" {
+			t.Errorf("%q got the hint %q", msg, h)
+		}
+	}
+	refused := "open x store: a lease under 1s is not supported"
+	if h := declaredHint(f, refused); !strings.Contains(h, "idemtest.Factory.LockTTL") {
+		t.Errorf("%q got no hint to declare the lease: %q", refused, h)
+	}
+	f.LockTTL, f.Retention = 2*time.Second, time.Minute
+	if h := declaredHint(f, refused); h != "" {
+		t.Errorf("a factory that declared both got %q", h)
+	}
+}

@@ -214,3 +214,25 @@ func TestEveryCallErringNamesTheError(t *testing.T) {
 		t.Errorf("a store whose every call errs: %v\n%s", err, out)
 	}
 }
+
+// TestModelOpenFailureIsNoCase: a store that cannot be opened (its
+// server down) fails the model test saying so, once, and rapid finds no
+// failing case in it: it saved the connection error as a case to replay,
+// which the README says to commit, with a hint to declare the lease.
+func TestModelOpenFailureIsNoCase(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		f := tinyFactory(false)
+		f.Open = func(stores.Config) (stores.Store, error) {
+			return nil, errors.New("dial tcp 127.0.0.1:6399: connect: connection refused")
+		}
+		idemtest.ModelTest(t, f)
+		return
+	}
+	wantSuiteFails(t, "TestModelOpenFailureIsNoCase", "--- FAIL: TestModelOpenFailureIsNoCase", "the store could not be opened (Factory.Open: dial tcp")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestModelOpenFailureIsNoCase$", "-test.v", "-rapid.nofailfile")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "IDEM_RESULTS="+t.TempDir())
+	out, _ := cmd.CombinedOutput()
+	if strings.Contains(string(out), "[rapid] failed after") || strings.Contains(string(out), "declare them") {
+		t.Errorf("an open failure was a failing case of rapid's, or got the lease hint:\n%s", out)
+	}
+}

@@ -25,6 +25,37 @@ type unknownCases struct {
 	// The calls answered, and those the store declared not applied
 	// (stores.ErrNotApplied), over all the cases.
 	applied, notApplied int
+	// openErr is the first error of Factory.Open: the cases after it
+	// are skipped, and the model test fails saying it.
+	openErr error
+}
+
+// openFailed notes that Factory.Open failed.
+func (u *unknownCases) openFailed(err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.openErr == nil {
+		u.openErr = err
+	}
+}
+
+// unopened reports whether Factory.Open has failed: the cases left are
+// skipped at once (a store whose server is down would time out in each).
+func (u *unknownCases) unopened() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.openErr != nil
+}
+
+// openFailure says that the store could not be opened, and so the model
+// test judged nothing after it; "" when every open worked.
+func (u *unknownCases) openFailure() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.openErr == nil {
+		return ""
+	}
+	return fmt.Sprintf("the store could not be opened (Factory.Open: %v): the model test judged nothing after it", u.openErr)
 }
 
 // appliedNothing says, when the store declared every call of every case
