@@ -376,7 +376,7 @@ func faultCounts(fs []history.Fault, targets bool) string {
 		m[string(f.Kind)]++
 	}
 	if len(m) == 0 {
-		return "none (no instance was killed or paused and no network fault injected: the run tested concurrency and retries, not faults)"
+		return "none (no instance was killed or paused and no network fault injected: only the clients' own requests were tested, not faults)"
 	}
 	out := joinCounts(m)
 	if m[string(history.FaultInstanceKill)]+m[string(history.FaultInstancePause)]+m[string(history.FaultInstanceExit)] == 0 {
