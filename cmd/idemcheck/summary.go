@@ -89,7 +89,7 @@ func printSummary(w io.Writer, sum *results.Summary, unwritten int) {
 		fmt.Fprintf(w, "\nLockTTL %s in %s: a scheduler's tick waits LockTTL out on a server-clock store\n", ttl, strings.Join(shorter, ", "))
 	}
 	if len(own) > 0 {
-		fmt.Fprintf(w, "\n%s ran on a %s server of their own, beside the shared scenarios: they pause and restart it\n", strings.Join(own, ", "), sum.Store)
+		fmt.Fprintf(w, "\n%s ran on a %s server of their own, beside the shared scenarios: they pause and restart it\n", strings.Join(own, ", "), serverKind(sum.Store))
 	}
 	// A declaration no scenario exercises is said, not passed in silence.
 	for _, s := range sum.Scenarios {
