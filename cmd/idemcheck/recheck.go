@@ -218,6 +218,7 @@ func recoverRun(ctx context.Context, dir string, asJSON bool, stdout, stderr io.
 	}
 	fmt.Fprintf(stdout, "recovered %s from its journal: %s\n\n", dir, why)
 	printSummary(stdout, sum, len(errs))
+	printInterrupted(stdout, sum) // what finished, what was cut, what never ran
 	return verdictCode(sum), nil
 }
 

@@ -79,6 +79,11 @@ func TestRecheckRecoversAKilledRun(t *testing.T) {
 	if !strings.Contains(stdout, "recovered") || !strings.Contains(stdout, "ended before the run finished") {
 		t.Errorf("the summary does not say the run was recovered:\n%s", stdout)
 	}
+	// What finished, what was cut and what never ran, as an interrupted
+	// run says it: the scenarios never run were in its files only.
+	if !strings.Contains(stdout, "INTERRUPTED: ") || !strings.Contains(stdout, " never ran (") {
+		t.Errorf("the summary does not list what finished and what never ran:\n%s", stdout)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
 		t.Fatalf("recheck wrote no summary.json: %v", err)
