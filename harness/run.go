@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,7 +107,7 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 			// this scenario is undecided, the error said, and the run
 			// goes on and reports. The run was thrown away, exit 2,
 			// with the scenarios that had passed and nothing written.
-			res = setupFailed(sl.sc, sl.rep, err)
+			res, sl.setupErr = setupFailed(sl.sc, sl.rep, err), err
 			o.journalResult(res)
 		}
 		res.OwnServer = onOwn
@@ -174,6 +175,9 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 			return nil, err
 		}
 	}
+	if err := noneSetUp(slots); err != nil && ctx.Err() == nil {
+		return nil, err
+	}
 	for i, sl := range slots {
 		if !sl.ran {
 			sum.NotRun = append(sum.NotRun, names[i])
@@ -221,9 +225,29 @@ type slot struct {
 	rep int
 	ran bool // started (or skipped); false: the run was interrupted first
 	res *results.ScenarioResult
+	// setupErr is why its store or server could not be set up (res is
+	// then undecided, saying it).
+	setupErr error
 }
 
 func (s slot) cost(o Options) time.Duration { return o.ScenarioCost(s.sc) }
+
+// noneSetUp is the first setup error of a run in which no scenario could
+// be set up (each that was not skipped failed to open its store or
+// start its server): a setup error, as a store that never opens is
+// (exit 2), with nothing recorded to keep. nil when one was set up.
+func noneSetUp(slots []slot) error {
+	var first error
+	for _, sl := range slots {
+		switch {
+		case sl.setupErr != nil:
+			first = cmp.Or(first, sl.setupErr)
+		case sl.res != nil && sl.res.Verdict != check.Skipped:
+			return nil
+		}
+	}
+	return first
+}
 
 // progressOf turns the reports of scenarios that may run at once into one
 // stream of Progress: Index counts the scenarios finished (plus the one

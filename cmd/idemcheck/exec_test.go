@@ -229,7 +229,8 @@ func TestExecStoreDeathOnItsOwnIsSaid(t *testing.T) {
 // open (here the third start of the store exits at once, as a store
 // whose connection timed out under load does) is undecided, the error
 // said, and the run goes on and reports: it was thrown away, exit 2,
-// nothing written, the scenarios that had passed with it.
+// nothing written, the scenarios that had passed with it. A store that
+// no scenario can open is still a setup error.
 func TestExecStoreOpenFailureKeepsTheRun(t *testing.T) {
 	js := jsExampleCmd(t)
 	count := filepath.Join(t.TempDir(), "starts")
@@ -246,5 +247,13 @@ func TestExecStoreOpenFailureKeepsTheRun(t *testing.T) {
 	}
 	if reports, _ := filepath.Glob(filepath.Join(out, "2*", "summary.json")); len(reports) != 1 {
 		t.Errorf("the run's summary was not written: %v", reports)
+	}
+	// A store that no scenario can open is a setup error, as before: exit
+	// 2, the error said, nothing having run.
+	never := filepath.Join(t.TempDir(), "starts")
+	cmd = fmt.Sprintf(`n=$(cat %[1]s 2>/dev/null | wc -l); echo x >> %[1]s; if [ "$n" -ge 1 ]; then echo "could not connect: timeout expired" >&2; exit 1; fi; %[2]s`, never, js)
+	code, stdout, stderr = runCLI(t, "check", "--store", "exec", "--cmd", cmd, "--scenario", "race,mismatch", "--out", t.TempDir())
+	if code != exitUsage || !strings.Contains(stderr, "could not connect: timeout expired") {
+		t.Errorf("a store that never opens: exit %d, want 2 and its error:\n%s\n%s", code, stdout, stderr)
 	}
 }
