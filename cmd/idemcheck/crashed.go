@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -65,19 +66,47 @@ func sayCrashed(w io.Writer, root string) {
 // run without losing the one it may hold: a run whose process died there
 // (its journal nobody holds, no summary.json) is moved aside to a sibling
 // named after the time, and said, so that recheck still reports it; a run
-// still writing there (its journal held) is refused. A finished run is
-// replaced, as --out asks.
+// still writing there (its journal held) is refused. A finished run that
+// did not pass (a violation, undecided, interrupted, or recovered from
+// its journal) is moved aside too: its evidence is what the new run would
+// overwrite (a killed run, once rechecked, was replaced without a word).
+// A passing run is replaced, as --out asks.
 func keepKilledRun(dir string, w io.Writer) error {
+	stamp := time.Now().UTC().Format("20060102-150405.000")
+	if unpassed(dir) {
+		aside := fmt.Sprintf("%s.kept-%s", filepath.Clean(dir), stamp)
+		if err := os.Rename(dir, aside); err != nil {
+			return fmt.Errorf("--out %s holds a run that did not pass, which could not be moved aside (%v): give another --out", dir, err)
+		}
+		fmt.Fprintf(w, "idemcheck: --out %s held a run that did not pass (a violation, undecided or cut short): moved to %s, its report there\n", dir, aside)
+		return nil
+	}
 	if !crashed(dir) {
 		return nil
 	}
 	if held, err := history.JournalHeld(filepath.Join(dir, harness.JournalFile)); err == nil && held {
 		return fmt.Errorf("--out %s: a run is writing there now (its journal is held): give another --out", dir)
 	}
-	aside := fmt.Sprintf("%s.killed-%s", filepath.Clean(dir), time.Now().UTC().Format("20060102-150405.000"))
+	aside := fmt.Sprintf("%s.killed-%s", filepath.Clean(dir), stamp)
 	if err := os.Rename(dir, aside); err != nil {
 		return fmt.Errorf("--out %s holds a run whose process died, which could not be moved aside (%v): recheck it, or give another --out", dir, err)
 	}
 	fmt.Fprintf(w, "idemcheck: --out %s held a run that ended before it finished (its process died): moved to %s; `idemcheck recheck %s` reports what it recorded\n", dir, aside, aside)
 	return nil
+}
+
+// unpassed reports whether dir holds a finished black-box run (its
+// summary.json) that did not pass or was cut short.
+func unpassed(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		return false
+	}
+	var sum struct {
+		Pass bool `json:"pass"`
+		Run  struct {
+			Interrupted string `json:"interrupted"`
+		} `json:"run"`
+	}
+	return json.Unmarshal(b, &sum) != nil || !sum.Pass || sum.Run.Interrupted != ""
 }

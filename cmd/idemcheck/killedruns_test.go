@@ -307,8 +307,9 @@ func TestRecheckReportsAKilledMutateRun(t *testing.T) {
 // TestOutHoldingAKilledRun: a run directory named by --out (idemcheck
 // http's) that holds a run whose process died is moved aside, journal
 // and all, and named with its recheck line, before a new run takes the
-// name; one whose run still writes its journal is refused; an empty or
-// finished one is left to the new run.
+// name; one whose run still writes its journal is refused; one that
+// finished and did not pass is moved aside too; an empty or passing one
+// is left to the new run.
 func TestOutHoldingAKilledRun(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "run")
@@ -346,12 +347,34 @@ func TestOutHoldingAKilledRun(t *testing.T) {
 	if err := keepKilledRun(dir, &w); err != nil || w.Len() != 0 {
 		t.Fatalf("an empty --out: %v, said %q", err, w.String())
 	}
-	for _, f := range []string{harness.JournalFile, "summary.json"} {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte("{}\n"), 0o644); err != nil {
-			t.Fatal(err)
+	write := func(summary string) {
+		for f, text := range map[string]string{harness.JournalFile: "{}\n", "summary.json": summary} {
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	write(`{"pass":true,"run":{}}`)
 	if err := keepKilledRun(dir, &w); err != nil || w.Len() != 0 {
-		t.Fatalf("a finished run's --out: %v, said %q", err, w.String())
+		t.Fatalf("a passing run's --out: %v, said %q", err, w.String())
+	}
+	// A finished run that did not pass (a failure, undecided, cut short,
+	// or a killed run once rechecked) is moved aside too: its evidence.
+	for _, summary := range []string{`{"pass":false,"run":{}}`, `{"pass":true,"run":{"interrupted":"during the load"}}`} {
+		write(summary)
+		w.Reset()
+		if err := keepKilledRun(dir, &w); err != nil || !strings.Contains(w.String(), "did not pass") {
+			t.Fatalf("%s: %v, said %q", summary, err, w.String())
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: the name was not freed: %v", summary, err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // the next aside's name, by the time
+	}
+	if kept, _ := filepath.Glob(dir + ".kept-*"); len(kept) != 2 {
+		t.Errorf("kept %v, want the two runs that did not pass", kept)
 	}
 }
