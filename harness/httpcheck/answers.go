@@ -145,6 +145,9 @@ func refusedHint(code int) string {
 	case http.StatusUnsupportedMediaType:
 		return "the service does not read this body's type: --body-type form, or -H \"Content-Type: ...\"?"
 	}
+	if code == http.StatusUnprocessableEntity {
+		return "a 422 to a key's first request is a key the service already saw with another body: keys of an earlier run, which a --key-format without %s repeats (give it %s, or clear the service's keys), or a body the service refuses: --body?"
+	}
 	return "a key format, a header or a body the service refuses, or the key in a header it does not read: --key-format, --key-header, --body?"
 }
 
