@@ -66,7 +66,7 @@ func (o Options) journalResult(res *results.ScenarioResult) {
 }
 
 // Crashed is results.Summary.Stopped of a run recovered from its journal.
-const Crashed = "the run's process ended before the run finished (killed, out of memory, or the machine stopped); this report was recovered from its journal, " + JournalFile
+const Crashed = "the run's process ended before the run finished (killed, stopped at once by a second interrupt, out of memory, or the machine stopped); this report was recovered from its journal, " + JournalFile
 
 // prefixSound are the checkers whose violations stand on a history cut
 // short: each names calls and charges that happened, and a call cut off

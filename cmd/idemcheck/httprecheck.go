@@ -104,7 +104,7 @@ func recheckHTTP(dir string, sum *httpreport.Summary, redeclared []string, asJSO
 
 // crashedHTTP is what a black-box run recovered from its journal says of
 // when it was cut short (httpreport.Run.Interrupted).
-const crashedHTTP = "when its process died (killed, out of memory, or the machine stopped): this report was recovered from its journal, " + harness.JournalFile
+const crashedHTTP = "when its process died (killed, stopped at once by a second interrupt, out of memory, or the machine stopped): this report was recovered from its journal, " + harness.JournalFile
 
 // recoverHTTP reports a black-box run whose process died, from its
 // journal, and writes its files into dir. What the journal holds is

@@ -99,7 +99,7 @@ func interruptible(stderr io.Writer, exit func()) (ctx context.Context, stop fun
 				if time.Since(first) < sameSignal {
 					continue // the first one again: a process group's Ctrl-C, timeout -s INT
 				}
-				fmt.Fprintf(stderr, "idemcheck: %v again: stopped at once\n", s)
+				fmt.Fprintf(stderr, "idemcheck: %v again: stopped at once; what ran is in its journal, and `idemcheck recheck` of its results directory reports it\n", s)
 				exit()
 				return
 			case <-done:

@@ -184,7 +184,7 @@ func recoverMutants(dir string, asJSON bool, stdout, stderr io.Writer) (int, err
 }
 
 // crashedMutants says how a recovered mutants run ended.
-const crashedMutants = "its process ended before the run finished (killed, out of memory, or the machine stopped); what it finished stands, the rest is named below"
+const crashedMutants = "its process ended before the run finished (killed, stopped at once by a second interrupt, out of memory, or the machine stopped); what it finished stands, the rest is named below"
 
 // recheckMutantsSummary prints a finished mutants run's saved matrix: a
 // hunt keeps no history to judge again, so its verdict is the one saved.

@@ -238,7 +238,7 @@ func soakVerdict(code int) check.Verdict {
 }
 
 // crashedSoak says how a recovered soak ended.
-const crashedSoak = "its process ended before the soak finished (killed, out of memory, or the machine stopped); the seeds that ended stand, the rest are named below"
+const crashedSoak = "its process ended before the soak finished (killed, stopped at once by a second interrupt, out of memory, or the machine stopped); the seeds that ended stand, the rest are named below"
 
 // recoverSoak reports a soak whose process died, from its journal: the
 // table of the seeds that ended, those that did not, and the exit code
