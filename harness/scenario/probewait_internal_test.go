@@ -78,3 +78,51 @@ func TestProbeWaitLeavesHeldKeysOut(t *testing.T) {
 		t.Errorf("the stuck key's probe: %v, want in flight, which liveness fails", answers[stuck])
 	}
 }
+
+// refusingBegins refuses its first n Begins as not applied, then answers.
+type refusingBegins struct {
+	stores.Store
+	n int
+}
+
+func (r *refusingBegins) Begin(ctx context.Context, req stores.Request) (stores.Decision, error) {
+	if r.n > 0 {
+		r.n--
+		return stores.Decision{}, stores.ErrNotApplied
+	}
+	return r.Store.Begin(ctx, req)
+}
+
+// TestProbeAsksAgainAfterRefusals: a final probe the store refuses as
+// not applied (it changed nothing) asks again, past the eight tries an
+// error gets, until the store answers: a correct store refusing one call
+// in two left one key in 256 unjudged, and idemtest red.
+func TestProbeAsksAgainAfterRefusals(t *testing.T) {
+	cfg := stores.Config{LockTTL: 100 * time.Millisecond, Retention: time.Hour}
+	mem, err := memory.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &refusingBegins{Store: mem}
+	env := NewEnv(Setup{Name: "race", Store: st, Config: cfg, Clients: 1, Keys: 1, Seed: 1, RandSeed: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	k := env.Order(0, "").Key
+	rec := env.Recorder(env.NewClientID(), mem, env.clock)
+	d, err := rec.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: "amount=1", Now: env.clock.Now()})
+	if err != nil || rec.Complete(ctx, k, d.Token, stores.Response{Status: 201, Body: "ok"}) != nil {
+		t.Fatalf("claim and save: %v", err)
+	}
+	st.n = 12 // more than probeErrTries
+	probeID := env.NewClientID()
+	env.Probe(ctx, probeID)
+	var last history.Op
+	for _, op := range env.Hist.Ops() {
+		if op.Client == probeID && op.Input.Kind == models.Begin {
+			last = op
+		}
+	}
+	if !last.Output.Decided() || last.Output.Decision.Outcome != stores.Replay {
+		t.Fatalf("the probe's last answer: %+v (%s), want a replay after the refusals", last.Output, last.Err)
+	}
+}
