@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/idemtest"
+	"github.com/idemcheck/idemcheck/internal/rapidrec"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -234,5 +235,18 @@ func TestModelOpenFailureIsNoCase(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	if strings.Contains(string(out), "[rapid] failed after") || strings.Contains(string(out), "declare them") {
 		t.Errorf("an open failure was a failing case of rapid's, or got the lease hint:\n%s", out)
+	}
+}
+
+// TestModelPropertyOfNothingApplied: the exported ModelProperty, run by
+// rapid.Check without ModelTest, fails a store that refuses every call
+// (rapid finds no case that judged anything) and passes a correct one
+// refusing every third: it passed both once the count moved to ModelTest.
+func TestModelPropertyOfNothingApplied(t *testing.T) {
+	if failed, report := rapidrec.Check(t.Name(), idemtest.ModelProperty(decliningFactory(1, false), "")); !failed {
+		t.Errorf("a store refusing every call passed ModelProperty:\n%s", report)
+	}
+	if failed, report := rapidrec.Check(t.Name(), idemtest.ModelProperty(decliningFactory(3, false), "")); failed {
+		t.Errorf("a correct store refusing every third call failed ModelProperty:\n%s", report)
 	}
 }
