@@ -24,6 +24,9 @@ const (
 	// directory's time moves only as files come and go; a run lasts 24 h
 	// at most).
 	sqliteDirYoung = 48 * time.Hour
+	// sqliteOwnerGrace is how old an owner file must be before its free
+	// lock means a dead run: a run locks it a moment after it makes it.
+	sqliteOwnerGrace = 10 * time.Second
 )
 
 // makeSQLiteDir makes a run's directory for its SQLite files, after
@@ -71,5 +74,11 @@ func deadSQLiteDir(d string) bool {
 		return serr == nil && st.IsDir() && time.Since(st.ModTime()) > sqliteDirYoung
 	}
 	defer f.Close()
+	// A run makes its owner file, then locks it: one made a moment ago
+	// may not be locked yet, and taking it for a dead run's would remove
+	// a run starting beside this one (CI shards start together).
+	if st, err := f.Stat(); err != nil || time.Since(st.ModTime()) < sqliteOwnerGrace {
+		return false
+	}
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
 }

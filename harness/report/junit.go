@@ -85,7 +85,7 @@ func WriteJUnit(path string, sum *results.Summary) error {
 			suite.Cases = append(suite.Cases, tc)
 		}
 		if s.Error != "" {
-			msg := s.Error
+			msg := "undecided: " + s.Error
 			if sum.Stopped != "" {
 				msg += " (" + sum.Stopped + ")"
 			}

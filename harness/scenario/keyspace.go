@@ -280,7 +280,7 @@ func runAbuse(ctx context.Context, env *Env) {
 	// none of the abuse after a save was sent).
 	if l, r := pastLease.Load(), pastRetention.Load(); l+r > 0 {
 		env.NotTested("abuse: the calls after a save (a release after it, the save sent twice, hostile tokens on a done key) were not sent on %d of %d keys: "+
-			"their owners' saves came %d past the lease and %d past the retention since the claim, and were rightly fenced (a slow store: --lock-ttl or --retention longer than its calls)",
+			"their owners' saves came %d past the lease and %d past the retention since the claim, and were rightly fenced (a slow store: give it a LockTTL or a retention longer than its calls)",
 			l+r, n, l, r)
 	}
 	// Each key with every other key's token once done, then the orders retried.
