@@ -182,12 +182,16 @@ func skippedResult(sc scenario.Scenario, rep int, why string) *results.ScenarioR
 		Faults: map[string]int{}, Outcomes: map[string]int{}, Checkers: []check.Result{}, Violations: []check.Violation{}}
 }
 
-// setupFailed is the result of a scenario that could not be set up
+// SetupFailed begins the error of a scenario that could not be set up
 // (RunScenario's error: its store did not open, its server did not come
-// back): undecided, with the error.
+// back), which is undecided: idemtest reads it to hint at the cause.
+const SetupFailed = "could not be set up: "
+
+// setupFailed is the result of a scenario that could not be set up:
+// undecided, with the error (SetupFailed).
 func setupFailed(sc scenario.Scenario, rep int, err error) *results.ScenarioResult {
 	r := skippedResult(sc, rep, "")
-	r.Verdict, r.Error = check.Unknown, "could not be set up: "+err.Error()
+	r.Verdict, r.Error = check.Unknown, SetupFailed+err.Error()
 	return r
 }
 
