@@ -27,19 +27,35 @@ func LoadRun(dir string) (*results.Summary, error) {
 // scenario's history spills to a folder of the run's [SpillDir] as it
 // loads (history.LoadSpilled), so that loading and judging it hold a
 // part at a time. Call done once the histories are no longer read: it
-// removes that folder.
-func LoadRunSpilled(dir string) (sum *results.Summary, done func(), err error) {
+// removes that folder. Once ctx ends (an interrupt) it stops reading,
+// with ctx's error: loading a history of gigabytes went on deaf to it.
+func LoadRunSpilled(ctx context.Context, dir string) (sum *results.Summary, done func(), err error) {
 	spill := filepath.Join(dir, SpillDir, fmt.Sprintf("load-%d", os.Getpid()))
 	done = func() {
 		_ = os.RemoveAll(spill)
 		_ = os.Remove(filepath.Join(dir, SpillDir)) // only when empty: a live run's stays
 	}
-	sum, err = loadRun(dir, func(r io.Reader) ([]history.Saved, error) { return history.LoadSpilled(r, spill, DefaultSpillAfter) })
+	sum, err = loadRun(dir, func(r io.Reader) ([]history.Saved, error) {
+		return history.LoadSpilled(ctxReader{ctx, r}, spill, DefaultSpillAfter)
+	})
 	if err != nil {
 		done()
 		return nil, nil, err
 	}
 	return sum, done, nil
+}
+
+// ctxReader reads r until ctx ends, then fails with ctx's error.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // loadRun is LoadRun, its history.jsonl read by load.

@@ -161,7 +161,7 @@ func TestRecheckMissingHistory(t *testing.T) {
 // does).
 func TestLoadRunSpilledLeavesNothing(t *testing.T) {
 	dir := filepath.Join("testdata", "runs", "select-then-insert")
-	saved, done, err := harness.LoadRunSpilled(dir)
+	saved, done, err := harness.LoadRunSpilled(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

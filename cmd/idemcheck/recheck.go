@@ -126,7 +126,11 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	case soakKind:
 		return recheckSoakSummary(dir, *asJSON, stdout)
 	}
-	saved, done, err := harness.LoadRunSpilled(dir)
+	saved, done, err := harness.LoadRunSpilled(ctx, dir)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(stdout, "UNDECIDED: interrupted while %s was loaded: nothing was judged (the run's files are as they were)\n", dir)
+		return exitUnknown, nil
+	}
 	if err != nil {
 		return exitUsage, fmt.Errorf("recheck: %v", err)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -191,5 +193,28 @@ func TestRecheckOfACutHistory(t *testing.T) {
 	cutHistory(t, dir)
 	if code, stdout, stderr := runCLI(t, "recheck", dir); code != exitUsage || !strings.Contains(stderr, "not the whole run's") {
 		t.Errorf("recheck of a cut history: exit %d, want 2:\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestRecheckInterruptedWhileLoading: an interrupt while recheck loads a
+// run's history stops it there, undecided (exit 3), the run's files as
+// they were: loading a history of gigabytes went on deaf to it.
+func TestRecheckInterruptedWhileLoading(t *testing.T) {
+	out := t.TempDir()
+	if code, stdout, stderr := runCLI(t, "check", "--store", "memory", "--scenario", "race", "--out", out); code != exitPass {
+		t.Fatalf("check: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "2*"))
+	if len(dirs) != 1 {
+		t.Fatalf("run dirs %v", dirs)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"recheck", dirs[0]}, &stdout, &stderr); code != exitUnknown || !strings.Contains(stdout.String(), "interrupted while") {
+		t.Fatalf("recheck interrupted while loading: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dirs[0], "history.jsonl")); err != nil {
+		t.Errorf("the run's history: %v", err)
 	}
 }

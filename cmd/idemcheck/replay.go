@@ -54,7 +54,11 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		how := howEnded(dir, "its process died before it wrote its files")
 		return exitUsage, fmt.Errorf("replay: the run in %s has no summary.json (%s): `idemcheck recheck %s` recovers it from its journal, then replay it", dir, how, dir)
 	}
-	saved, done, err := harness.LoadRunSpilled(dir)
+	saved, done, err := harness.LoadRunSpilled(ctx, dir)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(stdout, "UNDECIDED: interrupted while %s was loaded: nothing was replayed\n", dir)
+		return exitUnknown, nil
+	}
 	if err != nil {
 		return exitUsage, fmt.Errorf("replay: %v", err)
 	}
