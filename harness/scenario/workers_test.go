@@ -226,21 +226,30 @@ func testEnv(t *testing.T, o harness.Options, name string) *scenario.Env {
 // worker processes running select-then-insert both claim a key. Whether
 // two processes meet inside the read-to-write window of one round is
 // timing (about half the seeds of `idemcheck check --scenario workers`
-// catch it), so the test runs up to five repetitions, each on its own
-// store and seed, and the mutant must die in one.
+// catch it), so the test runs five repetitions, each on its own store
+// and seed, and five more on another seed only if none killed it: the
+// mutant must die in one. Five alone survived once in a loaded suite
+// (about one in 32, were the rounds independent); ten, one in a
+// thousand.
 func TestWorkersScenarioCatchesRace(t *testing.T) {
 	o := sqliteOptions(t, "select-then-insert", "workers")
 	o.Count = 5
-	sum, err := harness.Run(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
+	var ran []results.ScenarioResult
+	for _, seed := range []int64{1, 2} {
+		o.Seed = seed
+		sum, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Verdict == check.Fail {
+			return
+		}
+		ran = append(ran, sum.Scenarios...)
 	}
-	for _, s := range sum.Scenarios {
+	for _, s := range ran {
 		harnesstest.Log(t, s)
 	}
-	if sum.Verdict != check.Fail {
-		t.Fatalf("select-then-insert survived %d repetitions of the workers scenario: %s", len(sum.Scenarios), sum.Verdict)
-	}
+	t.Fatalf("select-then-insert survived %d repetitions of the workers scenario", len(ran))
 }
 
 // TestWorkersSkip: the memory store, a factory, or no worker command:
