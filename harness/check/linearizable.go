@@ -428,10 +428,8 @@ func search[T any](e Evidence, f func() T) (v T, done bool) {
 	if e.Done == nil {
 		return f(), true
 	}
-	select {
-	case <-e.Done:
+	if closed(e.Done) {
 		return v, false
-	default:
 	}
 	ch := make(chan T, 1)
 	go func() { ch <- f() }()

@@ -64,12 +64,9 @@ func declaredTimes(f Factory, ttl, retention time.Duration) string {
 }
 
 // openHint adds to an error of a scenario's run the hint of
-// declaredHint, when it has one.
+// declaredHint, when it has one, on a line of its own.
 func openHint(f Factory, err error) error {
-	if h := declaredHint(f, err.Error()); h != "" {
-		return fmt.Errorf("%w\n(%s)", err, h)
-	}
-	return err
+	return fmt.Errorf("%w%s", err, declaredHintLine(f, err.Error()))
 }
 
 // declaredHintLine is declaredHint on a line of its own, or "".
