@@ -165,7 +165,7 @@ type extending struct{ *Store }
 // Extend sends an extend request.
 func (s extending) Extend(ctx context.Context, key stores.KeyRef, token stores.Token, now time.Time) error {
 	n := ms(now)
-	_, err := s.call(ctx, toStore{Type: "extend", Key: &key, Token: string(token), NowMs: &n})
+	_, err := s.call(ctx, toStore{Type: "extend", Key: &key, Token: tokenField(token), NowMs: &n})
 	return err
 }
 
@@ -259,13 +259,19 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 
 // Complete sends a complete request.
 func (s *Store) Complete(ctx context.Context, key stores.KeyRef, token stores.Token, resp stores.Response) error {
-	_, err := s.call(ctx, toStore{Type: "complete", Key: &key, Token: string(token), Response: &resp})
+	_, err := s.call(ctx, toStore{Type: "complete", Key: &key, Token: tokenField(token), Response: &resp})
 	return err
+}
+
+// tokenField is a token as the wire carries it: always present.
+func tokenField(t stores.Token) *string {
+	s := string(t)
+	return &s
 }
 
 // Release sends a release request.
 func (s *Store) Release(ctx context.Context, key stores.KeyRef, token stores.Token) error {
-	_, err := s.call(ctx, toStore{Type: "release", Key: &key, Token: string(token)})
+	_, err := s.call(ctx, toStore{Type: "release", Key: &key, Token: tokenField(token)})
 	return err
 }
 

@@ -99,6 +99,8 @@ func TestMain(m *testing.M) {
 		serveLeaseFields()
 	case "fence-zero":
 		fenceZero()
+	case "token-required":
+		tokenRequired()
 	case "refusing": // a memory store whose saves its database refused (see TestNotAppliedCode)
 		err := execstore.Serve(context.Background(), os.Stdin, os.Stdout, memoryHello, nil, func(_ context.Context, cfg stores.Config, _ string) (stores.Store, error) {
 			s, err := memory.New(cfg)

@@ -3,6 +3,7 @@ package execstore_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -111,5 +112,57 @@ func TestFieldsCrossTheProtocol(t *testing.T) {
 	if _, err := zs.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: "f", Now: time.Now()}); err == nil ||
 		!errors.Is(z.Fatal(), execstore.ErrProtocol) || !strings.Contains(z.Fatal().Error(), "fence 0") {
 		t.Fatalf("a claim with fence 0: begin said %v, the command's fatal error is %v", err, z.Fatal())
+	}
+}
+
+// tokenRequired is a store that reads the fields the protocol's table
+// lists for a save and a release, as a store in a language without
+// optional fields does (Python's msg["token"]): a request without its
+// token is answered other; one with any token is fenced, since this
+// store holds no claims.
+func tokenRequired() {
+	fmt.Println(`{"type":"hello","protocol":1,"name":"strict","clock":"caller"}`)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(in.Bytes(), &m); err != nil {
+			os.Exit(1)
+		}
+		id := int64(m["id"].(float64))
+		switch _, has := m["token"]; {
+		case m["type"] == "open" || m["type"] == "close":
+			fmt.Printf(`{"type":"ok","id":%d}`+"\n", id)
+		case !has:
+			fmt.Printf(`{"type":"error","id":%d,"code":"other","message":"KeyError: 'token'"}`+"\n", id)
+		default:
+			fmt.Printf(`{"type":"error","id":%d,"code":"fenced","message":"no such claim"}`+"\n", id)
+		}
+	}
+}
+
+// TestEmptyTokenIsSent: a save and a release with an empty token (the
+// abuse scenario's forged ones) carry the token field all the same, so a
+// store that reads it finds it and answers fenced. Without it, such a
+// store answered other, the calls became unknown outcomes, and abuse
+// passed without having judged its fencing of them.
+func TestEmptyTokenIsSent(t *testing.T) {
+	ctx := context.Background()
+	c, err := execstore.Probe(ctx, line("token-required"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Open(ctx, "", stores.Config{LockTTL: time.Second, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	k := stores.KeyRef{Tenant: "t", Key: "k"}
+	for _, tok := range []stores.Token{"", "forged"} {
+		if err := st.Complete(ctx, k, tok, stores.Response{Status: 201, Body: "x"}); !errors.Is(err, stores.ErrFenced) {
+			t.Errorf("complete with token %q: %v, want fenced (the token field must be sent)", tok, err)
+		}
+		if err := st.Release(ctx, k, tok); !errors.Is(err, stores.ErrFenced) {
+			t.Errorf("release with token %q: %v, want fenced (the token field must be sent)", tok, err)
+		}
 	}
 }

@@ -218,18 +218,18 @@ func (s *server) handle(ctx context.Context, st stores.Store, h Hello, fence sto
 			if m.Response != nil {
 				resp = *m.Response
 			}
-			s.reply(m.ID, nil, st.Complete(ctx, *m.Key, stores.Token(m.Token), resp))
+			s.reply(m.ID, nil, st.Complete(ctx, *m.Key, stores.Token(deref(m.Token)), resp))
 		}
 	case "release":
 		if needKey() {
-			s.reply(m.ID, nil, st.Release(ctx, *m.Key, stores.Token(m.Token)))
+			s.reply(m.ID, nil, st.Release(ctx, *m.Key, stores.Token(deref(m.Token))))
 		}
 	case "extend":
 		e, ok := st.(stores.Extender)
 		if !ok {
 			s.reply(m.ID, nil, errors.New("extend: not supported"))
 		} else if needKey() {
-			s.reply(m.ID, nil, e.Extend(ctx, *m.Key, stores.Token(m.Token), now))
+			s.reply(m.ID, nil, e.Extend(ctx, *m.Key, stores.Token(deref(m.Token)), now))
 		}
 	case "prune":
 		n, err := st.Prune(ctx, now)
@@ -245,4 +245,12 @@ func (s *server) handle(ctx context.Context, st stores.Store, h Hello, fence sto
 	default:
 		s.reply(m.ID, nil, fmt.Errorf("unknown request type %q", m.Type))
 	}
+}
+
+// deref is the token a request carried, "" when it carried none.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -133,8 +133,11 @@ type toStore struct {
 	// begin
 	Request *wireRequest `json:"request,omitempty"`
 	// complete, release, extend, show
-	Key      *stores.KeyRef   `json:"key,omitempty"`
-	Token    string           `json:"token,omitempty"`
+	Key *stores.KeyRef `json:"key,omitempty"`
+	// Token is set on complete, release and extend, and sent even when
+	// empty (a forged or missing token in the abuse scenario): a store
+	// that reads the field the protocol's table lists must find it there.
+	Token    *string          `json:"token,omitempty"`
 	Response *stores.Response `json:"response,omitempty"`
 	// prune, extend
 	NowMs *float64 `json:"now_ms,omitempty"`
