@@ -230,3 +230,45 @@ func TestProbeThroughALossyLink(t *testing.T) {
 		t.Errorf("%d claims, want more than probeTries (%d): the test does not test the bound", st.claims, probeTries)
 	}
 }
+
+// chokesOnEmptyToken is a correct store that answers a save or release
+// with an empty token by an error instead of a fence, as a store in
+// another language did that read a field the request left out.
+type chokesOnEmptyToken struct{ stores.Store }
+
+func (s chokesOnEmptyToken) Complete(ctx context.Context, k stores.KeyRef, t stores.Token, r stores.Response) error {
+	if t == "" {
+		return errors.New("KeyError: 'token'")
+	}
+	return s.Store.Complete(ctx, k, t, r)
+}
+
+func (s chokesOnEmptyToken) Release(ctx context.Context, k stores.KeyRef, t stores.Token) error {
+	if t == "" {
+		return errors.New("KeyError: 'token'")
+	}
+	return s.Store.Release(ctx, k, t)
+}
+
+// TestAbuseSaysWhatWasNotFenced: abuse on a store that answers its
+// empty-token calls with errors says, in a note, how many of the calls
+// that must be fenced were not, and the first error; on the store itself,
+// fencing every one, it says nothing of the kind. It passed silently.
+func TestAbuseSaysWhatWasNotFenced(t *testing.T) {
+	cfg := stores.Config{LockTTL: 250 * time.Millisecond, Retention: time.Minute}
+	for _, choke := range []bool{false, true} {
+		mem, err := memory.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st stores.Store = mem
+		if choke {
+			st = chokesOnEmptyToken{mem}
+		}
+		notes := strings.Join(abuseOn(t, st, cfg, 2, 8).Record().NotTested, "\n")
+		said := strings.Contains(notes, "whether the store fenced them was not judged") && strings.Contains(notes, "KeyError: 'token'")
+		if said != choke {
+			t.Errorf("a store that chokes on an empty token: %v; notes: %q", choke, notes)
+		}
+	}
+}
