@@ -28,7 +28,7 @@ idemcheck recheck re-judges the saved history, and the reproduce line that
 check prints runs the scenario again with its seed.
 
 Exit codes: 0 the failures did not come back, 1 they did, 2 bad usage or
-setup error.
+setup error, 3 interrupted before every episode was replayed.
 `
 
 func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -96,11 +96,23 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	o := harness.DefaultOptions()
 	o.Backend, o.Variant, o.Seed, o.Clients, o.Keys = backend, saved.Variant, saved.Seed, saved.Clients, saved.Keys
 	cleanup, err := provision(ctx, &o, stderr, 0)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintf(stdout, "UNDECIDED: interrupted while the store was set up: nothing was replayed\n")
+		return exitUnknown, nil
+	}
 	if err != nil {
 		return exitUsage, err
 	}
 	defer cleanup()
-	back := 0
+	back, replayed, planned := 0, 0, 0
+	for _, j := range jobs {
+		for _, ep := range j.res.Episodes {
+			if len(j.keys) == 0 || slices.Contains(j.keys, ep.Order) {
+				planned++
+			}
+		}
+	}
+replaying:
 	for _, j := range jobs {
 		oo := o
 		oo.LockTTL, oo.Retention = j.res.Check.LockTTL, j.res.Check.Retention
@@ -109,9 +121,18 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 				continue
 			}
 			got, err := hunt.Replay(ctx, oo, j.res.Name, ep)
+			if ctx.Err() != nil {
+				// An episode the interrupt cut short proves nothing
+				// either way: its calls ended in the cancel, and a
+				// failure that did not come back was not given the
+				// chance to.
+				fmt.Fprintf(stdout, "%s, episode on %s: cut short by the interrupt, not judged\n\n", j.res.ID(), ep.Order)
+				break replaying
+			}
 			if err != nil {
 				return exitUsage, err
 			}
+			replayed++
 			var failing []string
 			for _, c := range got.Checks {
 				if c.Verdict == check.Fail {
@@ -134,10 +155,25 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 			}
 		}
 	}
-	if back > 0 {
-		fmt.Fprintf(stdout, "FAIL: %d episode(s) failed again on the same interleaving\n", back)
-		return exitFail, nil
+	return replayVerdict(stdout, back, replayed, planned, ctx.Err() != nil), nil
+}
+
+// replayVerdict prints replay's last line and gives its exit code: a
+// failure that came back is a failure, interrupted or not; otherwise an
+// interrupted replay is undecided, never a pass, since the episodes it
+// did not replay (or replayed only in part) were not judged.
+func replayVerdict(w io.Writer, back, replayed, planned int, interrupted bool) int {
+	switch {
+	case back > 0 && interrupted:
+		fmt.Fprintf(w, "FAIL: %d episode(s) failed again on the same interleaving (INTERRUPTED: %d of %d replayed)\n", back, replayed, planned)
+		return exitFail
+	case back > 0:
+		fmt.Fprintf(w, "FAIL: %d episode(s) failed again on the same interleaving\n", back)
+		return exitFail
+	case interrupted:
+		fmt.Fprintf(w, "INTERRUPTED: %d of %d episode(s) replayed, none failed again; the others were not judged\n", replayed, planned)
+		return exitUnknown
 	}
-	fmt.Fprintf(stdout, "PASS: no replayed episode failed\n")
-	return exitPass, nil
+	fmt.Fprintf(w, "PASS: no replayed episode failed\n")
+	return exitPass
 }

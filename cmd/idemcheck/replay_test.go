@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,5 +65,66 @@ func TestReplayRunsTheSavedInterleaving(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "=> passes now; the run's episode ran 1m0s of real time between the clock's ticks, past LockTTL") {
 		t.Errorf("replay does not say the run's episode outran LockTTL:\n%s", stdout)
+	}
+}
+
+// cancelOnWrite cancels a context at the first write that holds mark.
+type cancelOnWrite struct {
+	strings.Builder
+	mark   string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.mark) {
+		w.cancel()
+	}
+	return w.Builder.Write(p)
+}
+
+// TestInterruptedReplayIsNotAPass: a replay interrupted after its first
+// episode, on a run whose failures do not come back (the correct store),
+// is undecided (exit 3), its cut episode not judged: it printed "PASS: no
+// replayed episode failed" and exited 0, the cut episode's calls ended in
+// the cancel and counted as "passes now".
+func TestInterruptedReplayIsNotAPass(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "check", "--store", "sqlite", "--variant", "select-then-insert", "--scenario", "sched-race",
+		"--keys", "4", "--out", out)
+	if code != exitFail {
+		t.Fatalf("check of select-then-insert: exit %d, want %d\n%s%s", code, exitFail, stdout, stderr)
+	}
+	dirs, err := filepath.Glob(filepath.Join(out, "2*"))
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("want one run directory under %s, got %v (%v)", out, dirs, err)
+	}
+	path := filepath.Join(dirs[0], "summary.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(raw, &sum); err != nil {
+		t.Fatal(err)
+	}
+	sum["variant"] = "correct"
+	if raw, err = json.Marshal(sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &cancelOnWrite{mark: "=> passes now", cancel: cancel}
+	code, err = cmdReplay(ctx, []string{dirs[0]}, w, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(w.String(), "=> passes now"); n != 1 {
+		t.Fatalf("want one episode replayed before the interrupt, got %d:\n%s", n, w.String())
+	}
+	if code != exitUnknown || !strings.Contains(w.String(), "cut short by the interrupt, not judged") || !strings.Contains(w.String(), "INTERRUPTED: 1 of ") {
+		t.Fatalf("replay interrupted after one episode: exit %d, want %d, the cut episode not judged\n%s", code, exitUnknown, w.String())
 	}
 }
