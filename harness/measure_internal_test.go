@@ -66,3 +66,21 @@ func TestMeasureSaysTheStoreProcessDied(t *testing.T) {
 		t.Errorf("an idle death: %q", n)
 	}
 }
+
+// TestMeasureSaysTheStoreLeftCallsUnanswered: calls cut because the
+// store never answered them (stores.ErrUnanswered among their errors) are
+// said in a note with the first one's error; other unknown outcomes are
+// not.
+func TestMeasureSaysTheStoreLeftCallsUnanswered(t *testing.T) {
+	key := stores.KeyRef{Tenant: "t", Key: "k"}
+	h := history.New()
+	for _, err := range []string{"connection refused", "exec store s: " + stores.ErrUnanswered.Error() + ": request 9 (complete) unanswered after 1m0s", "exec store s: " + stores.ErrUnanswered.Error() + ": request 12"} {
+		h.AddOp(history.Op{Client: 1, Input: models.Input{Kind: models.Complete, Key: key}, Output: models.Output{Unknown: true},
+			Call: 1, Return: history.Never, Err: err})
+	}
+	var res results.ScenarioResult
+	measure(&res, h, history.NewLedger(), scenario.Record{})
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "never answered 2 call(s)") || !strings.Contains(res.Notes[0], "request 9 (complete)") {
+		t.Fatalf("notes %q", res.Notes)
+	}
+}

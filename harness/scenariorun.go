@@ -211,8 +211,9 @@ func measure(res *results.ScenarioResult, hist *history.History, ledger *history
 	res.Outcomes = map[string]int{}
 	res.Ops, res.MaxConcurrentBegins, res.FirstUnknown = 0, 0, ""
 	clients := map[int]bool{}
-	keys, died := 0, 0
-	diedText := stores.ErrProcessDied.Error()
+	keys, died, unanswered := 0, 0, 0
+	var firstUnanswered string
+	diedText, unansweredText := stores.ErrProcessDied.Error(), stores.ErrUnanswered.Error()
 	first := true
 	type edge struct {
 		t     int64
@@ -244,6 +245,11 @@ func measure(res *results.ScenarioResult, hist *history.History, ledger *history
 				if strings.Contains(op.Err, diedText) {
 					if died++; died == 1 && rec.FirstDeath == "" {
 						rec.FirstDeath = op.Err
+					}
+				}
+				if strings.Contains(op.Err, unansweredText) {
+					if unanswered++; unanswered == 1 {
+						firstUnanswered = op.Err
 					}
 				}
 			case op.Output.NotApplied:
@@ -281,6 +287,10 @@ func measure(res *results.ScenarioResult, hist *history.History, ledger *history
 	res.Clients, res.Keys = len(clients), keys
 	if n := deathNote(rec.Deaths, died, rec.FirstDeath); n != "" {
 		res.Notes = append(res.Notes, n)
+	}
+	if unanswered > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the store never answered %d call(s) (first: %s): they were cut and judged as of unknown outcome; a correct store answers every request",
+			unanswered, clip.Bytes(firstUnanswered, 300)))
 	}
 	res.WorkRuns = len(hist.Work())
 	res.Charges = len(ledger.Charges())

@@ -27,6 +27,16 @@ const (
 	// CloseTimeout is how long a closed store may take to exit on its own
 	// before it is killed.
 	CloseTimeout = 5 * time.Second
+	// UnansweredAfter, plus four LockTTLs, bounds how long the store may
+	// hold a request without answering it while idemcheck holds nothing
+	// of it (a failpoint's hit waiting on the scheduler is not counted):
+	// then the call ends with an error wrapping stores.ErrUnanswered, an
+	// unknown outcome. Far past any call of a working store (a server
+	// paused for two LockTTLs, a duplicate waiting out its owner's lease),
+	// it ends a wait on a request the store lost, which a scenario
+	// without a call deadline of its own waited on for as long as it was
+	// let (ten minutes, until a timeout killed the run).
+	UnansweredAfter = time.Minute
 )
 
 // ErrProtocol is wrapped by every error that says the store broke the
@@ -54,6 +64,9 @@ type Command struct {
 	// Stderr, if set, gets the store processes' stderr (else it is kept,
 	// the last lines of it, for the errors that say why a process died).
 	Stderr io.Writer
+	// Unanswered, if set, replaces the bound of a request the store holds
+	// without an answer (UnansweredAfter; tests shorten it).
+	Unanswered time.Duration
 
 	fatalMu sync.Mutex
 	fatal   error

@@ -101,6 +101,8 @@ func TestMain(m *testing.M) {
 		fenceZero()
 	case "token-required":
 		tokenRequired()
+	case "mute-save":
+		muteSave()
 	case "refusing": // a memory store whose saves its database refused (see TestNotAppliedCode)
 		err := execstore.Serve(context.Background(), os.Stdin, os.Stdout, memoryHello, nil, func(_ context.Context, cfg stores.Config, _ string) (stores.Store, error) {
 			s, err := memory.New(cfg)

@@ -40,12 +40,18 @@ type proc struct {
 	died func(error)
 	// closing: the store was asked to close, and may exit on its own.
 	closing atomic.Bool
+	// unanswered bounds how long it may hold a request without an answer
+	// (UnansweredAfter).
+	unanswered time.Duration
 }
 
 type pending struct {
 	ctx context.Context
 	ch  chan *fromStore
 	err error
+	// held counts the call's failpoint hits waiting on the caller's
+	// handler: the store is not holding the call then.
+	held atomic.Int32
 }
 
 // start starts a process, reads its hello and, with cfg, opens it;
@@ -57,7 +63,13 @@ func (c *Command) start(ctx context.Context, addr string, cfg *Config, died func
 		cmd.Env = append(cmd.Env, "IDEM_STORE_ADDR="+addr, "IDEM_NAMESPACE="+cfg.Namespace, "IDEM_VARIANT="+cfg.Variant)
 	}
 	setProcAttr(cmd)
-	p := &proc{c: c, cmd: cmd, calls: map[int64]*pending{}, exited: make(chan struct{}), tail: &tail{}, died: died}
+	p := &proc{c: c, cmd: cmd, calls: map[int64]*pending{}, exited: make(chan struct{}), tail: &tail{}, died: died, unanswered: c.Unanswered}
+	if p.unanswered <= 0 {
+		p.unanswered = UnansweredAfter
+		if cfg != nil {
+			p.unanswered += 4 * time.Duration(cfg.LockTTLMs*float64(time.Millisecond))
+		}
+	}
 	if c.Stderr != nil {
 		cmd.Stderr = io.MultiWriter(c.Stderr, p.tail)
 	} else {
@@ -227,7 +239,9 @@ func (p *proc) read(r *bufio.Reader) {
 func (p *proc) hit(c *pending, id int64, point string) {
 	var err error
 	if c != nil {
+		c.held.Add(1)
 		err = faults.Hit(c.ctx, point)
+		defer c.held.Add(-1) // after the go is sent
 	}
 	if errors.Is(err, faults.ErrCrashed) {
 		c.err = err
@@ -265,34 +279,58 @@ func (p *proc) call(ctx context.Context, m toStore) (*fromStore, error) {
 	if err := p.send(m); err != nil {
 		p.kill(p.ended("writing to it: " + p.why(err)))
 	}
-	select {
-	case r := <-c.ch:
-		if r == nil {
-			if c.err != nil {
-				return nil, c.err
+	unanswered := time.NewTimer(p.unanswered)
+	defer unanswered.Stop()
+	for {
+		select {
+		case r := <-c.ch:
+			return p.answer(c, r)
+		case <-ctx.Done():
+			p.mu.Lock()
+			delete(p.calls, m.ID)
+			p.mu.Unlock()
+			return nil, ctx.Err()
+		case <-unanswered.C:
+			if c.held.Load() > 0 {
+				unanswered.Reset(p.unanswered) // waiting on the scheduler, not on the store
+				continue
 			}
-			return nil, p.deadErr()
-		}
-		if r.Type == "error" {
-			switch r.Code {
-			case CodeFenced:
-				return nil, fmt.Errorf("%w (%s)", stores.ErrFenced, r.Message)
-			case CodeInvalidKey:
-				return nil, fmt.Errorf("%w (%s)", stores.ErrInvalidKey, r.Message)
-			case CodeNotApplied:
-				return nil, fmt.Errorf("exec store %s: %w (%s)", p.hello.Name, stores.ErrNotApplied, r.Message)
-			case CodeLost:
-				return nil, fmt.Errorf("exec store %s: %w (%s)", p.hello.Name, stores.ErrLost, r.Message)
+			p.mu.Lock()
+			delete(p.calls, m.ID)
+			p.mu.Unlock()
+			said := "nothing on its stderr"
+			if c := p.tail.cause(); c != "" {
+				said = "its stderr: " + c
 			}
-			return nil, fmt.Errorf("exec store %s: %s", p.hello.Name, r.Message)
+			return nil, fmt.Errorf("exec store %s: %w: request %d (%s) unanswered after %v while its process lives (a thread that died on it? %s)",
+				p.hello.Name, stores.ErrUnanswered, m.ID, m.Type, p.unanswered, said)
 		}
-		return r, nil
-	case <-ctx.Done():
-		p.mu.Lock()
-		delete(p.calls, m.ID)
-		p.mu.Unlock()
-		return nil, ctx.Err()
 	}
+}
+
+// answer is what call returns for the store's answer r to c (nil: the
+// process died first).
+func (p *proc) answer(c *pending, r *fromStore) (*fromStore, error) {
+	if r == nil {
+		if c.err != nil {
+			return nil, c.err
+		}
+		return nil, p.deadErr()
+	}
+	if r.Type == "error" {
+		switch r.Code {
+		case CodeFenced:
+			return nil, fmt.Errorf("%w (%s)", stores.ErrFenced, r.Message)
+		case CodeInvalidKey:
+			return nil, fmt.Errorf("%w (%s)", stores.ErrInvalidKey, r.Message)
+		case CodeNotApplied:
+			return nil, fmt.Errorf("exec store %s: %w (%s)", p.hello.Name, stores.ErrNotApplied, r.Message)
+		case CodeLost:
+			return nil, fmt.Errorf("exec store %s: %w (%s)", p.hello.Name, stores.ErrLost, r.Message)
+		}
+		return nil, fmt.Errorf("exec store %s: %s", p.hello.Name, r.Message)
+	}
+	return r, nil
 }
 
 func (p *proc) isDead() bool {
