@@ -38,8 +38,8 @@ const AvailabilityPatience = time.Second
 // and what it reports is a cost, to be seen.
 //
 // An error that came once the call's own deadline had passed
-// (history.Op.Deadline: the client gave up waiting) is counted apart and
-// never makes a finding: it says the call was slow, not that the store
+// (history.Op.Deadline: the client gave up waiting), declared not applied
+// or not, is counted apart and never makes a finding: it says the call was slow, not that the store
 // chose an error over a 409, and on a machine that cannot keep up a Begin
 // that queues behind its key's other callers for a moment (a row lock
 // held for a statement) outlives its deadline before a lone one does: a
@@ -81,7 +81,7 @@ func checkAvailability(e Evidence, g grouped) availabilityTally {
 			switch {
 			case b.Output.Decided():
 				continue
-			case b.Deadline: // recorded only of an unknown outcome
+			case b.Deadline: // an unknown outcome's or a declared no-op's
 				t.timedOut++
 				continue
 			case b.Lost: // a fault injector's error, in the store's place

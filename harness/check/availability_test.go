@@ -177,8 +177,19 @@ func TestAvailabilityTimeouts(t *testing.T) {
 		!strings.Contains(got.Detail, "0 got an error") || !strings.Contains(got.Detail, "8 of them timed out") {
 		t.Fatalf("timeouts alone: %s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
 	}
+	// Declared not applied, past the deadline (no pool session came free
+	// in time): timed out as well.
+	for i := range 4 {
+		r.id++
+		in := models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp", ID: r.id, Now: t0.Add(time.Duration(int64(12+i) * ms))}
+		r.h.AddOp(history.Op{Client: 30 + i, Input: in, Output: models.Output{NotApplied: true}, Call: int64(12+i) * ms, Return: int64(42+i) * ms,
+			Err: "not applied: no session came free: context deadline exceeded (the call's deadline passed)", Deadline: true})
+	}
+	if got := strictAvailability(t, r); got.Verdict != check.Pass || !strings.Contains(got.Detail, "12 of them timed out") {
+		t.Fatalf("timeouts, some declared not applied: %s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+	}
 	r.beginErr(3, "fp", 22, 23) // an error the store answered, of unknown outcome
-	if got := strictAvailability(t, r); got.Verdict != check.Fail || !strings.Contains(got.Detail, "1 of 10") || !strings.Contains(got.Detail, "8 of them timed out") {
+	if got := strictAvailability(t, r); got.Verdict != check.Fail || !strings.Contains(got.Detail, "1 of 14") || !strings.Contains(got.Detail, "12 of them timed out") {
 		t.Fatalf("timeouts and an answered error: %s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
 	}
 }

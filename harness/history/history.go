@@ -44,11 +44,13 @@ type Op struct {
 	// Never); the availability checker asks whether the store should
 	// have answered by then.
 	ErrAt int64 `json:"err_at,omitempty"`
-	// Deadline: that error came once the call's own deadline had passed
-	// (it wraps ErrPastDeadline): the client gave up waiting, a timeout,
-	// not an error the store answered. The availability checker
-	// counts such an error as the machine's or the store's slowness, not
-	// as a refusal.
+	// Deadline: the error of a call of unknown outcome, or of one declared
+	// not applied, came once the call's own deadline had passed (it wraps
+	// ErrPastDeadline): the client gave up waiting, a timeout, not an
+	// error the store answered (a Postgres store declares a call not
+	// applied when no session of its pool came free before the
+	// deadline). The availability checker counts such an error as the
+	// machine's or the store's slowness, not as a refusal.
 	Deadline bool `json:"deadline,omitempty"`
 	// Lost: that error was a fault injector's, answered in the store's
 	// place when it lost the store's answer on the way back (it wraps

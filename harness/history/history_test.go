@@ -242,7 +242,9 @@ func TestHasSince(t *testing.T) {
 // TestRecorderMarksOnlyTheCallersDeadline: a call is recorded as timed
 // out (Op.Deadline) only when its error says the caller's deadline passed
 // (history.ErrPastDeadline, as workload.WithDeadline marks it); a store's
-// own timeout is an error it answered.
+// own timeout is an error it answered. A call declared not applied past
+// the caller's deadline is marked too: a correct Postgres store whose
+// pool had no session free in time failed --strict-availability so.
 func TestRecorderMarksOnlyTheCallersDeadline(t *testing.T) {
 	h := history.New()
 	f := &fakeStore{}
@@ -252,9 +254,16 @@ func TestRecorderMarksOnlyTheCallersDeadline(t *testing.T) {
 	_, _ = r.Begin(context.Background(), req)
 	f.err = fmt.Errorf("read tcp: i/o timeout (%w)", history.ErrPastDeadline)
 	_, _ = r.Begin(context.Background(), req)
+	// Declared not applied because no pool session came free before the
+	// caller's deadline: timed out too, and still a definite no-op.
+	f.err = stores.NotApplied(fmt.Errorf("no session came free: %w (%w)", context.DeadlineExceeded, history.ErrPastDeadline))
+	_, _ = r.Begin(context.Background(), req)
 	ops := h.Ops()
-	if len(ops) != 2 || ops[0].Deadline || !ops[1].Deadline || !ops[0].Output.Unknown || !ops[1].Output.Unknown {
+	if len(ops) != 3 || ops[0].Deadline || !ops[1].Deadline || !ops[0].Output.Unknown || !ops[1].Output.Unknown {
 		t.Fatalf("ops %+v: want the store's own timeout unmarked, the caller's marked, both of unknown outcome", ops)
+	}
+	if !ops[2].Deadline || !ops[2].Output.NotApplied || ops[2].Output.Unknown {
+		t.Fatalf("op %+v: want a no-op declared past the caller's deadline marked as timed out", ops[2])
 	}
 }
 

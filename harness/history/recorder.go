@@ -101,9 +101,12 @@ func (r *Recorder) ret(seq int64, in models.Input, call int64, out models.Output
 	}
 	if out.Unknown {
 		op.ErrAt, op.Return = op.Return, Never
-		op.Deadline = errors.Is(err, ErrPastDeadline)
 		op.Lost = errors.Is(err, stores.ErrLost)
 	}
+	// A call declared not applied because the caller's deadline passed
+	// (no pool session came free in time) timed out too: slowness, not
+	// a refusal the store chose.
+	op.Deadline = (out.Unknown || out.NotApplied) && errors.Is(err, ErrPastDeadline)
 	r.Hist.ret(seq, op, drop)
 }
 
