@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/idemcheck/idemcheck/harness/check"
@@ -24,6 +25,15 @@ func TestInterruptedProbesAreNoEvidence(t *testing.T) {
 	j.cutShort()
 	if j.Verdict != check.Fail || len(j.Violations) != 1 || j.Violations[0].Checker != check.AtMostOnce {
 		t.Fatalf("an at-most-once failure after an interrupt: %s %+v, want it to stand alone", j.Verdict, j.Violations)
+	}
+	// A finding (availability's, not strict) stays one, and says the
+	// interrupt may have made it: it blamed the store for the run's own
+	// cancel ("2 of 2 Begins … context canceled").
+	finding := check.Result{Checker: check.Availability, Verdict: check.Pass, Judged: 2, Detail: "finding: 2 of 2 Begins … context canceled"}
+	j = Judged{Checkers: []check.Result{finding}}
+	j.cutShort()
+	if f := j.Checkers[0].Finding(); j.Verdict != check.Pass || !strings.Contains(f, "context canceled") || !strings.Contains(f, "may be the interrupt's doing") {
+		t.Fatalf("an availability finding after an interrupt: %s, %q", j.Verdict, f)
 	}
 }
 

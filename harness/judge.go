@@ -93,11 +93,19 @@ func (o Options) params(env *scenario.Env, probeID int) check.Params {
 // answer … context canceled") in 2 of 5 tries, and one during a correct
 // store's crash scenario failed --strict-availability ("8 of 8 Begins …
 // got an error instead of 409 … context canceled").
+//
+// A finding of such a checker (check.Result.Finding) stays one, saying
+// that the interrupt may have made it: an interrupted run's availability
+// finding blamed the store for calls the run had cancelled itself.
 func (j *Judged) cutShort() {
 	for i, r := range j.Checkers {
-		if r.Verdict == check.Fail && !slices.Contains(prefixSound, r.Checker) {
+		switch {
+		case slices.Contains(prefixSound, r.Checker):
+		case r.Verdict == check.Fail:
 			j.Checkers[i] = check.Result{Checker: r.Checker, Verdict: check.Unknown, Judged: r.Judged,
 				Detail: "interrupted: the workload's calls and the final probes were cancelled, so what this checker reads is unknown (it had found: " + r.Detail + ")"}
+		case r.Finding() != "":
+			j.Checkers[i].Detail += " (the run was interrupted and cancelled its own calls: this may be the interrupt's doing, not the store's)"
 		}
 	}
 	j.Verdict, j.Violations = check.Overall(j.Checkers)
