@@ -181,6 +181,37 @@ func (s shardFlag) info(command string, args []string, interrupted bool) *shardI
 	return &shardInfo{Command: command, Index: s.Index, Of: s.Of, Args: unsharded(args), Interrupted: interrupted}
 }
 
+// recoveredShard is the shard a run recovered from its journal was, read
+// from the command line its journal's head keeps (argv: idemcheck, the
+// command, its arguments), as shardFlag.info gives it for a run cut
+// short; nil for an unsharded run. A shard killed at a CI job's time
+// limit, recovered by recheck, is then merged with the others: its
+// report carried no shard, and merge refused it.
+func recoveredShard(argv []string) *shardInfo {
+	if len(argv) < 2 {
+		return nil
+	}
+	cmd, args := argv[1], argv[2:]
+	var s shardFlag
+	for i := 0; i < len(args); i++ {
+		if !strings.HasPrefix(args[i], "-") {
+			continue
+		}
+		name, v, has := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if name != "shard" {
+			continue
+		}
+		if !has && i+1 < len(args) {
+			i++
+			v = args[i]
+		}
+		if s.Set(v) != nil {
+			return nil
+		}
+	}
+	return s.info(cmd, args, true)
+}
+
 // unsharded is args without --shard and --json, and without the flags
 // that say where and how fast a shard runs, not what it runs (placement):
 // what must be the same in every shard of one job. A CI job's runners

@@ -166,7 +166,8 @@ func readShards(paths []string) ([]shardFile, error) {
 			Shard *shardInfo `json:"shard"`
 		}
 		if err := json.Unmarshal(raw, &head); err != nil {
-			return nil, usagef("merge: %s: not a --json report: %v", f, err)
+			return nil, usagef("merge: %s: not a --json report: %v (a shard killed before it printed its report, at a job's time limit say, "+
+				"is recovered from its journal by `idemcheck recheck --json <its run directory>`, whose report merges)", f, err)
 		}
 		if head.Shard == nil {
 			return nil, usagef("merge: %s: not a shard's report (run with --shard i/n --json)", f)

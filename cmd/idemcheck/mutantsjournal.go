@@ -166,7 +166,7 @@ func recoverMutants(dir string, asJSON bool, stdout, stderr io.Writer) (int, err
 		rep.Seconds = st.ModTime().Sub(head.Started).Seconds()
 	}
 	abs, _ := filepath.Abs(dir)
-	sum := mutantsJSON{MutantsReport: rep, Verdict: rep.Verdict(), Interrupted: true, Recovered: true, Dir: abs}
+	sum := mutantsJSON{MutantsReport: rep, Verdict: rep.Verdict(), Interrupted: true, Recovered: true, Dir: abs, Shard: recoveredShard(head.Argv)}
 	if err := writeSummaryJSON(dir, sum); err != nil {
 		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)
 	}

@@ -142,3 +142,33 @@ func TestMergeOfNothingJudged(t *testing.T) {
 		t.Fatalf("merge: exit %d, want %d:\n%s%s", code, exitUnknown, out.String(), errb.String())
 	}
 }
+
+// TestKilledShardMerges: a soak shard killed before it printed its
+// report (a CI job's time limit), recovered by `recheck --json` from its
+// journal, merges with the others: the run is undecided (exit 3), not
+// "not a shard's report" (exit 2), since the recovered report carries
+// its shard as its command line had it. An empty report, what the killed
+// shard printed, is refused with the way to recover it.
+func TestKilledShardMerges(t *testing.T) {
+	args := []string{"soak", "--store", "memory", "--scenario", "race,mismatch", "--seeds", "1-40", "--hogs", "0"}
+	dir := t.TempDir()
+	code, stdout, stderr := runCLI(t, append(slices.Clone(args), "--shard", "1/2", "--json", "--out", t.TempDir())...)
+	if code != exitPass {
+		t.Fatalf("shard 1/2: exit %d\n%s", code, stderr)
+	}
+	os.WriteFile(filepath.Join(dir, "s1.json"), []byte(stdout), 0o644)
+	ended := func(j string) bool { return lines(j, `"type":"seed"`) >= 3 }
+	killed, _ := killedRun(t, "soak", ended, append(slices.Clone(args), "--shard", "2/2")...)
+	os.WriteFile(filepath.Join(dir, "s2.json"), nil, 0o644) // what it printed: nothing
+	if code, _, stderr := runCLI(t, "merge", filepath.Join(dir, "s1.json"), filepath.Join(dir, "s2.json")); code != exitUsage || !strings.Contains(stderr, "idemcheck recheck --json") {
+		t.Errorf("merge with the killed shard's empty report: exit %d, stderr %q; want 2 and the way to recover it", code, stderr)
+	}
+	code, stdout, stderr = runCLI(t, "recheck", "--json", killed)
+	if code != exitUnknown {
+		t.Fatalf("recheck of the killed shard: exit %d\n%s", code, stderr)
+	}
+	os.WriteFile(filepath.Join(dir, "s2.json"), []byte(stdout), 0o644)
+	if code, stdout, stderr := runCLI(t, "merge", filepath.Join(dir, "s1.json"), filepath.Join(dir, "s2.json")); code != exitUnknown {
+		t.Fatalf("merge with the recovered shard: exit %d, want %d\n%s%s", code, exitUnknown, stdout, stderr)
+	}
+}

@@ -282,7 +282,7 @@ func recoverSoak(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 		rep.Seconds = st.ModTime().Sub(head.Started).Seconds()
 	}
 	code, why := soakCode(rep)
-	rep.Verdict, rep.Recovered = soakVerdict(code), true
+	rep.Verdict, rep.Recovered, rep.Shard = soakVerdict(code), true, recoveredShard(head.Argv)
 	if err := writeSummaryJSON(dir, rep); err != nil {
 		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)
 	}
