@@ -103,7 +103,8 @@ func (in *Instance) Start() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	c := exec.Command("/bin/sh", "-c", in.cmd)
-	c.Env = append(os.Environ(), in.env...)
+	marker := newMarker()
+	c.Env = append(append(os.Environ(), in.env...), markerEnv+"="+marker)
 	c.Stdout, c.Stderr = in.log, in.log
 	// Pdeathsig: an instance dies with a run killed with SIGKILL (the
 	// shell, or the program it execs); a shell's children are left to
@@ -118,7 +119,7 @@ func (in *Instance) Start() error {
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("instance %s: %v", in.Name, err)
 	}
-	register(c.Process.Pid) // the group's id is its leader's (Setpgid)
+	register(c.Process.Pid, marker) // the group's id is its leader's (Setpgid)
 	in.proc, in.done, in.err, in.killing = c, make(chan struct{}), nil, false
 	done := in.done
 	go func() {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -22,14 +23,34 @@ import (
 // RegistryDir is where running instances are registered.
 var RegistryDir = filepath.Join(os.TempDir(), "idemcheck-instances")
 
-// register records that this process started the process group pgid.
-func register(pgid int) {
+// markerEnv names the variable every instance is started with, its value
+// a marker of the instance's own (newMarker), which its children inherit.
+// Reap finds by it the processes of an instance whose group leader is
+// gone: Debian's sh does not exec the last command of `sh -c 'VAR=x
+// prog'`, so the service is the shell's child, and a killed run's
+// Pdeathsig killed only the shell; the next run saw the leader gone and
+// left the service running.
+const markerEnv = "IDEMCHECK_INSTANCE"
+
+// markers numbers this process's markers.
+var markers atomic.Int64
+
+// newMarker is a marker no other instance has: this process's id and
+// start time, and a number.
+func newMarker() string {
+	st, _ := startTime(os.Getpid())
+	return fmt.Sprintf("%d.%s.%d", os.Getpid(), st, markers.Add(1))
+}
+
+// register records that this process started the process group pgid,
+// whose processes carry marker in markerEnv.
+func register(pgid int, marker string) {
 	start, err := startTime(pgid)
 	if err != nil {
 		return
 	}
 	_ = os.MkdirAll(RegistryDir, 0o755)
-	_ = os.WriteFile(entry(os.Getpid(), pgid), []byte(start), 0o644)
+	_ = os.WriteFile(entry(os.Getpid(), pgid), []byte(start+"\n"+marker), 0o644)
 }
 
 // unregister forgets the process group pgid (it has exited).
@@ -42,7 +63,9 @@ func entry(owner, pgid int) string {
 // Reap kills the process groups of instances whose run is gone (killed
 // before it could stop them) and says how many it killed. A group whose
 // leader is no longer the process that was registered (its start time
-// differs: the id was reused) is left alone.
+// differs: the id was reused) is left alone; the processes that carry
+// the instance's marker (markerEnv) are killed whatever their group
+// and its leader.
 func Reap() (int, error) {
 	entries, err := os.ReadDir(RegistryDir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -58,15 +81,46 @@ func Reap() (int, error) {
 			continue
 		}
 		path := filepath.Join(RegistryDir, e.Name())
-		want, _ := os.ReadFile(path)
-		if got, err := startTime(pgid); err == nil && got == string(want) {
-			if syscall.Kill(-pgid, syscall.SIGKILL) == nil {
-				killed++
-			}
+		raw, _ := os.ReadFile(path)
+		stamp, marker, _ := strings.Cut(string(raw), "\n")
+		hit := false
+		if got, err := startTime(pgid); err == nil && got == stamp {
+			hit = syscall.Kill(-pgid, syscall.SIGKILL) == nil
+		}
+		if marker != "" && killMarked(marker) > 0 {
+			hit = true
+		}
+		if hit {
+			killed++
 		}
 		_ = os.Remove(path)
 	}
 	return killed, nil
+}
+
+// killMarked kills every process whose environment carries marker in
+// markerEnv, and says how many.
+func killMarked(marker string) int {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	want := []byte(markerEnv + "=" + marker + "\x00")
+	n := 0
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", p.Name(), "environ"))
+		if err != nil || !(bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...))) {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 func parseEntry(name string) (owner, pgid int, ok bool) {

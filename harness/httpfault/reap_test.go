@@ -110,3 +110,62 @@ func TestInstanceDiesWithItsRun(t *testing.T) {
 		}
 	}
 }
+
+// TestReapKillsAShellsOrphans: a run killed with SIGKILL leaves the
+// service a shell started (sh -c 'VAR=x prog': Debian's sh runs prog as
+// its child), whose group leader, the shell, died with the run
+// (Pdeathsig). The next run's Reap finds the service by its instance's
+// marker and kills it; it found the leader gone and left it running.
+func TestReapKillsAShellsOrphans(t *testing.T) {
+	RegistryDir = t.TempDir()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	marker := newMarker()
+	shell := exec.Command("/bin/sh", "-c", "X=1 sleep 60 & echo $! > "+pidFile)
+	shell.Env = append(os.Environ(), markerEnv+"="+marker)
+	shell.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := startTime(shell.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shell.Wait(); err != nil { // the leader is gone, its child runs on
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	gone := exec.Command("true") // the killed run: its pid is free
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(entry(gone.Process.Pid, shell.Process.Pid), []byte(st+"\n"+marker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Reap(); err != nil || n != 1 {
+		t.Fatalf("Reap killed %d (%v), want 1", n, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); alive(child) && !zombie(child); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the shell's orphaned child still runs")
+		}
+	}
+}
+
+// zombie reports whether pid has exited and waits to be reaped by its
+// parent (init, here).
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && strings.HasPrefix(strings.TrimSpace(string(b[i+1:])), "Z")
+}
