@@ -28,12 +28,16 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	// (a saved error, replayed: tested, when the service declared that it
 	// saves its errors).
 	lastErr, replays := map[string]history.Exchange{}, map[string]int{}
-	reached := map[string]bool{} // a request of the key got an answer but [history.TryAgain], or none
+	reached := map[string]bool{}      // a request of the key got an answer but [history.TryAgain], or none
+	firstRefused := map[string]bool{} // the key's first request was answered 422
 	for _, x := range xs {
 		if !keyedOwn(x) {
 			continue
 		}
 		requests++
+		if x.Purpose == history.PurposeFirst && x.Answered() && x.Status == http.StatusUnprocessableEntity {
+			firstRefused[x.Key] = true
+		}
 		if _, seen := ok[x.Key]; !seen {
 			ok[x.Key] = false
 		}
@@ -60,7 +64,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	// tested all the same: the service ran it once and answers the error
 	// it saved when the provider failed the charge, or when its deadline
 	// passed first (--provider-fail, --provider-latency).
-	failed, savedErr, declared, limited := 0, 0, 0, 0
+	failed, savedErr, declared, limited, refused := 0, 0, 0, 0, 0
 	for k, v := range ok {
 		switch {
 		case v:
@@ -72,6 +76,9 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 			limited++
 		default:
 			failed++
+			if firstRefused[k] {
+				refused++
+			}
 		}
 	}
 	r := Result{Checker: Answers, Applied: len(ok) > 0}
@@ -88,6 +95,12 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	}
 	if limited > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("not tested: %d keys got %s to every request, so none reached the service's idempotency as far as the answers tell", limited, tryAgainCodes))
+	}
+	if refused > 0 {
+		// Fewer than half the keys (more is nothing tested, below): the
+		// run passed on the others and said nothing of these (32% of a
+		// run's keys were an earlier run's).
+		r.Notes = append(r.Notes, fmt.Sprintf("not tested: %d of %d keys got 422 to their first request and never a success, so their work was never run to judge: %s", refused, len(ok), refusedHint(http.StatusUnprocessableEntity)))
 	}
 	if len(ok)-failed-savedErr-declared-limited == 0 {
 		// Tested, but never on the happy path: say what that leaves out.
