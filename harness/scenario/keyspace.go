@@ -324,6 +324,12 @@ func (u *unfencedCalls) say(env *Env) {
 // makes for one claim or one save: a store that answers nothing.
 const ownerTries = 8
 
+// ownerRefusals bounds the calls an abuse owner makes for one claim or
+// one save that the store declares not applied: a store that refuses
+// every call. A refusal changes nothing, so it is asked again, as the
+// final probes ask again (probeRefusedTries).
+const ownerRefusals = 64
+
 // ownerCalls bounds all the calls an abuse owner makes for one claim:
 // behind a link that loses answers, a claim whose answer was lost answers
 // 409 until it is stale, and the takeover that follows may lose its
@@ -346,9 +352,15 @@ const ownerCalls = 40 * 5
 // on all the errors gave up on a correct store behind a link that lost
 // a share of the answers, whose owner's takeovers lost theirs round after
 // round; TestOwnerClaimThroughALossyLink).
+//
+// A call the store declared not applied (stores.ErrNotApplied: a
+// definite no-op, a transaction its database rolled back) is asked again
+// as a 409 would be, up to ownerRefusals times: it lost nothing. An owner
+// gave up on it as on a lost answer, and abuse ended undecided on a
+// correct SQLite store whose busy database refused three calls in four.
 func ownerClaim(ctx context.Context, env *Env, rec *history.Recorder, o workload.Order) (stores.Decision, error) {
-	errs, lost := 0, 0   // errors in a row, and in all
-	var lostAt time.Time // the last lost answer (zero: none yet)
+	errs, lost, refused := 0, 0, 0 // errors in a row, and in all; refusals
+	var lostAt time.Time           // the last lost answer (zero: none yet)
 	for calls := 1; ; calls++ {
 		d, err := rec.Begin(ctx, stores.Request{KeyRef: o.Key, Fingerprint: o.Fingerprint, Now: env.clock.Now()})
 		switch {
@@ -358,6 +370,12 @@ func ownerClaim(ctx context.Context, env *Env, rec *history.Recorder, o workload
 			return d, fmt.Errorf("answered %v", d.Outcome)
 		case err == nil:
 			errs = 0 // the store answers: a claim whose answer was lost holds the key
+		case errors.Is(err, stores.ErrNotApplied):
+			errs = 0 // an answer: nothing happened
+			if refused++; refused == ownerRefusals {
+				return d, err
+			}
+			calls-- // not a call towards ownerCalls: it changed nothing
 		default:
 			if errs++; errs == ownerTries {
 				return d, err
@@ -368,7 +386,7 @@ func ownerClaim(ctx context.Context, env *Env, rec *history.Recorder, o workload
 		if calls == ownerCalls {
 			return d, fmt.Errorf("no claim after %d calls, %d of them without an answer", calls, lost)
 		}
-		if since := time.Since(lostAt); since > 4*env.Config.LockTTL+time.Second {
+		if since := time.Since(lostAt); !lostAt.IsZero() && since > 4*env.Config.LockTTL+time.Second {
 			return d, fmt.Errorf("still in flight %v after the last lost answer (LockTTL %v)", since.Round(time.Millisecond), env.Config.LockTTL)
 		}
 		if err := faults.Pause(ctx, env.Config.LockTTL/4); err != nil {
@@ -381,8 +399,10 @@ func ownerClaim(ctx context.Context, env *Env, rec *history.Recorder, o workload
 // store does not answer. saved is false when a save whose answer was lost
 // is fenced when sent again: the first may have been saved (a correct
 // store fences a second save on a done key), so the owner cannot tell.
+// A save declared not applied is sent again, up to ownerRefusals times,
+// as ownerClaim asks again.
 func ownerSave(ctx context.Context, env *Env, rec *history.Recorder, o workload.Order, tok stores.Token, resp stores.Response) (saved bool, err error) {
-	for errs := 0; ; {
+	for errs, refused := 0, 0; ; {
 		err := rec.Complete(ctx, o.Key, tok, resp)
 		switch {
 		case err == nil:
@@ -391,9 +411,14 @@ func ownerSave(ctx context.Context, env *Env, rec *history.Recorder, o workload.
 			return false, nil
 		case errors.Is(err, stores.ErrFenced):
 			return false, err
-		}
-		if errs++; errs == ownerTries {
-			return false, err
+		case errors.Is(err, stores.ErrNotApplied):
+			if refused++; refused == ownerRefusals {
+				return false, err
+			}
+		default:
+			if errs++; errs == ownerTries {
+				return false, err
+			}
 		}
 		if err := faults.Pause(ctx, env.Config.LockTTL/10); err != nil {
 			return false, err

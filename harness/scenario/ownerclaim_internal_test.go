@@ -272,3 +272,46 @@ func TestAbuseSaysWhatWasNotFenced(t *testing.T) {
 		}
 	}
 }
+
+// refusesMost is a correct store whose database refuses three calls in
+// four as a whole (stores.ErrNotApplied: a busy SQLite's rolled-back
+// transaction), changing nothing.
+type refusesMost struct {
+	stores.Store
+	n atomic.Int64
+}
+
+func (s *refusesMost) refuse() bool { return s.n.Add(1)%4 != 0 }
+
+func (s *refusesMost) Begin(ctx context.Context, r stores.Request) (stores.Decision, error) {
+	if s.refuse() {
+		return stores.Decision{}, stores.NotApplied(errors.New("database is locked"))
+	}
+	return s.Store.Begin(ctx, r)
+}
+
+func (s *refusesMost) Complete(ctx context.Context, k stores.KeyRef, t stores.Token, r stores.Response) error {
+	if s.refuse() {
+		return stores.NotApplied(errors.New("database is locked"))
+	}
+	return s.Store.Complete(ctx, k, t, r)
+}
+
+// TestAbuseAsksAgainWhenNotApplied: abuse finishes on a correct store
+// that refuses three calls in four as not applied, its owners asking
+// again as after a 409; they gave up as on lost answers, and the run was
+// undecided ("the owner of … could not claim it: … not applied").
+func TestAbuseAsksAgainWhenNotApplied(t *testing.T) {
+	cfg := stores.Config{LockTTL: 250 * time.Millisecond, Retention: time.Minute}
+	mem, err := memory.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := abuseOn(t, &refusesMost{Store: mem}, cfg, 2, 8)
+	for _, r := range check.Run(check.Evidence{Hist: env.Hist, Ledger: env.Ledger, Model: check.ModelFor(stores.CallerClock, cfg, stores.Semantics{}),
+		ProbeClient: -1, LinTimeout: 10 * time.Second}) {
+		if r.Verdict == check.Fail {
+			t.Errorf("%s: %s", r.Checker, r.Detail)
+		}
+	}
+}
