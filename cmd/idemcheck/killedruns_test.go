@@ -51,6 +51,7 @@ func killedRun(t *testing.T, kind string, until func(journal string) bool, args 
 		}
 		select {
 		case err := <-exited:
+			exited <- err // for the deferred wait: Fatalf runs it
 			t.Fatalf("%v: the run ended before the test killed it (%v, stderr %q)", args, err, stderr.String())
 		default:
 		}

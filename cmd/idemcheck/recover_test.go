@@ -218,3 +218,30 @@ func TestRecheckInterruptedWhileLoading(t *testing.T) {
 		t.Errorf("the run's history: %v", err)
 	}
 }
+
+// TestRecheckOfAJournalBrokenMidway: a killed run's journal with a line
+// broken before its last (a write a full disk cut short, then more lines
+// once it was freed) is recovered up to that line, as if the run had
+// died there, saying how many lines it left out: recheck refused it
+// ("journal line 3: …", exit 2), and the run was lost.
+func TestRecheckOfAJournalBrokenMidway(t *testing.T) {
+	ran := func(j string) bool { return lines(j, `"type":"result"`) >= 1 }
+	dir, _ := killedRun(t, "memory-correct", ran, "check", "--store", "memory", "--scenario", "race,crash,mismatch,error,takeover", "--duration", "3s", "--parallel", "1")
+	path := filepath.Join(dir, harness.JournalFile)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := strings.SplitAfter(string(raw), "\n")
+	if len(ls) < 10 {
+		t.Fatalf("a journal of %d lines", len(ls))
+	}
+	ls[5] = ls[5][:len(ls[5])/2] + "\n"
+	if err := os.WriteFile(path, []byte(strings.Join(ls, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "recheck", dir)
+	if code != exitUnknown || !strings.Contains(stdout+stderr, "read up to its line 6, which is not whole") {
+		t.Fatalf("recheck of a journal broken at line 6: exit %d, want 3, saying where it was read to:\n%s%s", code, stdout, stderr)
+	}
+}

@@ -52,6 +52,13 @@ type JournalRead struct {
 	// Torn reports that the last line was cut short (the process died
 	// while writing it): it is left out.
 	Torn bool
+	// Unreadable is the first line that was not whole JSON before the
+	// last (0: none): a write the disk cut short (full, then freed), or
+	// damage. The journal is read up to it, as if the run had died
+	// there, and the Dropped lines after it are left out: a line lost
+	// from the middle (a work run's end, a fault) could make a correct
+	// run read as a violation, where a journal cut short cannot.
+	Unreadable, Dropped int
 	// Lines counts the lines read.
 	Lines int
 }
@@ -161,7 +168,17 @@ func readJournal(r io.Reader, fresh func(int) *History) (*JournalRead, error) {
 		}
 		var l journalLine
 		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, fmt.Errorf("journal line %d: %v", n, err)
+			out.Unreadable, out.Torn = n, true
+			for {
+				rest, err := br.ReadBytes('\n')
+				if len(bytes.TrimSpace(rest)) > 0 {
+					out.Dropped++
+				}
+				if err != nil {
+					break
+				}
+			}
+			break
 		}
 		if l.Data != nil {
 			if l.Scenario == "" {
