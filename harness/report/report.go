@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,10 +46,21 @@ func PrepareRunDir(root, store, variant string, now time.Time) (*RunDir, error) 
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
 	}
-	name := fmt.Sprintf("%s-%s-%s", now.Format("20060102-150405.000"), store, variant)
-	dir := filepath.Join(root, name)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
+	// A run started in the same millisecond beside another of the same
+	// store and variant (CI shards, make -j) takes the next millisecond's
+	// name: the names stay in their format, in order, and unique. It was
+	// refused, "cannot write results: file exists".
+	var dir string
+	for try := 0; ; try++ {
+		name := fmt.Sprintf("%s-%s-%s", now.Add(time.Duration(try)*time.Millisecond).Format("20060102-150405.000"), store, variant)
+		dir = filepath.Join(root, name)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || try == maxNameTries {
+			return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
+		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, Marker), nil, 0o644); err != nil {
 		os.Remove(dir)
@@ -60,6 +72,10 @@ func PrepareRunDir(root, store, variant string, now time.Time) (*RunDir, error) 
 	}
 	return &RunDir{Root: root, Path: dir}, nil
 }
+
+// maxNameTries bounds the next names PrepareRunDir tries when a run's is
+// taken: a second of runs started at once.
+const maxNameTries = 1000
 
 func unwrapPathErr(err error) error {
 	var pe *os.PathError

@@ -1,6 +1,7 @@
 package report_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,5 +150,28 @@ func TestReportTableSaysNothingJudged(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "| race | pass | 0 | 0 | none | pass | — |") || !strings.Contains(string(b), "—: the checker passed with nothing to judge") {
 		t.Errorf("report.md's table does not set apart the pass that judged nothing:\n%s", b)
+	}
+}
+
+// TestPrepareRunDirTakesTheNextName: runs started in the same millisecond
+// beside each other, of one store and variant (CI shards, make -j), each
+// get a directory of their own, named a millisecond later, in the same
+// format; the second was refused ("file exists").
+func TestPrepareRunDirTakesTheNextName(t *testing.T) {
+	root := t.TempDir()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seen := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		d, err := report.PrepareRunDir(root, "memory", "correct", at)
+		if err != nil {
+			t.Fatalf("run %d in the same millisecond: %v", i, err)
+		}
+		if seen[d.Path] {
+			t.Fatalf("run %d given %s again", i, d.Path)
+		}
+		seen[d.Path] = true
+		if want := fmt.Sprintf("20260101-000000.%03d-memory-correct", i); filepath.Base(d.Path) != want {
+			t.Errorf("run %d: %s, want %s", i, filepath.Base(d.Path), want)
+		}
 	}
 }
