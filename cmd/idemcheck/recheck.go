@@ -189,7 +189,21 @@ func nothingRecorded(dir string) bool {
 
 // recoverNothing reports a run that recorded nothing (nothingRecorded):
 // nothing ran, nothing was judged (exit 3).
+//
+// A directory holding a finished run's other files (its history, its
+// report) lost only its summary.json (deleted, or a copy that left it
+// out): that is said, a setup error (exit 2), where it read as a run
+// that recorded nothing.
 func recoverNothing(dir string, asJSON bool, stdout io.Writer) (int, error) {
+	var left []string
+	for _, f := range []string{"history.jsonl", "report.md", "report.txt", "report.html"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			left = append(left, f)
+		}
+	}
+	if len(left) > 0 {
+		return exitUsage, fmt.Errorf("recheck: %s has no summary.json but holds %s: a run that finished and lost its summary (deleted, or left out of a copy), which is what recheck reads; restore it from the run's copy", dir, strings.Join(left, ", "))
+	}
 	const why = "it stopped while it started (interrupted or killed) and recorded nothing: nothing ran, nothing was judged"
 	if asJSON {
 		return exitUnknown, printJSON(stdout, map[string]any{"dir": dir, "verdict": "unknown", "why": why})

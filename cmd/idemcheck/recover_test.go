@@ -245,3 +245,24 @@ func TestRecheckOfAJournalBrokenMidway(t *testing.T) {
 		t.Fatalf("recheck of a journal broken at line 6: exit %d, want 3, saying where it was read to:\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestRecheckOfARunWithoutItsSummary: a finished run whose summary.json
+// was deleted holds its history and reports: recheck says the summary is
+// missing (exit 2), where it said the run had recorded nothing.
+func TestRecheckOfARunWithoutItsSummary(t *testing.T) {
+	out := t.TempDir()
+	if code, stdout, stderr := runCLI(t, "check", "--store", "memory", "--scenario", "race", "--out", out); code != exitPass {
+		t.Fatalf("check: exit %d\n%s%s", code, stdout, stderr)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(out, "2*"))
+	if len(dirs) != 1 {
+		t.Fatalf("run dirs %v", dirs)
+	}
+	if err := os.Remove(filepath.Join(dirs[0], "summary.json")); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "recheck", dirs[0])
+	if code != exitUsage || !strings.Contains(stderr, "has no summary.json but holds history.jsonl") || strings.Contains(stdout, "nothing ran") {
+		t.Fatalf("recheck of a run without its summary: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
