@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/idemcheck/idemcheck/harness"
@@ -99,7 +100,34 @@ func recheckHTTP(dir string, sum *httpreport.Summary, redeclared []string, asJSO
 		fmt.Fprintf(stdout, "  %-16s then %-5s now %-5s%s\n", r.Checker, was, now, mark)
 	}
 	fmt.Fprintln(stdout)
-	return code, httpreport.Write(stdout, sum.Run, saved[0].Hist, saved[0].Ledger, results)
+	run := sum.Run
+	run.Declared = redeclaredLines(run.Declared, redeclared)
+	return code, httpreport.Write(stdout, run, saved[0].Hist, saved[0].Ledger, results)
+}
+
+// redeclaredLines marks the run's declaration lines that a recheck's
+// flags replaced (redeclared, in flag form) as the run's, naming the
+// flag the recheck judges by: the report said "in-flight TTL: not
+// declared" under a header judging by --inflight-ttl=30s.
+func redeclaredLines(lines, redeclared []string) []string {
+	prefixes := map[string][]string{"--inflight-ttl": {"in-flight TTL:"}, "--saves-errors": {"saves errors:"}, "--key": {"key required:", "key optional:"}}
+	out := slices.Clone(lines)
+	for _, flag := range redeclared {
+		name, _, _ := strings.Cut(flag, "=")
+		marked := false
+		for i, l := range out {
+			for _, p := range prefixes[name] {
+				if strings.HasPrefix(l, p) {
+					out[i] = fmt.Sprintf("%s (as the run declared it; judged here by %s)", l, flag)
+					marked = true
+				}
+			}
+		}
+		if !marked {
+			out = append(out, flag+": declared by this recheck, not by the run")
+		}
+	}
+	return out
 }
 
 // crashedHTTP is what a black-box run recovered from its journal says of
