@@ -161,7 +161,11 @@ func printLab(w io.Writer, store string, orders int, results []*lab.Result, prob
 		}
 		lost += r.Version(lab.NoKey).LostReplies
 	}
-	fmt.Fprintf(w, "\n%d replies lost in all, each retried; the same losses for every version.\n", lost)
+	replies := fmt.Sprintf("%d replies", lost)
+	if lost == 1 {
+		replies = "1 reply"
+	}
+	fmt.Fprintf(w, "\n%s lost in all, each retried; the same losses for every version.\n", replies)
 	noAnswer, gaveUp := 0, 0
 	for _, r := range results {
 		for _, v := range r.Versions {
