@@ -30,11 +30,22 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	lastErr, replays := map[string]history.Exchange{}, map[string]int{}
 	reached := map[string]bool{}      // a request of the key got an answer but [history.TryAgain], or none
 	firstRefused := map[string]bool{} // the key's first request was answered 422
+	firstOrder := map[string]string{} // the order of the key's first operation
+	shared := 0                       // operations whose key another operation had drawn first
 	for _, x := range xs {
 		if !keyedOwn(x) {
 			continue
 		}
 		requests++
+		if x.Purpose == history.PurposeFirst {
+			switch o, seen := firstOrder[x.Key]; {
+			case !seen:
+				firstOrder[x.Key] = x.Order
+			case o != x.Order:
+				shared++
+				firstOrder[x.Key] = x.Order // counted once per operation
+			}
+		}
 		if x.Purpose == history.PurposeFirst && x.Answered() && x.Status == http.StatusUnprocessableEntity {
 			firstRefused[x.Key] = true
 		}
@@ -95,6 +106,13 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	}
 	if limited > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("not tested: %d keys got %s to every request, so none reached the service's idempotency as far as the answers tell", limited, tryAgainCodes))
+	}
+	if shared > 0 {
+		ops := fmt.Sprintf("%d operations were", shared)
+		if shared == 1 {
+			ops = "1 operation was"
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("not tested: %s sent a key another operation had drawn first (a --key-format of too few random digits ran out of fresh keys): each got the other's answer or a 422, and was not tested as an operation of its own (a wider %%x, or %%d)", ops))
 	}
 	if refused > 0 {
 		// Fewer than half the keys (more is nothing tested, below): the

@@ -569,3 +569,20 @@ func TestAnswersSaysFirst422sWereNotTested(t *testing.T) {
 		t.Fatalf("3 of 10 keys refused 422 at once: %+v", r)
 	}
 }
+
+// TestAnswersSaysSharedKeysWereNotTested: two operations sent the same
+// key (a --key-format of too few random digits), the second refused
+// 422: the run says the second operation was not tested as its own.
+func TestAnswersSaysSharedKeysWereNotTested(t *testing.T) {
+	e := newEv()
+	for i := 0; i < 4; i++ {
+		k := fmt.Sprintf("k%d", i)
+		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 200, "x")
+		e.charge("o"+k, "i1", int64(10*i+2))
+	}
+	e.x(1, "i1", history.PurposeFirst, "k0", "o-other", "b2", 60, 65, 422, "key reused with another body")
+	r := e.result(t, Answers)
+	if !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "1 operation was sent a key another operation had drawn first") {
+		t.Fatalf("a key drawn for two operations: %+v", r)
+	}
+}

@@ -122,6 +122,7 @@ type Load struct {
 
 	mu   sync.Mutex
 	keys []*keyState
+	used map[string]bool // the keys drawn for operations so far (freshKey)
 }
 
 // New prepares a workload writing to h.
@@ -141,7 +142,7 @@ func New(cfg Config, h *history.History) (*Load, error) {
 	// resends a request on its own (it would for a reused connection, as
 	// it treats a request with an Idempotency-Key as idempotent).
 	// A client per target: each its own TLS (an https target's name).
-	l := &Load{cfg: cfg, hist: h, http: map[string]*http.Client{}}
+	l := &Load{cfg: cfg, hist: h, http: map[string]*http.Client{}, used: map[string]bool{}}
 	for _, t := range cfg.Targets {
 		tr := &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: (&net.Dialer{Timeout: cfg.Timeout}).DialContext, TLSClientConfig: t.TLS}
 		l.http[t.Name] = &http.Client{Transport: tr, Timeout: cfg.Timeout}
@@ -187,7 +188,7 @@ func (l *Load) client(ctx context.Context, c int) {
 		r := rng.Float64()
 		switch {
 		case r < m.Race:
-			ks := l.newKey(keys.next(), order, body)
+			ks := l.newKey(l.freshKey(keys), order, body)
 			mine = append(mine, ks)
 			a, b := pick(), pick()
 			var wg sync.WaitGroup
@@ -216,12 +217,35 @@ func (l *Load) client(ctx context.Context, c int) {
 			key += strings.Repeat("x", max(0, l.cfg.MaxKeyLen+1-len(key)))
 			l.send(ctx, c, pick(), history.PurposeLong, key, true, order, body, 1)
 		default:
-			ks := l.newKey(keys.next(), order, body)
+			ks := l.newKey(l.freshKey(keys), order, body)
 			mine = append(mine, ks)
 			l.operation(ctx, c, pick(), pick, ks, history.PurposeFirst, rng)
 		}
 	}
 }
+
+// freshKey draws a key for a new operation that no operation of the run
+// has had: a pattern of few random digits (--key-format '%4x') drew the
+// same key for two operations, and the second got the first's answer or
+// a 422, untested. It draws again up to freshTries times; a pattern with
+// no fresh key left gives a used one, which the answers checker says.
+func (l *Load) freshKey(k *keys) string {
+	var key string
+	for range freshTries {
+		key = k.next()
+		l.mu.Lock()
+		fresh := !l.used[key]
+		l.used[key] = true
+		l.mu.Unlock()
+		if fresh {
+			break
+		}
+	}
+	return key
+}
+
+// freshTries bounds the draws of freshKey for one operation.
+const freshTries = 64
 
 func (l *Load) newKey(key, order, body string) *keyState {
 	ks := &keyState{key: key, order: order, body: body}
