@@ -322,14 +322,24 @@ var chargeID = regexp.MustCompile(`\bch_[0-9]+\b`)
 // never carry the provider's charge id ("" when some answer does, or
 // nothing was charged): replay-fidelity then compares answers as text
 // only. The other verdicts never read the answers' text.
+//
+// With no success at all there is nothing to look in: that is said as
+// such, not as a service whose answers lack the id (a run whose provider
+// failed every charge was told its service did not echo the id, which
+// it does).
 func Weakened(xs []history.Exchange, charges []history.Charge) string {
 	if len(charges) == 0 {
 		return ""
 	}
+	succeeded := false
 	for _, x := range xs {
 		if success(x.Status) && chargeID.MatchString(x.Reply) {
 			return ""
 		}
+		succeeded = succeeded || success(x.Status)
+	}
+	if !succeeded {
+		return "no request got a success, so no answer could carry the provider's charge id: replay-fidelity had no success to compare (at-most-once, its causes and the 422 causes come from the ledger and do not depend on it)"
 	}
 	return "no answer carries the provider's charge id: replay-fidelity compares answers as text, so a replay of another execution's answer with the same text passes it (at-most-once, its causes and the 422 causes come from the ledger and do not depend on it)"
 }
