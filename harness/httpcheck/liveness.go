@@ -72,11 +72,13 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	// through, so a correct service must never run it again, and a saved
 	// error replayed is its definite answer.
 	errored, unanswered := map[string]bool{}, map[string]bool{}
+	failedByProvider := map[string]bool{}     // of errored: the provider's own failure, not a hang-up
 	charging := map[string][]history.Charge{} // each order's charges, by order
 	for _, c := range charges {
 		charging[c.Order] = append(charging[c.Order], c)
 		if c.Effective && c.Errored() {
 			errored[c.Order] = true
+			failedByProvider[c.Order] = failedByProvider[c.Order] || c.Outcome == history.OutcomeFailed
 		} else if c.Effective {
 			unanswered[c.Order] = true
 		}
@@ -93,7 +95,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		r.Detail = "every key was settled before the end: nothing to probe"
 	}
 	orphaned := orphans(xs, fs)
-	saved, lostAnswer, declared := 0, 0, 0
+	saved, hungUp, lostAnswer, declared := 0, 0, 0, 0
 	var unjudged, early, savedErrs, silentKeys, working, refusedKeys, briefKeys, onceKeys []string
 	earlyFirst := ""    // the first key held within the TTL of its owner's death
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
@@ -129,6 +131,9 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		if x.Status >= 500 && errored[x.Order] {
 			saved++
+			if !failedByProvider[x.Order] {
+				hungUp++
+			}
 			continue
 		}
 		if x.Status >= 500 && unanswered[x.Order] && !keys.succeeded[k] {
@@ -229,7 +234,18 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			"key %s still got %s from %s at %s, after every fault had healed (%d probes over %v%s)", k, got, x.Instance, ms(x.Call), x.Attempt, span, ttl)})
 	}
 	if saved > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider failed: a saved error, replayed (the charge went through, so it is never run again)", saved))
+		// A charge the service hung up on (its own deadline passed first)
+		// is no failure of the provider's: said apart (with
+		// --provider-latency past the service's deadline, every one was
+		// said to be the provider's).
+		how := "the provider failed"
+		switch {
+		case hungUp == saved:
+			how = "the service hung up on before the provider answered (its own deadline passed first)"
+		case hungUp > 0:
+			how = fmt.Sprintf("the provider failed or, for %d of them, the service hung up on before the provider answered", hungUp)
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge %s: a saved error, replayed (the charge went through, so it is never run again)", saved, how))
 	}
 	if lostAnswer > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider made and answered, though no client ever got a success for them: the service did not get the charge id (its deadline passed as the answer came) and replays its saved error; the charge went through, so it is never run again", lostAnswer))

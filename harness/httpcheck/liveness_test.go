@@ -54,8 +54,18 @@ func TestLivenessCauses(t *testing.T) {
 	e.chargeOutcome("o", "i1", 10, 20, history.OutcomeFailed)
 	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 40, 50, 500, "provider failed")
 	e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 60, 70, 500, "provider failed")
-	if r := e.result(t, Liveness); !r.Pass || len(r.Notes) != 1 {
+	if r := e.result(t, Liveness); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "a charge the provider failed") {
 		t.Fatalf("a replayed saved error failed liveness: %+v", r)
+	}
+	// The same, the service having hung up before the provider answered
+	// (its own deadline first): said so, not blamed on the provider.
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 30, 500, "deadline exceeded")
+	e.chargeOutcome("o", "i1", 10, 20, history.OutcomeHungUp)
+	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 40, 50, 500, "deadline exceeded")
+	e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 60, 70, 500, "deadline exceeded")
+	if r := e.result(t, Liveness); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "the service hung up on before the provider answered") {
+		t.Fatalf("a replayed saved error after a hang-up: %+v", r)
 	}
 	e = newEv()
 	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 10, 20, 409, "busy")
