@@ -38,7 +38,8 @@ The request as the service expects it (docs/http-requests.md):
         --body "currency=EUR" --order-at ref --amount-at cents
   --key required|optional  --max-key-len N (0: no limit)
   --inflight-ttl D         how long a key stays in flight after its owner
-        died: the final probes (--settle) run at least that long
+        died: the final probes (--settle) may run that long (they end
+        once every key is settled)
   --saves-errors           every 5xx is saved and replayed for its key
         (Stripe): a key that replays one 5xx is settled
 
