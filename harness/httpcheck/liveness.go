@@ -95,7 +95,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		r.Detail = "every key was settled before the end: nothing to probe"
 	}
 	orphaned := orphans(xs, fs)
-	saved, hungUp, lostAnswer, declared := 0, 0, 0, 0
+	saved, hungUp, lostAnswer, reran, declared := 0, 0, 0, 0, 0
 	var unjudged, early, savedErrs, silentKeys, working, refusedKeys, briefKeys, onceKeys []string
 	earlyFirst := ""    // the first key held within the TTL of its owner's death
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
@@ -138,6 +138,9 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		if x.Status >= 500 && unanswered[x.Order] && !keys.succeeded[k] {
 			lostAnswer++
+			if rerun(charging[x.Order]) {
+				reran++
+			}
 			continue
 		}
 		// Asked before a 5xx that no charge explains is taken for a
@@ -247,8 +250,14 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge %s: a saved error, replayed (the charge went through, so it is never run again)", saved, how))
 	}
-	if lostAnswer > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider made and answered, though no client ever got a success for them: the service did not get the charge id (its deadline passed as the answer came) and replays its saved error; the charge went through, so it is never run again", lostAnswer))
+	if lostAnswer > reran {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider made and answered, though no client ever got a success for them: the service did not get the charge id (its deadline passed as the answer came) and replays its saved error; the charge went through, so it is never run again", lostAnswer-reran))
+	}
+	if reran > 0 {
+		// Not a saved error: each request ran the work again, and only
+		// the provider's key kept the order charged once (a save that
+		// always fails, the claim released on the error).
+		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx though the provider charged their order, and their requests called the provider again with the same downstream key (no effect): the service ran their work again on every request and saved no answer (a save that fails, its claim released on the error); at-most-once held by the provider's key alone", reran))
 	}
 	if declared > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d keys replay a 5xx the provider does not explain (it never charged their orders): the service declared that it saves its errors (--saves-errors), so a replayed 5xx is their answer", declared))
@@ -368,6 +377,20 @@ func held(x history.Exchange) bool {
 		return x.Err == "timeout"
 	}
 	return !history.Final(x.Status) && x.Status < 500
+}
+
+// rerun reports whether an order's charges show its work run again after
+// it was charged: a later call to the provider that the order's own
+// downstream key made of no effect.
+func rerun(cs []history.Charge) bool {
+	charged := false
+	for _, c := range cs {
+		if charged && !c.Effective {
+			return true
+		}
+		charged = charged || c.Effective
+	}
+	return false
 }
 
 // ttlSlack is what a declared in-flight TTL is given beyond itself before

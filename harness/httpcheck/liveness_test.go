@@ -92,6 +92,20 @@ func TestLivenessCauses(t *testing.T) {
 		t.Fatalf("a saved error after a lost answer failed liveness: %+v", r)
 	}
 	wantCause(t, lost(true), CauseServerError)
+	// The same 5xx, but each request called the provider again with the
+	// order's downstream key (no effect): no saved error, the work run
+	// again every time (a save that always fails). Said as such; it was
+	// said to replay a saved error.
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 5, 30, 500, "save failed")
+	e.chargeOutcome("o", "i1", 10, 29, history.OutcomeCharged)
+	e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", 40, 50, 500, "save failed")
+	cs := append(e.l.Charges(), history.Charge{ID: "ch_1", Order: "o", Via: "i1", At: 42, End: 44, Outcome: history.OutcomeCharged, Effective: false, Client: -1})
+	e.l = history.LedgerOf(cs)
+	e.x(-1, "i2", history.PurposeProbe, "k", "o", "b", 60, 70, 500, "save failed")
+	if r := e.result(t, Liveness); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "ran their work again on every request") {
+		t.Fatalf("a 5xx with the work run again: %+v", r)
+	}
 }
 
 // TestLivenessOrphans: a key still in flight after its request was at an
