@@ -32,6 +32,10 @@ type Judged struct {
 	// Notes say what the history shows beside the verdicts: decisions
 	// timed far from their calls (decidedAtNote).
 	Notes []string
+	// Interrupted: an interrupt cut the scenario short and its verdicts
+	// were made undecided where a cut can fake them (cutShort); a
+	// recheck judges it so again.
+	Interrupted bool
 }
 
 // Finish ends a scenario run whose clients are done: the one tail every
@@ -98,6 +102,7 @@ func (o Options) params(env *scenario.Env, probeID int) check.Params {
 // that the interrupt may have made it: an interrupted run's availability
 // finding blamed the store for calls the run had cancelled itself.
 func (j *Judged) cutShort() {
+	j.Interrupted = true
 	for i, r := range j.Checkers {
 		switch {
 		case slices.Contains(prefixSound, r.Checker):

@@ -125,6 +125,15 @@ func Recheck(ctx context.Context, saved *results.Summary) *results.Summary {
 	sum := *saved
 	sum.Scenarios = make([]results.ScenarioResult, len(saved.Scenarios))
 	sum.Violations = []check.Violation{}
+	// A scenario an interrupt cut short is judged as it was, the
+	// verdicts a cut can fake undecided (Judged.cutShort): a recheck of an
+	// interrupted --strict-availability run failed a correct store on the
+	// calls the run had cancelled itself. A run saved before scenarios
+	// said so has every scenario of an interrupted run judged that way.
+	flagged := false
+	for _, s := range saved.Scenarios {
+		flagged = flagged || s.Interrupted
+	}
 	for i, s := range saved.Scenarios {
 		if s.History() != nil && s.Check != nil && s.Verdict != check.Skipped {
 			var j Judged
@@ -132,6 +141,9 @@ func Recheck(ctx context.Context, saved *results.Summary) *results.Summary {
 				j, s.Error = JudgeCut(ctx, *s.Check, s.History(), s.Ledger(), s.Cut), ""
 			} else {
 				j = Judge(ctx, *s.Check, s.History(), s.Ledger(), nil, false)
+				if s.Interrupted || saved.Interrupted && !flagged {
+					j.cutShort()
+				}
 			}
 			s.Checkers, s.Violations, s.Verdict = j.Checkers, j.Violations, j.Verdict
 			if j.Why != "" && s.Error == "" {

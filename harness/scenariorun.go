@@ -153,7 +153,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 		}
 	}
 	res.Check = &j.Params
-	res.Checkers, res.Violations, res.Verdict = j.Checkers, j.Violations, j.Verdict
+	res.Checkers, res.Violations, res.Verdict, res.Interrupted = j.Checkers, j.Violations, j.Verdict, j.Interrupted
 	res.Error = j.Why
 	if ctx.Err() != nil && res.Verdict == check.Pass {
 		res.Verdict, res.Error = check.Unknown, "interrupted: "+ctx.Err().Error()

@@ -24,6 +24,10 @@ type ScenarioResult struct {
 	// it was judged afterwards on what its journal recorded
 	// (harness.Recover), and a re-check judges it the same way.
 	Cut *Cut `json:"cut,omitempty"`
+	// Interrupted: an interrupt cut this scenario short while it ran, so
+	// what the run's own cancel can fake was not judged (a recheck
+	// judges it so again).
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Retention is the scenario's store's retention (the run's, or the
 	// scenario's own).
 	Retention Duration `json:"retention,omitempty"`
