@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -114,6 +115,12 @@ func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error
 			return exitUsage, err
 		}
 		rep.Interrupted = rep.Interrupted || interrupted
+		slices.SortFunc(rep.Unfinished, func(a, b soakUnfinished) int { return cmp.Compare(a.Seed, b.Seed) })
+		// The unsharded soak's own code (soakCode): a merge of runs
+		// that judged nothing is no pass either; its verdict is the
+		// code's, as summary.json's is.
+		code, why := soakCode(rep)
+		rep.Verdict = soakVerdict(code)
 		if *asJSON {
 			err = enc.Encode(rep)
 		} else {
@@ -122,9 +129,6 @@ func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error
 		if err != nil {
 			return exitUsage, err
 		}
-		// The unsharded soak's own code (soakCode): a merge of runs
-		// that judged nothing is no pass either.
-		code, why := soakCode(rep)
 		if code == exitUsage {
 			return exitUsage, fmt.Errorf("merge: %s", why)
 		}
@@ -313,11 +317,19 @@ func mergeSoak(shards []shardFile) (soakReport, error) {
 		}
 	}
 	out.Rows, out.Bad, out.Errors, out.Shard, out.Seconds = nil, []string{}, nil, nil, 0
+	// A shard cut short (recovered from its journal, or interrupted)
+	// brings its seeds that did not end and its count of those that ran:
+	// the merge dropped them and printed PASS beside its exit 3.
+	out.Ran, out.Unfinished, out.Interrupted, out.Recovered = 0, nil, false, false
 	rows := map[string]*soakRow{}
 	for _, r := range reps {
 		out.Bad = append(out.Bad, r.Bad...)
 		out.Errors = append(out.Errors, r.Errors...)
 		out.Seconds = max(out.Seconds, r.Seconds)
+		out.Ran += r.Ran
+		out.Unfinished = append(out.Unfinished, r.Unfinished...)
+		out.Interrupted = out.Interrupted || r.Interrupted
+		out.Recovered = out.Recovered || r.Recovered
 		for _, row := range r.Rows {
 			t, ok := rows[row.Scenario]
 			if !ok {

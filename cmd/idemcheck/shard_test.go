@@ -168,7 +168,13 @@ func TestKilledShardMerges(t *testing.T) {
 		t.Fatalf("recheck of the killed shard: exit %d\n%s", code, stderr)
 	}
 	os.WriteFile(filepath.Join(dir, "s2.json"), []byte(stdout), 0o644)
-	if code, stdout, stderr := runCLI(t, "merge", filepath.Join(dir, "s1.json"), filepath.Join(dir, "s2.json")); code != exitUnknown {
-		t.Fatalf("merge with the recovered shard: exit %d, want %d\n%s%s", code, exitUnknown, stdout, stderr)
+	code, stdout, stderr = runCLI(t, "merge", filepath.Join(dir, "s1.json"), filepath.Join(dir, "s2.json"))
+	if code != exitUnknown || strings.Contains(stdout, "PASS") || !strings.Contains(stdout, "UNKNOWN") || !strings.Contains(stdout, "never ran: seed") {
+		t.Fatalf("merge with the recovered shard: exit %d, want %d, UNKNOWN and its seeds that never ran\n%s%s", code, exitUnknown, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "merge", "--json", filepath.Join(dir, "s1.json"), filepath.Join(dir, "s2.json"))
+	var merged soakReport
+	if err := json.Unmarshal([]byte(stdout), &merged); err != nil || code != exitUnknown || merged.Verdict != "unknown" || len(merged.Unfinished) == 0 || !merged.Interrupted {
+		t.Fatalf("merge --json with the recovered shard: exit %d, verdict %q, %d unfinished, interrupted %v (%v)", code, merged.Verdict, len(merged.Unfinished), merged.Interrupted, err)
 	}
 }

@@ -396,8 +396,8 @@ func printSoak(w io.Writer, rep soakReport) {
 		verdict = "FAIL"
 	case len(rep.Errors) > 0:
 		verdict = "SETUP ERROR"
-	case total.Unknown > 0 || len(rep.Unfinished) > 0:
-		verdict = "UNKNOWN"
+	case total.Unknown > 0 || len(rep.Unfinished) > 0 || rep.Interrupted:
+		verdict = "UNKNOWN" // soakCode's exit 3: a soak cut short is no pass
 	case nothingJudged(rep):
 		verdict = "SKIPPED"
 		fmt.Fprintf(w, "\nnothing was judged: every scenario run was skipped on the store (exit 3), so this soak is not a pass\n")
