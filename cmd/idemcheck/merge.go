@@ -239,9 +239,11 @@ func mergeMutants(shards []shardFile) (*hunt.MutantsReport, error) {
 	}
 	out := *reps[0]
 	out.Correct = hunt.CorrectReport{Verdict: check.Pass, Runs: []hunt.CorrectRun{}}
+	out.Unfinished = nil // every shard's, not the first's alone
 	var rows [][]hunt.MutantReport
 	for _, r := range reps {
 		rows = append(rows, r.Mutants)
+		out.Unfinished = append(out.Unfinished, r.Unfinished...)
 		out.Correct.Runs = append(out.Correct.Runs, r.Correct.Runs...)
 		switch {
 		case r.Correct.Verdict == check.Fail:
