@@ -293,7 +293,28 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 				x.Client, x.Status, x.Instance, ms(x.Return))
 		}
 	}
-	return CauseAfterDone, "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key (a record lost on restart, kept per instance, or expired: a retention shorter than the run, whose retries come up to --duration plus --settle after the key's first request)"
+	return CauseAfterDone, "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key (a record lost on restart, kept per instance, or expired: a retention shorter than the run, whose retries come up to --duration plus --settle after the key's first request)" +
+		overlapped(xs, fs, first, second)
+}
+
+// overlapped says, of an after-done pair, that a request to the instance
+// that made the second charge was sent before the first charge was made
+// and was still open at the second: the two requests were in the service
+// at once, and a check that did not see the other's claim (a SELECT, then
+// an INSERT) explains the pair as well as a forgotten record does ("" when
+// no request was). A planted check-then-insert race was said to be a
+// forgotten key, pointing at retention.
+func overlapped(xs []history.Exchange, fs []history.Fault, first, second history.Charge) string {
+	for _, x := range xs {
+		if x.Purpose == history.PurposeReuse || x.Call >= first.At || second.Via != "" && x.Instance != second.Via || x.Err == "connection refused" {
+			continue
+		}
+		if closedAt(x, fs) > second.At {
+			return fmt.Sprintf("; or a race: client %d's request on %s, sent at %s before %s was made, was still open when %s came, so the two requests were in the service at once and its check did not see the other's claim (a check and a claim that are not one atomic step, as a SELECT then an INSERT, or a lock per instance)",
+				x.Client, x.Instance, ms(x.Call), first.ID, second.ID)
+		}
+	}
+	return ""
 }
 
 // leaseGap is how long after a charge another charge of its order must

@@ -103,7 +103,27 @@ func TestAtMostOnceCauses(t *testing.T) {
 		e.charge("o", "i1", 20)
 		e.x(0, "i2", history.PurposeReplay, "k", "o", "b", 60, 90, 200, `{"charge":"ch_2"}`)
 		e.charge("o", "i2", 70)
-		wantCause(t, e.result(t, AtMostOnce), CauseAfterDone)
+		r := e.result(t, AtMostOnce)
+		wantCause(t, r, CauseAfterDone)
+		if strings.Contains(r.Violations[0].Detail, "or a race") {
+			t.Errorf("a request sent after the first was answered is said to race: %s", r.Violations[0].Detail)
+		}
+	})
+	t.Run("after done, the second's request open from before the first charge", func(t *testing.T) {
+		// A check-then-insert race across instances: the race request
+		// on i2 was sent with the first, checked before i1's claim, and
+		// charged once i1 had answered. Said as a race too, not only as
+		// a forgotten key.
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, ok1)
+		e.charge("o", "i1", 20)
+		e.x(1, "i2", history.PurposeRace, "k", "o", "b", 10, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i2", 70)
+		r := e.result(t, AtMostOnce)
+		wantCause(t, r, CauseAfterDone)
+		if !strings.Contains(r.Violations[0].Detail, "or a race: client 1's request on i2") {
+			t.Errorf("the overlapping request is not named: %s", r.Violations[0].Detail)
+		}
 	})
 	t.Run("after error a client saw", func(t *testing.T) {
 		e := newEv()
