@@ -50,8 +50,11 @@ type pending struct {
 	ch  chan *fromStore
 	err error
 	// held counts the call's failpoint hits waiting on the caller's
-	// handler: the store is not holding the call then.
-	held atomic.Int32
+	// handler: the store is not holding the call then; resumed is when
+	// the last of them was let go (Unix nanoseconds), from which the
+	// store holds it again.
+	held    atomic.Int32
+	resumed atomic.Int64
 }
 
 // start starts a process, reads its hello and, with cfg, opens it;
@@ -241,7 +244,10 @@ func (p *proc) hit(c *pending, id int64, point string) {
 	if c != nil {
 		c.held.Add(1)
 		err = faults.Hit(c.ctx, point)
-		defer c.held.Add(-1) // after the go is sent
+		defer func() { // after the go is sent: the store holds the call again from then
+			c.resumed.Store(time.Now().UnixNano())
+			c.held.Add(-1)
+		}()
 	}
 	if errors.Is(err, faults.ErrCrashed) {
 		c.err = err
@@ -293,6 +299,10 @@ func (p *proc) call(ctx context.Context, m toStore) (*fromStore, error) {
 		case <-unanswered.C:
 			if c.held.Load() > 0 {
 				unanswered.Reset(p.unanswered) // waiting on the scheduler, not on the store
+				continue
+			}
+			if since := time.Since(time.Unix(0, c.resumed.Load())); since < p.unanswered {
+				unanswered.Reset(p.unanswered - since) // the store has held it only since its go
 				continue
 			}
 			p.mu.Lock()

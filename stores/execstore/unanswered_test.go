@@ -73,7 +73,7 @@ func TestUnansweredRequestIsCut(t *testing.T) {
 		t.Fatalf("cut after %v, before the bound %v", took, bound)
 	}
 	held := faults.WithHandler(ctx, faults.HandlerFunc(func(context.Context, string) error {
-		time.Sleep(2 * bound)
+		time.Sleep(2 * bound) // let go as the bound runs out again: the store then has a bound of its own
 		return nil
 	}))
 	if err := st.Release(held, k, "tok"); !errors.Is(err, stores.ErrFenced) {

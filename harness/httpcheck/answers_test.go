@@ -1,0 +1,48 @@
+package httpcheck
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+// TestAnswersSaysFirst422sWereNotTested: keys whose first request got
+// 422 and never a success (an earlier run's keys, repeated by a
+// --key-format without %s) are not tested, and when they are fewer than
+// half the run passes on the others, saying so: it said nothing of a
+// third of its keys.
+func TestAnswersSaysFirst422sWereNotTested(t *testing.T) {
+	e := newEv()
+	for i := 0; i < 10; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if i < 3 {
+			e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 422, "key reused with another body")
+			continue
+		}
+		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 200, "x")
+		e.charge("o"+k, "i1", int64(10*i+2))
+	}
+	r := e.result(t, Answers)
+	if !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "3 of 10 keys got 422 to their first request") || !strings.Contains(r.Notes[0], "%s") {
+		t.Fatalf("3 of 10 keys refused 422 at once: %+v", r)
+	}
+}
+
+// TestAnswersSaysSharedKeysWereNotTested: two operations sent the same
+// key (a --key-format of too few random digits), the second refused
+// 422: the run says the second operation was not tested as its own.
+func TestAnswersSaysSharedKeysWereNotTested(t *testing.T) {
+	e := newEv()
+	for i := 0; i < 4; i++ {
+		k := fmt.Sprintf("k%d", i)
+		e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 200, "x")
+		e.charge("o"+k, "i1", int64(10*i+2))
+	}
+	e.x(1, "i1", history.PurposeFirst, "k0", "o-other", "b2", 60, 65, 422, "key reused with another body")
+	r := e.result(t, Answers)
+	if !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "1 operation was sent a key another operation had drawn first") {
+		t.Fatalf("a key drawn for two operations: %+v", r)
+	}
+}
