@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,18 +18,8 @@ import (
 // the run's episodes ran past LockTTL between the clock's ticks, says
 // that the run's interleaving may not have been the seed's alone.
 func TestReplayRunsTheSavedInterleaving(t *testing.T) {
-	out := t.TempDir()
-	code, stdout, stderr := runCLI(t, "check", "--store", "sqlite", "--variant", "select-then-insert", "--scenario", "sched-race",
-		"--keys", "2", "--out", out)
-	if code != exitFail {
-		t.Fatalf("check of select-then-insert: exit %d, want %d\n%s%s", code, exitFail, stdout, stderr)
-	}
-	dirs, err := filepath.Glob(filepath.Join(out, "2*"))
-	if err != nil || len(dirs) != 1 {
-		t.Fatalf("want one run directory under %s, got %v (%v)", out, dirs, err)
-	}
-	dir := dirs[0]
-	code, stdout, stderr = runCLI(t, "replay", dir)
+	dir := mutantRun(t, 2)
+	code, stdout, stderr := runCLI(t, "replay", dir)
 	if code != exitFail || !strings.Contains(stdout, "=> fails again: ") || !strings.Contains(stdout, "FAIL: ") {
 		t.Fatalf("replay of the mutant's run: exit %d, want %d and its episodes failing again\n%s%s", code, exitFail, stdout, stderr)
 	}
@@ -38,6 +29,43 @@ func TestReplayRunsTheSavedInterleaving(t *testing.T) {
 
 	// The same run, said to be of the correct store, whose episodes ran a
 	// minute between ticks.
+	sayCorrect(t, dir, func(sum map[string]any) {
+		for _, sc := range sum["scenarios"].([]any) {
+			for _, ep := range sc.(map[string]any)["episodes"].([]any) {
+				ep.(map[string]any)["unticked_ns"] = time.Minute
+			}
+		}
+	})
+	code, stdout, stderr = runCLI(t, "replay", dir)
+	if code != exitPass || !strings.Contains(stdout, "PASS: no replayed episode failed") {
+		t.Fatalf("replay on the correct store: exit %d, want %d\n%s%s", code, exitPass, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "=> passes now; the run's episode ran 1m0s of real time between the clock's ticks, past LockTTL") {
+		t.Errorf("replay does not say the run's episode outran LockTTL:\n%s", stdout)
+	}
+}
+
+// mutantRun runs select-then-insert's sched-race on keys keys and returns
+// its run directory (the run fails, as it must).
+func mutantRun(t *testing.T, keys int) string {
+	t.Helper()
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "check", "--store", "sqlite", "--variant", "select-then-insert", "--scenario", "sched-race",
+		"--keys", fmt.Sprint(keys), "--out", out)
+	if code != exitFail {
+		t.Fatalf("check of select-then-insert: exit %d, want %d\n%s%s", code, exitFail, stdout, stderr)
+	}
+	dirs, err := filepath.Glob(filepath.Join(out, "2*"))
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("want one run directory under %s, got %v (%v)", out, dirs, err)
+	}
+	return dirs[0]
+}
+
+// sayCorrect rewrites the run in dir's summary as the correct store's,
+// with edit's changes: its failures then do not come back on replay.
+func sayCorrect(t *testing.T, dir string, edit func(sum map[string]any)) {
+	t.Helper()
 	path := filepath.Join(dir, "summary.json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -48,23 +76,14 @@ func TestReplayRunsTheSavedInterleaving(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum["variant"] = "correct"
-	for _, sc := range sum["scenarios"].([]any) {
-		for _, ep := range sc.(map[string]any)["episodes"].([]any) {
-			ep.(map[string]any)["unticked_ns"] = time.Minute
-		}
+	if edit != nil {
+		edit(sum)
 	}
 	if raw, err = json.Marshal(sum); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, raw, 0o644); err != nil {
 		t.Fatal(err)
-	}
-	code, stdout, stderr = runCLI(t, "replay", dir)
-	if code != exitPass || !strings.Contains(stdout, "PASS: no replayed episode failed") {
-		t.Fatalf("replay on the correct store: exit %d, want %d\n%s%s", code, exitPass, stdout, stderr)
-	}
-	if !strings.Contains(stdout, "=> passes now; the run's episode ran 1m0s of real time between the clock's ticks, past LockTTL") {
-		t.Errorf("replay does not say the run's episode outran LockTTL:\n%s", stdout)
 	}
 }
 
@@ -88,36 +107,12 @@ func (w *cancelOnWrite) Write(p []byte) (int, error) {
 // replayed episode failed" and exited 0, the cut episode's calls ended in
 // the cancel and counted as "passes now".
 func TestInterruptedReplayIsNotAPass(t *testing.T) {
-	out := t.TempDir()
-	code, stdout, stderr := runCLI(t, "check", "--store", "sqlite", "--variant", "select-then-insert", "--scenario", "sched-race",
-		"--keys", "4", "--out", out)
-	if code != exitFail {
-		t.Fatalf("check of select-then-insert: exit %d, want %d\n%s%s", code, exitFail, stdout, stderr)
-	}
-	dirs, err := filepath.Glob(filepath.Join(out, "2*"))
-	if err != nil || len(dirs) != 1 {
-		t.Fatalf("want one run directory under %s, got %v (%v)", out, dirs, err)
-	}
-	path := filepath.Join(dirs[0], "summary.json")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum map[string]any
-	if err := json.Unmarshal(raw, &sum); err != nil {
-		t.Fatal(err)
-	}
-	sum["variant"] = "correct"
-	if raw, err = json.Marshal(sum); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := mutantRun(t, 4)
+	sayCorrect(t, dir, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w := &cancelOnWrite{mark: "=> passes now", cancel: cancel}
-	code, err = cmdReplay(ctx, []string{dirs[0]}, w, io.Discard)
+	code, err := cmdReplay(ctx, []string{dir}, w, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
