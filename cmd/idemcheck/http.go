@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -253,7 +255,10 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	dir := *out
 	if dir == "" {
-		dir = filepath.Join("results", "http-"+time.Now().UTC().Format("20060102-150405.000"))
+		var err error
+		if dir, err = newHTTPDir("results", time.Now()); err != nil {
+			return exitUsage, usagef("http: %v", err)
+		}
 	}
 	if *out == "" {
 		sayCrashed(stderr, filepath.Dir(dir))
@@ -528,4 +533,21 @@ func neverAnswered(xs []history.Exchange, timeout time.Duration, dir string) err
 func interruptedAtStart(stderr io.Writer, dir string) (int, error) {
 	fmt.Fprintf(stderr, "idemcheck http: interrupted while the service started: nothing ran (instance logs in %s)\n", dir)
 	return exitUnknown, nil
+}
+
+// newHTTPDir makes a black-box run's default directory under root,
+// http-<time>, taking the next millisecond's name when one is taken: two
+// runs started in one millisecond shared a directory, each writing over
+// the other's files.
+func newHTTPDir(root string, now time.Time) (string, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	for try := 0; ; try++ {
+		dir := filepath.Join(root, "http-"+now.Add(time.Duration(try)*time.Millisecond).UTC().Format("20060102-150405.000"))
+		err := os.Mkdir(dir, 0o755)
+		if err == nil || !errors.Is(err, fs.ErrExist) || try == 999 {
+			return dir, err
+		}
+	}
 }
