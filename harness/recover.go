@@ -131,10 +131,7 @@ func Recover(ctx context.Context, path string) (*results.Summary, error) {
 	}
 	sum.Ended = st.ModTime()
 	sum.Seconds = sum.Ended.Sub(sum.Started).Seconds()
-	sum.Interrupted, sum.Stopped = true, Crashed
-	if jr.Unreadable > 0 {
-		sum.Stopped += fmt.Sprintf(" (read up to its line %d, which is not whole: the %d line(s) after it were left out, as if the run had died there)", jr.Unreadable, jr.Dropped)
-	}
+	sum.Interrupted, sum.Stopped = true, Crashed+jr.Unread()
 	sum.Verdict = runVerdict(sum.Scenarios, true) // cut short: neither a pass nor nothing to judge
 	return sum, nil
 }

@@ -4,11 +4,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -536,18 +534,8 @@ func interruptedAtStart(stderr io.Writer, dir string) (int, error) {
 }
 
 // newHTTPDir makes a black-box run's default directory under root,
-// http-<time>, taking the next millisecond's name when one is taken: two
-// runs started in one millisecond shared a directory, each writing over
-// the other's files.
+// http-<time> (report.MkdirAt): two runs started in one millisecond
+// shared one, each writing over the other's files.
 func newHTTPDir(root string, now time.Time) (string, error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", err
-	}
-	for try := 0; ; try++ {
-		dir := filepath.Join(root, "http-"+now.Add(time.Duration(try)*time.Millisecond).UTC().Format("20060102-150405.000"))
-		err := os.Mkdir(dir, 0o755)
-		if err == nil || !errors.Is(err, fs.ErrExist) || try == 999 {
-			return dir, err
-		}
-	}
+	return report.MkdirAt(root, now.UTC(), func(stamp string) string { return "http-" + stamp })
 }

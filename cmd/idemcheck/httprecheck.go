@@ -171,9 +171,7 @@ func recoverHTTP(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 		run.Interrupted = fmt.Sprintf("where its journal stopped (%s); this report was recovered from its journal, %s", endedLine(e), harness.JournalFile)
 		probes = "final probes: not judged (the run's journal may have stopped before them)"
 	}
-	if jr.Unreadable > 0 {
-		run.Interrupted += fmt.Sprintf(" (read up to its line %d, which is not whole: the %d line(s) after it were left out, as if the run had died there)", jr.Unreadable, jr.Dropped)
-	}
+	run.Interrupted += jr.Unread()
 	run.Declared = append(run.Declared, probes)
 	results, code := judgeHTTP(run, h, ledger)
 	if err := httpreport.WriteDir(dir, run, h, ledger, results); err != nil {

@@ -200,21 +200,14 @@ func TestRecheckOfACutHistory(t *testing.T) {
 // run's history stops it there, undecided (exit 3), the run's files as
 // they were: loading a history of gigabytes went on deaf to it.
 func TestRecheckInterruptedWhileLoading(t *testing.T) {
-	out := t.TempDir()
-	if code, stdout, stderr := runCLI(t, "check", "--store", "memory", "--scenario", "race", "--out", out); code != exitPass {
-		t.Fatalf("check: exit %d\n%s\n%s", code, stdout, stderr)
-	}
-	dirs, _ := filepath.Glob(filepath.Join(out, "2*"))
-	if len(dirs) != 1 {
-		t.Fatalf("run dirs %v", dirs)
-	}
+	dir := passedRaceRun(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var stdout, stderr bytes.Buffer
-	if code := run(ctx, []string{"recheck", dirs[0]}, &stdout, &stderr); code != exitUnknown || !strings.Contains(stdout.String(), "interrupted while") {
+	if code := run(ctx, []string{"recheck", dir}, &stdout, &stderr); code != exitUnknown || !strings.Contains(stdout.String(), "interrupted while") {
 		t.Fatalf("recheck interrupted while loading: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	if _, err := os.Stat(filepath.Join(dirs[0], "history.jsonl")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "history.jsonl")); err != nil {
 		t.Errorf("the run's history: %v", err)
 	}
 }
@@ -250,6 +243,20 @@ func TestRecheckOfAJournalBrokenMidway(t *testing.T) {
 // was deleted holds its history and reports: recheck says the summary is
 // missing (exit 2), where it said the run had recorded nothing.
 func TestRecheckOfARunWithoutItsSummary(t *testing.T) {
+	dir := passedRaceRun(t)
+	if err := os.Remove(filepath.Join(dir, "summary.json")); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "recheck", dir)
+	if code != exitUsage || !strings.Contains(stderr, "has no summary.json but holds history.jsonl") || strings.Contains(stdout, "nothing ran") {
+		t.Fatalf("recheck of a run without its summary: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// passedRaceRun runs the race scenario on the memory store, which passes,
+// and returns its run directory.
+func passedRaceRun(t *testing.T) string {
+	t.Helper()
 	out := t.TempDir()
 	if code, stdout, stderr := runCLI(t, "check", "--store", "memory", "--scenario", "race", "--out", out); code != exitPass {
 		t.Fatalf("check: exit %d\n%s%s", code, stdout, stderr)
@@ -258,11 +265,5 @@ func TestRecheckOfARunWithoutItsSummary(t *testing.T) {
 	if len(dirs) != 1 {
 		t.Fatalf("run dirs %v", dirs)
 	}
-	if err := os.Remove(filepath.Join(dirs[0], "summary.json")); err != nil {
-		t.Fatal(err)
-	}
-	code, stdout, stderr := runCLI(t, "recheck", dirs[0])
-	if code != exitUsage || !strings.Contains(stderr, "has no summary.json but holds history.jsonl") || strings.Contains(stdout, "nothing ran") {
-		t.Fatalf("recheck of a run without its summary: exit %d\n%s%s", code, stdout, stderr)
-	}
+	return dirs[0]
 }

@@ -63,6 +63,16 @@ type JournalRead struct {
 	Lines int
 }
 
+// Unread says where the journal was read to when a line before its last
+// was not whole (Unreadable), for a report's account of how the run
+// ended; "" when none was.
+func (j *JournalRead) Unread() string {
+	if j.Unreadable == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (read up to its line %d, which is not whole: the %d line(s) after it were left out, as if the run had died there)", j.Unreadable, j.Dropped)
+}
+
 // journalLine is one line of a journal, as ReadJournal decodes it.
 type journalLine struct {
 	Scenario string          `json:"scenario"`

@@ -43,24 +43,9 @@ type RunDir struct {
 // the room for its last word (EndFile), and checks that it can be
 // written. On error nothing is left behind.
 func PrepareRunDir(root, store, variant string, now time.Time) (*RunDir, error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	dir, err := MkdirAt(root, now, func(stamp string) string { return stamp + "-" + store + "-" + variant })
+	if err != nil {
 		return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
-	}
-	// A run started in the same millisecond beside another of the same
-	// store and variant (CI shards, make -j) takes the next millisecond's
-	// name: the names stay in their format, in order, and unique. It was
-	// refused, "cannot write results: file exists".
-	var dir string
-	for try := 0; ; try++ {
-		name := fmt.Sprintf("%s-%s-%s", now.Add(time.Duration(try)*time.Millisecond).Format("20060102-150405.000"), store, variant)
-		dir = filepath.Join(root, name)
-		err := os.Mkdir(dir, 0o755)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, fs.ErrExist) || try == maxNameTries {
-			return nil, fmt.Errorf("cannot write results to %s: %v", root, unwrapPathErr(err))
-		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, Marker), nil, 0o644); err != nil {
 		os.Remove(dir)
@@ -73,9 +58,29 @@ func PrepareRunDir(root, store, variant string, now time.Time) (*RunDir, error) 
 	return &RunDir{Root: root, Path: dir}, nil
 }
 
-// maxNameTries bounds the next names PrepareRunDir tries when a run's is
+// MkdirAt makes root and, under it, the directory name(stamp) of a run
+// started at now, stamp its time to the millisecond
+// ("20060102-150405.000"), and returns its path. A run started in the
+// same millisecond beside another of the same name (CI shards, make -j)
+// takes the next millisecond's: the names stay in their format, in
+// order, and unique. The second was refused ("file exists"), or, where
+// the directory was made with MkdirAll, shared the first's.
+func MkdirAt(root string, now time.Time, name func(stamp string) string) (string, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	for try := 0; ; try++ {
+		dir := filepath.Join(root, name(now.Add(time.Duration(try)*time.Millisecond).Format("20060102-150405.000")))
+		err := os.Mkdir(dir, 0o755)
+		if err == nil || !errors.Is(err, fs.ErrExist) || try == maxNameTries {
+			return dir, err
+		}
+	}
+}
+
+// maxNameTries bounds the next names MkdirAt tries when a run's is
 // taken: a second of runs started at once.
-const maxNameTries = 1000
+const maxNameTries = 999
 
 func unwrapPathErr(err error) error {
 	var pe *os.PathError

@@ -172,9 +172,9 @@ func skewFindings(ops []history.Op, first int64, ttl time.Duration) (takeovers, 
 				continue
 			}
 			d := op.Output.Decision
-			switch young := time.Duration(op.Return-prev0(prev)) < ttl-margin; {
+			switch {
 			case !d.Takeover || prev == nil || prev.Output.Decision.Token == d.Token:
-			case young:
+			case time.Duration(op.Return-prev.Call) < ttl-margin: // a young claim
 				takeovers++
 				victims = append(victims, *prev)
 			default:
@@ -192,12 +192,4 @@ func skewFindings(ops []history.Op, first int64, ttl time.Duration) (takeovers, 
 		}
 	}
 	return takeovers, fenced, late
-}
-
-// prev0 is the call time of the claim before, 0 when there is none.
-func prev0(prev *history.Op) int64 {
-	if prev == nil {
-		return 0
-	}
-	return prev.Call
 }

@@ -121,14 +121,7 @@ func TestFieldsCrossTheProtocol(t *testing.T) {
 // token is answered other; one with any token is fenced, since this
 // store holds no claims.
 func tokenRequired() {
-	fmt.Println(`{"type":"hello","protocol":1,"name":"strict","clock":"caller"}`)
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(in.Bytes(), &m); err != nil {
-			os.Exit(1)
-		}
-		id := int64(m["id"].(float64))
+	serveLines(`{"type":"hello","protocol":1,"name":"strict","clock":"caller"}`, func(m map[string]any, id int64) {
 		switch _, has := m["token"]; {
 		case m["type"] == "open" || m["type"] == "close":
 			fmt.Printf(`{"type":"ok","id":%d}`+"\n", id)
@@ -137,6 +130,21 @@ func tokenRequired() {
 		default:
 			fmt.Printf(`{"type":"error","id":%d,"code":"fenced","message":"no such claim"}`+"\n", id)
 		}
+	})
+}
+
+// serveLines is the test binary as a store written by hand, as one in
+// another language is: it says hello, then gives answer each request
+// line, decoded, with its id.
+func serveLines(hello string, answer func(m map[string]any, id int64)) {
+	fmt.Println(hello)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(in.Bytes(), &m); err != nil {
+			os.Exit(1)
+		}
+		answer(m, int64(m["id"].(float64)))
 	}
 }
 

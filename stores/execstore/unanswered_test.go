@@ -1,9 +1,7 @@
 package execstore_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,14 +19,7 @@ import (
 // complete is never answered, and the process lives on. A release first
 // hits its failpoint "held", waits for the go, then is fenced.
 func muteSave() {
-	fmt.Println(`{"type":"hello","protocol":1,"name":"mute","clock":"caller","points":["held"]}`)
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(in.Bytes(), &m); err != nil {
-			os.Exit(1)
-		}
-		id := int64(m["id"].(float64))
+	serveLines(`{"type":"hello","protocol":1,"name":"mute","clock":"caller","points":["held"]}`, func(m map[string]any, id int64) {
 		switch m["type"] {
 		case "complete":
 			fmt.Fprintln(os.Stderr, "Exception in thread Thread-7: KeyError: 'response'")
@@ -39,7 +30,7 @@ func muteSave() {
 		default:
 			fmt.Printf(`{"type":"ok","id":%d}`+"\n", id)
 		}
-	}
+	})
 }
 
 // TestUnansweredRequestIsCut: a request the store never answers ends,
