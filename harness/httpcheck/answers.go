@@ -31,7 +31,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	reached := map[string]bool{}      // a request of the key got an answer but [history.TryAgain], or none
 	firstRefused := map[string]bool{} // the key's first request was answered 422
 	firstOrder := map[string]string{} // the order of the key's first operation
-	shared := 0                       // operations whose key another operation had drawn first
+	shared, ops := 0, 0               // operations whose key another operation had drawn first, of all
 	for _, x := range xs {
 		if !keyedOwn(x) {
 			continue
@@ -41,8 +41,10 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 			switch o, seen := firstOrder[x.Key]; {
 			case !seen:
 				firstOrder[x.Key] = x.Order
+				ops++
 			case o != x.Order:
 				shared++
+				ops++
 				firstOrder[x.Key] = x.Order // counted once per operation
 			}
 		}
@@ -108,11 +110,18 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		r.Notes = append(r.Notes, fmt.Sprintf("not tested: %d keys got %s to every request, so none reached the service's idempotency as far as the answers tell", limited, tryAgainCodes))
 	}
 	if shared > 0 {
-		ops := fmt.Sprintf("%d operations were", shared)
-		if shared == 1 {
-			ops = "1 operation was"
+		const why = "(a --key-format of too few random digits ran out of fresh keys): each got the other's answer or a 422, and was not tested as an operation of its own (a wider %x, or %d)"
+		switch {
+		case 2*shared > ops:
+			// Most of the run tested the key pattern, not the service:
+			// a pass would stand on the few operations with keys of
+			// their own (5,286 of 5,302 untested passed with a note).
+			r.Unjudged = fmt.Sprintf("%d of %d operations were sent a key another operation had drawn first %s", shared, ops, why)
+		case shared == 1:
+			r.Notes = append(r.Notes, "not tested: 1 operation was sent a key another operation had drawn first "+why)
+		default:
+			r.Notes = append(r.Notes, fmt.Sprintf("not tested: %d operations were sent a key another operation had drawn first %s", shared, why))
 		}
-		r.Notes = append(r.Notes, fmt.Sprintf("not tested: %s sent a key another operation had drawn first (a --key-format of too few random digits ran out of fresh keys): each got the other's answer or a 422, and was not tested as an operation of its own (a wider %%x, or %%d)", ops))
 	}
 	if refused > 0 {
 		// Fewer than half the keys (more is nothing tested, below): the
