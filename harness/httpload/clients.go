@@ -110,6 +110,7 @@ type Config struct {
 // and the final probes.
 type keyState struct {
 	key, order, body string
+	amount           int  // the amount in body
 	settled          bool // the last answer was definite (2xx or 4xx but 409)
 }
 
@@ -181,14 +182,15 @@ func (l *Load) client(ctx context.Context, c int) {
 	keys := newKeys(l.cfg.Request.KeyFormat, l.cfg.RunID, l.cfg.Seed, c, &l.seq)
 	for n := 0; ctx.Err() == nil; n++ {
 		order := fmt.Sprintf("%s-c%d-o%d", l.cfg.RunID, c, n)
-		body, err := l.cfg.Request.body(order, 100+rng.Intn(900))
+		amount := 100 + rng.Intn(900)
+		body, err := l.cfg.Request.body(order, amount)
 		if err != nil { // Normalize built one: cannot happen
 			panic(err)
 		}
 		r := rng.Float64()
 		switch {
 		case r < m.Race:
-			ks := l.newKey(l.freshKey(keys), order, body)
+			ks := l.newKey(l.freshKey(keys), order, body, amount)
 			mine = append(mine, ks)
 			a, b := pick(), pick()
 			var wg sync.WaitGroup
@@ -204,7 +206,17 @@ func (l *Load) client(ctx context.Context, c int) {
 			l.send(ctx, c, pick(), history.PurposeReplay, ks.key, true, ks.order, ks.body, 1)
 		case r < m.Race+m.Replay+m.Reuse && len(mine) > 0:
 			ks := mine[rng.Intn(len(mine))]
-			other := &keyState{key: ks.key, order: order, body: body}
+			other := &keyState{key: ks.key, order: order, body: body, amount: amount}
+			if rng.Intn(2) == 0 {
+				// Every other reuse changes the order alone: a service
+				// whose fingerprint leaves the order out (the amount
+				// only) replays the key's answer to it, where a reuse
+				// changing both got its 422 and passed.
+				other.amount = ks.amount
+				if other.body, err = l.cfg.Request.body(order, ks.amount); err != nil {
+					panic(err)
+				}
+			}
 			l.operation(ctx, c, pick(), pick, other, history.PurposeReuse, rng)
 		case r < m.Race+m.Replay+m.Reuse+m.Missing:
 			purpose := history.PurposeMissing
@@ -217,7 +229,7 @@ func (l *Load) client(ctx context.Context, c int) {
 			key += strings.Repeat("x", max(0, l.cfg.MaxKeyLen+1-len(key)))
 			l.send(ctx, c, pick(), history.PurposeLong, key, true, order, body, 1)
 		default:
-			ks := l.newKey(l.freshKey(keys), order, body)
+			ks := l.newKey(l.freshKey(keys), order, body, amount)
 			mine = append(mine, ks)
 			l.operation(ctx, c, pick(), pick, ks, history.PurposeFirst, rng)
 		}
@@ -247,8 +259,8 @@ func (l *Load) freshKey(k *keys) string {
 // freshTries bounds the draws of freshKey for one operation.
 const freshTries = 64
 
-func (l *Load) newKey(key, order, body string) *keyState {
-	ks := &keyState{key: key, order: order, body: body}
+func (l *Load) newKey(key, order, body string, amount int) *keyState {
+	ks := &keyState{key: key, order: order, body: body, amount: amount}
 	l.mu.Lock()
 	l.keys = append(l.keys, ks)
 	l.mu.Unlock()

@@ -25,8 +25,28 @@ import (
 // service is a minimal payment API over stores.Run: the store is shared
 // by the instances that are given the same one. Its fingerprint covers
 // the URL it was asked at, Host included (as one over Starlette's
-// request.url does): correct behind one name (httpload.ServiceHost).
+// request.url does), and the body: correct behind one name
+// (httpload.ServiceHost).
 func service(t *testing.T, store stores.Store, provider string) http.Handler {
+	return serviceBy(t, store, provider, func(r *http.Request, body []byte) []byte {
+		return append([]byte("http://"+r.Host+r.URL.Path+"\n"), body...)
+	})
+}
+
+// amountOnly is service with a fingerprint of the amount alone: a key
+// reused for another order of the same amount replays the key's answer.
+func amountOnly(t *testing.T, store stores.Store, provider string) http.Handler {
+	return serviceBy(t, store, provider, func(_ *http.Request, body []byte) []byte {
+		var o struct {
+			Amount int `json:"amount"`
+		}
+		_ = json.Unmarshal(body, &o)
+		return []byte(fmt.Sprint(o.Amount))
+	})
+}
+
+// serviceBy is service with the fingerprint of fp's bytes.
+func serviceBy(t *testing.T, store stores.Store, provider string, fp func(r *http.Request, body []byte) []byte) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var o struct {
@@ -36,7 +56,7 @@ func service(t *testing.T, store stores.Store, provider string) http.Handler {
 			w.WriteHeader(http.StatusOK) // the ping
 			return
 		}
-		sum := sha256.Sum256(append([]byte("http://"+r.Host+r.URL.Path+"\n"), body...))
+		sum := sha256.Sum256(fp(r, body))
 		req := stores.Request{KeyRef: stores.KeyRef{Key: r.Header.Get("Idempotency-Key")}, Fingerprint: hex.EncodeToString(sum[:]), Now: time.Now()}
 		res, err := stores.Run(context.WithoutCancel(r.Context()), store, req, stores.SaveError, func(ctx context.Context, _ stores.Token) (stores.Response, error) {
 			resp, err := http.Post(provider, "application/json", bytes.NewReader(body))
@@ -76,6 +96,11 @@ var purposes = []string{history.PurposeFirst, history.PurposeRace, history.Purpo
 // every one of purposes was sent (at most maxRounds), and returns the
 // history and the checkers' verdicts.
 func run(t *testing.T, shared bool) (*history.History, []httpcheck.Result) {
+	return runOn(t, shared, service)
+}
+
+// runOn is run on the instances svc makes.
+func runOn(t *testing.T, shared bool, svc func(*testing.T, stores.Store, string) http.Handler) (*history.History, []httpcheck.Result) {
 	const maxRounds = 20
 	h, l := history.New(), history.NewLedger()
 	p, err := httpload.StartProvider(httpload.ProviderConfig{Latency: 5 * time.Millisecond, FailRate: 0.05, Seed: 1}, h, l, 0)
@@ -91,7 +116,7 @@ func run(t *testing.T, shared bool) (*history.History, []httpcheck.Result) {
 			st = newStore(t)
 		}
 		name := fmt.Sprintf("i%d", i)
-		srv := httptest.NewServer(service(t, st, p.URL(name)))
+		srv := httptest.NewServer(svc(t, st, p.URL(name)))
 		defer srv.Close()
 		if err := httpload.Ping(context.Background(), srv.URL, nil, time.Second); err != nil {
 			t.Fatal(err)
@@ -159,6 +184,24 @@ func TestSharedStorePassesPerInstanceStoreFails(t *testing.T) {
 			t.Errorf("a store per instance passed at-most-once: %s", r.Detail)
 		}
 	}
+}
+
+// TestAmountOnlyFingerprintFails: a service whose fingerprint leaves
+// the order out (the amount alone) replays a key's answer to a reuse
+// for another order of the same amount, and fails status-codes; every
+// reuse changed the amount too, each got its 422, and it passed.
+func TestAmountOnlyFingerprintFails(t *testing.T) {
+	_, results := runOn(t, true, amountOnly)
+	for _, r := range results {
+		if r.Checker != httpcheck.Status {
+			continue
+		}
+		if r.Pass || r.Violations[0].Cause != httpcheck.CauseReuse {
+			t.Fatalf("a fingerprint of the amount alone: status-codes %+v", r)
+		}
+		return
+	}
+	t.Fatal("no status-codes result")
 }
 
 // TestServiceHost: instances on one host name share the first's Host;
