@@ -250,8 +250,8 @@ func closedAt(x history.Exchange, fs []history.Fault) int64 {
 func Classify(xs []history.Exchange, fs []history.Fault, first, second history.Charge) (string, string) {
 	if first.End > 0 && second.At < first.End {
 		return CauseConcurrent, fmt.Sprintf(
-			"the provider was still making %s (until %s) when %s came: two executions held the key at once (a lock that is not shared, or none)",
-			first.ID, ms(first.End), second.ID)
+			"the provider was still making %s (until %s) when %s came: two executions held the key at once (a lock that is not shared, or none%s)",
+			first.ID, ms(first.End), second.ID, outlived(xs, fs, first, second))
 	}
 	other := ""
 	if first.Via != "" && second.Via != "" && first.Via != second.Via {
@@ -283,7 +283,7 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 			}
 			return CauseConcurrent, fmt.Sprintf(
 				"the request that could have made %s (client %d on %s, sent at %s, %s) was still open when %s came: two executions held the key at once (a lock that is not shared, or none%s)",
-				first.ID, x.Client, x.Instance, ms(x.Call), open, second.ID, outlived(first, second))
+				first.ID, x.Client, x.Instance, ms(x.Call), open, second.ID, outlived(xs, fs, first, second))
 		}
 	}
 	for _, x := range xs {
@@ -324,17 +324,36 @@ func overlapped(xs []history.Exchange, fs []history.Fault, first, second history
 const leaseGap = int64(time.Second)
 
 // outlived says, when the second charge came long after the first
-// ([leaseGap]) and the first's owner was still at work, that a claim
+// ([leaseGap]), or a tenth of that after it from a request sent once the
+// first had begun ([sentAfter]), and the first's owner was still at
+// work, that a claim
 // which expires may have run out under its owner: no fault of
 // idemcheck's stopped that owner (a pause is excused: [staleResumed]),
 // so the service itself was slow (its requests queued, a save waiting on
 // a lock) past its own lease, as a retry storm makes it. "" otherwise.
-func outlived(first, second history.Charge) string {
-	if second.At-first.At < leaseGap {
+func outlived(xs []history.Exchange, fs []history.Fault, first, second history.Charge) string {
+	if gap := second.At - first.At; gap < leaseGap && (gap < leaseGap/10 || !sentAfter(xs, fs, first, second)) {
 		return ""
 	}
 	return fmt.Sprintf("; or a lease: %s came %v after %s, whose owner had not yet answered: if the service's claims expire, its owner outlived its own lease (slowed, not stopped: its requests queued, or its save waited on a lock) and another request took the key over; a lease must outlast all of the owner's work, its save included, or the provider must be given a key to refuse the second charge",
 		second.ID, time.Duration(second.At-first.At).Round(time.Millisecond), first.ID)
+}
+
+// sentAfter reports whether a request of the order that could have made
+// second (sent before it, to its instance, still open then) was sent
+// after first began: the second execution may have started while the
+// first was at work, as a retry taking over an expired lease does, not
+// beside it, as two first requests racing through a lock of their own
+// do (a 300 ms lease under a 700 ms charge was named only a lock not
+// shared).
+func sentAfter(xs []history.Exchange, fs []history.Fault, first, second history.Charge) bool {
+	for _, x := range xs {
+		if x.Purpose != history.PurposeReuse && x.Call > first.At && x.Call < second.At &&
+			(second.Via == "" || x.Instance == second.Via) && closedAt(x, fs) >= second.At {
+			return true
+		}
+	}
+	return false
 }
 
 var chargeID = regexp.MustCompile(`\bch_[0-9]+\b`)

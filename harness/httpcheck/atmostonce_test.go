@@ -36,3 +36,31 @@ func TestOwnerOutlivedItsLease(t *testing.T) {
 		t.Errorf("two charges 10 ms apart: %s, want no lease named", d)
 	}
 }
+
+// TestRetryTakingOverNamesTheLease: the provider still making the first
+// charge when a retry, sent after it began, made the second, 400 ms on
+// (a 300 ms lease under a 700 ms charge): the lease is named beside a
+// lock not shared, though the charges came less than a second apart.
+// The same gap from a request sent before the first began (two first
+// requests racing) does not name it.
+func TestRetryTakingOverNamesTheLease(t *testing.T) {
+	ms := int64(time.Millisecond)
+	twice := func(sent int64) Result {
+		e := newEv()
+		e.x(1, "i1", history.PurposeFirst, "k", "o", "b", 1000*ms, 2200*ms, 200, `{"charge":"ch_1"}`)
+		e.chargeOutcome("o", "i1", 1100*ms, 1800*ms, history.OutcomeCharged)
+		e.x(2, "i1", history.PurposeRetry, "k", "o", "b", sent, 2000*ms, 200, `{"charge":"ch_2"}`)
+		e.chargeOutcome("o", "i1", 1500*ms, 1900*ms, history.OutcomeCharged)
+		return e.result(t, AtMostOnce)
+	}
+	r := twice(1300 * ms)
+	wantCause(t, r, CauseConcurrent)
+	if d := r.Violations[0].Detail; !strings.Contains(d, "outlived its own lease") || !strings.Contains(d, "ch_2 came 400ms after ch_1") {
+		t.Errorf("a retry sent 200 ms into the first charge charged again: %s, want the lease named", d)
+	}
+	r = twice(1050 * ms)
+	wantCause(t, r, CauseConcurrent)
+	if d := r.Violations[0].Detail; strings.Contains(d, "lease") {
+		t.Errorf("a second request sent before the first charge: %s, want no lease named", d)
+	}
+}
