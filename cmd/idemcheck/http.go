@@ -481,19 +481,29 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		fmt.Fprintln(stdout, httpreport.Closing(results))
 		return code, nil
 	}
+	return expected(stdout, results, expChecker, expCause), nil
+}
+
+// expected says whether checker failed with cause (any cause when "")
+// and returns the exit code of an --expect run: pass when it did.
+func expected(w io.Writer, results []httpcheck.Result, checker, cause string) int {
 	for _, r := range results {
-		if r.Checker != expChecker || r.Pass {
+		if r.Checker != checker || r.Pass {
 			continue
 		}
 		for _, c := range r.Causes() {
-			if expCause == "" || c == expCause {
-				fmt.Fprintf(stdout, "expected: %s failed with cause %s\n", expChecker, c)
-				return exitPass, nil
+			if cause == "" || c == cause {
+				fmt.Fprintf(w, "expected: %s failed with cause %s\n", checker, c)
+				return exitPass
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "NOT as expected: %s did not fail with cause %q\n", expChecker, expCause)
-	return exitFail, nil
+	if cause == "" {
+		fmt.Fprintf(w, "NOT as expected: %s did not fail\n", checker)
+	} else {
+		fmt.Fprintf(w, "NOT as expected: %s did not fail with cause %q\n", checker, cause)
+	}
+	return exitFail
 }
 
 // anyAnswer reports whether any request got an HTTP answer.
