@@ -217,15 +217,22 @@ func decode[T any](shards []shardFile) ([]*T, error) {
 }
 
 // interleave puts the shards' items back in the whole run's order: item p
-// of the whole run was shard p mod n's item p div n.
+// of the whole run was shard p mod n's item p div n. A shard cut short
+// has fewer; the others' items after its last are kept, in their order
+// (the merge stopped at the shortest shard's end, and an interrupted
+// shard dropped what the whole ones had finished).
 func interleave[T any](parts [][]T) []T {
 	var out []T
 	for k := 0; ; k++ {
+		more := false
 		for _, p := range parts {
-			if k >= len(p) {
-				return out
+			if k < len(p) {
+				out = append(out, p[k])
+				more = true
 			}
-			out = append(out, p[k])
+		}
+		if !more {
+			return out
 		}
 	}
 }
@@ -245,13 +252,23 @@ func mergeMutants(shards []shardFile) (*hunt.MutantsReport, error) {
 		rows = append(rows, r.Mutants)
 		out.Unfinished = append(out.Unfinished, r.Unfinished...)
 		out.Correct.Runs = append(out.Correct.Runs, r.Correct.Runs...)
+		v := r.Correct.Verdict
+		if v == "" {
+			// Not run in this shard (cut short before it): not all of
+			// the correct store was judged, whatever the others did;
+			// "not run" is the whole merge's only if no shard ran it.
+			v = check.Unknown
+		}
 		switch {
-		case r.Correct.Verdict == check.Fail:
+		case v == check.Fail:
 			out.Correct.Verdict = check.Fail
-		case r.Correct.Verdict != check.Pass && out.Correct.Verdict == check.Pass:
-			out.Correct.Verdict = r.Correct.Verdict
+		case v != check.Pass && out.Correct.Verdict == check.Pass:
+			out.Correct.Verdict = v
 		}
 		out.Seconds = max(out.Seconds, r.Seconds)
+	}
+	if len(out.Correct.Runs) == 0 && out.Correct.Verdict == check.Unknown {
+		out.Correct.Verdict = ""
 	}
 	out.Mutants = interleave(rows)
 	return &out, nil
