@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
@@ -64,6 +65,15 @@ func checkFencing(e Evidence, ops []history.Op, g grouped) fencingTally {
 				}
 			}
 			if own == nil {
+				// A token no claim of the key handed out (empty, made
+				// up, another key's: abuse sends them) cannot be the
+				// owner's; a store that took it is not fenced. One a
+				// claim gave only later is left to linearizability.
+				if !slices.ContainsFunc(claims, func(c history.Op) bool { return c.Output.Decision.Token == w.Input.Token }) {
+					vs = append(vs, Violation{Fencing, k.String(), fmt.Sprintf(
+						"%s by client %d with token %s was accepted at %s, but no claim of %s had that token: the store took a write from a token it never handed out for the key",
+						w.Input.Kind, w.Client, tokOrEmpty(w.Input.Token), ms(w.Return), k)})
+				}
 				continue
 			}
 			for _, c := range claims {
@@ -77,6 +87,14 @@ func checkFencing(e Evidence, ops []history.Op, g grouped) fencingTally {
 		}
 	}
 	return fencingTally{writes: writes, fenced: fenced, fenceOn: fenceOn, vs: vs}
+}
+
+// tokOrEmpty is [tok], or "(empty)" for the empty token.
+func tokOrEmpty(t stores.Token) string {
+	if t == "" {
+		return "(empty)"
+	}
+	return tok(t)
 }
 
 // fencingTally is what checkFencing found in a part, or in the parts

@@ -38,6 +38,24 @@ func TestFencing(t *testing.T) {
 		r.complete(1, "a", resp, 200, 0, false, true)
 		want(t, r, check.Fencing, check.Pass, "")
 	})
+	// A save or release from a token no claim of the key handed out
+	// (abuse's forged ones), accepted: fencing passed, saying "all from
+	// the current token", beside 548 forged saves accepted.
+	t.Run("a forged token's save accepted fails", func(t *testing.T) {
+		r := takeover()
+		r.complete(2, "made-up", resp, 200, 201, false, false)
+		want(t, r, check.Fencing, check.Fail, "no claim of")
+	})
+	t.Run("an empty token's release accepted fails", func(t *testing.T) {
+		r := takeover()
+		r.release(2, "", 200, 201, false)
+		want(t, r, check.Fencing, check.Fail, "with token (empty)")
+	})
+	t.Run("a forged token's save fenced passes", func(t *testing.T) {
+		r := takeover()
+		r.complete(2, "made-up", resp, 200, 201, true, false)
+		want(t, r, check.Fencing, check.Pass, "")
+	})
 	t.Run("a token handed out twice fails", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
