@@ -337,9 +337,13 @@ func stepBegin(cfg Config, s State, in Input, out Output) []State {
 // among the key's used tokens. Two unanswered Begins that claimed then
 // leave the same state when nothing else tells them apart (their
 // fingerprint, lease and lock time), which lets porcupine's cache merge
-// them, and the checker merge the calls (docs/DESIGN.md §8). This is
-// exact while no store hands out "?" as a token: no call can hold it.
-const Placeholder stores.Token = "?"
+// them, and the checker merge the calls (docs/DESIGN.md §8). No call
+// holds it ([heldBy]), whatever token it sends: it was "?", which abuse
+// sends among its forged tokens, and a correct store that fenced such a
+// save broke the model. It starts with a NUL byte, which no store hands
+// out (Postgres text cannot hold one), so no claim's token is taken for
+// it either.
+const Placeholder stores.Token = "\x00unseen"
 
 // unknownBegin: the call may have done nothing, or claimed (afresh or by
 // takeover) with a token nobody saw (Placeholder).
@@ -408,7 +412,7 @@ func Hash(s State) uint64 {
 // heldBy reports whether the key is in flight under tok: the only state
 // in which a save, release or extension with tok may land.
 func heldBy(s State, tok stores.Token) bool {
-	return s.Exists && !s.Done && !s.Tombstone && s.Token == tok
+	return s.Exists && !s.Done && !s.Tombstone && s.Token == tok && s.Token != Placeholder
 }
 
 // Hint names the declaration (stores.Semantics) that would allow an

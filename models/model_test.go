@@ -294,3 +294,23 @@ func TestQuietRelease(t *testing.T) {
 		t.Error("QuietRelease: a foreign save answered ok is still a violation")
 	}
 }
+
+// TestPlaceholderIsNoCallersToken: a claim an unanswered Begin may have
+// made is held by a token nobody saw, so a save with any token a caller
+// can send (abuse sends "?" among its forged ones) is not the owner's:
+// fenced is the answer, not a violation. The placeholder was "?", and a
+// correct store that fenced a forged "?" save broke the model.
+func TestPlaceholderIsNoCallersToken(t *testing.T) {
+	in := begin("fp", t0)
+	in.ID = 7
+	next := Step(cfg, State{}, in, Output{Unknown: true})
+	if len(next) != 2 {
+		t.Fatalf("unknown Begin: %+v", next)
+	}
+	for _, forged := range []stores.Token{"?", "", "made-up-token"} {
+		save := Input{Kind: Complete, Key: key, Token: forged, Response: resp, Now: t0.Add(time.Millisecond)}
+		if len(Step(cfg, next[1], save, Output{Fenced: true})) != 1 {
+			t.Errorf("a save with %q fenced, the key held by an unseen token: forbidden", forged)
+		}
+	}
+}
