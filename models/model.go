@@ -439,7 +439,11 @@ func DescribeState(s State) string {
 	if s.Done {
 		return fmt.Sprintf("done fp=%s resp=%d %q", s.Fingerprint, s.Response.Status, short(s.Response.Body))
 	}
-	return fmt.Sprintf("in_flight fp=%s token=%s locked_at=%s", s.Fingerprint, faults.ShortToken(string(s.Token)), s.LockedAt.Format("15:04:05.000"))
+	tok := faults.ShortToken(string(s.Token))
+	if s.Token == Placeholder {
+		tok = "(unseen)"
+	}
+	return fmt.Sprintf("in_flight fp=%s token=%s locked_at=%s", s.Fingerprint, tok, s.LockedAt.Format("15:04:05.000"))
 }
 
 // DescribeOperation prints a call and its answer for traces.
