@@ -115,6 +115,8 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 			return recoverSoak(dir, *asJSON, stdout, stderr)
 		case tornKind:
 			return recoverTorn(dir, *asJSON, stdout)
+		case damagedKind:
+			return exitUsage, fmt.Errorf("recheck: %s: the first line of its journal (what run it was) is unreadable, yet lines follow it: the file was damaged after it was written, not cut short by a death, and what follows may record failures; recheck cannot tell what run it was (restore the file, or run again)", dir)
 		}
 		return recoverRun(ctx, dir, *asJSON, stdout, stderr)
 	}

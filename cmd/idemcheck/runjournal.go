@@ -93,7 +93,8 @@ func journalKind(path string) string {
 		return ""
 	}
 	defer f.Close()
-	line, err := bufio.NewReader(f).ReadBytes('\n')
+	br := bufio.NewReader(f)
+	line, err := br.ReadBytes('\n')
 	whole := err == nil // ended by its newline
 	var l struct {
 		Type string `json:"type"`
@@ -115,6 +116,12 @@ func journalKind(path string) string {
 	switch {
 	case len(kinds) == 1:
 		return kinds[0]
+	case whole && more(br):
+		// Unreadable, yet lines follow it: no run dies inside its
+		// first line and writes more, so the file was damaged
+		// afterwards; what follows may record failures, and "nothing
+		// ran" would hide them.
+		return damagedKind
 	case len(kinds) > 1 || !whole:
 		// Torn where no kind's head shows, or empty (a run killed as it
 		// started, before its first line was out): its first line
@@ -123,6 +130,16 @@ func journalKind(path string) string {
 	}
 	return ""
 }
+
+// more reports whether r holds another byte.
+func more(r *bufio.Reader) bool {
+	_, err := r.Peek(1)
+	return err == nil
+}
+
+// damagedKind is the kind of a journal whose first line is unreadable
+// though lines follow it: damaged after it was written, not cut short.
+const damagedKind = "damaged"
 
 // tornKind is the kind of a journal torn inside its first line, or
 // empty: its run died as it began, before it ran anything.
