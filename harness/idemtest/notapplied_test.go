@@ -189,6 +189,14 @@ func TestUnknownErrorEndsACase(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- SKIP: TestEveryCallErring") || !strings.Contains(string(out), "not judged: the store failed a call") {
 		t.Errorf("a store whose every call errs: %v\n%s", err, out)
 	}
+	// A CI gate that wants every test judged says so, and the skip
+	// fails: without -v a skip printed "ok".
+	cmd = exec.Command(os.Args[0], "-test.run=^TestEveryCallErring$", "-rapid.nofailfile")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "IDEM_RESULTS="+t.TempDir(), idemtest.RequireJudgedEnv+"=1")
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--- FAIL: TestEveryCallErring") || !strings.Contains(string(out), idemtest.RequireJudgedEnv+" is set") {
+		t.Errorf("a store whose every call errs, %s set: %v\n%s", idemtest.RequireJudgedEnv, err, out)
+	}
 }
 
 // TestEveryCallErring is TestUnknownErrorEndsACase's child: a store whose
