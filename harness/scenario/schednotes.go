@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/sched"
 )
 
@@ -102,3 +103,16 @@ func ClockOutran(eps []EpisodeRecord, lockTTL time.Duration) string {
 // Outran reports whether the episode ran as long as lockTTL of real time
 // between two of the clock's ticks (ClockOutran).
 func (e EpisodeRecord) Outran(lockTTL time.Duration) bool { return e.Unticked >= lockTTL }
+
+// tookOver reports whether some Begin of ops claimed a key over a stale
+// claim ([stores.Decision.Takeover]): sched-takeover passed on seeds
+// whose episodes took none over, and said nothing of what it was named
+// for.
+func tookOver(ops []history.Op) bool {
+	for _, op := range ops {
+		if op.IsClaim() && op.Output.Decision.Takeover {
+			return true
+		}
+	}
+	return false
+}
