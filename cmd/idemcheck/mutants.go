@@ -13,6 +13,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/hunt"
 	"github.com/idemcheck/idemcheck/harness/report"
+	"github.com/idemcheck/idemcheck/harness/scenario"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -141,6 +142,9 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		mo.Progress = func(s string) { fmt.Fprintf(stderr, "\r\033[K%s…", s) }
 	}
 	rep, err := hunt.RunMutants(ctx, o, mo)
+	if rep != nil {
+		rep.Budget = budget.Seconds()
+	}
 	if mo.Progress != nil {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
@@ -164,6 +168,34 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	return mutantsCode(rep), nil
 }
 
+// printSurvivors says, of each hunt that ended without a kill, that it
+// gave up at its budget, after how many episodes and how long: a mutant
+// given up on at a short --budget was printed SURVIVED, and the run
+// FAIL, with nothing naming the budget.
+func printSurvivors(w io.Writer, rep *hunt.MutantsReport) {
+	budget := "its budget (--budget)"
+	if rep.Budget > 0 {
+		budget = fmt.Sprintf("its budget (--budget %v)", time.Duration(rep.Budget*float64(time.Second)).Round(time.Millisecond))
+	}
+	said := false
+	for _, m := range rep.Mutants {
+		for _, r := range m.Runs {
+			if r.Killed || r.Skipped != "" {
+				continue
+			}
+			if !said {
+				fmt.Fprintf(w, "\nnot caught: each hunt below ran until %s was spent, and no checker caught the bug: a longer --budget may kill it; a survivor at the default is a bug the harness misses\n", budget)
+				said = true
+			}
+			what := fmt.Sprintf("%d round(s)", r.Episodes)
+			if sc, ok := scenario.Lookup(r.Scenario); ok && sc.Scheduled {
+				what = fmt.Sprintf("%d episode(s)", r.Episodes)
+			}
+			fmt.Fprintf(w, "  %s (%s): %s over %.1fs\n", m.Name, r.Scenario, what, r.Hunted)
+		}
+	}
+}
+
 // printMutants prints the matrix, the correct store's verdict and each
 // mutant's shortest trace.
 func printMutants(w io.Writer, rep *hunt.MutantsReport) {
@@ -176,7 +208,11 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 	if rep.Seeds > 1 {
 		secs = "median s"
 	}
-	fmt.Fprintf(w, "  %-26s %-6s %-18s %-9s %-20s %8s %8s\n", "mutant", "side", "scenario", "result", "checker", secs, "episodes")
+	nw := len("mutant")
+	for _, m := range rep.Mutants {
+		nw = max(nw, len(m.Name))
+	}
+	fmt.Fprintf(w, "  %-*s %-6s %-18s %-9s %-20s %8s %8s\n", nw, "mutant", "side", "scenario", "result", "checker", secs, "episodes")
 	killed, skipped := 0, 0
 	for _, m := range rep.Mutants {
 		result := "SURVIVED"
@@ -195,7 +231,7 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 			result = "undecided" // no seed survived, some did not finish
 		}
 		if m.Skipped != "" {
-			fmt.Fprintf(w, "  %-26s %-6s %-18s %-9s %s\n", m.Name, m.Side, m.Scenario, result, m.Skipped)
+			fmt.Fprintf(w, "  %-*s %-6s %-18s %-9s %s\n", nw, m.Name, m.Side, m.Scenario, result, m.Skipped)
 			continue
 		}
 		episodes := 0
@@ -205,10 +241,15 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 		if len(m.Runs) > 0 {
 			episodes /= len(m.Runs)
 		}
-		fmt.Fprintf(w, "  %-26s %-6s %-18s %-9s %-20s %8.3f %8d\n", m.Name, m.Side, m.Scenario, result, m.Checker, m.Seconds, episodes)
+		secs := fmt.Sprintf("%8.3f", m.Seconds)
+		if m.Kills == 0 {
+			secs = fmt.Sprintf("%8s", "-") // no kill to time
+		}
+		fmt.Fprintf(w, "  %-*s %-6s %-18s %-9s %-20s %s %8d\n", nw, m.Name, m.Side, m.Scenario, result, m.Checker, secs, episodes)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "seconds: from the start of the hunt to the end of the episode (or round) whose check found the first violation\n")
+	printSurvivors(w, rep)
 	correct := string(rep.Correct.Verdict)
 	if correct == "" {
 		correct = "not run"

@@ -51,6 +51,10 @@ type Kill struct {
 	// Skipped says why the mutant's scenario could not run here.
 	Skipped string `json:"skipped,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Hunted is how long the hunt ran, in seconds: to the kill, or until
+	// it gave up (Options.Budget) for a mutant that survived, whose
+	// Seconds are 0.
+	Hunted float64 `json:"hunted,omitempty"`
 	// Shrink: how many replays shrinking tried, and how many trace lines
 	// the first killing episode had (Trace is the shortest found).
 	ShrinkRuns int `json:"shrink_runs,omitempty"`
@@ -190,7 +194,10 @@ func HuntScenario(ctx context.Context, o harness.Options, name string, h Options
 		h.Budget = time.Minute
 	}
 	if sc.Scheduled {
-		return k, huntEpisodes(ctx, o, sc, h, k)
+		start := time.Now()
+		err := huntEpisodes(ctx, o, sc, h, k)
+		k.Hunted = time.Since(start).Seconds()
+		return k, err
 	}
 	if o.OwnServer != nil && o.FaultsItsServer(sc) {
 		// It kills and restarts the server, which other hunts and runs
@@ -206,7 +213,10 @@ func HuntScenario(ctx context.Context, o harness.Options, name string, h Options
 		defer srv.Close()
 		o.Addr, o.Net, o.Server, o.NoServer = srv.Addr, srv.Net, srv.Server, ""
 	}
-	return k, huntRounds(ctx, o, sc, h, k)
+	start := time.Now()
+	err := huntRounds(ctx, o, sc, h, k)
+	k.Hunted = time.Since(start).Seconds()
+	return k, err
 }
 
 // Episodes runs one scheduled scenario's episodes, one at a time, on one

@@ -105,6 +105,9 @@ type MutantsReport struct {
 	Mutants []MutantReport `json:"mutants"`
 	Correct CorrectReport  `json:"correct"`
 	Seconds float64        `json:"seconds"`
+	// Budget is each hunt's budget (--budget), in seconds: a mutant that
+	// survived was not caught within it (0: not recorded).
+	Budget float64 `json:"budget,omitempty"`
 	// Unfinished lists the jobs of a run cut short that did not finish:
 	// neither killed nor survived, or the correct store not judged there.
 	Unfinished []Unfinished `json:"unfinished,omitempty"`
