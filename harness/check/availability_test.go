@@ -94,6 +94,18 @@ func TestAvailability(t *testing.T) {
 			t.Fatalf("%s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
 		}
 	})
+	t.Run("409s all during a fault are said not judged, not that none met a claim", func(t *testing.T) {
+		r := newRec()
+		r.begin(1, "fp", 0, 1, claimedD("a", false))
+		r.h.AddFault(history.Fault{Client: -1, Kind: history.FaultServerPause, Start: 5 * ms, End: 90 * ms})
+		for i := range 5 {
+			r.begin(2, "fp", int64(10+i), int64(11+i), inFlightD)
+		}
+		got := judge(r)
+		if got.Verdict != check.Pass || got.Judged != 0 || !strings.Contains(got.Detail, "not judged: the 5 Begins that met a live claim") {
+			t.Fatalf("%s (judged %d): %s", got.Verdict, got.Judged, got.Detail)
+		}
+	})
 	t.Run("one error in many 409s is within the tolerance", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
