@@ -40,6 +40,11 @@ Exit codes: 0 the shape holds, 1 it does not, 2 bad usage or setup error,
 type labRuns struct {
 	Store string        `json:"store"`
 	Runs  []*lab.Result `json:"runs"`
+	// Seeds is how many seeds were asked for; Interrupted says the run
+	// was cut short, Runs holding the seeds that ran: the JSON of an
+	// interrupted lab read as a whole one.
+	Seeds       int  `json:"seeds"`
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -122,7 +127,7 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	if *asJSON {
 		var v any = results[0]
 		if seeds.set {
-			v = labRuns{Store: backend.Name, Runs: results}
+			v = labRuns{Store: backend.Name, Runs: results, Seeds: n, Interrupted: interrupted}
 		}
 		if err := printJSON(stdout, v); err != nil {
 			return exitUsage, err
@@ -137,7 +142,7 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 }
 
 func printLab(w io.Writer, store string, orders int, results []*lab.Result, problems []string) {
-	fmt.Fprintf(w, "idemcheck lab: %d orders per version on the %s store; each attempt's reply is lost with probability 1/4 (drawn from the seed) after the server ran it; the client retries.\n\n", orders, store)
+	fmt.Fprintf(w, "idemcheck lab: %s per version on the %s store; each attempt's reply is lost with probability 1/4 (drawn from the seed) after the server ran it; the client retries.\n\n", plural(orders, "order"), store)
 	// The card's figures sit beside a row only where they compare: the
 	// card's seed and number of orders.
 	comparable := func(r *lab.Result) bool { return r.Seed == lab.CardSeed && orders == lab.CardOrders }

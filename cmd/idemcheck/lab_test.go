@@ -122,4 +122,14 @@ func TestLabInterruptReports(t *testing.T) {
 	if code != exitUnknown || !strings.Contains(so.String()+se.String(), "INTERRUPTED: ") {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr: %s", code, so.String(), se.String())
 	}
+	// --json says so too: its runs read as a whole lab's.
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	so.Reset()
+	se.Reset()
+	code = run(ctx, []string{"lab", "--store", "memory", "--seeds", "1-1000", "--orders", "200", "--json"}, &so, &se)
+	var got labRuns
+	if err := json.Unmarshal(so.Bytes(), &got); code != exitUnknown || err != nil || !got.Interrupted || got.Seeds != 1000 || len(got.Runs) == 0 || len(got.Runs) >= 1000 {
+		t.Fatalf("--json: exit %d, %v, %+v\nstderr: %s", code, err, got, se.String())
+	}
 }
