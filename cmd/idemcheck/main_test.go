@@ -519,3 +519,24 @@ func TestWarnCostSaysTheDiskIsTooSmall(t *testing.T) {
 		t.Errorf("a run of terabytes did not warn of the disk:\n%s", w.String())
 	}
 }
+
+// TestSummaryNamesRepeatedScenariosOnce: with --count 2 each scenario
+// runs twice; the lines naming scenarios say each once, and the
+// findings of each repetition are told apart: they were printed twice
+// word for word, and the lists named every scenario twice.
+func TestSummaryNamesRepeatedScenariosOnce(t *testing.T) {
+	sum := &results.Summary{Store: "memory", Variant: "correct", Verdict: check.Pass, Dir: "/r/run", LockTTL: results.Duration(250 * time.Millisecond)}
+	for rep := 0; rep < 2; rep++ {
+		sum.Scenarios = append(sum.Scenarios,
+			results.ScenarioResult{Name: "sched-race", Repetition: rep, Verdict: check.Pass, LockTTL: results.Duration(100 * time.Millisecond)},
+			results.ScenarioResult{Name: "skew", Repetition: rep, Verdict: check.Pass, Schedule: []string{"t0: skew"}, Findings: map[string]int{"skew_takeovers": 8}})
+	}
+	var b bytes.Buffer
+	printSummary(&b, sum, 0)
+	out := b.String()
+	for _, want := range []string{"LockTTL 100ms in sched-race: ", "fault schedules of skew (", "findings of skew (", "findings of skew.2 ("} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -74,15 +74,22 @@ func printSummary(w io.Writer, sum *results.Summary, unwritten int) {
 	}
 	var scheduled, shorter, own []string
 	var ttl results.Duration
+	// Each name once: --count repeats the scenarios.
+	once := func(l []string, name string) []string {
+		if slices.Contains(l, name) {
+			return l
+		}
+		return append(l, name)
+	}
 	for _, s := range sum.Scenarios {
 		if len(s.Schedule) > 0 {
-			scheduled = append(scheduled, s.Name)
+			scheduled = once(scheduled, s.Name)
 		}
 		if s.OwnServer {
-			own = append(own, s.Name)
+			own = once(own, s.Name)
 		}
 		if s.LockTTL != 0 && s.LockTTL != sum.LockTTL {
-			shorter, ttl = append(shorter, s.Name), s.LockTTL
+			shorter, ttl = once(shorter, s.Name), s.LockTTL
 		}
 	}
 	if len(shorter) > 0 {
@@ -114,11 +121,11 @@ func printSummary(w io.Writer, sum *results.Summary, unwritten int) {
 			for i, k := range names {
 				names[i] = fmt.Sprintf("%s %d", k, s.Findings[k])
 			}
-			fmt.Fprintf(w, "\nfindings of %s (expected effects, not violations): %s\n", s.Name, strings.Join(names, ", "))
+			fmt.Fprintf(w, "\nfindings of %s (expected effects, not violations): %s\n", s.ID(), strings.Join(names, ", "))
 		}
 		for _, c := range s.Checkers {
 			if f := c.Finding(); f != "" {
-				fmt.Fprintf(w, "\nfinding of %s (%s; a failure with --strict-%s): %s\n", s.Name, c.Checker, c.Checker, f)
+				fmt.Fprintf(w, "\nfinding of %s (%s; a failure with --strict-%s): %s\n", s.ID(), c.Checker, c.Checker, f)
 			}
 		}
 	}
