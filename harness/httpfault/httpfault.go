@@ -94,6 +94,62 @@ func NewInstance(name string, port int, command string, env []string, log io.Wri
 		env: append([]string{"PORT=" + strconv.Itoa(port)}, env...), log: io.MultiWriter(log, t), tail: t}
 }
 
+// execForm is a simple command (words, leading VAR=value assignments,
+// no shell operators) as the shell execs it ("VAR=x exec prog args"),
+// so that the service is the process that dies with a run killed with
+// SIGKILL (Pdeathsig survives exec): Debian's sh ran prog as its child,
+// which outlived the kill until the next run reaped it. Any other
+// command is left as it is.
+func execForm(cmd string) string {
+	if strings.ContainsAny(cmd, ";&|<>()`$\\\n{}*?[]#~") {
+		return cmd
+	}
+	rest := cmd
+	for {
+		trimmed := strings.TrimLeft(rest, " \t")
+		word, _, _ := strings.Cut(trimmed, " ")
+		word, _, _ = strings.Cut(word, "\t")
+		name, _, isAssign := strings.Cut(word, "=")
+		switch {
+		case word == "" || shellWords[word]:
+			return cmd // a builtin or a keyword is no program to exec
+		case isAssign && validName(name):
+			if strings.ContainsAny(word, "'\"") {
+				return cmd // a quoted value may hold spaces: not split here
+			}
+			rest = trimmed[len(word):]
+			continue
+		}
+		at := len(cmd) - len(trimmed)
+		return cmd[:at] + "exec " + cmd[at:]
+	}
+}
+
+// shellWords are the shell's builtins and keywords: a command that
+// starts with one is left to the shell (exec exit 3 is no command).
+var shellWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(". : [ ! alias bg break case cd command continue do done echo elif else esac eval exec exit export " +
+		"false fc fg fi for getopts hash if in jobs kill local printf pwd read readonly return set shift test then times trap true type " +
+		"ulimit umask unalias unset until wait while") {
+		shellWords[w] = true
+	}
+}
+
+// validName reports whether s is a shell variable's name.
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if r != '_' && !(r >= 'a' && r <= 'z') && !(r >= 'A' && r <= 'Z') && !(i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // Addr is the instance's host:port.
 func (in *Instance) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(in.Port)) }
 
@@ -102,7 +158,7 @@ func (in *Instance) Addr() string { return net.JoinHostPort("127.0.0.1", strconv
 func (in *Instance) Start() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	c := exec.Command("/bin/sh", "-c", in.cmd)
+	c := exec.Command("/bin/sh", "-c", execForm(in.cmd))
 	marker := newMarker()
 	c.Env = append(append(os.Environ(), in.env...), markerEnv+"="+marker)
 	c.Stdout, c.Stderr = in.log, in.log
