@@ -461,14 +461,16 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	// verdict stands: CI must never read a found bug as a broken setup.
 	// The run's last word says it finished, so that its journal is not
 	// taken for a dead run's.
+	incomplete := ""
 	if err := httpreport.WriteDir(dir, run, h, ledger, results); err != nil {
 		fmt.Fprintf(stderr, "idemcheck http: writing %s: %v (the verdict stands)\n", dir, err)
 		leaveLastWord(stderr, dir, httpreport.Overall(results), interrupted != "", []string{err.Error()})
+		incomplete = " (incomplete: its files could not all be written, as said above; the verdict stands)"
 	} else {
 		report.DropEnded(dir)
 		written = true
 	}
-	fmt.Fprintf(stdout, "probed %d unsettled keys after the faults; results in %s\n", probed, dir)
+	fmt.Fprintf(stdout, "probed %d unsettled keys after the faults; results in %s%s\n", probed, dir, incomplete)
 	if interrupted != "" {
 		// A violation in what was recorded stands (exit 1); otherwise
 		// not everything was judged (exit 3).

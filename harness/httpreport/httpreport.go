@@ -257,8 +257,18 @@ func WriteDir(dir string, run Run, h *history.History, l *history.Ledger, result
 			return enc.Encode(s)
 		}},
 	}
-	for _, f := range files {
+	for i, f := range files {
 		if err := wholefile.Write(filepath.Join(dir, f.name), f.write); err != nil {
+			// The files after it are not written either (summary.json
+			// last, and only beside whole files): said, where only the
+			// first was named.
+			var rest []string
+			for _, g := range files[i+1:] {
+				rest = append(rest, g.name)
+			}
+			if len(rest) > 0 {
+				return fmt.Errorf("%s: %w (not written either: %s)", f.name, err, strings.Join(rest, ", "))
+			}
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
 	}

@@ -185,3 +185,19 @@ func TestFaultsSayWhatNoKillLeftOut(t *testing.T) {
 		t.Errorf("a run with a kill: %q", got)
 	}
 }
+
+// TestWriteDirNamesEveryFileNotWritten: a file that cannot be written
+// (a full disk) stops the writing, and the error names the files after
+// it too, which are not written either: only the first was named, and
+// report.html, history.jsonl and summary.json were missing unsaid.
+func TestWriteDirNamesEveryFileNotWritten(t *testing.T) {
+	run, h, l := fixture()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "report.txt"), 0o755); err != nil { // no file can take its place
+		t.Fatal(err)
+	}
+	err := WriteDir(dir, run, h, l, httpcheck.Run(httpcheck.Evidence{Hist: h, Ledger: l}))
+	if err == nil || !strings.Contains(err.Error(), "not written either: "+HTMLFile+", history.jsonl, summary.json") {
+		t.Fatalf("report.txt unwritable: %v", err)
+	}
+}
