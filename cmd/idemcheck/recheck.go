@@ -198,13 +198,19 @@ func nothingRecorded(dir string) bool {
 // that recorded nothing.
 func recoverNothing(dir string, asJSON bool, stdout io.Writer) (int, error) {
 	var left []string
-	for _, f := range []string{"history.jsonl", "report.md", "report.txt", "report.html"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			left = append(left, f)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		// Any file of the run's but its marker and its last word (which
+		// a run reserves as it starts): a run that got as far as
+		// writing its traces and pages on a full disk, and could write
+		// neither its journal nor its summary, read as one that
+		// recorded nothing beside a failed seed's trace.
+		if n := e.Name(); n != report.Marker && n != report.EndFile && !strings.HasPrefix(n, ".") {
+			left = append(left, n)
 		}
 	}
 	if len(left) > 0 {
-		return exitUsage, fmt.Errorf("recheck: %s has no summary.json but holds %s: a run that finished and lost its summary (deleted, or left out of a copy), which is what recheck reads; restore it from the run's copy", dir, strings.Join(left, ", "))
+		return exitUsage, fmt.Errorf("recheck: %s has no summary.json but holds %s: a run that got as far as writing its files and lost its summary (deleted, left out of a copy, or never written on a full disk), which is what recheck reads; restore it from the run's copy, or read the verdict of the run that started it (a soak's summary names each of its runs')", dir, strings.Join(left, ", "))
 	}
 	const why = "it stopped while it started (interrupted or killed) and recorded nothing: nothing ran, nothing was judged"
 	if asJSON {

@@ -267,3 +267,28 @@ func passedRaceRun(t *testing.T) string {
 	}
 	return dirs[0]
 }
+
+// TestRecheckOfARunThatWroteOnlyItsPages: a soak's seed run on a full
+// disk wrote its trace and page but neither its journal nor its summary,
+// and its last word (ended.json) stayed the blank it reserved: recheck
+// says it got as far as writing its files (exit 2), where it said the
+// run recorded nothing beside a failed seed's trace. A directory with
+// only its marker and blank last word still recorded nothing (exit 3).
+func TestRecheckOfARunThatWroteOnlyItsPages(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{report.Marker: "", report.EndFile: strings.Repeat(" ", 4096)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, stdout, _ := runCLI(t, "recheck", dir); code != exitUnknown || !strings.Contains(stdout, "nothing ran") {
+		t.Fatalf("a run that recorded nothing: exit %d\n%s", code, stdout)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "trace-race.txt"), []byte("client 1 ..."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "recheck", dir)
+	if code != exitUsage || !strings.Contains(stderr, "holds trace-race.txt") || strings.Contains(stdout, "nothing ran") {
+		t.Fatalf("a run that wrote its trace only: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
