@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/idemcheck/idemcheck/harness/httpreport"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -53,6 +55,15 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		// No summary.json, a journal: its choices are in no file yet.
 		how := howEnded(dir, "its process died before it wrote its files")
 		return exitUsage, fmt.Errorf("replay: the run in %s has no summary.json (%s): `idemcheck recheck %s` recovers it from its journal, then replay it", dir, how, dir)
+	}
+	// Another command's run: said as such, where the loader's errors
+	// ("unknown store", a JSON field of another type) were printed.
+	cmd := map[string]string{httpreport.JournalNote: "http", mutantsKind: "mutants", mutateKind: "mutate", soakKind: "soak"}[journalKind(filepath.Join(dir, harness.JournalFile))]
+	if cmd == "" && httpSummary(dir) != nil {
+		cmd = "http" // a finished one keeps no journal
+	}
+	if cmd != "" {
+		return exitUsage, usagef("replay: %s is a run of idemcheck %s: replay runs a check run's failing scheduled episodes again (a soak names the directory of each run that did not pass; recheck re-judges any saved run)", dir, cmd)
 	}
 	saved, done, err := harness.LoadRunSpilled(ctx, dir)
 	if err != nil && ctx.Err() != nil {
