@@ -69,6 +69,11 @@ func (f storeFlags) lookup(ctx context.Context, fs *flag.FlagSet, store, variant
 		if c.Variant != "" && variant != nil && !given(fs, "variant") {
 			*variant = c.Variant
 		}
+		if c.Variant != "" && c.Variant != stores.Correct && variant == nil {
+			// A command without --variant (lab ran the correct store)
+			// never said it ignored the config's.
+			return stores.Backend{}, nil, usagef("--config %s: variant %q: idemcheck %s has no --variant, and would ignore it (lab runs the correct store; demo names its mutant as its argument)", *f.config, c.Variant, fs.Name())
+		}
 	}
 	if *store != "exec" {
 		if *f.cmd != "" {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -99,6 +101,7 @@ func TestLabBadInput(t *testing.T) {
 		{"lab", "extra"},
 		{"lab", "--cmd", "node store.js"},
 		{"lab", "--store", "exec"},
+		{"lab", "--config", variantConfig(t)},
 	} {
 		code, stdout, stderr := runCLI(t, args...)
 		if code != exitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 {
@@ -132,4 +135,14 @@ func TestLabInterruptReports(t *testing.T) {
 	if err := json.Unmarshal(so.Bytes(), &got); code != exitUnknown || err != nil || !got.Interrupted || got.Seeds != 1000 || len(got.Runs) == 0 || len(got.Runs) >= 1000 {
 		t.Fatalf("--json: exit %d, %v, %+v\nstderr: %s", code, err, got, se.String())
 	}
+}
+
+// variantConfig is a --config naming a mutant: lab, which has no
+// --variant, refuses it rather than run the correct store unsaid.
+func variantConfig(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "cfg.json")
+	if err := os.WriteFile(p, []byte(`{"store":"memory","variant":"select-then-insert"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
