@@ -123,6 +123,11 @@ func TestMain(m *testing.M) {
 		var b [4096]byte
 		os.Stdin.Read(b[:]) // the open request
 		fmt.Println(`{"type":"ok","id":1,"bogus":true}`)
+	case "log-on-stdout": // a log line printed where the replies go (Node's console.log)
+		fmt.Println(`{"type":"hello","protocol":1,"name":"chatty","clock":"caller"}`)
+		var b [4096]byte
+		os.Stdin.Read(b[:]) // the open request
+		fmt.Println(`begin {"key":"k"}`)
 	}
 	os.Exit(0)
 }
@@ -274,6 +279,18 @@ func TestProtocolErrors(t *testing.T) {
 	}
 	if strings.Contains(c.Fatal().Error(), "\n") {
 		t.Fatalf("a protocol error must be one line: %q", c.Fatal())
+	}
+	if strings.Contains(c.Fatal().Error(), "stderr") {
+		t.Fatalf("a JSON reply with a wrong field is no log line: %v", c.Fatal())
+	}
+	// A line that is no JSON at all says where logs go.
+	c, err = execstore.Probe(context.Background(), line("log-on-stdout"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.Open(context.Background(), "", stores.Config{LockTTL: time.Second, Retention: time.Hour})
+	if !errors.Is(c.Fatal(), execstore.ErrProtocol) || !strings.Contains(c.Fatal().Error(), "write logs to stderr") {
+		t.Fatalf("a log line on stdout: the command's fatal error is %v", c.Fatal())
 	}
 }
 

@@ -2,6 +2,7 @@ package execstore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,7 +102,7 @@ func (c *Command) start(ctx context.Context, addr string, cfg *Config, died func
 		}
 		var h Hello
 		if err := strict(line, &h); err != nil {
-			helloCh <- fmt.Errorf("exec store %q: %w on line 1 %s: %v", c.Line, ErrProtocol, quoteLine(line), err)
+			helloCh <- fmt.Errorf("exec store %q: %w on line 1 %s: %v%s", c.Line, ErrProtocol, quoteLine(line), err, logHint(line))
 			return
 		}
 		if err := h.validate(); err != nil {
@@ -210,7 +211,7 @@ func (p *proc) read(r *bufio.Reader) {
 			err = m.check(p.hello)
 		}
 		if err != nil {
-			err = fmt.Errorf("exec store %s: %w on line %d %s: %v", p.hello.Name, ErrProtocol, n, quoteLine(line), err)
+			err = fmt.Errorf("exec store %s: %w on line %d %s: %v%s", p.hello.Name, ErrProtocol, n, quoteLine(line), err, logHint(line))
 			p.c.setFatal(err)
 			p.kill(err)
 			return
@@ -482,4 +483,14 @@ func (t *tail) cause() string {
 		return clip.Bytes(l, maxCauseLine) + " … " + clip.Bytes(last, maxCauseLine)
 	}
 	return clip.Bytes(last, maxCauseLine)
+}
+
+// logHint says, of a line that is no JSON object at all, that the store's
+// stdout carries protocol lines only: a log line printed there (Node's
+// console.log) was told as a JSON error and nothing more.
+func logHint(line []byte) string {
+	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' {
+		return ""
+	}
+	return " (the store's stdout carries protocol lines only: write logs to stderr, as console.error does in Node and print(..., file=sys.stderr) in Python)"
 }
