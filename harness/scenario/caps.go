@@ -50,7 +50,7 @@ func NetSkip(c Caps) string {
 	case c.Factory && (c.OpenAt == nil || c.Addr == ""):
 		return "the store comes from a factory without a server address (Factory.Addr and OpenAt): no server to put a proxy in front of"
 	case c.Backend.Lives != stores.Server && !c.Factory:
-		return fmt.Sprintf("network faults need a server between the store and its data; %s is embedded (run with --store postgres or redis)", c.Backend.Name)
+		return fmt.Sprintf("network faults need a server between the store and its data; %s is embedded (run with --store postgres or redis; an exec store over a server declares \"lives\": \"server\" in its hello)", c.Backend.Name)
 	case c.Addr == "":
 		return "no server address to put a proxy in front of"
 	case c.OpenAt == nil:

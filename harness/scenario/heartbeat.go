@@ -21,7 +21,7 @@ import (
 // over, and its late heartbeats and save must be fenced.
 func runHeartbeat(ctx context.Context, env *Env) {
 	if !env.Recorder(-1, env.Store, env.clock).CanExtend() {
-		env.Skip("the store does not renew leases (it does not implement stores.Extender)")
+		env.Skip("the store does not renew leases (a Go store implements stores.Extender; an exec store declares \"extend\": true in its hello)")
 		return
 	}
 	ttl := env.Config.LockTTL
