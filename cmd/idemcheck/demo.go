@@ -156,7 +156,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		}{info, bad, good, verdict})
 	}
 	fmt.Fprintf(stdout, "demo %s (%s side) on %s, LockTTL %s\n%s.\n", info.Mutant, info.Side, info.Store, info.LockTTL, capitalize(info.Story))
-	if info.Found {
+	if info.Unscripted != "" {
+		fmt.Fprintf(stdout, "%s; below, the killing episode (shrunk), then the same on the correct store.\n", capitalize(info.Unscripted))
+	} else if info.Found {
 		fmt.Fprintf(stdout, "No scripted interleaving: scenario %s hunted it; below, the killing episode (shrunk), then the same on the correct store.\n", info.Scenario)
 	} else if !info.Keyed {
 		fmt.Fprintf(stdout, "The provider gets no idempotency key here, so the store alone stands between a retry and a second charge.\n")

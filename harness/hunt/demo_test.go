@@ -63,3 +63,34 @@ func TestDemoRerunsASpoiledCorrectRun(t *testing.T) {
 	}
 	t.Fatal("in five tries, no correct run at a 1ms LockTTL was spoiled: the test proves nothing")
 }
+
+// TestDemoHuntsWhatItsScriptMisses: a store's own variant of a scripted
+// mutant may be another version of the bug, which the script does not
+// reach (an exec store's unfenced release that still checks the status
+// deleted nothing after the new owner's save): the demo hunts it, and
+// says why, where it said "no harm" of a bug check fails. Here the store
+// named unfenced-release takes stale saves instead (the memory store's
+// unfenced-complete), which the script's stale release never shows.
+func TestDemoHuntsWhatItsScriptMisses(t *testing.T) {
+	mem, err := stores.Lookup("memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alt := mem
+	alt.Name, alt.Mutants = "demo-alt", []string{"unfenced-release"}
+	alt.Open = func(ctx context.Context, addr string, cfg stores.Config) (stores.Store, error) {
+		if cfg.Variant == "unfenced-release" {
+			cfg.Variant = "unfenced-complete"
+		}
+		return mem.Open(ctx, addr, cfg)
+	}
+	o := harnesstest.Options(t, "memory", stores.Correct)
+	o.Backend = alt
+	info, bad, _, err := hunt.Demo(context.Background(), o, "unfenced-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Found || !strings.Contains(info.Unscripted, "the scripted interleaving showed no harm") || len(bad.Caught) == 0 {
+		t.Fatalf("found %v, %q, caught by %v: %s", info.Found, info.Unscripted, bad.Caught, bad.Harm)
+	}
+}
