@@ -540,3 +540,30 @@ func TestSummaryNamesRepeatedScenariosOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestRandomFlagsKeepTheScenarios: --scenario bounds what --random-flags
+// draws (it drew from every scenario, the flag ignored unsaid); the
+// header counts draws, not seeds, each draw having a --seed of its own;
+// and the draw flags without --random-flags are refused, where they were
+// accepted and ignored.
+func TestRandomFlagsKeepTheScenarios(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "soak", "--store", "memory", "--random-flags", "--draw-seed", "3", "--seeds", "1-2",
+		"--budget", "3s", "--hogs", "0", "--scenario", "race,mismatch", "--out", t.TempDir())
+	if code != exitPass && code != exitUnknown {
+		t.Fatalf("exit %d:\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "draws 1..2 of --random-flags") {
+		t.Errorf("the header does not count draws:\n%s", stdout)
+	}
+	for _, l := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && (f[0] != "race" && f[0] != "mismatch") && len(f) == 6 && f[0] != "all" && f[0] != "scenario" {
+			t.Errorf("a scenario not asked for was drawn: %q\n%s", l, stdout)
+		}
+	}
+	for _, flag := range []string{"--draw-seed", "--budget"} {
+		val := map[string]string{"--draw-seed": "3", "--budget": "5s"}[flag]
+		if code, _, stderr := runCLI(t, "soak", "--store", "memory", "--seeds", "1", flag, val); code != exitUsage || !strings.Contains(stderr, "is for --random-flags") {
+			t.Errorf("%s without --random-flags: exit %d, %q", flag, code, stderr)
+		}
+	}
+}

@@ -61,6 +61,9 @@ func drawOptions(r *rand.Rand, base harness.Options, budget drawBudget) (*harnes
 	}
 	o.Retention = time.Duration(logUniform(r, float64(harness.MinRetention), float64(harness.MaxRetention))).Round(time.Millisecond)
 	all := scenario.Default()
+	if len(base.Scenarios) > 0 {
+		all = base.Scenarios // --scenario bounds the draw (it drew from every one)
+	}
 	var names []string
 	for _, n := range all {
 		if r.Intn(2) == 0 {

@@ -36,7 +36,8 @@ ends. A soak whose process dies keeps its journal: 'idemcheck recheck
 <dir>' reports the seeds that ended and names those that did not.
 
 Prints, per scenario, how many runs passed, failed, were undecided or
-skipped, and the wall time. Exit codes: 0 every run passed, 1 a run
+skipped, and their seconds added up (runs side by side each count
+theirs), then the soak's wall time. Exit codes: 0 every run passed, 1 a run
 failed, 2 bad usage or setup error, 3 a run was undecided or interrupted,
 or nothing was judged (every scenario run was skipped on the store).
 
@@ -136,6 +137,14 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	backend, ex, err := sf.lookup(ctx, fs, store, variant)
 	if err != nil {
 		return exitUsage, err
+	}
+	if !*randomFlags {
+		// Accepted and ignored, they read as if they had steered the run.
+		for _, name := range []string{"draw-seed", "budget"} {
+			if given(fs, name) {
+				return exitUsage, usagef("--%s is for --random-flags, which this soak is not", name)
+			}
+		}
 	}
 	firstSeed, nSeeds, err := seedsF.resolve(*seed, given(fs, "seed"), 10, 100_000)
 	if err != nil {
@@ -339,8 +348,15 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 }
 
 func printSoak(w io.Writer, rep soakReport) {
-	fmt.Fprintf(w, "idemcheck soak: store %s, variant %s, seeds %d..%d, %d CPU hog(s)\n\n", rep.Store, rep.Variant, rep.Seed, rep.Seed+int64(rep.Seeds)-1, rep.Hogs)
-	fmt.Fprintf(w, "  %-20s %6s %6s %8s %8s %9s\n", "scenario", "pass", "fail", "unknown", "skipped", "seconds")
+	seeds := fmt.Sprintf("seeds %d..%d", rep.Seed, rep.Seed+int64(rep.Seeds)-1)
+	if len(rep.Draws) > 0 {
+		// Each draw has a --seed of its own (in its command, below).
+		seeds = fmt.Sprintf("draws %d..%d of --random-flags", rep.Seed, rep.Seed+int64(rep.Seeds)-1)
+	}
+	fmt.Fprintf(w, "idemcheck soak: store %s, variant %s, %s, %d CPU hog(s)\n\n", rep.Store, rep.Variant, seeds, rep.Hogs)
+	// A scenario's seconds add up its runs', which may run side by side
+	// (--parallel): not its share of the wall time.
+	fmt.Fprintf(w, "  %-20s %6s %6s %8s %8s %9s\n", "scenario", "pass", "fail", "unknown", "skipped", "run-secs")
 	total := soakRow{}
 	for _, r := range rep.Rows {
 		fmt.Fprintf(w, "  %-20s %6d %6d %8d %8d %9.1f\n", r.Scenario, r.Pass, r.Fail, r.Unknown, r.Skipped, r.Seconds)
