@@ -101,6 +101,28 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		}
 		jobs = append(jobs, job{res: s, keys: keys})
 	}
+	if len(jobs) == 0 && *only != "" {
+		// Said apart: a name the run does not hold, one that did not fail,
+		// one that is not scheduled (all three read as the run having
+		// nothing to replay).
+		var failing []string
+		for _, s := range saved.Scenarios {
+			if s.Verdict == check.Fail && len(s.Episodes) > 0 && s.Check != nil {
+				failing = append(failing, s.ID().String())
+			}
+		}
+		why := "no scenario of the run is named so"
+		for _, s := range saved.Scenarios {
+			if s.Name == *only || s.ID().String() == *only {
+				why = "it did not fail"
+				if s.Verdict == check.Fail {
+					why = "it is not scheduled (only the sched-* scenarios replay)"
+				}
+				break
+			}
+		}
+		return exitUsage, usagef("replay: --scenario %s: %s; the run's failing scheduled scenarios: %s", *only, why, listOrNone(failing))
+	}
 	if len(jobs) == 0 {
 		return exitUsage, usagef("replay: %s has no failing scheduled scenario to replay (recheck re-judges any saved run)", dir)
 	}

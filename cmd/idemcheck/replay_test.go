@@ -123,3 +123,25 @@ func TestInterruptedReplayIsNotAPass(t *testing.T) {
 		t.Fatalf("replay interrupted after one episode: exit %d, want %d, the cut episode not judged\n%s", code, exitUnknown, w.String())
 	}
 }
+
+// TestReplayScenarioNotThere: --scenario naming no scenario of the run,
+// or one it ran that did not fail, is said as such, with the run's
+// failing scheduled scenarios; each read as the run having nothing to
+// replay.
+func TestReplayScenarioNotThere(t *testing.T) {
+	dir := mutantRun(t, 1)
+	for name, why := range map[string]string{"nope": "no scenario of the run is named so", "race": "no scenario of the run is named so"} {
+		code, _, stderr := runCLI(t, "replay", "--scenario", name, dir)
+		if code != exitUsage || !strings.Contains(stderr, why) || !strings.Contains(stderr, "failing scheduled scenarios: sched-race") {
+			t.Errorf("--scenario %s: exit %d, %q", name, code, stderr)
+		}
+	}
+	out := t.TempDir()
+	if code, stdout, stderr := runCLI(t, "check", "--store", "memory", "--scenario", "sched-race", "--out", out); code != exitPass {
+		t.Fatalf("check: exit %d\n%s%s", code, stdout, stderr)
+	}
+	passed, _ := filepath.Glob(filepath.Join(out, "2*"))
+	if code, _, stderr := runCLI(t, "replay", "--scenario", "sched-race", passed[0]); code != exitUsage || !strings.Contains(stderr, "it did not fail") {
+		t.Errorf("--scenario of a scenario that passed: exit %d, %q", code, stderr)
+	}
+}
