@@ -3,6 +3,7 @@ package hunt_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +93,29 @@ func TestDemoHuntsWhatItsScriptMisses(t *testing.T) {
 	}
 	if !info.Found || !strings.Contains(info.Unscripted, "the scripted interleaving showed no harm") || len(bad.Caught) == 0 {
 		t.Fatalf("found %v, %q, caught by %v: %s", info.Found, info.Unscripted, bad.Caught, bad.Harm)
+	}
+}
+
+// TestOrderNamedKillsShowTheirCalls: a kill named by its order, not a
+// key (top-hop-only's charge of one order twice), shows every call of
+// the order in its trace, and its demo counts the order's charges: the
+// trace held the prunes alone, and the found demo said 0 charges beside
+// a harm of two.
+func TestOrderNamedKillsShowTheirCalls(t *testing.T) {
+	o := harnesstest.Options(t, "memory", stores.Correct)
+	k, err := hunt.Hunt(context.Background(), o, "top-hop-only", hunt.Options{Budget: time.Minute, Keys: 2})
+	if err != nil || !k.Killed {
+		t.Fatalf("top-hop-only: %v, %+v", err, k)
+	}
+	if !slices.ContainsFunc(k.Trace, func(l string) bool { return strings.Contains(l, "Begin(") }) ||
+		!slices.ContainsFunc(k.Trace, func(l string) bool { return strings.Contains(l, "work for order") }) {
+		t.Errorf("the shortest trace of an order charged twice shows no call of it:\n%s", strings.Join(k.Trace, "\n"))
+	}
+	_, bad, _, err := hunt.Demo(context.Background(), o, "top-hop-only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad.Charges < 2 || len(bad.ChargeIDs) != bad.Charges {
+		t.Errorf("the demo's run counts %d charges (%v) beside %s", bad.Charges, bad.ChargeIDs, bad.Harm)
 	}
 }

@@ -75,7 +75,7 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 	if !k.Killed {
 		return info, nil, nil, fmt.Errorf("%w: demo %s: no checker caught it in %s of scenario %s on %s (%d episode(s))", ErrNotCaught, mutant, foundBudget, name, o.Backend.Name, k.Episodes)
 	}
-	order := orderOf(k.hist, k.key)
+	order, ledger := orderOf(k.hist, k.key), k.ledger
 	bad := &DemoRun{Variant: mutant, Lines: demoLines(k.log), Trace: orderTrace(k.hist, k.ledger, order), Answers: []string{},
 		Caught: preferred(k.Checkers), Harm: "HARM: " + k.Detail}
 	if sc.Scheduled {
@@ -86,7 +86,7 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 		if ep, err := replay(ctx, om, name, scenario.EpisodeRecord{Key: k.episodeKey, Choices: k.choices}, true); err == nil && ep.Err == nil {
 			again := &Kill{}
 			if judge(again, ep.Checks, ep.Hist, ep.Ledger) && again.Checker == k.Checker {
-				order = orderOf(ep.Hist, again.key)
+				order, ledger = orderOf(ep.Hist, again.key), ep.Ledger
 				bad.Lines, bad.Trace = demoLines(ep.Log), orderTrace(ep.Hist, ep.Ledger, order)
 				bad.Caught, bad.Harm = preferred(again.Checkers), "HARM: "+again.Detail
 			}
@@ -95,6 +95,7 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 	if bad.Lines == nil {
 		bad.Lines = []DemoLine{}
 	}
+	bad.Charges, bad.ChargeIDs = chargesOf(ledger, order)
 	good, err := correctRun(ctx, o, name, k, order)
 	return info, bad, good, err
 }
@@ -149,6 +150,9 @@ func correctRun(ctx context.Context, o harness.Options, name string, k *Kill, or
 	if run.Lines == nil {
 		run.Lines = []DemoLine{}
 	}
+	if ledger != nil {
+		run.Charges, run.ChargeIDs = chargesOf(ledger, order)
+	}
 	var details []string
 	for _, c := range check.Failed(res) {
 		run.Caught = append(run.Caught, c.Checker)
@@ -177,7 +181,27 @@ func orderOf(hist *history.History, key string) string {
 			return a.Order
 		}
 	}
+	// A violation named by its order (at-most-once on an order whose
+	// charges no one key explains: top-hop-only's) is the order itself:
+	// its trace was the prunes alone.
+	for _, w := range hist.Work() {
+		if w.Order == key {
+			return key
+		}
+	}
 	return ""
+}
+
+// chargesOf counts the provider's effective charges of the order and
+// names them: a found demo's run said 0 charges beside a harm of two.
+func chargesOf(l *history.Ledger, order string) (int, []string) {
+	ids := []string{}
+	for _, c := range l.Charges() {
+		if c.Order == order && c.Effective {
+			ids = append(ids, fmt.Sprintf("%s by client %d", c.ID, c.Client))
+		}
+	}
+	return len(ids), ids
 }
 
 // orderTrace merges the traces of every key sent with the order, in time

@@ -431,9 +431,13 @@ func judge(k *Kill, res []check.Result, hist *history.History, ledger *history.L
 	k.Detail = v.Detail
 	k.key = v.Key
 	k.Trace = report.TraceLines(hist, ledger, v.Key)
-	if len(k.Trace) == 0 { // a violation named by order, not key
+	if orderKey(hist, v.Key) != v.Key && orderOf(hist, v.Key) == v.Key {
+		// A violation named by order, not key (at-most-once's): the
+		// trace of every key sent with it. The order's own trace held
+		// the prunes alone (top-hop-only's shortest trace showed none
+		// of its charges).
 		k.key = orderKey(hist, v.Key)
-		k.Trace = report.TraceLines(hist, ledger, k.key)
+		k.Trace = orderTrace(hist, ledger, v.Key)
 	}
 	return true
 }
