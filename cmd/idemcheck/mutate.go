@@ -301,7 +301,7 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
 	}
-	section(mutate.Survived, "survivors (no scenario's checkers caught them)", diff)
+	section(mutate.Survived, survivorsTitle(rep), diff)
 	section(mutate.Equivalent, "equivalent (the backend's argument; run anyway, and not killed)", func(r mutate.Result) {
 		fmt.Fprintf(w, "    because %s\n", r.Argument)
 		diff(r)
@@ -342,4 +342,31 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 	}
 	fmt.Fprintf(w, "\n%s: %s (%d killed of %d not equivalent; %d equivalent, %d invalid%s; %d generated). %.1fs\n",
 		verdict, score, rep.Killed, rep.Killed+rep.Survived, rep.Equivalent, rep.Invalid, unjudged, len(rep.Results), rep.Seconds)
+}
+
+// survivorsTitle heads the survivors: within what budgets no checker
+// caught them, and which scenarios were skipped on the store, so ran
+// against none of them. Survivors at a short --budget, or of a weakened
+// setting whose scenarios (a server killed) cannot run on an embedded
+// store, read as the harness's misses with nothing said.
+func survivorsTitle(rep *mutate.Report) string {
+	title := "survivors (no scenario's checkers caught them"
+	if rep.Budget > 0 || rep.Quick > 0 {
+		secs := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)).Round(time.Millisecond) }
+		title += fmt.Sprintf(", each given --quick %v", secs(rep.Quick))
+		if rep.Budget > 0 {
+			title += fmt.Sprintf(" then --budget %v", secs(rep.Budget))
+		}
+		title += " per scenario: a longer budget may kill some"
+	}
+	var skipped []string
+	for _, b := range rep.Baseline {
+		if b.Skipped != "" {
+			skipped = append(skipped, fmt.Sprintf("%s (%s)", b.Scenario, b.Skipped))
+		}
+	}
+	if len(skipped) > 0 {
+		title += "; skipped on this store, so run against none: " + strings.Join(skipped, "; ")
+	}
+	return title + ")"
 }

@@ -54,6 +54,11 @@ type Report struct {
 	// must pass, or no kill means anything.
 	Baseline []BaselineRun `json:"baseline"`
 	Results  []Result      `json:"mutants"`
+	// Quick and Budget are each mutant's budgets per scenario, in
+	// seconds: the first pass's and the survivors' second (0: not run,
+	// or not recorded).
+	Quick  float64 `json:"quick,omitempty"`
+	Budget float64 `json:"budget,omitempty"`
 	// Counts are the verdicts of every result; its Score is the share of
 	// the mutants that are not equivalent (and valid) that a checker
 	// caught.

@@ -169,7 +169,8 @@ func Collect(ctx context.Context, o harness.Options) ([]Statement, error) {
 // that run the mutant too (harness.Options.Edit).
 func Run(ctx context.Context, o harness.Options, mo Options) (*Report, error) {
 	start := time.Now()
-	rep := &Report{Store: o.Backend.Name, Seed: o.Seed, Statements: []Statement{}, Baseline: []BaselineRun{}, Results: []Result{}}
+	rep := &Report{Store: o.Backend.Name, Seed: o.Seed, Statements: []Statement{}, Baseline: []BaselineRun{}, Results: []Result{},
+		Quick: mo.Quick.Seconds(), Budget: mo.Budget.Seconds()}
 	if !o.Backend.Statements {
 		rep.NotApplicable = NotStatements
 		rep.Scenarios = []string{}
