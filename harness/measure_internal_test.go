@@ -33,6 +33,11 @@ func TestMeasureKeepsTheFirstUnknownError(t *testing.T) {
 	if res.Outcomes["unknown"] != 4 || res.FirstUnknown != "dial tcp 127.0.0.1:5432: connect: connection refused" {
 		t.Fatalf("unknown %d, first %q", res.Outcomes["unknown"], res.FirstUnknown)
 	}
+	// The lost answer is a fault, in the faults column (it said none
+	// beside 152 answers lossy-exec.py lost).
+	if res.Faults["lost-answer"] != 1 {
+		t.Fatalf("faults %v, want the lost answer", res.Faults)
+	}
 }
 
 // TestMeasureSaysTheStoreProcessDied: the calls cut by a store process

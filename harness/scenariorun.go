@@ -236,6 +236,12 @@ func measure(res *results.ScenarioResult, hist *history.History, ledger *history
 				edges[op.Input.Key] = nil
 				keys++
 			}
+			if op.Lost {
+				// An answer a fault injector in front of the store lost
+				// (scripts/lossy-exec.py): a fault, which the faults
+				// column showed as none.
+				res.Faults["lost-answer"]++
+			}
 			switch {
 			case op.Output.Unknown:
 				res.Outcomes["unknown"]++
