@@ -81,7 +81,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	all := allMutants()
 	help := fmt.Sprintf(demoHelp, strings.Join(hunt.ScriptedDemos(), ", "), ownHomes(), strings.Join(all, ", "))
 	fs := newFlagSet("demo", help)
-	store := fs.String("store", "", "store backend: "+strings.Join(stores.Backends(), ", ")+" (default: sqlite, or the mutant's own backend)")
+	store := fs.String("store", "", "store backend: "+strings.Join(stores.Backends(), ", ")+", or exec (with --cmd) (default: sqlite, or the mutant's own backend)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	htmlOut := fs.String("html", "", "also write the demo as a step-by-step page to this file (a lane per client, the key's row between, the scheduler's switches)")
 	sf := addStoreFlags(fs)

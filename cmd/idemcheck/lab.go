@@ -49,7 +49,7 @@ type labRuns struct {
 
 func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("lab", labHelp)
-	store := fs.String("store", "sqlite", "store backend behind the API: "+strings.Join(stores.Backends(), ", "))
+	store := fs.String("store", "sqlite", "store backend behind the API: "+strings.Join(stores.Backends(), ", ")+", or exec (with --cmd)")
 	seed := fs.Int64("seed", 1, "seed of the lossy link")
 	var seeds seedsFlag
 	fs.Var(&seeds, "seeds", seedsHelp)

@@ -116,7 +116,7 @@ type soakReport struct {
 func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	def := harness.DefaultOptions()
 	fs := newFlagSet("soak", soakHelp)
-	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", "))
+	store := fs.String("store", "sqlite", "store backend: "+strings.Join(stores.Backends(), ", ")+", or exec (with --cmd)")
 	variant := fs.String("variant", stores.Correct, "store variant (a soak is meant for the correct one)")
 	scenarioF := fs.String("scenario", "all", "scenarios to run, or all")
 	var seedsF seedsFlag
