@@ -172,6 +172,16 @@ func (s *shardFlag) Set(v string) error {
 // is this shard's; every item is an unsharded run's.
 func (s shardFlag) owns(p int) bool { return s.Of == 0 || p%s.Of == s.Index-1 }
 
+// say tells, under a shard's report, that its verdict is of its share of
+// the work alone: a shard of a store's mutants printed "PASS: 3 of 3
+// mutants killed" of a store that has 8.
+func (s shardFlag) say(w io.Writer, command string) {
+	if s.Of == 0 {
+		return
+	}
+	fmt.Fprintf(w, "shard %s: the verdict above is of this shard's share of the %s run only; 'idemcheck merge' of every shard's --json report gives the run's\n", s.String(), command)
+}
+
 // info is what the shard's --json report carries for the merge: which
 // shard, of which command, with which other arguments.
 func (s shardFlag) info(command string, args []string, interrupted bool) *shardInfo {

@@ -63,7 +63,7 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 		{"extra argument", []string{"check", "--store", "memory", "extra", "--out", out}, "unexpected argument"},
 		{"bad shard", []string{"soak", "--store", "memory", "--shard", "3/2", "--out", out}, "--shard"},
 		{"more shards than mutants", []string{"mutants", "--store", "memory", "--shard", "90/90"}, "at most"},
-		{"more shards than runs", []string{"soak", "--store", "memory", "--seeds", "1", "--scenario", "race", "--hogs", "0", "--shard", "2/2", "--out", out}, "at most 1 shards"},
+		{"more shards than runs", []string{"soak", "--store", "memory", "--seeds", "1", "--scenario", "race", "--hogs", "0", "--shard", "2/2", "--out", out}, "only 1 run (seeds × scenarios): use at most 1 shard"},
 		{"merge nothing", []string{"merge"}, "name the shards"},
 		{"merge a non-report", []string{"merge", file}, "not a --json report"},
 		{"replay a missing run", []string{"replay", filepath.Join(out, "nope")}, "is not a run directory"},
@@ -565,5 +565,16 @@ func TestRandomFlagsKeepTheScenarios(t *testing.T) {
 		if code, _, stderr := runCLI(t, "soak", "--store", "memory", "--seeds", "1", flag, val); code != exitUsage || !strings.Contains(stderr, "is for --random-flags") {
 			t.Errorf("%s without --random-flags: exit %d, %q", flag, code, stderr)
 		}
+	}
+}
+
+// TestShardSaysItIsOne: a shard's printed report says its verdict is of
+// its share of the work only, and how to get the run's: a shard of a
+// store's mutants printed "PASS: 3 of 3 mutants killed" of a store
+// that has 8, and nothing else.
+func TestShardSaysItIsOne(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "mutants", "--store", "memory", "--shard", "2/9", "--out", t.TempDir())
+	if code != exitPass || !strings.Contains(stdout, "shard 2/9: the verdict above is of this shard's share of the mutants run only; 'idemcheck merge'") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -107,7 +107,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 			}
 		}
 		if len(mutants) == 0 {
-			return exitUsage, usagef("--shard %s: store %s has only %d mutants to hunt: use at most %d shards", shard.String(), backend.Name, len(all), len(all))
+			return exitUsage, usagef("--shard %s: store %s has only %s to hunt: use at most %s", shard.String(), backend.Name, plural(len(all), "mutant"), plural(len(all), "shard"))
 		}
 	}
 	if len(mutants) == 0 {
@@ -164,6 +164,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if ctx.Err() != nil {
 		fmt.Fprintf(stdout, "INTERRUPTED: the hunts cut short are neither killed nor survived, and the correct store's runs are not all judged (run it again to finish)\n%s\n", mutantsWhy(rep))
 	}
+	shard.say(stdout, "mutants")
 	fmt.Fprintf(stdout, "Results: %s\n", dir.Path)
 	return mutantsCode(rep), nil
 }

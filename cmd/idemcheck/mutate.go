@@ -173,6 +173,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		}
 	} else {
 		printMutate(stdout, rep, *minScore)
+		shard.say(stdout, "mutate")
 		if dirPath != "" {
 			fmt.Fprintf(stdout, "Results: %s\n", dirPath)
 		}

@@ -188,7 +188,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	if shard.Of > 0 {
 		if shard.Of > nSeeds*len(plan) {
-			return exitUsage, usagef("--shard %s: only %d runs (seeds × scenarios): use at most %d shards", shard.String(), nSeeds*len(plan), nSeeds*len(plan))
+			return exitUsage, usagef("--shard %s: only %s (seeds × scenarios): use at most %s", shard.String(), plural(nSeeds*len(plan), "run"), plural(nSeeds*len(plan), "shard"))
 		}
 		rep.Plan = plan
 	}
@@ -340,6 +340,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if rep.Interrupted {
 			fmt.Fprintln(stdout, why)
 		}
+		shard.say(stdout, "soak")
 	}
 	if code == exitUsage {
 		return exitUsage, fmt.Errorf("soak: %d seed(s) could not run (setup errors above)", len(rep.Errors))
