@@ -201,6 +201,11 @@ func mutateVerdict(rep *mutate.Report, minScore float64) (int, string) {
 	switch {
 	case rep.BaselineFailed():
 		return exitFail, "FAIL"
+	case (rep.Interrupted || rep.Counts.Interrupted > 0) && rep.Survived > 0 && bestScore(rep) < minScore:
+		// Every mutant not judged killed would still leave the score
+		// low: what the run judged proves the failure (it said nothing
+		// it finished did, beside one survivor in eight, at 95%).
+		return exitFail, fmt.Sprintf("FAIL (interrupted; the survivors judged already keep the score at most %.1f%%, below %.0f%%, whatever the rest)", 100*bestScore(rep), 100*minScore)
 	case rep.Interrupted || rep.Counts.Interrupted > 0:
 		return exitUnknown, "UNDECIDED (interrupted; the score of the mutants judged before it)"
 	case rep.NotApplicable != "":
@@ -215,6 +220,13 @@ func mutateVerdict(rep *mutate.Report, minScore float64) (int, string) {
 		return exitUnknown, "UNDECIDED"
 	}
 	return exitPass, "PASS"
+}
+
+// bestScore is the highest score an interrupted run could still reach:
+// every mutant it did not judge killed.
+func bestScore(rep *mutate.Report) float64 {
+	k := float64(rep.Killed + rep.Counts.Interrupted)
+	return k / (k + float64(rep.Survived))
 }
 
 // mutateJSON is mutate's --json report and its summary.json: with

@@ -151,9 +151,12 @@ func recoverMutate(dir string, asJSON bool, stdout, stderr io.Writer) (int, erro
 	}
 	fmt.Fprintln(stdout)
 	printMutate(stdout, rep, head.MinScore)
-	if code == exitFail {
+	switch {
+	case code == exitFail && !rep.BaselineFailed():
+		fmt.Fprintln(stdout, "exit 1: the survivors judged before the run ended keep its score below the minimum, whatever the rest")
+	case code == exitFail:
 		fmt.Fprintln(stdout, "exit 1: the correct store failed a scenario before the run ended: no kill means anything")
-	} else {
+	default:
 		fmt.Fprintln(stdout, "exit 3: undecided: the run did not finish, and nothing it finished proves a failure")
 	}
 	return code, nil
