@@ -107,7 +107,7 @@ func earlyTakeovers(m models.Config, ops []history.Op) []Violation {
 			vs = append(vs, Violation{Exclusive, k.String(), fmt.Sprintf(
 				"client %d took over client %d's claim (token %s) of %s at most %s after it was sent, inside its lease of %s: "+
 					"the store declares the server's clock, by which the owner was healthy, yet judged the claim stale by %s",
-				cy.Client, co.Client, tok(co.Output.Decision.Token), k, age.Round(time.Millisecond), lease, why)})
+				cy.Client, co.Client, tok(co.Output.Decision.Token), k, roundAge(age), lease, why)})
 		}
 	}
 	return vs
@@ -408,4 +408,14 @@ func (t exclusiveTally) decide(e Evidence) Result {
 		detail += fmt.Sprintf(" (%d overlaps excused: the owner whose claim came first was paused or crashed by the harness, or lost half its lease or more to a late answer, a late start of its work or the harness's own stalls)", t.excused)
 	}
 	return judged(result(Exclusive, t.vs, detail), t.runs)
+}
+
+// roundAge rounds a duration for a message: to the millisecond, or the
+// microsecond below one (a takeover 0.1 ms after the claim read "at most
+// 0s").
+func roundAge(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
 }

@@ -366,10 +366,16 @@ func TraceLines(h *history.History, l *history.Ledger, key string) []string {
 			continue
 		}
 		what := "CRASHED"
-		if f.Kind == history.FaultPause {
+		switch f.Kind {
+		case history.FaultPause:
 			what = "paused until " + history.Millis(f.End)
+		case history.FaultWorkerKill:
+			what = "KILLED (its worker process, SIGKILL)"
 		}
-		ls = append(ls, traceLine{f.Start, fmt.Sprintf("%9s  client %-3d %s at %s", history.Millis(f.Start), f.Client, what, f.Failpoint)})
+		if f.Failpoint != "" {
+			what += " at " + f.Failpoint
+		} // a kill at a random moment has none: it printed "CRASHED at "
+		ls = append(ls, traceLine{f.Start, fmt.Sprintf("%9s  client %-3d %s", history.Millis(f.Start), f.Client, what)})
 	}
 	if order != "" && l != nil {
 		for _, c := range l.Charges() {

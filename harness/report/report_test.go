@@ -38,6 +38,20 @@ func TestTraceShowsTheStoresError(t *testing.T) {
 	}
 }
 
+// TestTraceNamesAWorkerKill: a worker killed at a random moment (no
+// failpoint) reads as a kill of its process, with no empty "at": it
+// printed "CRASHED at " and nothing after.
+func TestTraceNamesAWorkerKill(t *testing.T) {
+	h := history.New()
+	key := stores.KeyRef{Tenant: "t0", Key: "order-o000"}
+	h.AddFault(history.Fault{Client: 3, Key: key, Kind: history.FaultWorkerKill, Start: int64(time.Millisecond), End: int64(time.Millisecond)})
+	h.AddFault(history.Fault{Client: 4, Key: key, Kind: history.FaultCrash, Failpoint: "run.after-claim", Start: int64(2 * time.Millisecond), End: int64(2 * time.Millisecond)})
+	lines := strings.Join(report.TraceLines(h, history.NewLedger(), key.String()), "\n")
+	if !strings.Contains(lines, "client 3   KILLED (its worker process, SIGKILL)\n") || !strings.Contains(lines, "client 4   CRASHED at run.after-claim") {
+		t.Fatalf("the kills read:\n%s", lines)
+	}
+}
+
 // TestRunsEndingAtOnceShareARoot: runs that write their results into one
 // root at the same moment (idemtest in test packages run side by side) all
 // succeed, and latest names one of them.
