@@ -1,6 +1,8 @@
 package history
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"syscall"
 )
@@ -21,14 +23,25 @@ func CreateJournal(path string) (*Journal, error) {
 // process dies, however it dies, so JournalHeld tells a run still running
 // from one whose process died. Every journal of a run is made by it: a
 // check's (CreateJournal) and the line journals of mutants and soak.
+//
+// The file is emptied only once the lock is held: a run started into the
+// directory of one still running (two runs given one --out) emptied the
+// live run's journal, then found it locked.
 func CreateLocked(path string) (*os.File, error) {
-	f, err := os.Create(path)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
 	if err != nil {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: another idemcheck run still running writes this journal (its directory is that run's): give each run its own --out", path)
+		}
 		return nil, &os.PathError{Op: "lock", Path: path, Err: err}
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return f, nil
 }
