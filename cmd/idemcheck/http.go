@@ -541,7 +541,12 @@ func neverAnswered(xs []history.Exchange, timeout time.Duration, dir string) err
 // interruptedAtStart is the end of a run interrupted while its server or
 // its instances started: nothing ran, so nothing was judged (exit 3).
 func interruptedAtStart(stderr io.Writer, dir string) (int, error) {
-	fmt.Fprintf(stderr, "idemcheck http: interrupted while the service started: nothing ran (instance logs in %s)\n", dir)
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	where := ""
+	if len(logs) > 0 { // none when the server, not an instance, was starting
+		where = fmt.Sprintf(" (instance logs in %s)", dir)
+	}
+	fmt.Fprintf(stderr, "idemcheck http: interrupted while the service started: nothing ran%s\n", where)
 	return exitUnknown, nil
 }
 
