@@ -171,8 +171,8 @@ func TestHTTPInterruptReports(t *testing.T) {
 			t.Errorf("interrupted run: %v", err)
 		}
 	}
-	if code, out, _ := runCLI(t, "recheck", dir); code != exitUnknown {
-		t.Errorf("recheck of the interrupted run: exit %d:\n%s", code, out)
+	if code, out, _ := runCLI(t, "recheck", dir); code != exitUnknown || !strings.HasSuffix(out, "\nUNDECIDED: no violation, but not everything was judged (the \"not judged\" lines above)\n") {
+		t.Errorf("recheck of the interrupted run: exit %d, want 3 and its verdict last:\n%s", code, out)
 	}
 
 	// lock423 holds the keys of killed owners: with a declared TTL the

@@ -102,7 +102,13 @@ func recheckHTTP(dir string, sum *httpreport.Summary, redeclared []string, asJSO
 	fmt.Fprintln(stdout)
 	run := sum.Run
 	run.Declared = redeclaredLines(run.Declared, redeclared)
-	return code, httpreport.Write(stdout, run, saved[0].Hist, saved[0].Ledger, results)
+	if err := httpreport.Write(stdout, run, saved[0].Hist, saved[0].Ledger, results); err != nil {
+		return exitUsage, err
+	}
+	// The run's last line, as the run itself ends: a recheck ended on
+	// the checkers' lines with no verdict of its own.
+	fmt.Fprintln(stdout, httpreport.Closing(results))
+	return code, nil
 }
 
 // redeclaredLines marks the run's declaration lines that a recheck's
