@@ -189,5 +189,9 @@ func recoverHTTP(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 		return code, printJSON(stdout, map[string]any{"dir": dir, "pass": false, "recovered": true, "results": results})
 	}
 	fmt.Fprintf(stdout, "recovered the black-box run %s from its journal\n\n", dir)
-	return code, httpreport.Write(stdout, run, h, ledger, results)
+	if err := httpreport.Write(stdout, run, h, ledger, results); err != nil {
+		return exitUsage, err
+	}
+	fmt.Fprintln(stdout, httpreport.Closing(results))
+	return code, nil
 }
