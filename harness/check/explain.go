@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // explain says why a key's history is not linearizable: porcupine's
@@ -60,9 +61,33 @@ func explain(cfg models.Config, part []porcupine.Operation, info porcupine.Linea
 			hint = " (" + h + ")"
 		}
 	}
-	return fmt.Sprintf("no order allows client %d's %s (called at %s); the longest order the model accepts has %d of the calls, after which the key could be: %s%s",
+	return fmt.Sprintf("no order allows client %d's %s (called at %s%s); the longest order the model accepts has %d of the calls, after which the key could be: %s%s",
 		culprit.ClientId, models.DescribeOperation(culprit.Input.(models.Input), culprit.Output.(models.Output)), ms(culprit.Call),
-		len(longest), strings.Join(could, " | "), hint)
+		clockReading(cfg, culprit.Input.(models.Input), states), len(longest), strings.Join(could, " | "), hint)
+}
+
+// clockReading says, of a Begin on a caller-clock store, what its
+// request's clock read and how old each in-flight claim it may have met
+// was by it, against LockTTL: a stale-boundary bug (a claim taken as
+// live at exactly LockTTL) was told in real time alone ("7 ms after the
+// claim"), where the store decides by the request's clock. "" otherwise.
+func clockReading(cfg models.Config, in models.Input, states []models.State) string {
+	if in.Kind != models.Begin || in.Now.IsZero() || cfg.Clock == stores.ServerClock {
+		return ""
+	}
+	var ages []string
+	for _, st := range states {
+		if st.Exists && !st.Done && !st.Tombstone && !st.LockedAt.IsZero() {
+			if a := fmt.Sprintf("%v", in.Now.Sub(st.LockedAt)); !slices.Contains(ages, a) {
+				ages = append(ages, a)
+			}
+		}
+	}
+	out := ", its clock reading " + in.Now.Format("15:04:05.000")
+	if len(ages) > 0 {
+		out += fmt.Sprintf(": %s after the in-flight claim's locked_at, LockTTL %v", strings.Join(ages, " or "), cfg.LockTTL)
+	}
+	return out
 }
 
 // andList joins words as prose: "a", "a and b", "a, b and c".

@@ -30,6 +30,19 @@ func TestLinearizable(t *testing.T) {
 		r.begin(2, "fp", 10, 11, claimedD("b", false))
 		want(t, r, check.Linearizable, check.Pass, "")
 	})
+	// The Begin's clock reading is said, against the claim's locked_at
+	// and LockTTL: a 409 at exactly LockTTL (stale-boundary) was told in
+	// real time alone, a few milliseconds after the claim.
+	t.Run("a 409 at LockTTL by the request's clock says the clock's reading", func(t *testing.T) {
+		r := newRec()
+		claim := claimedD("a", false)
+		claim.DecidedAt = t0
+		r.op(1, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0}, models.Output{Decision: claim}, 0, 1)
+		stale := inFlightD
+		stale.DecidedAt = t0.Add(model.LockTTL)
+		r.op(2, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0.Add(model.LockTTL)}, models.Output{Decision: stale}, 5, 6)
+		want(t, r, check.Linearizable, check.Fail, "its clock reading 00:00:00.100: 100ms after the in-flight claim's locked_at, LockTTL 100ms")
+	})
 	t.Run("a 409 long after every claim went stale fails", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
