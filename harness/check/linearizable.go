@@ -382,7 +382,7 @@ func linViolations(e Evidence, model porcupine.Model, parts [][]porcupine.Operat
 		failing = append(failing, part...)
 		k := part[0].Input.(models.Input).Key
 		vs = append(vs, Violation{Linearizable, k.String(), fmt.Sprintf(
-			"the history of %s (%d calls) has no order the decision table allows: %s", k, len(part), explain(e.Model, part, info))})
+			"the key's history (%d calls) has no order the decision table allows: %s", len(part), explain(e.Model, part, info))})
 	}
 	if !e.Keep {
 		return vs, nil
