@@ -76,7 +76,7 @@ func cmdList(args []string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, "  (and each runs every client-side mutant: the correct store with clients that make the mistake)")
 	// Each mutant's row, then the bug it re-creates beneath it: columns
 	// sized by hand, as a line between rows would break tabwriter's.
-	head := []string{"name", "side", "stores", "scenario", "caught by"}
+	head := []string{"name", "side", "stores", "scenario", "its demo fails"} // a hunt may name another checker first
 	w := make([]int, len(head))
 	rows := [][]string{head}
 	for _, m := range l.Mutants {
