@@ -31,6 +31,13 @@ func TestRecheckDamagedFirstLine(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "damaged after it was written") || strings.Contains(stdout, "nothing ran") {
 		t.Fatalf("a damaged first line: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
+	// Its head cut in half past its type (the kind still reads), whole
+	// lines after it: damaged all the same.
+	dir = write("{\"type\":\"soak\",\"store\":\"memory\",\"started\":\"2026\n{\"type\":\"began\",\"seed\":1}\n{\"type\":\"seed\",\"seed\":1,\"verdict\":\"fail\"}\n")
+	code, stdout, stderr = runCLI(t, "recheck", dir)
+	if code != exitUsage || !strings.Contains(stderr, "damaged after it was written") || strings.Contains(stdout, "nothing ran") {
+		t.Fatalf("a damaged head of a soak's journal: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
 	dir = write("{\"type\":\"so")
 	if code, stdout, _ := runCLI(t, "recheck", dir); code != exitUnknown || !strings.Contains(stdout, "nothing ran") {
 		t.Fatalf("a journal torn in its first line: exit %d\n%s", code, stdout)

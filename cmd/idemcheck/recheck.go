@@ -212,7 +212,7 @@ func recoverNothing(dir string, asJSON bool, stdout io.Writer) (int, error) {
 	if len(left) > 0 {
 		return exitUsage, fmt.Errorf("recheck: %s has no summary.json but holds %s: a run that got as far as writing its files and lost its summary (deleted, left out of a copy, or never written on a full disk), which is what recheck reads; restore it from the run's copy, or read the verdict of the run that started it (a soak's summary names each of its runs')", dir, strings.Join(left, ", "))
 	}
-	const why = "it stopped while it started (interrupted or killed) and recorded nothing: nothing ran, nothing was judged"
+	const why = "it recorded nothing here: nothing ran that left a record (it stopped while it started, interrupted or killed), or none of its files could be written (a full disk), so nothing here is judged (a soak that named this directory keeps the run's verdict in its own summary)"
 	if asJSON {
 		return exitUnknown, printJSON(stdout, map[string]any{"dir": dir, "verdict": "unknown", "why": why})
 	}

@@ -190,6 +190,12 @@ func readJournal(path, kind string, head any) (lines []journalLine, torn int, ok
 		return nil, 0, false, fmt.Errorf("recheck: %v", err)
 	}
 	ok = len(lines) > 0 && lines[0].Type == kind && json.Unmarshal(lines[0].Raw, head) == nil
+	if !ok && len(lines) > 0 {
+		// Its head unreadable, yet whole lines follow it: damaged after
+		// it was written, not a run that died as it began (which was
+		// reported as nothing ran beside lines recording seeds).
+		return nil, 0, false, fmt.Errorf("recheck: %s: the first line of the journal (what run it was) is unreadable, yet %d whole lines follow it: the file was damaged after it was written, not cut short by a death, and what follows may record failures; recheck cannot tell what run it was (restore the file, or run again)", path, len(lines))
+	}
 	return lines, torn, ok, nil
 }
 
