@@ -211,6 +211,14 @@ func TestConcurrentClaims(t *testing.T) {
 		ds, errs := beginAll(ctx, s, reqs, nil)
 		claimed := 0
 		for i, d := range ds {
+			// A Begin that found no session free before its deadline
+			// changed nothing (stores.ErrNotApplied), which a loaded
+			// machine makes of 32 clients on 16 sessions: asked again,
+			// as a client would. Any other error fails.
+			for try := 0; try < 3 && errors.Is(errs[i], stores.ErrNotApplied); try++ {
+				ds[i], errs[i] = s.Begin(ctx, reqs[i])
+				d = ds[i]
+			}
 			if errs[i] != nil {
 				t.Fatalf("%s client %d: %v", key, i, errs[i])
 			}
