@@ -163,7 +163,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		r.Unjudged = fmt.Sprintf(
 			"the service %s %d%% of keyed requests (%d of %d) and %d of %d keys never got a success: nothing was tested, and that says nothing of its keys (a limiter, a circuit breaker, an overload or a gateway in front answering its own error pages refuses so, a --timeout shorter than its answers ends so: see the answers in history.jsonl; fewer --clients, a longer --timeout)",
 			verb, 100*n/requests, n, requests, failed+limited, len(ok))
-		r.Detail = "not judged: nothing was tested"
+		r.Detail = nothingTestedDetail
 		return finish(r, nil)
 	}
 	return finish(r, []Violation{{Checker: Answers, Key: "(all)", Cause: CauseNothingTested, Detail: fmt.Sprintf(
@@ -202,9 +202,16 @@ func NothingTested(results []Result, interrupted bool) string {
 		case r.Checker != Answers:
 		case !r.Pass:
 			return r.Violations[0].Detail
-		case r.Unjudged != "" && !interrupted:
+		case r.Unjudged != "" && r.Detail == nothingTestedDetail && !interrupted:
+			// Not another thing the answers left unjudged (most
+			// operations on keys others had drawn), which a run that
+			// tested some keys printed as NOTHING TESTED.
 			return r.Unjudged
 		}
 	}
 	return ""
 }
+
+// nothingTestedDetail is the answers checker's detail when nothing was
+// tested (NothingTested reads it).
+const nothingTestedDetail = "not judged: nothing was tested"

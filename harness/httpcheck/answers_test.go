@@ -62,4 +62,8 @@ func TestAnswersLeavesMostlySharedKeysUnjudged(t *testing.T) {
 	if !r.Pass || !strings.Contains(r.Unjudged, "3 of 4 operations were sent a key another operation had drawn first") {
 		t.Fatalf("3 of 4 operations on one key: %+v", r)
 	}
+	// Some keys were tested: the run is undecided, not "NOTHING TESTED".
+	if n := NothingTested([]Result{r}, false); n != "" {
+		t.Fatalf("a run that tested one key of four reads as nothing tested: %s", n)
+	}
 }
