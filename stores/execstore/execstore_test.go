@@ -128,6 +128,11 @@ func TestMain(m *testing.M) {
 		var b [4096]byte
 		os.Stdin.Read(b[:]) // the open request
 		fmt.Println(`begin {"key":"k"}`)
+	case "json-log-on-stdout": // a logger's JSON line where the replies go
+		fmt.Println(`{"type":"hello","protocol":1,"name":"chatty","clock":"caller"}`)
+		var b [4096]byte
+		os.Stdin.Read(b[:]) // the open request
+		fmt.Println(`{"level":"info","msg":"ready"}`)
 	}
 	os.Exit(0)
 }
@@ -291,6 +296,14 @@ func TestProtocolErrors(t *testing.T) {
 	_, _ = c.Open(context.Background(), "", stores.Config{LockTTL: time.Second, Retention: time.Hour})
 	if !errors.Is(c.Fatal(), execstore.ErrProtocol) || !strings.Contains(c.Fatal().Error(), "write logs to stderr") {
 		t.Fatalf("a log line on stdout: the command's fatal error is %v", c.Fatal())
+	}
+	c, err = execstore.Probe(context.Background(), line("json-log-on-stdout"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.Open(context.Background(), "", stores.Config{LockTTL: time.Second, Retention: time.Hour})
+	if !errors.Is(c.Fatal(), execstore.ErrProtocol) || !strings.Contains(c.Fatal().Error(), "write logs to stderr") {
+		t.Fatalf("a JSON log line on stdout: the command's fatal error is %v", c.Fatal())
 	}
 }
 

@@ -488,8 +488,12 @@ func (t *tail) cause() string {
 // logHint says, of a line that is no JSON object at all, that the store's
 // stdout carries protocol lines only: a log line printed there (Node's
 // console.log) was told as a JSON error and nothing more.
+//
+// A JSON object without a "type" is told so too: a logger that prints
+// JSON lines ({"level":"info",...}) was told only of an unknown field.
 func logHint(line []byte) string {
-	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' {
+	var m map[string]json.RawMessage
+	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' && (json.Unmarshal(t, &m) != nil || m["type"] != nil) {
 		return ""
 	}
 	return " (the store's stdout carries protocol lines only: write logs to stderr, as console.error does in Node and print(..., file=sys.stderr) in Python)"
