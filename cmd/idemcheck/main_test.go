@@ -562,7 +562,7 @@ func TestRandomFlagsKeepTheScenarios(t *testing.T) {
 	}
 	for _, flag := range []string{"--draw-seed", "--budget"} {
 		val := map[string]string{"--draw-seed": "3", "--budget": "5s"}[flag]
-		if code, _, stderr := runCLI(t, "soak", "--store", "memory", "--seeds", "1", flag, val); code != exitUsage || !strings.Contains(stderr, "is for --random-flags") {
+		if code, _, stderr := runCLI(t, "soak", "--store", "memory", "--seeds", "1", "--hogs", "0", "--out", t.TempDir(), flag, val); code != exitUsage || !strings.Contains(stderr, "is for --random-flags") {
 			t.Errorf("%s without --random-flags: exit %d, %q", flag, code, stderr)
 		}
 	}
