@@ -294,7 +294,30 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 		}
 	}
 	return CauseAfterDone, "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key (a record lost on restart, kept per instance, or expired: a retention shorter than the run, whose retries come up to --duration plus --settle after the key's first request)" +
-		overlapped(xs, fs, first, second)
+		overlapped(xs, fs, first, second) + expiredUnder(xs, fs, first, second)
+}
+
+// expiredUnder says, of an after-done pair, that a request that could
+// have made the second charge was sent while the provider was still
+// making the first and stayed open until the second: its execution began
+// while the first's owner was at work, as a claim that expired under its
+// owner (a lease shorter than the work) lets it, and charged once the
+// owner was done. "" otherwise. A 300 ms lease under a 300 ms charge was
+// told only as a forgotten key.
+func expiredUnder(xs []history.Exchange, fs []history.Fault, first, second history.Charge) string {
+	if first.End == 0 {
+		return ""
+	}
+	for _, x := range xs {
+		if x.Purpose == history.PurposeReuse || x.Call <= first.At || x.Call >= first.End || second.Via != "" && x.Instance != second.Via || x.Err == "connection refused" {
+			continue
+		}
+		if closedAt(x, fs) >= second.At {
+			return fmt.Sprintf("; or a lease: client %d's request on %s, sent at %s while the provider was still making %s (until %s), was still open when %s came: a claim that expired under its owner (a lease shorter than the work, the save included) let it in, and it charged once the owner was done",
+				x.Client, x.Instance, ms(x.Call), first.ID, ms(first.End), second.ID)
+		}
+	}
+	return ""
 }
 
 // overlapped says, of an after-done pair, that a request to the instance

@@ -64,3 +64,22 @@ func TestRetryTakingOverNamesTheLease(t *testing.T) {
 		t.Errorf("a second request sent before the first charge: %s, want no lease named", d)
 	}
 }
+
+// TestLeaseExpiredUnderItsOwnerIsNamed: the owner answered just before
+// the second charge (after-done), but the request that made the second
+// was sent while the provider was still making the first: a lease that
+// ran out under its owner is named beside a forgotten key, which alone
+// was said of a 300 ms lease under a 300 ms charge.
+func TestLeaseExpiredUnderItsOwnerIsNamed(t *testing.T) {
+	ms := int64(time.Millisecond)
+	e := newEv()
+	e.x(1, "i1", history.PurposeFirst, "k", "o", "b", 1000*ms, 1400*ms, 200, `{"charge":"ch_1"}`)
+	e.chargeOutcome("o", "i1", 1010*ms, 1390*ms, history.OutcomeCharged)
+	e.x(2, "i2", history.PurposeRetry, "k", "o", "b", 1320*ms, 1500*ms, 200, `{"charge":"ch_2"}`)
+	e.chargeOutcome("o", "i2", 1401*ms, 1450*ms, history.OutcomeCharged)
+	r := e.result(t, AtMostOnce)
+	wantCause(t, r, CauseAfterDone)
+	if d := r.Violations[0].Detail; !strings.Contains(d, "or a lease: client 2's request on i2") || !strings.Contains(d, "expired under its owner") {
+		t.Errorf("a retry sent while the first charge was made charged after its owner answered: %s, want the lease named", d)
+	}
+}
