@@ -176,7 +176,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 func printSurvivors(w io.Writer, rep *hunt.MutantsReport) {
 	budget := "its budget (--budget)"
 	if rep.Budget > 0 {
-		budget = fmt.Sprintf("its budget (--budget %v)", time.Duration(rep.Budget*float64(time.Second)).Round(time.Millisecond))
+		budget = fmt.Sprintf("its budget (--budget %v)", secondsOf(rep.Budget))
 	}
 	said := false
 	for _, m := range rep.Mutants {
@@ -309,4 +309,9 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 	}
 	fmt.Fprintf(w, "\n%s: %d of %d mutants killed%s; the correct store: %s. %.1fs\n",
 		verdict, killed, total, extra, correct, rep.Seconds)
+}
+
+// secondsOf is a report's seconds as a duration, to the millisecond.
+func secondsOf(f float64) time.Duration {
+	return time.Duration(f * float64(time.Second)).Round(time.Millisecond)
 }

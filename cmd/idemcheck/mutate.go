@@ -365,10 +365,9 @@ func printMutate(w io.Writer, rep *mutate.Report, minScore float64) {
 func survivorsTitle(rep *mutate.Report) string {
 	title := "survivors (no scenario's checkers caught them"
 	if rep.Budget > 0 || rep.Quick > 0 {
-		secs := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)).Round(time.Millisecond) }
-		title += fmt.Sprintf(", each given --quick %v", secs(rep.Quick))
+		title += fmt.Sprintf(", each given --quick %v", secondsOf(rep.Quick))
 		if rep.Budget > 0 {
-			title += fmt.Sprintf(" then --budget %v", secs(rep.Budget))
+			title += fmt.Sprintf(" then --budget %v", secondsOf(rep.Budget))
 		}
 		title += " per scenario: a longer budget may kill some"
 	}

@@ -116,7 +116,7 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		case tornKind:
 			return recoverTorn(dir, *asJSON, stdout)
 		case damagedKind:
-			return exitUsage, fmt.Errorf("recheck: %s: the first line of its journal (what run it was) is unreadable, yet lines follow it: the file was damaged after it was written, not cut short by a death, and what follows may record failures; recheck cannot tell what run it was (restore the file, or run again)", dir)
+			return exitUsage, damagedJournal(filepath.Join(dir, harness.JournalFile))
 		}
 		return recoverRun(ctx, dir, *asJSON, stdout, stderr)
 	}

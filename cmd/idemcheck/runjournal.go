@@ -137,6 +137,12 @@ func more(r *bufio.Reader) bool {
 	return err == nil
 }
 
+// damagedJournal is recheck's refusal of a journal whose first line is
+// unreadable though whole lines follow it ([damagedKind]).
+func damagedJournal(path string) error {
+	return fmt.Errorf("recheck: %s: the first line of the journal (what run it was) is unreadable, yet whole lines follow it: the file was damaged after it was written, not cut short by a death, and what follows may record failures; recheck cannot tell what run it was (restore the file, or run again)", path)
+}
+
 // damagedKind is the kind of a journal whose first line is unreadable
 // though lines follow it: damaged after it was written, not cut short.
 const damagedKind = "damaged"
@@ -194,7 +200,7 @@ func readJournal(path, kind string, head any) (lines []journalLine, torn int, ok
 		// Its head unreadable, yet whole lines follow it: damaged after
 		// it was written, not a run that died as it began (which was
 		// reported as nothing ran beside lines recording seeds).
-		return nil, 0, false, fmt.Errorf("recheck: %s: the first line of the journal (what run it was) is unreadable, yet %d whole lines follow it: the file was damaged after it was written, not cut short by a death, and what follows may record failures; recheck cannot tell what run it was (restore the file, or run again)", path, len(lines))
+		return nil, 0, false, damagedJournal(path)
 	}
 	return lines, torn, ok, nil
 }

@@ -2,7 +2,6 @@ package check
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
@@ -59,9 +58,13 @@ func checkFencing(e Evidence, ops []history.Op, g grouped) fencingTally {
 			writes++
 			// the write's own claim: the latest claim with its token before it
 			var own *history.Op
+			handedOut := false // by any claim of the key, whenever
 			for i := range claims {
-				if claims[i].Output.Decision.Token == w.Input.Token && claims[i].Return <= w.Call {
-					own = &claims[i]
+				if claims[i].Output.Decision.Token == w.Input.Token {
+					handedOut = true
+					if claims[i].Return <= w.Call {
+						own = &claims[i]
+					}
 				}
 			}
 			if own == nil {
@@ -69,7 +72,7 @@ func checkFencing(e Evidence, ops []history.Op, g grouped) fencingTally {
 				// up, another key's: abuse sends them) cannot be the
 				// owner's; a store that took it is not fenced. One a
 				// claim gave only later is left to linearizability.
-				if !slices.ContainsFunc(claims, func(c history.Op) bool { return c.Output.Decision.Token == w.Input.Token }) {
+				if !handedOut {
 					vs = append(vs, Violation{Fencing, k.String(), fmt.Sprintf(
 						"%s by client %d with token %s was accepted at %s, but no claim of %s had that token: the store took a write from a token it never handed out for the key",
 						w.Input.Kind, w.Client, tokOrEmpty(w.Input.Token), ms(w.Return), k)})

@@ -2,6 +2,7 @@ package httpcheck
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"time"
@@ -267,24 +268,16 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 			"the service stopped waiting for %s at %s (its own deadline) although the charge went through, and charged again: the claim was released after an error%s",
 			first.ID, ms(first.End), other)
 	}
-	for _, x := range xs {
-		if x.Purpose == history.PurposeReuse || x.Call >= first.At || first.Via != "" && x.Instance != first.Via {
-			continue
+	if x, ok := openRequest(xs, fs, first.Via, math.MinInt64, first.At, second.At+1); ok {
+		open := "no answer yet"
+		if x.Answered() {
+			open = fmt.Sprintf("answered %d at %s", x.Status, ms(x.Return))
+		} else if x.Err != "" {
+			open = "no answer (" + x.Err + "), and its instance did not die"
 		}
-		if x.Err == "connection refused" {
-			continue
-		}
-		if c := closedAt(x, fs); c > second.At {
-			open := "no answer yet"
-			if x.Answered() {
-				open = fmt.Sprintf("answered %d at %s", x.Status, ms(x.Return))
-			} else if x.Err != "" {
-				open = "no answer (" + x.Err + "), and its instance did not die"
-			}
-			return CauseConcurrent, fmt.Sprintf(
-				"the request that could have made %s (client %d on %s, sent at %s, %s) was still open when %s came: two executions held the key at once (a lock that is not shared, or none%s)",
-				first.ID, x.Client, x.Instance, ms(x.Call), open, second.ID, outlived(xs, fs, first, second))
-		}
+		return CauseConcurrent, fmt.Sprintf(
+			"the request that could have made %s (client %d on %s, sent at %s, %s) was still open when %s came: two executions held the key at once (a lock that is not shared, or none%s)",
+			first.ID, x.Client, x.Instance, ms(x.Call), open, second.ID, outlived(xs, fs, first, second))
 	}
 	for _, x := range xs {
 		if x.Answered() && x.Status >= 500 && x.Return > first.At && x.Return < second.At {
@@ -308,14 +301,9 @@ func expiredUnder(xs []history.Exchange, fs []history.Fault, first, second histo
 	if first.End == 0 {
 		return ""
 	}
-	for _, x := range xs {
-		if x.Purpose == history.PurposeReuse || x.Call <= first.At || x.Call >= first.End || second.Via != "" && x.Instance != second.Via || x.Err == "connection refused" {
-			continue
-		}
-		if closedAt(x, fs) >= second.At {
-			return fmt.Sprintf("; or a lease: client %d's request on %s, sent at %s while the provider was still making %s (until %s), was still open when %s came: a claim that expired under its owner (a lease shorter than the work, the save included) let it in, and it charged once the owner was done",
-				x.Client, x.Instance, ms(x.Call), first.ID, ms(first.End), second.ID)
-		}
+	if x, ok := openRequest(xs, fs, second.Via, first.At, first.End, second.At); ok {
+		return fmt.Sprintf("; or a lease: client %d's request on %s, sent at %s while the provider was still making %s (until %s), was still open when %s came: a claim that expired under its owner (a lease shorter than the work, the save included) let it in, and it charged once the owner was done",
+			x.Client, x.Instance, ms(x.Call), first.ID, ms(first.End), second.ID)
 	}
 	return ""
 }
@@ -328,16 +316,28 @@ func expiredUnder(xs []history.Exchange, fs []history.Fault, first, second histo
 // no request was). A planted check-then-insert race was said to be a
 // forgotten key, pointing at retention.
 func overlapped(xs []history.Exchange, fs []history.Fault, first, second history.Charge) string {
-	for _, x := range xs {
-		if x.Purpose == history.PurposeReuse || x.Call >= first.At || second.Via != "" && x.Instance != second.Via || x.Err == "connection refused" {
-			continue
-		}
-		if closedAt(x, fs) > second.At {
-			return fmt.Sprintf("; or a race: client %d's request on %s, sent at %s before %s was made, was still open when %s came, so the two requests were in the service at once and its check did not see the other's claim (a check and a claim that are not one atomic step, as a SELECT then an INSERT, or a lock per instance)",
-				x.Client, x.Instance, ms(x.Call), first.ID, second.ID)
-		}
+	if x, ok := openRequest(xs, fs, second.Via, math.MinInt64, first.At, second.At+1); ok {
+		return fmt.Sprintf("; or a race: client %d's request on %s, sent at %s before %s was made, was still open when %s came, so the two requests were in the service at once and its check did not see the other's claim (a check and a claim that are not one atomic step, as a SELECT then an INSERT, or a lock per instance)",
+			x.Client, x.Instance, ms(x.Call), first.ID, second.ID)
 	}
 	return ""
+}
+
+// openRequest is the first request of the order (not a reuse, one that
+// reached the service) sent to the instance via ("" for any) strictly
+// between from and to and still open at at ([closedAt]): one that could
+// have made a charge then. The checks of a pair of charges ask it of
+// different windows.
+func openRequest(xs []history.Exchange, fs []history.Fault, via string, from, to, at int64) (history.Exchange, bool) {
+	for _, x := range xs {
+		if x.Purpose == history.PurposeReuse || x.Call <= from || x.Call >= to || via != "" && x.Instance != via || x.Err == "connection refused" {
+			continue
+		}
+		if closedAt(x, fs) >= at {
+			return x, true
+		}
+	}
+	return history.Exchange{}, false
 }
 
 // leaseGap is how long after a charge another charge of its order must
@@ -370,13 +370,8 @@ func outlived(xs []history.Exchange, fs []history.Fault, first, second history.C
 // do (a 300 ms lease under a 700 ms charge was named only a lock not
 // shared).
 func sentAfter(xs []history.Exchange, fs []history.Fault, first, second history.Charge) bool {
-	for _, x := range xs {
-		if x.Purpose != history.PurposeReuse && x.Call > first.At && x.Call < second.At &&
-			(second.Via == "" || x.Instance == second.Via) && closedAt(x, fs) >= second.At {
-			return true
-		}
-	}
-	return false
+	_, ok := openRequest(xs, fs, second.Via, first.At, second.At, second.At)
+	return ok
 }
 
 var chargeID = regexp.MustCompile(`\bch_[0-9]+\b`)

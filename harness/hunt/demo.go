@@ -342,14 +342,8 @@ func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant stri
 		}
 		run.Answers = append(run.Answers, fmt.Sprintf("%s: %s (%d attempt(s))", letters[a.Client], got, a.Attempts))
 	}
-	var ids []string
-	for _, c := range env.Ledger.Charges() {
-		if c.Effective && c.Order == order.ID {
-			run.Charges++
-			ids = append(ids, fmt.Sprintf("%s by %s", c.ID, letters[c.Client]))
-		}
-	}
-	run.ChargeIDs = append([]string{}, ids...)
+	run.Charges, run.ChargeIDs = chargesOf(env.Ledger, order.ID, func(c int) string { return letters[c] })
+	ids := run.ChargeIDs
 	switch {
 	case run.Charges > 1:
 		run.Harm = fmt.Sprintf("DOUBLE CHARGE: order %s charged %d times (%s)", order.ID, run.Charges, strings.Join(ids, ", "))

@@ -95,7 +95,7 @@ func foundDemo(ctx context.Context, o harness.Options, mutant string) (*DemoInfo
 	if bad.Lines == nil {
 		bad.Lines = []DemoLine{}
 	}
-	bad.Charges, bad.ChargeIDs = chargesOf(ledger, order)
+	bad.Charges, bad.ChargeIDs = chargesOf(ledger, order, clientNumber)
 	good, err := correctRun(ctx, o, name, k, order)
 	return info, bad, good, err
 }
@@ -151,7 +151,7 @@ func correctRun(ctx context.Context, o harness.Options, name string, k *Kill, or
 		run.Lines = []DemoLine{}
 	}
 	if ledger != nil {
-		run.Charges, run.ChargeIDs = chargesOf(ledger, order)
+		run.Charges, run.ChargeIDs = chargesOf(ledger, order, clientNumber)
 	}
 	var details []string
 	for _, c := range check.Failed(res) {
@@ -193,16 +193,21 @@ func orderOf(hist *history.History, key string) string {
 }
 
 // chargesOf counts the provider's effective charges of the order and
-// names them: a found demo's run said 0 charges beside a harm of two.
-func chargesOf(l *history.Ledger, order string) (int, []string) {
+// names them, each by its client as who names it (a scripted demo's
+// letters, a found one's numbers): a found demo's run said 0 charges
+// beside a harm of two.
+func chargesOf(l *history.Ledger, order string, who func(client int) string) (int, []string) {
 	ids := []string{}
 	for _, c := range l.Charges() {
 		if c.Order == order && c.Effective {
-			ids = append(ids, fmt.Sprintf("%s by client %d", c.ID, c.Client))
+			ids = append(ids, fmt.Sprintf("%s by %s", c.ID, who(c.Client)))
 		}
 	}
 	return len(ids), ids
 }
+
+// clientNumber names a client by its number.
+func clientNumber(c int) string { return fmt.Sprintf("client %d", c) }
 
 // orderTrace merges the traces of every key sent with the order, in time
 // order: a client that makes a new key per attempt spreads one order over
