@@ -90,7 +90,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	orderAt := fs.String("order-at", "order", "where the order goes: a dotted JSON path, or a form field")
 	amountAt := fs.String("amount-at", "amount", "where the amount (an integer) goes")
 	keyPolicy := fs.String("key", "required", "required (a request without a key must get 400) or optional (served as a plain request)")
-	inflightTTL := fs.Duration("inflight-ttl", 0, "how long the service keeps a key in flight after its owner died (0: not declared); the final probes may run that long, ending once every key is settled")
+	inflightTTL := fs.Duration("inflight-ttl", 0, "how long the service keeps a key in flight after its owner died or gave up (a 5xx, 202 or 408, or no answer) (0: not declared); the final probes may run that long, ending once every key is settled")
 	savesErrors := fs.Bool("saves-errors", false, "the service saves its 5xx answers and replays them for the key, whatever caused them (Stripe does): a key that replays one 5xx is settled")
 	netFaults := fs.Bool("net-faults", true, "latency, resets and lost replies on each instance's proxy")
 	procFaults := fs.Bool("process-faults", true, "kill, pause and restart instances started with --cmd")

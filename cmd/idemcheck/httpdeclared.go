@@ -59,9 +59,9 @@ func declarations(r httpload.Request, path string, started bool, maxKey int, p h
 		out = append(out, "max key length: none declared (widens: no over-long key sent)")
 	}
 	if ttl > 0 {
-		out = append(out, fmt.Sprintf("in-flight TTL: %v (widens: a key may stay in flight that long after its owner died; the final probes run up to %v)", ttl, settle))
+		out = append(out, fmt.Sprintf("in-flight TTL: %v (widens: a key may stay in flight that long after its owner died or gave up; the final probes run up to %v)", ttl, settle))
 	} else {
-		out = append(out, fmt.Sprintf("in-flight TTL: not declared (the final probes run up to --settle %v: a key still held then fails liveness, or, where idemcheck killed its owner, is not judged)", settle))
+		out = append(out, fmt.Sprintf("in-flight TTL: not declared (the final probes run up to --settle %v: a key still held then fails liveness, or, where its owner may have left its claim behind (killed, or answered 5xx, 202 or 408, or not at all), is not judged)", settle))
 	}
 	if p.SavesErrors {
 		out = append(out, "saves errors: every 5xx is saved and replayed for its key (widens: a key that replays one 5xx is settled)")

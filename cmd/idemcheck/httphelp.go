@@ -38,8 +38,9 @@ The request as the service expects it (docs/http-requests.md):
         --body "currency=EUR" --order-at ref --amount-at cents
   --key required|optional  --max-key-len N (0: no limit)
   --inflight-ttl D         how long a key stays in flight after its owner
-        died: the final probes (--settle) may run that long (they end
-        once every key is settled)
+        died or gave up (answered 5xx, 202 or 408, or not at all): the
+        final probes (--settle) may run that long (they end once every
+        key is settled)
   --saves-errors           every 5xx is saved and replayed for its key
         (Stripe): a key that replays one 5xx is settled
 
@@ -61,7 +62,8 @@ Exit codes: 0 every checker passed (or, with --expect, the expected checker
 failed), 1 a violation (or, with --expect, it did not show), 2 bad usage, a
 bad target, or a service that never answered, 3 interrupted, or undecided:
 no violation, but something seen was not judged (such as a key still in
-flight after its owner was killed, with no --inflight-ttl declared).
+flight after its owner was killed or answered 5xx, with no --inflight-ttl
+declared).
 `
 
 // The bounds of idemcheck http's flags, so that no setting exhausts the

@@ -45,7 +45,8 @@
 //     it, the service hung up, or no client ever got a success for the
 //     key): a saved error, replayed; 409, 423, 429, any other 5xx, or
 //     no answer is a violation with its status, except a key held in
-//     flight after its owner died with no in-flight TTL declared, and one
+//     flight after its owner died or gave up (answered 5xx, 202 or 408,
+//     or not at all) with no in-flight TTL declared, and one
 //     not answered, or refused by a limiter ([history.TryAgain]), while the
 //     service answered few of the other calls beside it, which are not
 //     judged ([Result.Unjudged]).
@@ -147,8 +148,9 @@ type Policy struct {
 	// KeyOptional: a request without a key is served as a plain request,
 	// not answered 400.
 	KeyOptional bool `json:"key_optional,omitempty"`
-	// InFlightTTL is how long a key stays in flight after its owner died;
-	// the final probes run at least that long (0: not declared).
+	// InFlightTTL is how long a key stays in flight after its owner died
+	// or gave up ([orphans]); the final probes run at least that long
+	// (0: not declared).
 	InFlightTTL time.Duration `json:"inflight_ttl,omitempty"`
 	// Settle is how long the final probes ran once every fault healed.
 	Settle time.Duration `json:"settle,omitempty"`

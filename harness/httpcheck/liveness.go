@@ -16,8 +16,8 @@ import (
 // its outcome (a saved error, replayed). A key still refused with 409,
 // 423 or 429, answered a 5xx the ledger does not explain, or not
 // answered while the service answered most other calls beside its
-// probes, is stuck; one held ([held]) after its owner died, with no
-// in-flight TTL declared, is not judged ([orphans]), nor one held while
+// probes, is stuck; one held ([held]) after its owner died or gave up,
+// with no in-flight TTL declared, is not judged ([orphans]), nor one held while
 // its order's charge was still being made ([stillCharging]), nor one not
 // answered while the service answered few others ([history.Ends]).
 func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history.Fault, keys keyFacts, p Policy) Result {
@@ -98,6 +98,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	saved, hungUp, lostAnswer, reran, declared := 0, 0, 0, 0, 0
 	var unjudged, early, savedErrs, silentKeys, working, refusedKeys, briefKeys, onceKeys []string
 	earlyFirst := ""    // the first key held within the TTL of its owner's death
+	unjudgedFirst := "" // the first key held after its owner left, no TTL declared
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
 	refusedFirst := ""  // the first key refused beside the others, and its refusals
 	var vs []Violation
@@ -172,9 +173,13 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			briefKeys = append(briefKeys, k)
 			continue
 		}
-		if died, ok := orphaned[k]; ok && held(x) {
+		if o, ok := orphaned[k]; ok && held(x) {
+			died := o.at
 			switch {
 			case p.InFlightTTL == 0:
+				if len(unjudged) == 0 {
+					unjudgedFirst = fmt.Sprintf("%s: %s", k, o.how)
+				}
 				unjudged = append(unjudged, k)
 				continue
 			case x.Call < died+int64(p.InFlightTTL+ttlSlack):
@@ -182,7 +187,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 				// owner died (a recheck declaring a TTL longer than the
 				// run's probes lasted): not yet the service's to release.
 				if len(early) == 0 {
-					earlyFirst = fmt.Sprintf("%s, last probed %v after its owner died", k, time.Duration(x.Call-died).Round(time.Millisecond))
+					earlyFirst = fmt.Sprintf("%s, last probed %v after %s", k, time.Duration(x.Call-died).Round(time.Millisecond), o.how)
 				}
 				early = append(early, k)
 				continue
@@ -264,10 +269,10 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	var why []string
 	if len(unjudged) > 0 {
-		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after an instance died while one of its requests was there: a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl D on the next run, whose final probes then last that long; idemcheck recheck --inflight-ttl D on this run's directory judges only the keys its probes followed D past their owner's death) to judge them", len(unjudged), unjudged[0]))
+		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after its owner may have left its claim behind (an instance died while a request of the key was there, or a request of it got a 202, 408 or 5xx, or no answer, and nothing completed the key after it): a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl D on the next run, whose final probes then last that long; idemcheck recheck --inflight-ttl D on this run's directory judges only the keys its probes followed D past that moment) to judge them", len(unjudged), unjudgedFirst))
 	}
 	if len(early) > 0 {
-		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at their last probe, less than the declared in-flight TTL (%v, and %v for the clocks) after an instance died while one of their requests was there: the probes ended before a correct service had to release them (run again with --inflight-ttl %v if the run declared less: its final probes then last that long; if it declared that much, its probes were slowed, each waiting up to --timeout on a starved machine or service, and a longer --settle gives them the time)", len(early), earlyFirst, p.InFlightTTL, ttlSlack, p.InFlightTTL))
+		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at their last probe, less than the declared in-flight TTL (%v, and %v for the clocks) after their owner may have left its claim behind: the probes ended before a correct service had to release them (run again with --inflight-ttl %v if the run declared less: its final probes then last that long; if it declared that much, its probes were slowed, each waiting up to --timeout on a starved machine or service, and a longer --settle gives them the time)", len(early), earlyFirst, p.InFlightTTL, ttlSlack, p.InFlightTTL))
 	}
 	if len(savedErrs) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) replay one 5xx (the last probe's answer and the one before it), for an order the provider never charged: a service that saves every error answers so (declare it with --saves-errors, or idemcheck recheck --saves-errors on this run's directory), and so does one stuck on the key", len(savedErrs), savedErrs[0]))
@@ -398,27 +403,68 @@ func rerun(cs []history.Charge) bool {
 // clock, after the request that found it arrived.
 const ttlSlack = time.Second
 
+// orphan is when a key's owner may have left its claim behind, and how.
+type orphan struct {
+	at  int64
+	how string // "an instance died while one of its requests was there", ...
+}
+
 // orphans names the keys that may have been left in flight by an owner
-// that died, each with the last such death: a request of the key was at
-// an instance (sent, not yet answered) when idemcheck killed it or it
-// exited by itself. A correct service keeps such a key in flight until
-// its own TTL runs out after that death, which only the service knows.
-func orphans(xs []history.Exchange, fs []history.Fault) map[string]int64 {
+// that is gone, each with the last such moment: a request of the key was
+// at an instance (sent, not yet answered) when idemcheck killed it or it
+// exited by itself; or a request of the key was answered in a way that
+// does not say its work ended ([mayStillRun]: 202, 408, a 5xx), or went
+// unanswered in the load (the client gave up at --timeout), and no
+// completed success of the key came after it. A correct service keeps
+// such a key in flight until its own TTL runs out after that moment,
+// which only the service knows: one whose save failed after its charge
+// went through does not know its work's outcome, and must keep the claim
+// (the status-codes checker's [heldUntil] says the same of the 409s
+// meanwhile); a Node service that kept it after a busy SQLite refused its
+// save was failed here though it released the key at its 30 s lease.
+func orphans(xs []history.Exchange, fs []history.Fault) map[string]orphan {
 	deaths := map[string][]int64{}
 	for _, f := range fs {
 		if f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit {
 			deaths[f.Failpoint] = append(deaths[f.Failpoint], f.Start)
 		}
 	}
-	out := map[string]int64{}
+	out := map[string]orphan{}
+	note := func(key string, at int64, how string) {
+		if last, ok := out[key]; !ok || at > last.at {
+			out[key] = orphan{at, how}
+		}
+	}
+	// The last completed success of each key: an owner that left before
+	// it left no claim behind (a later request finished the key).
+	done := map[string]int64{}
 	for _, x := range xs {
-		if !x.HasKey || x.Purpose == history.PurposeProbe {
+		if keyedOwn(x) && x.Answered() && completed(x.Status) {
+			done[x.Key] = max(done[x.Key], x.Return)
+		}
+	}
+	for _, x := range xs {
+		if !x.HasKey {
 			continue
 		}
-		for _, at := range deaths[x.Instance] {
-			if last, ok := out[x.Key]; x.Call <= at && (!x.Answered() || x.Return >= at) && (!ok || at > last) {
-				out[x.Key] = at
+		if x.Purpose != history.PurposeProbe {
+			for _, at := range deaths[x.Instance] {
+				if x.Call <= at && (!x.Answered() || x.Return >= at) {
+					note(x.Key, at, "an instance died while one of its requests was there")
+				}
 			}
+		}
+		if !keyedOwn(x) {
+			continue
+		}
+		switch {
+		case x.Answered() && mayStillRun(x.Status) && x.Return > done[x.Key]:
+			note(x.Key, x.Return, fmt.Sprintf("a request of it was answered %d, which does not say its work ended", x.Status))
+		case !x.Answered() && x.Purpose != history.PurposeProbe && x.Err != "connection refused" && max(x.ErrAt, x.Call) > done[x.Key]:
+			// Not a probe's: a key whose final probes go unanswered
+			// is the stuck key the probes are there to find; nor a
+			// refused connection's, which never reached the service.
+			note(x.Key, max(x.ErrAt, x.Call), "a request of it went unanswered ("+x.Err+")")
 		}
 	}
 	return out
