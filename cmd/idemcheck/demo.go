@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/hunt"
+	"github.com/idemcheck/idemcheck/internal/wholefile"
 	"github.com/idemcheck/idemcheck/stores"
 )
 
@@ -128,7 +128,15 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		case bad != nil:
 			ran = "the runs may have been cut (the scheduler stops at an interrupt), so neither is judged"
 		}
-		fmt.Fprintf(stdout, "INTERRUPTED: the demo of %s was cut short: %s\n", mutant, ran)
+		line := fmt.Sprintf("INTERRUPTED: the demo of %s was cut short: %s", mutant, ran)
+		if *asJSON { // one object still, as a finished demo's
+			return exitUnknown, printJSON(stdout, struct {
+				Mutant      string `json:"mutant"`
+				Interrupted bool   `json:"interrupted"`
+				Verdict     string `json:"verdict"`
+			}{mutant, true, line})
+		}
+		fmt.Fprintln(stdout, line)
 		return exitUnknown, nil
 	}
 	if errors.Is(err, hunt.ErrNotCaught) {
@@ -175,15 +183,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 
 // writeDemoHTML writes the demo's page to path.
 func writeDemoHTML(path string, info *hunt.DemoInfo, bad, good *hunt.DemoRun) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("demo --html: %v", err)
-	}
-	if err := hunt.WriteDemoHTML(f, info, bad, good); err != nil {
-		f.Close()
-		return fmt.Errorf("demo --html: %v", err)
-	}
-	if err := f.Close(); err != nil {
+	// Whole or not at all: a full disk cut a page short.
+	if err := wholefile.Write(path, func(w io.Writer) error { return hunt.WriteDemoHTML(w, info, bad, good) }); err != nil {
 		return fmt.Errorf("demo --html: %v", err)
 	}
 	return nil

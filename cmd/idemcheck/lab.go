@@ -42,7 +42,9 @@ type labRuns struct {
 	Runs  []*lab.Result `json:"runs"`
 	// Seeds is how many seeds were asked for; Interrupted says the run
 	// was cut short, Runs holding the seeds that ran: the JSON of an
-	// interrupted lab read as a whole one.
+	// interrupted lab read as a whole one. A lab without --seeds prints
+	// its one seed's result alone, or this, empty, when an interrupt came
+	// before that seed ended.
 	Seeds       int  `json:"seeds"`
 	Interrupted bool `json:"interrupted,omitempty"`
 }
@@ -106,6 +108,13 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		code = exitUnknown
 		problems = append(problems, fmt.Sprintf("INTERRUPTED: %d of %d seeds ran", len(results), n))
 		if len(results) == 0 {
+			if *asJSON {
+				// Still one object: a --json reader got nothing at all
+				// from a lab interrupted before its first seed ended.
+				if err := printJSON(stdout, labRuns{Store: backend.Name, Runs: []*lab.Result{}, Seeds: n, Interrupted: true}); err != nil {
+					return exitUsage, err
+				}
+			}
 			for _, p := range problems {
 				fmt.Fprintf(stderr, "idemcheck lab: %s\n", p)
 			}

@@ -100,8 +100,8 @@ func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error
 		}
 		rep.Interrupted = rep.Interrupted || interrupted
 		minScore := shards[0].info.MinScore
-		if *asJSON {
-			err = enc.Encode(rep)
+		if *asJSON { // the unsharded run's --json, its verdict with it
+			err = enc.Encode(mutateJSON{Report: rep, MinScore: minScore, Verdict: codeVerdict(mutateExit(rep, minScore))})
 		} else {
 			printMutate(stdout, rep, minScore)
 		}
@@ -120,7 +120,7 @@ func cmdMerge(_ context.Context, args []string, stdout, _ io.Writer) (int, error
 		// that judged nothing is no pass either; its verdict is the
 		// code's, as summary.json's is.
 		code, why := soakCode(rep)
-		rep.Verdict = soakVerdict(code)
+		rep.Verdict = codeVerdict(code)
 		if *asJSON {
 			err = enc.Encode(rep)
 		} else {

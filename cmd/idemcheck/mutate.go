@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/mutate"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/scenario"
@@ -159,7 +160,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return exitUsage, err
 	}
 	rep.Interrupted = rep.Interrupted || ctx.Err() != nil
-	sum := mutateJSON{Report: rep, MinScore: *minScore, Dir: dirPath, Shard: shard.info("mutate", args, rep.Interrupted)}
+	sum := mutateJSON{Report: rep, MinScore: *minScore, Verdict: codeVerdict(mutateExit(rep, *minScore)), Dir: dirPath, Shard: shard.info("mutate", args, rep.Interrupted)}
 	if sum.Shard != nil {
 		sum.Shard.MinScore = *minScore
 	}
@@ -235,6 +236,8 @@ type mutateJSON struct {
 	*mutate.Report
 	// MinScore is the lowest passing score the verdict was given with.
 	MinScore float64 `json:"min_score"`
+	// Verdict is the run's, as its exit code says ([mutateVerdict]).
+	Verdict check.Verdict `json:"verdict"`
 	// Recovered: read back from the journal of a run whose process died.
 	Recovered bool       `json:"recovered,omitempty"`
 	Dir       string     `json:"results_dir,omitempty"`

@@ -19,6 +19,8 @@ func TestMutateJSON(t *testing.T) {
 	var rep struct {
 		Store   string  `json:"store"`
 		Score   float64 `json:"score"`
+		Verdict string  `json:"verdict"` // the run's, as check's, soak's and mutants' say theirs
+
 		Mutants []struct {
 			ID       string   `json:"id"`
 			Verdict  string   `json:"verdict"`
@@ -36,7 +38,7 @@ func TestMutateJSON(t *testing.T) {
 		!strings.Contains(stderr, "idemcheck mutate: [2/2] mutants settled (1 killed, 0 survived, 1 neither so far)") {
 		t.Errorf("the piped run's progress lines are missing:\n%s", stderr)
 	}
-	if rep.Store != "sqlite" || len(rep.Mutants) != 2 || rep.Score != 1 {
+	if rep.Store != "sqlite" || len(rep.Mutants) != 2 || rep.Score != 1 || rep.Verdict != "pass" {
 		t.Fatalf("store %q, %d mutants, score %v:\n%s", rep.Store, len(rep.Mutants), rep.Score, stdout)
 	}
 	for _, m := range rep.Mutants {

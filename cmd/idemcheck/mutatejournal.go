@@ -134,7 +134,7 @@ func recoverMutate(dir string, asJSON bool, stdout, stderr io.Writer) (int, erro
 		rep.Seconds = st.ModTime().Sub(head.Started).Seconds()
 	}
 	abs, _ := filepath.Abs(dir)
-	sum := mutateJSON{Report: rep, MinScore: head.MinScore, Recovered: true, Dir: abs, Shard: recoveredShard(head.Argv)}
+	sum := mutateJSON{Report: rep, MinScore: head.MinScore, Verdict: codeVerdict(mutateExit(rep, head.MinScore)), Recovered: true, Dir: abs, Shard: recoveredShard(head.Argv)}
 	if sum.Shard != nil {
 		sum.Shard.MinScore = head.MinScore
 	}

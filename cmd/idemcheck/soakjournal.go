@@ -226,8 +226,9 @@ func soakCode(rep soakReport) (int, string) {
 // judged at all).
 func judgedWell(v check.Verdict) bool { return v == check.Pass || v == check.Skipped }
 
-// soakVerdict is the verdict of a soak's exit code (summary.json's).
-func soakVerdict(code int) check.Verdict {
+// codeVerdict is the verdict of an exit code (a soak's or a mutate
+// run's summary.json, their --json).
+func codeVerdict(code int) check.Verdict {
 	switch code {
 	case exitPass:
 		return check.Pass
@@ -282,7 +283,7 @@ func recoverSoak(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 		rep.Seconds = st.ModTime().Sub(head.Started).Seconds()
 	}
 	code, why := soakCode(rep)
-	rep.Verdict, rep.Recovered, rep.Shard = soakVerdict(code), true, recoveredShard(head.Argv)
+	rep.Verdict, rep.Recovered, rep.Shard = codeVerdict(code), true, recoveredShard(head.Argv)
 	if err := writeSummaryJSON(dir, rep); err != nil {
 		fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)
 	}
