@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/results"
+	"github.com/idemcheck/idemcheck/internal/wholefile"
 )
 
 // The JUnit XML schema's elements that CI systems read (GitHub Actions'
@@ -51,6 +53,8 @@ type (
 // an undecided one a skip saying why), and one per skipped scenario and
 // per scenario a cut-short run never ran. Each case of a scenario carries
 // its notes (ScenarioResult.Notes) as its system-out, where CI shows them.
+// The file is written whole or not at all, and a run that cannot write it
+// leaves none (not an earlier run's).
 func WriteJUnit(path string, sum *results.Summary) error {
 	suite := junitSuite{Name: fmt.Sprintf("idemcheck %s/%s seed %d", sum.Store, sum.Variant, sum.Seed), Time: fmt.Sprintf("%.3f", sum.Seconds)}
 	for _, s := range sum.Scenarios {
@@ -108,7 +112,19 @@ func WriteJUnit(path string, sum *results.Summary) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append([]byte(xml.Header), append(b, '\n')...), 0o644)
+	// Whole or not at all (a full disk cut one mid-tag); and not at all
+	// means no file: a CI that found the last run's report there would
+	// show its verdict for this run's.
+	err = wholefile.Write(path, func(w io.Writer) error {
+		_, err := w.Write(append([]byte(xml.Header), append(b, '\n')...))
+		return err
+	})
+	if err != nil {
+		if rerr := os.Remove(path); rerr == nil {
+			return fmt.Errorf("%v (the file an earlier run left there is removed)", err)
+		}
+	}
+	return err
 }
 
 // runDirName matches the names PrepareRunDir gives run directories.
