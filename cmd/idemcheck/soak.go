@@ -6,11 +6,9 @@ import (
 	"io"
 	"math/rand"
 	"os"
-	"os/exec"
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
@@ -79,6 +77,9 @@ type soakReport struct {
 	Seed    int64  `json:"seed"`
 	Seeds   int    `json:"seeds"`
 	Hogs    int    `json:"hogs"`
+	// HogsNote says how many hogs died during the soak and were started
+	// again, or could not be ("": none died).
+	HogsNote string `json:"hogs_note,omitempty"`
 	// Parallel is how many scenarios ran at once in each seed's run.
 	Parallel int `json:"parallel"`
 	// Commit is the build's commit ("+dirty" if modified), so a soak's
@@ -170,11 +171,11 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	// the soak's runs (ctx from here on) and is its error.
 	ctx, workers, protocolErr := execRun(ctx, ex, o.WorkerCommand)
 	o.WorkerCommand = workers
-	stop, err := startHogs(*hogs)
+	hogPool, err := startHogs(*hogs)
 	if err != nil {
 		return exitUsage, err
 	}
-	defer stop()
+	defer hogPool.stop()
 
 	start := time.Now()
 	rep := soakReport{Store: backend.Name, Variant: o.Variant, Seed: firstSeed, Seeds: nSeeds, Hogs: *hogs, Parallel: o.Parallel,
@@ -325,11 +326,12 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, perr
 	}
 	rep.Seconds = time.Since(start).Seconds()
+	rep.HogsNote = hogPool.note()
 	rep.Shard = shard.info("soak", args, interrupted)
 	rep.Interrupted = rep.Interrupted || interrupted
 	tally.finish(&rep, planned, began, rep.Interrupted)
 	code, why := soakCode(rep)
-	rep.Verdict = soakVerdict(code)
+	rep.Verdict = codeVerdict(code)
 	saveSummary(stderr, dir.Path, rep, string(rep.Verdict), rep.Interrupted)
 	if *asJSON {
 		if err := printJSON(stdout, rep); err != nil {
@@ -354,7 +356,11 @@ func printSoak(w io.Writer, rep soakReport) {
 		// Each draw has a --seed of its own (in its command, below).
 		seeds = fmt.Sprintf("draws %d..%d of --random-flags", rep.Seed, rep.Seed+int64(rep.Seeds)-1)
 	}
-	fmt.Fprintf(w, "idemcheck soak: store %s, variant %s, %s, %d CPU hog(s)\n\n", rep.Store, rep.Variant, seeds, rep.Hogs)
+	fmt.Fprintf(w, "idemcheck soak: store %s, variant %s, %s, %d CPU hog(s)\n", rep.Store, rep.Variant, seeds, rep.Hogs)
+	if rep.HogsNote != "" {
+		fmt.Fprintln(w, rep.HogsNote)
+	}
+	fmt.Fprintln(w)
 	// A scenario's seconds add up its runs', which may run side by side
 	// (--parallel): not its share of the wall time.
 	fmt.Fprintf(w, "  %-20s %6s %6s %8s %8s %9s\n", "scenario", "pass", "fail", "unknown", "skipped", "run-secs")
@@ -437,33 +443,6 @@ func drawRun(drawSeed, n int64, base harness.Options, b drawBudget) (harness.Opt
 			return *o, cmd
 		}
 	}
-}
-
-// startHogs starts n processes of this program that spin on the CPU
-// (`idemcheck spin`, internal) and returns the function that kills them.
-// They are in their own process group and die with the parent's pipe.
-func startHogs(n int) (func(), error) {
-	exe, err := os.Executable()
-	if err != nil && n > 0 {
-		return nil, fmt.Errorf("cannot start CPU hogs: %v", err)
-	}
-	var cmds []*exec.Cmd
-	stop := func() {
-		for _, c := range cmds {
-			_ = c.Process.Kill()
-			_ = c.Wait()
-		}
-	}
-	for i := 0; i < n; i++ {
-		c := exec.Command(exe, "spin")
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := c.Start(); err != nil {
-			stop()
-			return nil, fmt.Errorf("cannot start CPU hogs: %v", err)
-		}
-		cmds = append(cmds, c)
-	}
-	return stop, nil
 }
 
 // cmdSpin spins on one CPU until killed: the soak's CPU hog (internal).
