@@ -89,3 +89,35 @@ func TestMeasureSaysTheStoreLeftCallsUnanswered(t *testing.T) {
 		t.Fatalf("notes %q", res.Notes)
 	}
 }
+
+// TestMeasureSaysTheStoreRefusedCalls: calls the store itself refused as
+// not applied are said in a note, with their count of the run's and the
+// first one's error (a Python SQLite store refused a quarter of its calls
+// under a PASS that named none); one the client's deadline cut, or a
+// fault injector's, is not the store's refusal, and a run without any has
+// no note.
+func TestMeasureSaysTheStoreRefusedCalls(t *testing.T) {
+	key := stores.KeyRef{Tenant: "t", Key: "k"}
+	run := func(refusals ...history.Op) []string {
+		h := history.New()
+		h.AddOp(history.Op{Client: 1, Input: models.Input{Kind: models.Begin, Key: key},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "a"}}, Call: 1, Return: 2})
+		for _, op := range refusals {
+			op.Client, op.Input, op.Output.NotApplied, op.Call, op.Return = 2, models.Input{Kind: models.Begin, Key: key}, true, 3, 4
+			h.AddOp(op)
+		}
+		var res results.ScenarioResult
+		measure(&res, h, history.NewLedger(), scenario.Record{})
+		return res.Notes
+	}
+	if n := run(); len(n) != 0 {
+		t.Errorf("no refusal: notes %q", n)
+	}
+	if n := run(history.Op{Err: "deadline", Deadline: true}, history.Op{Err: "lost", Lost: true}); len(n) != 0 {
+		t.Errorf("a deadline's and a fault injector's: notes %q", n)
+	}
+	n := run(history.Op{Err: "BEGIN IMMEDIATE: database is locked after 5000 ms"}, history.Op{Err: "again"})
+	if len(n) != 1 || !strings.Contains(n[0], "refused 2 of 3 calls as not applied (first: BEGIN IMMEDIATE: database is locked") {
+		t.Errorf("two refusals: notes %q", n)
+	}
+}
