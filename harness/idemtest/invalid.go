@@ -16,7 +16,7 @@ import (
 func (d *driver) invalid(rt *rapid.T) {
 	key := rapid.SampledFrom([]string{"", strings.Repeat("k", stores.MaxKeyLen+1)}).Draw(rt, "invalid key")
 	k := stores.KeyRef{Tenant: tenants[0], Key: key}
-	dec, err := d.store.Begin(d.ctx, stores.Request{KeyRef: k, Fingerprint: fingerprints[0], Now: d.now(0)})
+	dec, err := d.store.Begin(d.ctx, stores.Request{KeyRef: k, Fingerprint: fingerprints[0], Now: d.earliest(0)})
 	if err == nil {
 		rt.Fatalf("Begin with a %d-byte key: want the invalid-key error, got a decision: %+v", len(key), dec)
 	}

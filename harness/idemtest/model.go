@@ -277,6 +277,8 @@ type driver struct {
 	// (0: none), for failure messages (leaseNote).
 	leaseDeclared bool
 	saidLease     time.Duration
+	// offset: a server-clock store's clock against this process's
+	offset serverOffset
 }
 
 var (
@@ -296,15 +298,6 @@ func newDriver(c stores.ClockSource, mt modelTimes, s stores.Store) *driver {
 		fences:   map[stores.KeyRef]*fenceLife{},
 		ctx:      context.Background(),
 	}
-}
-
-// now is what the caller's clock reads: the manual clock for caller-clock
-// stores, the real one otherwise.
-func (d *driver) now(client int) time.Time {
-	if d.clockSrc == stores.ServerClock {
-		return time.Now()
-	}
-	return d.clock.Now().Add(d.skews[client])
 }
 
 func (d *driver) states(k stores.KeyRef) []models.State {
@@ -388,8 +381,12 @@ func (d *driver) begin(rt *rapid.T) {
 		lease = rapid.SampledFrom([]time.Duration{0, d.times.cfg.LockTTL / 2, 2 * d.times.cfg.LockTTL}).Draw(rt, "lease")
 	}
 	d.nextID++
-	in := models.Input{Kind: models.Begin, Key: k, Fingerprint: fp, Now: d.now(client), ID: d.nextID, Lease: lease}
+	before := time.Now()
+	in := models.Input{Kind: models.Begin, Key: k, Fingerprint: fp, Now: d.earliest(client), ID: d.nextID, Lease: lease}
 	dec, err := d.store.Begin(d.ctx, stores.Request{KeyRef: k, Fingerprint: fp, Now: in.Now, Lease: lease})
+	if d.clockSrc == stores.ServerClock && err == nil && !dec.DecidedAt.IsZero() {
+		d.offset.observe(before, time.Now(), dec.DecidedAt)
+	}
 	if d.skipped(rt, in, err) {
 		return
 	}
@@ -489,7 +486,7 @@ func (d *driver) complete(rt *rapid.T) {
 	resp := stores.Response{Status: 201, Body: fmt.Sprintf("charge-%d", d.nextID)}
 	in := models.Input{Kind: models.Complete, Key: c.key, Token: c.token, Response: resp, ID: d.nextID}
 	err := d.store.Complete(d.ctx, c.key, c.token, resp)
-	in.Now = d.now(0) // after the call: the store decided no later than this
+	in.Now = d.latest() // after the call: the store decided no later than this
 	if d.skipped(rt, in, err) {
 		return
 	}
@@ -508,9 +505,9 @@ func (d *driver) extend(rt *rapid.T) {
 		rt.Skip("no claim yet")
 	}
 	d.nextID++
-	in := models.Input{Kind: models.Extend, Key: c.key, Token: c.token, ID: d.nextID, Called: d.now(0)}
+	in := models.Input{Kind: models.Extend, Key: c.key, Token: c.token, ID: d.nextID, Called: d.earliest(0)}
 	err := d.store.(stores.Extender).Extend(d.ctx, c.key, c.token, in.Called)
-	in.Now = d.now(0)
+	in.Now = d.latest()
 	if d.skipped(rt, in, err) {
 		return
 	}
@@ -529,7 +526,7 @@ func (d *driver) release(rt *rapid.T) {
 	d.nextID++
 	in := models.Input{Kind: models.Release, Key: c.key, Token: c.token, ID: d.nextID}
 	err := d.store.Release(d.ctx, c.key, c.token)
-	in.Now = d.now(0)
+	in.Now = d.latest()
 	if d.skipped(rt, in, err) {
 		return
 	}
@@ -555,14 +552,14 @@ func (d *driver) advance(rt *rapid.T) {
 		how = "the test sleeps"
 	}
 	for k := range d.history {
-		d.history[k] = append(d.history[k], fmt.Sprintf("%s  — %s %v —", d.stamp(d.now(0)), how, by))
+		d.history[k] = append(d.history[k], fmt.Sprintf("%s  — %s %v —", d.stamp(d.latest()), how, by))
 	}
 }
 
 // prune asks the store to prune; the model allows any key older than the
 // retention to vanish at any moment, and none younger.
 func (d *driver) prune(rt *rapid.T) {
-	in := models.Input{Kind: models.Prune, Now: d.now(0)}
+	in := models.Input{Kind: models.Prune, Now: d.earliest(0)}
 	_, err := d.store.Prune(d.ctx, in.Now)
 	if d.skipped(rt, in, err) {
 		return
@@ -571,7 +568,7 @@ func (d *driver) prune(rt *rapid.T) {
 		d.unknown(rt, "Prune", err)
 		return
 	}
-	in.Now = d.now(0) // a server-clock store pruned by its own clock, no later than this
+	in.Now = d.latest() // a server-clock store pruned by its own clock, no later than this
 	for k := range d.possible {
 		in.Key = k
 		d.check(rt, in, models.Output{}, nil)

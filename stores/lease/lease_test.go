@@ -127,3 +127,21 @@ func TestFenceIsParsed(t *testing.T) {
 		t.Error("an opaque token parsed")
 	}
 }
+
+// TestModelBesideAnotherClock: the lease store on a clock that reads
+// ahead of the test's, or behind it, as a database on another host does,
+// passes the model test: the suite reads the store's clock off its
+// decisions (a Postgres 20 ms ahead of the host failed the model test
+// because the suite dated its Prune by the host's clock).
+func TestModelBesideAnotherClock(t *testing.T) {
+	for _, off := range []time.Duration{20 * time.Millisecond, -20 * time.Millisecond, 2 * time.Second, -2 * time.Second} {
+		t.Run(off.String(), func(t *testing.T) {
+			t.Parallel() // each waits on the real clock
+			f := factory(lease.Semantics, lease.Fence)
+			f.Open = func(cfg stores.Config) (stores.Store, error) {
+				return lease.New(cfg, func() time.Time { return time.Now().Add(off) })
+			}
+			idemtest.ModelTest(t, f)
+		})
+	}
+}
