@@ -111,7 +111,7 @@ func TestFixedLeaseDeclaredSays(t *testing.T) {
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFixedLeaseDeclaredSays$", "-test.v", "-rapid.nofailfile")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "IDEM_RESULTS="+t.TempDir())
+	cmd.Env = append(withoutEnv(idemtest.RequireJudgedEnv), childEnv+"=1", "IDEM_RESULTS="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the suite failed the correct store with its lease declared: %v\n%s", err, out)
@@ -128,6 +128,27 @@ func TestFixedLeaseDeclaredSays(t *testing.T) {
 	if t.Failed() {
 		t.Logf("child output:\n%s", out)
 	}
+	// A gate that requires judging (idemtest.RequireJudgedEnv) fails the
+	// scenario the lease kept from running: it judged nothing (a CI job
+	// went green with 14 scenarios skipped so).
+	cmd = exec.Command(os.Args[0], "-test.run=^TestFixedLeaseDeclaredSays$/^takeover$", "-test.v", "-rapid.nofailfile")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "IDEM_RESULTS="+t.TempDir(), idemtest.RequireJudgedEnv+"=1")
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--- FAIL: TestFixedLeaseDeclaredSays/takeover") ||
+		!strings.Contains(string(out), "scenario takeover not exercised") || !strings.Contains(string(out), "as a second Factory") {
+		t.Errorf("with %s set: %v\n%s", idemtest.RequireJudgedEnv, err, out)
+	}
+}
+
+// withoutEnv is this process's environment less the variable name.
+func withoutEnv(name string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, name+"=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // earlyStale is the lease store (a server-clock store) whose claims go
