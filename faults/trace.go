@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"unicode/utf8"
 )
 
 // RunBeforeBegin is the failpoint at the start of each attempt of a client,
@@ -50,12 +51,21 @@ func Tracef(ctx context.Context, stmt, format string, args ...any) {
 	}
 }
 
-// ShortToken shortens a fencing token for a trace: a random owner id to its
-// first 8 characters, a short token (a counter, a time in ms) in full, so
-// two tokens that differ are never printed alike.
+// ShortToken shortens a fencing token for a trace: a long one to its first
+// 8 characters and its last 4, a short token (a counter, a time in ms) in
+// full. Both ends: a store whose tokens begin alike (a zero-padded fence
+// number, then a random part) printed every token of a failing history as
+// "00000000…", the stale owner's save and the new owner's claim alike.
 func ShortToken(tok string) string {
 	if len(tok) <= 16 {
 		return tok
 	}
-	return tok[:8] + "…"
+	head, tail := 8, len(tok)-4
+	for head > 0 && !utf8.RuneStart(tok[head]) { // whole characters only
+		head--
+	}
+	for tail < len(tok) && !utf8.RuneStart(tok[tail]) {
+		tail++
+	}
+	return tok[:head] + "…" + tok[tail:]
 }
