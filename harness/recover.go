@@ -43,6 +43,10 @@ type journalRun struct {
 
 // journalStart is a scenario's first journal line.
 type journalStart struct {
+	// Started is the wall-clock origin of the scenario's history: with
+	// its last recorded time, when it last recorded (a recovered run's
+	// end, which the journal file's time is not once the file is copied).
+	Started    time.Time        `json:"started,omitzero"`
 	Doc        string           `json:"doc"`
 	Repetition int              `json:"repetition"`
 	Retention  results.Duration `json:"retention"`
@@ -129,7 +133,10 @@ func Recover(ctx context.Context, path string) (*results.Summary, error) {
 		sum.Scenarios = append(sum.Scenarios, *res)
 		sum.Violations = append(sum.Violations, res.Violations...)
 	}
-	sum.Ended = st.ModTime()
+	sum.Ended = lastRecorded(jr)
+	if sum.Ended.IsZero() { // journaled by an older build, or nothing recorded
+		sum.Ended = st.ModTime()
+	}
 	sum.Seconds = sum.Ended.Sub(sum.Started).Seconds()
 	sum.Interrupted, sum.Stopped = true, Crashed+jr.Unread()
 	sum.Verdict = runVerdict(sum.Scenarios, true) // cut short: neither a pass nor nothing to judge
@@ -223,6 +230,25 @@ func JudgeCut(ctx context.Context, p check.Params, hist *history.History, ledger
 
 // lastTime is the latest time a history recorded (0 for none), read part
 // by part (history.History.EachPart).
+// lastRecorded is when the journal's scenarios last recorded anything,
+// by the wall clock: the latest of each one's history origin (its start
+// note's) and last recorded time. Zero when no start note has an origin.
+// The journal file's time had served, and a run copied without its
+// times (cp -r, a CI artifact) said 558 s of a run of 18.
+func lastRecorded(jr *history.JournalRead) time.Time {
+	var end time.Time
+	for _, s := range jr.Scenarios {
+		var start journalStart
+		if json.Unmarshal(s.Notes[noteStart], &start) != nil || start.Started.IsZero() {
+			continue
+		}
+		if t := start.Started.Add(time.Duration(lastTime(s.Hist))); t.After(end) {
+			end = t
+		}
+	}
+	return end
+}
+
 func lastTime(h *history.History) int64 {
 	var t int64
 	_ = h.EachPart(func(p *history.History) error {

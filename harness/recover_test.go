@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -150,5 +151,27 @@ func TestUnwrittenWholeJournal(t *testing.T) {
 	harness.Unwritten(got, "disk full", false)
 	if got.Verdict != check.Fail {
 		t.Errorf("the mutant's whole journal: %s, want its failure", got.Verdict)
+	}
+}
+
+// TestRecoverEndsAtItsLastRecord: a recovered run ends when its journal
+// last recorded, whatever the journal file's time says (a run copied
+// without its times, cp -r, said 558 s of a run of 18).
+func TestRecoverEndsAtItsLastRecord(t *testing.T) {
+	sum, b := journaledRun(t, stores.Correct, "race", "takeover")
+	path := filepath.Join(t.TempDir(), harness.JournalFile)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(24 * time.Hour)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	got, err := harness.Recover(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Seconds <= 0 || got.Seconds > sum.Seconds+1 || got.Ended.After(time.Now()) {
+		t.Fatalf("recovered: %.1fs, ended %v; the run took %.1fs", got.Seconds, got.Ended, sum.Seconds)
 	}
 }

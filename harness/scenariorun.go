@@ -110,7 +110,7 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	if o.Journal != nil {
 		env.Hist.JournalTo(o.Journal, id)
 		env.Ledger.JournalTo(o.Journal, id)
-		o.Journal.Note(id, noteStart, journalStart{Doc: sc.Doc, Repetition: rep,
+		o.Journal.Note(id, noteStart, journalStart{Started: env.Hist.Started(), Doc: sc.Doc, Repetition: rep,
 			Retention: results.Duration(env.Config.Retention), LockTTL: results.Duration(env.Config.LockTTL), Params: o.params(env, -1)})
 	}
 	if o.SpillDir != "" {

@@ -175,6 +175,10 @@ func New() *History { return &History{start: time.Now()} }
 // Now is the history's monotonic clock: nanoseconds since it began.
 func (h *History) Now() int64 { return int64(time.Since(h.start)) }
 
+// Started is the wall-clock time of the history's clock origin: a
+// recorded time t happened at Started().Add(time.Duration(t)).
+func (h *History) Started() time.Time { return h.start }
+
 // NextID returns a new call id, unique in the history (models.Input.ID).
 func (h *History) NextID() int {
 	h.mu.Lock()
