@@ -123,7 +123,7 @@ func Recover(ctx context.Context, path string) (*results.Summary, error) {
 		reps[name]++
 		s, ok := byID[id]
 		if !ok || s.Notes[noteStart] == nil && s.Notes[noteResult] == nil {
-			sum.NotRun = append(sum.NotRun, name)
+			sum.NotRun = append(sum.NotRun, id)
 			continue
 		}
 		res, err := recovered(ctx, name, s)

@@ -180,7 +180,7 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 	}
 	for i, sl := range slots {
 		if !sl.ran {
-			sum.NotRun = append(sum.NotRun, names[i])
+			sum.NotRun = append(sum.NotRun, results.ID{Scenario: names[i], Repetition: sl.rep}.String())
 			continue
 		}
 		sum.Scenarios = append(sum.Scenarios, *sl.res)
@@ -209,12 +209,25 @@ func (o Options) summary(started time.Time) *results.Summary {
 		Version: b.Version, GoVersion: b.GoVersion, Commit: b.Revision()}
 }
 
+// planIDs names each scenario run of a plan as its results do
+// (results.ID: "race", then "race.2" with --count 2): a cut run's list of
+// what never ran said "race" three times.
+func planIDs(plan []string) []string {
+	reps := map[string]int{}
+	out := make([]string, len(plan))
+	for i, name := range plan {
+		out[i] = results.ID{Scenario: name, Repetition: reps[name]}.String()
+		reps[name]++
+	}
+	return out
+}
+
 // Unstarted is the summary of a run of o interrupted before any scenario
 // started (while its servers were starting): undecided, every scenario of
 // the plan not run.
 func (o Options) Unstarted(started time.Time) *results.Summary {
 	sum := o.summary(started)
-	sum.Ended, sum.Interrupted, sum.NotRun, sum.Verdict = time.Now(), true, o.Plan(), check.Unknown
+	sum.Ended, sum.Interrupted, sum.NotRun, sum.Verdict = time.Now(), true, planIDs(o.Plan()), check.Unknown
 	sum.Seconds = sum.Ended.Sub(started).Seconds()
 	return sum
 }

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,5 +171,17 @@ func TestForecastCountsCalls(t *testing.T) {
 	o.Keys = 8
 	if est := o.Estimate(); est > 10*time.Second {
 		t.Errorf("forecast %v for 8 keys: want seconds", est)
+	}
+}
+
+// TestNotRunNamesRepetitions: the scenario runs a cut run never started
+// are named as their results are, each repetition apart ("race.2"), not
+// "race" three times.
+func TestNotRunNamesRepetitions(t *testing.T) {
+	o := memoryOptions(t, stores.Correct, "race", "crash")
+	o.Count = 2
+	sum := o.Unstarted(time.Now())
+	if got := strings.Join(sum.NotRun, ","); got != "race,crash,race.2,crash.2" {
+		t.Fatalf("not run: %s", got)
 	}
 }

@@ -141,7 +141,8 @@ type Summary struct {
 	Violations []check.Violation `json:"violations"`
 	Dir        string            `json:"results_dir,omitempty"`
 	// Ended is when the run ended; Interrupted says it was cut short
-	// (Ctrl-C, SIGTERM), and NotRun lists the scenarios it never started.
+	// (Ctrl-C, SIGTERM), and NotRun lists the scenario runs it never started,
+	// by their [ID] ("race.2": the second of --count).
 	Ended       time.Time `json:"ended"`
 	Interrupted bool      `json:"interrupted"`
 	NotRun      []string  `json:"not_run,omitempty"`
