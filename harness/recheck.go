@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -75,7 +76,7 @@ func loadRun(dir string, load func(io.Reader) ([]history.Saved, error)) (*result
 	defer f.Close()
 	saved, err := load(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "history.jsonl"), err)
+		return nil, fmt.Errorf("%s: %v%s", filepath.Join(dir, "history.jsonl"), err, savedVerdict(&sum))
 	}
 	byID := map[string]history.Saved{}
 	for _, s := range saved {
@@ -92,11 +93,18 @@ func loadRun(dir string, load func(io.Reader) ([]history.Saved, error)) (*result
 			continue
 		}
 		if err := wholeHistory(r, s); err != nil {
-			return nil, fmt.Errorf("%s: %v", filepath.Join(dir, "history.jsonl"), err)
+			return nil, fmt.Errorf("%s: %v%s", filepath.Join(dir, "history.jsonl"), err, savedVerdict(&sum))
 		}
 		r.Attach(s.Hist, s.Ledger)
 	}
 	return &sum, nil
+}
+
+// savedVerdict is what a recheck that cannot judge a run's history again
+// still says of it: the verdict the run gave when it ended, on its whole
+// history (summary.json).
+func savedVerdict(sum *results.Summary) string {
+	return fmt.Sprintf("; the run's own verdict, given when it ended on its whole history (summary.json): %s", strings.ToUpper(string(sum.Verdict)))
 }
 
 // wholeHistory checks a scenario's saved history against the counts its

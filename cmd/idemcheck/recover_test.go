@@ -190,9 +190,25 @@ func TestRecheckOfACutHistory(t *testing.T) {
 	if code, stdout, stderr := runCLI(t, "recheck", dir); code != exitPass {
 		t.Fatalf("recheck of the whole run: exit %d:\n%s%s", code, stdout, stderr)
 	}
+	hist := filepath.Join(dir, "history.jsonl")
+	whole, err := os.ReadFile(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cutHistory(t, dir)
-	if code, stdout, stderr := runCLI(t, "recheck", dir); code != exitUsage || !strings.Contains(stderr, "not the whole run's") {
+	if code, stdout, stderr := runCLI(t, "recheck", dir); code != exitUsage || !strings.Contains(stderr, "not the whole run's") ||
+		!strings.Contains(stderr, "the run's own verdict, given when it ended on its whole history (summary.json): PASS") {
 		t.Errorf("recheck of a cut history: exit %d, want 2:\n%s%s", code, stdout, stderr)
+	}
+	// Cut inside a line: said as such, with the run's own verdict, not
+	// only "unexpected end of JSON input".
+	mid := bytes.LastIndexByte(whole[:len(whole)/2], '\n') + 10 // ten bytes into a line
+	if err := os.WriteFile(hist, whole[:mid], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := runCLI(t, "recheck", dir); code != exitUsage || !strings.Contains(stderr, "is cut short (the file ends inside it") ||
+		!strings.Contains(stderr, "(summary.json): PASS") {
+		t.Errorf("recheck of a history cut inside a line: exit %d, want 2:\n%s%s", code, stdout, stderr)
 	}
 }
 

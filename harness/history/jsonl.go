@@ -141,6 +141,11 @@ func load(r io.Reader, fresh func(int) *History) ([]Saved, error) {
 		}
 		var l Line
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			if !sc.Scan() && sc.Err() == nil {
+				// The last line: the file ends inside it (a copy cut
+				// short, a disk that filled).
+				return nil, fmt.Errorf("history line %d is cut short (the file ends inside it: %v): the file is not the whole run's", n, err)
+			}
 			return nil, fmt.Errorf("history line %d: %v", n, err)
 		}
 		p := get(l.Scenario)
