@@ -417,9 +417,13 @@ func checkReplay(xs []history.Exchange) Result {
 		judged++
 		if x.Status != f.Status || !sameReply(x.Reply, f.Reply) {
 			bad[k] = true
+			where := ""
+			if d := replyDiff(x.Reply, f.Reply); d != "" {
+				where = "; " + d
+			}
 			vs = append(vs, Violation{Checker: Replay, Key: x.Key, At: x.Return, Detail: fmt.Sprintf(
-				"key %s: client %d got %d %q from %s at %s after client %d got %d %q from %s at %s",
-				x.Key, x.Client, x.Status, clip(x.Reply), x.Instance, ms(x.Return), f.Client, f.Status, clip(f.Reply), f.Instance, ms(f.Return))})
+				"key %s: client %d got %d %q from %s at %s after client %d got %d %q from %s at %s%s",
+				x.Key, x.Client, x.Status, clip(x.Reply), x.Instance, ms(x.Return), f.Client, f.Status, clip(f.Reply), f.Instance, ms(f.Return), where)})
 		}
 	}
 	r.Detail = fmt.Sprintf("%d answers after a key's first success, all equal to it", judged)
