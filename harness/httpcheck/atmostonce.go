@@ -114,6 +114,19 @@ func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
 	return false
 }
 
+// exitedNear reports when instance inst exited by itself
+// ([history.FaultInstanceExit]) between from and a moment after to (the
+// provider counts a hang-up when it writes its answer, a moment after
+// the process is gone), if it did.
+func exitedNear(fs []history.Fault, inst string, from, to int64) (int64, bool) {
+	for _, f := range fs {
+		if f.Kind == history.FaultInstanceExit && inst != "" && f.Failpoint == inst && f.Start >= from && f.Start <= to+pauseSlack {
+			return f.Start, true
+		}
+	}
+	return 0, false
+}
+
 // pauseSlack is how near a pause must come to a charge to be the reason
 // its instance could not act on it: the time a paused process would have
 // taken to record the provider's answer, or to call the provider after
@@ -264,6 +277,14 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 			"the provider made %s and answered it 503 at %s (its failure, in its ledger): the claim was released after an error although the charge went through (release on error)%s",
 			first.ID, ms(first.End), other)
 	case history.OutcomeHungUp:
+		if at, ok := exitedNear(fs, first.Via, first.At, first.End); ok {
+			// The connection closed because the process did: no
+			// deadline, no error answered (an instance killed from
+			// outside was said to have stopped waiting for its charge).
+			return CauseAfterError, fmt.Sprintf(
+				"%s, which made %s, exited by itself at %s as the provider answered it (the connection closed with the process): the charge's outcome died with it, and the key was charged again once its claim was taken over; only a downstream key makes the work safe to run again after a crash (idemcheck excuses that only after a kill of its own)%s",
+				first.Via, first.ID, ms(at), other)
+		}
 		return CauseAfterError, fmt.Sprintf(
 			"the service stopped waiting for %s at %s (its own deadline) although the charge went through, and charged again: the claim was released after an error%s",
 			first.ID, ms(first.End), other)

@@ -152,6 +152,22 @@ func TestAtMostOnceCauses(t *testing.T) {
 		e.charge("o", "i1", 70)
 		wantCause(t, e.result(t, AtMostOnce), CauseAfterError)
 	})
+	// The provider saw a hang-up because the instance died (killed from
+	// outside, exited by itself): said so, not a deadline of the
+	// service's and a release after an error.
+	t.Run("after error: the instance exited as it was charging", func(t *testing.T) {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+		e.chargeOutcome("o", "i1", 20, 40, history.OutcomeHungUp)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceExit, Failpoint: "i1", Start: 41, End: 50})
+		e.x(0, "i1", history.PurposeRetry, "k", "o", "b", 60, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i1", 70)
+		r := e.result(t, AtMostOnce)
+		wantCause(t, r, CauseAfterError)
+		if !strings.Contains(r.Detail, "i1, which made ch_1, exited by itself at") || strings.Contains(r.Detail, "its own deadline") {
+			t.Errorf("detail: %s", r.Detail)
+		}
+	})
 	// Was concurrent: an attempt refused while its instance was down
 	// counted as open forever.
 	t.Run("a refused attempt is closed", func(t *testing.T) {
