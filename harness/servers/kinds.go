@@ -328,7 +328,7 @@ func postgresStreaming(ctx context.Context, p, sb *node) error {
 	if err := waitUntil(ctx, func(ctx context.Context) error {
 		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE state = 'streaming'`)
 	}); err != nil {
-		return fmt.Errorf("postgres standby %s does not stream from %s: %w", sb.name, p.name, err)
+		return fmt.Errorf("postgres standby %s does not stream from %s (the harness's own setup of its replica, not the store under test; on a loaded machine, run it again): %w", sb.name, p.name, err)
 	}
 	if err := pgExec(ctx, p.srv.Addr, `ALTER SYSTEM SET synchronous_standby_names = '*'`); err != nil {
 		return err
@@ -339,7 +339,7 @@ func postgresStreaming(ctx context.Context, p, sb *node) error {
 	if err := waitUntil(ctx, func(ctx context.Context) error {
 		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync'`)
 	}); err != nil {
-		return fmt.Errorf("postgres standby %s is not synchronous: %w", sb.name, err)
+		return fmt.Errorf("postgres standby %s did not become synchronous (the harness's own setup of its replica, not the store under test; on a loaded machine, run it again): %w", sb.name, err)
 	}
 	// A new session sees the standby as synchronous once the postmaster
 	// has reloaded, but a commit waits for it only once the checkpointer
