@@ -56,7 +56,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	seed := fs.Int64("seed", def.Seed, "first seed")
 	var seeds seedsFlag
 	fs.Var(&seeds, "seeds", seedsHelp+": each mutant must die on every one")
-	budget := fs.Duration("budget", time.Minute, "give up on a mutant (it survives) after this long, per seed")
+	budget := fs.Duration("budget", time.Minute, "give up on a mutant (it survives) after this long, per seed (checked between rounds: a round begun runs to its end)")
 	only := fs.String("mutant", "", "hunt only these mutants (comma-separated)")
 	shrinkFor := fs.Duration("shrink", 3*time.Second, "after a scheduled kill (on the first seed), shrink its trace for up to this long (0: off)")
 	parallel := fs.Int("parallel", hunt.DefaultParallel, "hunts (a mutant on a seed) run at once, each on its own store (1: one after another)")
