@@ -114,7 +114,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	o.SpillDir = filepath.Join(dir.Path, harness.SpillDir)
 	defer os.RemoveAll(o.SpillDir)
-	if !*asJSON {
+	withdraw := func() {}
+	if *asJSON {
+		withdraw = jsonAtOnce(stdout, "check", dir.Path)
+		defer withdraw()
+	} else {
 		warnCost(stderr, o)
 		sayCrashed(stderr, *out)
 	}
@@ -207,6 +211,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		}
 	}
 	if *asJSON {
+		withdraw() // its own object from here on
 		if err := printJSON(stdout, sum); err != nil {
 			return exitUsage, err
 		}

@@ -65,6 +65,7 @@ func main() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = servers.CloseAll(cctx)
+		printAtOnce() // a --json command's object still
 		os.Exit(exitUnknown)
 	})
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

@@ -120,7 +120,11 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if err != nil {
 		return exitUsage, err
 	}
-	if !*asJSON {
+	withdraw := func() {}
+	if *asJSON {
+		withdraw = jsonAtOnce(stdout, "mutants", dir.Path)
+		defer withdraw()
+	} else {
 		sayCrashed(stderr, *out)
 	}
 	journal, err := createLineJournal(dir, mutantsHead{lineHead: newLineHead(mutantsKind, backend.Name, started, "mutants", args),
@@ -155,6 +159,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	sum := mutantsJSON{MutantsReport: rep, Verdict: rep.Verdict(), Interrupted: ctx.Err() != nil, Dir: dir.Path, Shard: shard.info("mutants", args, ctx.Err() != nil)}
 	saveSummary(stderr, dir.Path, sum, string(sum.Verdict), sum.Interrupted)
 	if *asJSON {
+		withdraw()
 		if err := printJSON(stdout, sum); err != nil {
 			return exitUsage, err
 		}

@@ -115,6 +115,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		}
 	}
 	dirPath := ""
+	withdraw := func() {} // a stop at once's object (jsonAtOnce)
 	if backend.Statements {
 		// A results directory with the run's journal: a run whose
 		// process dies is reported from it (recheck).
@@ -123,7 +124,10 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		if err != nil {
 			return exitUsage, err
 		}
-		if !*asJSON {
+		if *asJSON {
+			withdraw = jsonAtOnce(stdout, "mutate", dir.Path)
+			defer withdraw()
+		} else {
 			sayCrashed(stderr, *out)
 		}
 		journal, err := createLineJournal(dir, mutateHead{lineHead: newLineHead(mutateKind, backend.Name, started, "mutate", args),
@@ -154,7 +158,12 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 			os.RemoveAll(dirPath) // a setup error, or an interrupt before anything ran: not a run
 		}
 		if ctx.Err() != nil {
-			fmt.Fprintln(stdout, "UNDECIDED: interrupted before the correct store or any mutant ran")
+			const why = "interrupted before the correct store or any mutant ran"
+			withdraw()
+			if *asJSON { // one object still
+				return exitUnknown, printJSON(stdout, map[string]any{"verdict": "unknown", "interrupted": true, "why": why})
+			}
+			fmt.Fprintln(stdout, "UNDECIDED: "+why)
 			return exitUnknown, nil
 		}
 		return exitUsage, err
@@ -169,6 +178,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		saveSummary(stderr, dirPath, sum, strings.Fields(word)[0], rep.Interrupted)
 	}
 	if *asJSON {
+		withdraw()
 		if err := printJSON(stdout, sum); err != nil {
 			return exitUsage, err
 		}

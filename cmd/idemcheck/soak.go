@@ -208,7 +208,11 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		return exitUsage, err
 	}
-	if !*asJSON {
+	withdraw := func() {}
+	if *asJSON {
+		withdraw = jsonAtOnce(stdout, "soak", dir.Path)
+		defer withdraw()
+	} else {
 		sayCrashed(stderr, *out)
 	}
 	journal, err := createLineJournal(dir, soakHead{lineHead: newLineHead(soakKind, backend.Name, start, "soak", args),
@@ -334,6 +338,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	rep.Verdict = codeVerdict(code)
 	saveSummary(stderr, dir.Path, rep, string(rep.Verdict), rep.Interrupted)
 	if *asJSON {
+		withdraw()
 		if err := printJSON(stdout, rep); err != nil {
 			return exitUsage, err
 		}
