@@ -68,7 +68,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	strictAvail := fs.Bool("strict-availability", false, "a store that answers contention with errors (past the tolerance) fails the run (by default it is a finding)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	out := fs.String("out", "results", "directory for run results")
-	keep := fs.Int("keep", 20, "keep only the newest N run directories in --out (0: keep all)")
+	keep := fs.Int("keep", 20, "keep only the newest N passing run directories in --out (failing, undecided and interrupted ones are never removed) (0: keep all)")
 	junit := fs.String("junit", "", "also write a JUnit XML report (one testcase per scenario × checker) to this file")
 	sf := addStoreFlags(fs)
 	if err := parse(fs, checkHelp, args, stdout); err != nil {

@@ -136,7 +136,9 @@ var runDirName = regexp.MustCompile(`^\d{8}-\d{6}\.\d{3}-`)
 const Marker = ".idemcheck-run"
 
 // Prune removes the oldest passing runs under root beyond the newest keep
-// and says how many it removed. It removes only what it can prove it
+// (the one latest points at among them, when it passed) and says how many
+// it removed: --keep 1 had left two passing runs, latest kept beside the
+// newest other. It removes only what it can prove it
 // may: a directory PrepareRunDir made (its name, and Marker inside) whose
 // summary.json says the run passed. A failing, undecided or interrupted
 // run is never removed (its recheck and replay lines must keep pointing
@@ -155,8 +157,12 @@ func Prune(root string, keep int) (int, error) {
 		}
 	}
 	sort.Strings(runs) // the names start with the time
+	others := keep
+	if latest != "" && passed(filepath.Join(root, latest)) {
+		others-- // latest is one of the keep
+	}
 	removed := 0
-	for i := 0; i < len(runs)-keep; i++ {
+	for i := 0; i < len(runs)-max(others, 0); i++ {
 		if err := os.RemoveAll(filepath.Join(root, runs[i])); err != nil {
 			return removed, err
 		}

@@ -13,8 +13,9 @@ import (
 )
 
 // TestPruneKeepsFailingAndForeign: --keep removes only the oldest passing
-// runs it made; a failing or interrupted run, a directory it did not make
-// (no marker) and the one latest points at all stay.
+// runs it made, beyond the newest keep, the one latest points at among
+// them; a failing or interrupted run, a directory it did not make (no
+// marker) and latest all stay.
 func TestPruneKeepsFailingAndForeign(t *testing.T) {
 	root := t.TempDir()
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -40,7 +41,7 @@ func TestPruneKeepsFailingAndForeign(t *testing.T) {
 		t.Fatal(err)
 	}
 	latest := run(6, check.Pass, false)
-	removed, err := report.Prune(root, 1)
+	removed, err := report.Prune(root, 2) // latest and pass2
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,5 +59,12 @@ func TestPruneKeepsFailingAndForeign(t *testing.T) {
 		if !slices.Contains(left, keep) {
 			t.Errorf("%s was removed", keep)
 		}
+	}
+	// --keep 1: latest is the one passing run kept (it kept pass2 too).
+	if removed, err := report.Prune(root, 1); err != nil || removed != 1 {
+		t.Errorf("--keep 1: removed %d, %v; want pass2 gone", removed, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, pass2)); err == nil {
+		t.Errorf("--keep 1 left %s beside latest", pass2)
 	}
 }
