@@ -276,8 +276,12 @@ func demoVerdict(info *hunt.DemoInfo, bad, good *hunt.DemoRun) (string, int) {
 	switch {
 	case good.Spoiled():
 		code = exitUnknown
+		why := ""
+		if good.Outran != "" {
+			why = ": " + good.Outran
+		}
 		verdict += "\nUNDECIDED: the correct store's run went wrong as well (" + strings.Join(good.Caught, ", ") +
-			"): the demo does not separate the mutant from the correct store; run it again on a less loaded machine"
+			")" + why + "; the demo does not separate the mutant from the correct store; run it again on a less loaded machine"
 	case good.NotJudged != "":
 		code = exitUnknown
 		verdict += "\nUNDECIDED: the correct store's run of the same schedule was not judged whole (" + good.NotJudged +

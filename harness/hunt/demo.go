@@ -184,6 +184,11 @@ type DemoRun struct {
 	// empty when it was. A correct store's run that was not judged shows
 	// nothing, however its checkers ended.
 	NotJudged string `json:"not_judged,omitempty"`
+	// Outran, on a server-clock store, says that the machine let more
+	// real time than LockTTL pass between the script's clock ticks: a
+	// claim may have gone stale by the server's clock, not by the
+	// script ("": it did not).
+	Outran string `json:"outran,omitempty"`
 }
 
 // DemoInfo describes a demo.
@@ -322,8 +327,14 @@ func runDemo(ctx context.Context, o harness.Options, spec demoSpec, variant stri
 		letters[env.SchedPruner(s, "P", 1)] = "P"
 	}
 	stopWatch := history.WatchStalls(env.Hist)
+	unticked := env.MeasureUnticked()
 	runErr := s.Run(ctx)
+	stretch := unticked()
 	run := &DemoRun{Variant: variant, Lines: demoLines(s.Log()), Answers: []string{}, Caught: []string{}}
+	if ttl := env.Config.LockTTL; stretch >= ttl {
+		run.Outran = fmt.Sprintf("the machine let %v of real time pass between the script's clock ticks, past the LockTTL of %v: a claim may have gone stale by the server's clock, not by the script",
+			stretch.Round(time.Millisecond), ttl)
+	}
 	j := o.Finish(ctx, env, stopWatch, true, false)
 	var violations []check.Violation
 	for _, c := range check.Failed(j.Checkers) {

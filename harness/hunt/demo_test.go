@@ -36,6 +36,11 @@ func TestDemoRerunsASpoiledCorrectRun(t *testing.T) {
 		if len(bad.Caught) == 0 {
 			t.Errorf("try %d: the mutant's run was not caught: %s", try, bad.Harm)
 		}
+		// No run of several statements on a server fits in a 1 ms
+		// lease: the stretch between the script's ticks is measured.
+		if !strings.Contains(bad.Outran, "past the LockTTL of 1ms") {
+			t.Errorf("try %d: the mutant's run at a 1ms LockTTL does not say the machine outran it: %q", try, bad.Outran)
+		}
 		if info.CorrectRerun == "" {
 			if good.Spoiled() {
 				t.Fatalf("try %d: the correct run was spoiled (%s, caught by %v) and not run again", try, good.Harm, good.Caught)
@@ -57,6 +62,11 @@ func TestDemoRerunsASpoiledCorrectRun(t *testing.T) {
 		// demo says so (the CLI exits 3), which is what Spoiled tells.
 		if good.Spoiled() {
 			t.Logf("the rerun at 10ms was spoiled too (%s): the CLI would exit 3", good.Harm)
+			// A stall past 10 ms of a lease by the server's clock is what
+			// spoils a correct run; it is measured and said.
+			if good.Outran == "" {
+				t.Errorf("the spoiled rerun does not say the machine outran its LockTTL: %s", good.Harm)
+			}
 		} else if good.Charges != 1 {
 			t.Errorf("the rerun charged the order %d times: %s", good.Charges, good.Harm)
 		}

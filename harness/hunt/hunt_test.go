@@ -210,7 +210,13 @@ func TestScheduledScenariosOnEveryBackend(t *testing.T) {
 						// blind-takeover's without B's charge).
 						logDemoRun(t, "demo "+m, bad)
 					}
-					if good.Spoiled() {
+					if good.Spoiled() && good.Outran != "" {
+						// The machine, not the store: its stall past the
+						// rerun's lease is measured (a make test beside
+						// six other jobs, load 40, spoiled a rerun at 20 s);
+						// the CLI says so and exits 3.
+						t.Logf("demo %s: the correct store's run was spoiled by the machine (%s): %s", m, good.Outran, good.Harm)
+					} else if good.Spoiled() {
 						t.Errorf("demo %s: the correct store's run was caught by %v: %s", m, good.Caught, good.Harm)
 						// Where the machine took the run off the script.
 						t.Logf("demo %s, correct store: %s", m, info.CorrectRerun)

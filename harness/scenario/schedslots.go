@@ -208,6 +208,23 @@ func (u *untickedClock) tick(d time.Duration) {
 	u.from = time.Now()
 }
 
+// MeasureUnticked measures, on a server-clock store, the longest stretch
+// of real time between the clock's ticks of a scheduled run outside an
+// episode (a demo), as an episode's record does (EpisodeRecord.Unticked);
+// the function it returns ends the measure and gives the stretch (0 on a
+// store whose clock is the harness's).
+func (e *Env) MeasureUnticked() func() time.Duration {
+	if !e.ServerClock() {
+		return func() time.Duration { return 0 }
+	}
+	e.unticked = &untickedClock{from: time.Now()}
+	return func() time.Duration {
+		d := e.unticked.end()
+		e.unticked = nil
+		return d
+	}
+}
+
 // end ends the last stretch and returns the longest; 0 for a nil clock.
 func (u *untickedClock) end() time.Duration {
 	if u == nil {
