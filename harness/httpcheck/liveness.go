@@ -269,7 +269,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	var why []string
 	if len(unjudged) > 0 {
-		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after its owner may have left its claim behind (an instance died while a request of the key was there, or a request of it got a 202, 408 or 5xx, or no answer, and nothing completed the key after it): a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl D on the next run, whose final probes then last that long; idemcheck recheck --inflight-ttl D on this run's directory judges only the keys its probes followed D past that moment) to judge them", len(unjudged), unjudgedFirst))
+		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at the end of the probes (409, 423, 425, 429, 408, or a request kept waiting past --timeout), each after its owner may have left its claim behind (an instance died while a request of the key was there, or a request of it got a 202, 408 or 5xx, or no answer, and the key never got a success): a correct service holds such a key until its in-flight TTL, which was not declared; declare it (--inflight-ttl D on the next run, whose final probes then last that long; idemcheck recheck --inflight-ttl D on this run's directory judges only the keys its probes followed D past that moment) to judge them", len(unjudged), unjudgedFirst))
 	}
 	if len(early) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) were still held at their last probe, less than the declared in-flight TTL (%v, and %v for the clocks) after their owner may have left its claim behind: the probes ended before a correct service had to release them (run again with --inflight-ttl %v if the run declared less: its final probes then last that long; if it declared that much, its probes were slowed, each waiting up to --timeout on a starved machine or service, and a longer --settle gives them the time)", len(early), earlyFirst, p.InFlightTTL, ttlSlack, p.InFlightTTL))
@@ -414,8 +414,8 @@ type orphan struct {
 // at an instance (sent, not yet answered) when idemcheck killed it or it
 // exited by itself; or a request of the key was answered in a way that
 // does not say its work ended ([mayStillRun]: 202, 408, a 5xx), or went
-// unanswered in the load (the client gave up at --timeout), and no
-// completed success of the key came after it. A correct service keeps
+// unanswered in the load (the client gave up at --timeout), of a key
+// that never got a completed success. A correct service keeps
 // such a key in flight until its own TTL runs out after that moment,
 // which only the service knows: one whose save failed after its charge
 // went through does not know its work's outcome, and must keep the claim
@@ -435,12 +435,13 @@ func orphans(xs []history.Exchange, fs []history.Fault) map[string]orphan {
 			out[key] = orphan{at, how}
 		}
 	}
-	// The last completed success of each key: an owner that left before
-	// it left no claim behind (a later request finished the key).
-	done := map[string]int64{}
+	// The keys that ever got a completed success: done, their answer
+	// saved, so no request of theirs left a claim behind (one before
+	// the success was finished by it; one after met a done key).
+	done := map[string]bool{}
 	for _, x := range xs {
 		if keyedOwn(x) && x.Answered() && completed(x.Status) {
-			done[x.Key] = max(done[x.Key], x.Return)
+			done[x.Key] = true
 		}
 	}
 	for _, x := range xs {
@@ -454,13 +455,13 @@ func orphans(xs []history.Exchange, fs []history.Fault) map[string]orphan {
 				}
 			}
 		}
-		if !keyedOwn(x) {
+		if !keyedOwn(x) || done[x.Key] {
 			continue
 		}
 		switch {
-		case x.Answered() && mayStillRun(x.Status) && x.Return > done[x.Key]:
+		case x.Answered() && mayStillRun(x.Status):
 			note(x.Key, x.Return, fmt.Sprintf("a request of it was answered %d, which does not say its work ended", x.Status))
-		case !x.Answered() && x.Purpose != history.PurposeProbe && x.Err != "connection refused" && max(x.ErrAt, x.Call) > done[x.Key]:
+		case !x.Answered() && x.Purpose != history.PurposeProbe && x.Err != "connection refused":
 			// Not a probe's: a key whose final probes go unanswered
 			// is the stuck key the probes are there to find; nor a
 			// refused connection's, which never reached the service.
