@@ -52,7 +52,7 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 					order, first.ID, second.ID))
 				continue
 			}
-			if pausedAcross(fs, first) && !succeeded(oxs, first.At, second.At) {
+			if pausedAcross(fs, first, second) && !succeeded(oxs, first.At, second.At) {
 				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) while idemcheck paused an instance across one of the charges, and no client got a success for the order in between: at-least-once after a pause that outlived the service's lease, excused",
 					order, second.ID, first.ID))
 				continue
@@ -134,19 +134,26 @@ func exitedNear(fs []history.Fault, inst string, from, to int64) (int64, bool) {
 const pauseSlack = int64(500 * time.Millisecond)
 
 // pausedAcross reports whether idemcheck paused (SIGSTOP) the first
-// charge's instance when the provider answered it: it could not record
-// the outcome, and once its lease ran out another instance took the key
+// charge's instance when the provider answered it, and the second charge
+// came once the pause had begun: the first's owner could not record the
+// outcome, and once its lease ran out another instance took the key
 // over. To a service whose claims expire, an owner paused past its lease
 // is an owner that died: the same at-least-once as after a kill. A short
-// pause between two charges away from either excuses nothing.
-func pausedAcross(fs []history.Fault, first history.Charge) bool {
+// pause between two charges away from either excuses nothing, nor one
+// that began after the second charge, nor two charges the provider made
+// at once (two per-process locks racing, a pause 450 ms after both, were
+// excused).
+func pausedAcross(fs []history.Fault, first, second history.Charge) bool {
 	answered := first.End
 	if answered == 0 {
 		answered = first.At
 	}
+	if first.End > 0 && second.At < first.End {
+		return false // concurrent: no lease ran out between them
+	}
 	for _, f := range fs {
 		if f.Kind == history.FaultInstancePause && (first.Via == "" || f.Failpoint == first.Via) &&
-			f.Start <= answered+pauseSlack && f.End >= answered {
+			f.Start <= answered+pauseSlack && f.End >= answered && second.At >= f.Start {
 			return true
 		}
 	}
@@ -218,24 +225,27 @@ func succeeded(xs []history.Exchange, from, to int64) bool {
 	return false
 }
 
-// diedDuring returns when the instance's process died (a kill or an exit)
-// after the request was sent and before (or just after) its error came,
-// or 0: a request it was running then is over, whatever the client saw
-// (a reset, a timeout).
-func diedDuring(fs []history.Fault, inst string, call, errAt int64) int64 {
-	const slack = int64(100 * time.Millisecond)
+// diedAfter returns when the instance's process first died (a kill or an
+// exit) after the request was sent, or 0: a request it was running then
+// is over, whatever the client saw (a reset, a timeout, a reply lost on
+// the way) and however long after the client gave up (a request whose
+// reply a network fault lost, its instance killed later, was still open
+// for ever, and a key forgotten on restart was said to be two
+// executions at once).
+func diedAfter(fs []history.Fault, inst string, call int64) int64 {
+	first := int64(0)
 	for _, f := range fs {
-		if (f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit) && f.Failpoint == inst && f.Start >= call && f.Start <= errAt+slack {
-			return f.Start
+		if (f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit) && f.Failpoint == inst && f.Start >= call && (first == 0 || f.Start < first) {
+			first = f.Start
 		}
 	}
-	return 0
+	return first
 }
 
 // closedAt is when an exchange was over for the service, as far as the
 // exchanges and faults tell: its answer; for a refused connection, the
 // refusal (it never reached the service); for a request whose instance
-// died while it waited, the death; else never (a request with no answer
+// died after it was sent (diedAfter), the death; else never (a request with no answer
 // may still be running).
 func closedAt(x history.Exchange, fs []history.Fault) int64 {
 	switch {
@@ -244,7 +254,7 @@ func closedAt(x history.Exchange, fs []history.Fault) int64 {
 	case x.Err == "connection refused":
 		return max(x.ErrAt, x.Call)
 	}
-	if d := diedDuring(fs, x.Instance, x.Call, max(x.ErrAt, x.Call)); d > 0 {
+	if d := diedAfter(fs, x.Instance, x.Call); d > 0 {
 		return d
 	}
 	return history.Never

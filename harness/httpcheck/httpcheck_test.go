@@ -179,6 +179,21 @@ func TestAtMostOnceCauses(t *testing.T) {
 		e.charge("o", "i1", 70)
 		wantCause(t, e.result(t, AtMostOnce), CauseAfterDone)
 	})
+	// A request whose reply was lost, its instance killed later: the
+	// kill ended it, so a charge after the restart is a key forgotten,
+	// not two executions at once (it stayed open for ever).
+	t.Run("a kill ends a request whose reply was lost", func(t *testing.T) {
+		e := newEv()
+		h := history.Exchange{Client: 2, Instance: "i1", Purpose: history.PurposeFirst, Key: "k", HasKey: true, Order: "o", Body: "b",
+			Attempt: 1, Call: 10, Return: history.Never, Err: "connection closed without an answer", ErrAt: 15}
+		e.h.AddExchange(h)
+		e.charge("o", "i1", 11)
+		e.x(2, "i1", history.PurposeRetry, "k", "o", "b", 30, 40, 200, ok1)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 50, End: 60})
+		e.x(3, "i1", history.PurposeReplay, "k", "o", "b", 80, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i1", 85)
+		wantCause(t, e.result(t, AtMostOnce), CauseAfterDone)
+	})
 	t.Run("a kill between unseen charges is excused", func(t *testing.T) {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
@@ -284,6 +299,21 @@ func TestAtMostOncePausedPastTheLease(t *testing.T) {
 	}
 	wantCause(t, build(pause("i1", 1000, 1200), false), CauseConcurrent)
 	wantCause(t, build(pause("i2", 35, 6500), false), CauseConcurrent)
+
+	// Two per-process locks racing: the provider made both charges at
+	// once, and i1 was paused 450 ms after it answered the first. No
+	// lease ran out between them: not excused (it was, as a pause across
+	// the charge).
+	raced := newEv()
+	raced.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10*ms, 60*ms, 200, `{"charge":"ch_1"}`)
+	raced.x(1, "i2", history.PurposeRace, "k", "o", "b", 12*ms, 62*ms, 200, `{"charge":"ch_2"}`)
+	raced.chargeOutcome("o", "i1", 20*ms, 47*ms, history.OutcomeCharged)
+	raced.l = history.LedgerOf(append(raced.l.Charges(), history.Charge{ID: "ch_2", Order: "o", Via: "i2", At: 23 * ms, End: 50 * ms,
+		Outcome: history.OutcomeCharged, Effective: true, Client: -1}))
+	raced.h.AddFault(pause("i1", 495, 945))
+	wantCause(t, raced.result(t, AtMostOnce), CauseConcurrent)
+	// Nor a pause that began after the second charge.
+	wantCause(t, build(pause("i1", 6055, 6500), false), CauseConcurrent)
 
 	// The owner i1 got the key's request, and stood still (paused) before
 	// charging; its lease ran out, i2 took the key over, charged, and a

@@ -315,7 +315,9 @@ func lostWithOwner(successes, keyed []history.Exchange, own []history.Charge, fs
 		}
 	}
 	for _, c := range own {
-		if killedBetween(fs, c.Via, c.At, x.Call) || pausedAcross(fs, c) {
+		// x stands for the second charge: the pause must have begun
+		// before it was sent.
+		if killedBetween(fs, c.Via, c.At, x.Call) || pausedAcross(fs, c, history.Charge{At: x.Call}) {
 			continue
 		}
 		if _, stale := staleOwner(fs, keyed, c, x.Call); stale {
