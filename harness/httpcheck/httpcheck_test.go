@@ -184,14 +184,15 @@ func TestAtMostOnceCauses(t *testing.T) {
 	// not two executions at once (it stayed open for ever).
 	t.Run("a kill ends a request whose reply was lost", func(t *testing.T) {
 		e := newEv()
+		ms := int64(time.Millisecond) // the kill comes long after the client gave up
 		h := history.Exchange{Client: 2, Instance: "i1", Purpose: history.PurposeFirst, Key: "k", HasKey: true, Order: "o", Body: "b",
-			Attempt: 1, Call: 10, Return: history.Never, Err: "connection closed without an answer", ErrAt: 15}
+			Attempt: 1, Call: 10 * ms, Return: history.Never, Err: "connection closed without an answer", ErrAt: 15 * ms}
 		e.h.AddExchange(h)
-		e.charge("o", "i1", 11)
-		e.x(2, "i1", history.PurposeRetry, "k", "o", "b", 30, 40, 200, ok1)
-		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 50, End: 60})
-		e.x(3, "i1", history.PurposeReplay, "k", "o", "b", 80, 90, 200, `{"charge":"ch_2"}`)
-		e.charge("o", "i1", 85)
+		e.charge("o", "i1", 11*ms)
+		e.x(2, "i1", history.PurposeRetry, "k", "o", "b", 30*ms, 40*ms, 200, ok1)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstanceKill, Failpoint: "i1", Start: 800 * ms, End: 900 * ms})
+		e.x(3, "i1", history.PurposeReplay, "k", "o", "b", 3000*ms, 3100*ms, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i1", 3050*ms)
 		wantCause(t, e.result(t, AtMostOnce), CauseAfterDone)
 	})
 	t.Run("a kill between unseen charges is excused", func(t *testing.T) {
