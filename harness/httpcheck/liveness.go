@@ -173,7 +173,16 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			briefKeys = append(briefKeys, k)
 			continue
 		}
-		if o, ok := orphaned[k]; ok && held(x) {
+		// A key whose last probe went unanswered while the service
+		// answered few others is the silent case below, whatever its
+		// owner did: declaring a TTL would not judge it (a starved
+		// service's undecided run asked for one, and asked again).
+		starved := false
+		if !x.Answered() && kp.silence.N > 0 {
+			_, _, answering := ends.Beside(kp.silence.From, max(x.ErrAt, x.Call), kp.silence.N)
+			starved = !answering
+		}
+		if o, ok := orphaned[k]; ok && held(x) && (o.death || !starved) {
 			died := o.at
 			switch {
 			case p.InFlightTTL == 0:
@@ -405,8 +414,9 @@ const ttlSlack = time.Second
 
 // orphan is when a key's owner may have left its claim behind, and how.
 type orphan struct {
-	at  int64
-	how string // "an instance died while one of its requests was there", ...
+	at    int64
+	how   string // "an instance died while one of its requests was there", ...
+	death bool   // an instance died: no request of the key answered since tells more
 }
 
 // orphans names the keys that may have been left in flight by an owner
@@ -430,9 +440,9 @@ func orphans(xs []history.Exchange, fs []history.Fault) map[string]orphan {
 		}
 	}
 	out := map[string]orphan{}
-	note := func(key string, at int64, how string) {
+	note := func(key string, at int64, how string, death bool) {
 		if last, ok := out[key]; !ok || at > last.at {
-			out[key] = orphan{at, how}
+			out[key] = orphan{at, how, death}
 		}
 	}
 	// The keys that ever got a completed success: done, their answer
@@ -451,7 +461,7 @@ func orphans(xs []history.Exchange, fs []history.Fault) map[string]orphan {
 		if x.Purpose != history.PurposeProbe {
 			for _, at := range deaths[x.Instance] {
 				if x.Call <= at && (!x.Answered() || x.Return >= at) {
-					note(x.Key, at, "an instance died while one of its requests was there")
+					note(x.Key, at, "an instance died while one of its requests was there", true)
 				}
 			}
 		}
@@ -460,12 +470,12 @@ func orphans(xs []history.Exchange, fs []history.Fault) map[string]orphan {
 		}
 		switch {
 		case x.Answered() && mayStillRun(x.Status):
-			note(x.Key, x.Return, fmt.Sprintf("a request of it was answered %d, which does not say its work ended", x.Status))
+			note(x.Key, x.Return, fmt.Sprintf("a request of it was answered %d, which does not say its work ended", x.Status), false)
 		case !x.Answered() && x.Purpose != history.PurposeProbe && x.Err != "connection refused":
 			// Not a probe's: a key whose final probes go unanswered
 			// is the stuck key the probes are there to find; nor a
 			// refused connection's, which never reached the service.
-			note(x.Key, max(x.ErrAt, x.Call), "a request of it went unanswered ("+x.Err+")")
+			note(x.Key, max(x.ErrAt, x.Call), "a request of it went unanswered ("+x.Err+")", false)
 		}
 	}
 	return out

@@ -419,3 +419,31 @@ func TestLivenessAfterAnError(t *testing.T) {
 	wantCause(t, build(503, 12+int64(time.Second+ttlSlack), false).resultBy(t, Liveness, ttl), CauseInFlight)
 	wantCause(t, build(503, sec+30, true).result(t, Liveness), CauseInFlight)
 }
+
+// TestLivenessStarvedIsNotAnOrphan: a key whose request timed out in the
+// load and whose last probes timed out too, while the service answered
+// few of the other calls beside them, is not judged for the silence, not
+// for want of an in-flight TTL (a starved service's undecided run asked
+// for one, and declared, was undecided again); beside others answered,
+// the timed-out request may have left its claim behind: the TTL is asked.
+func TestLivenessStarvedIsNotAnOrphan(t *testing.T) {
+	run := func(otherStatus int) Result {
+		e := newEv()
+		e.h.AddExchange(history.Exchange{Client: 0, Instance: "i1", Purpose: history.PurposeFirst, Key: "k", HasKey: true, Order: "o", Body: "b",
+			Attempt: 1, Call: 5, Return: history.Never, Err: "timeout", ErrAt: 8})
+		for a, call := range []int64{20, 30} {
+			e.h.AddExchange(history.Exchange{Client: -1, Instance: "i2", Purpose: history.PurposeProbe, Key: "k", HasKey: true, Order: "o", Body: "b",
+				Attempt: 1 + a, Call: call, Return: history.Never, Err: "timeout", ErrAt: call + 10})
+		}
+		for i := range 3 {
+			e.x(1, "i2", history.PurposeFirst, fmt.Sprintf("other%d", i), fmt.Sprintf("o%d", i), "b", int64(21+i), int64(25+i), otherStatus, "A")
+		}
+		return e.result(t, Liveness)
+	}
+	if r := run(0); !r.Pass || !strings.Contains(r.Unjudged, "answered few or none of the other calls") || strings.Contains(r.Unjudged, "--inflight-ttl") {
+		t.Errorf("starved: %+v, want it not judged for the silence", r)
+	}
+	if r := run(200); !r.Pass || !strings.Contains(r.Unjudged, "a request of it went unanswered (timeout)") || !strings.Contains(r.Unjudged, "--inflight-ttl") {
+		t.Errorf("beside others answered: %+v, want it not judged for want of a TTL", r)
+	}
+}
