@@ -29,6 +29,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	// saves its errors).
 	lastErr, replays := map[string]history.Exchange{}, map[string]int{}
 	reached := map[string]bool{}      // a request of the key got an answer but [history.TryAgain], or none
+	answered := map[string]bool{}     // a request of the key got any HTTP answer
 	firstRefused := map[string]bool{} // the key's first request was answered 422
 	firstOrder := map[string]string{} // the order of the key's first operation
 	shared, ops := 0, 0               // operations whose key another operation had drawn first, of all
@@ -57,6 +58,9 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		if !x.Answered() || !history.TryAgain(x.Status) {
 			reached[x.Key] = true
 		}
+		if x.Answered() {
+			answered[x.Key] = true
+		}
 		if x.Status >= 500 {
 			if replayed(lastErr[x.Key], x) {
 				replays[x.Key]++
@@ -77,12 +81,15 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	// tested all the same: the service ran it once and answers the error
 	// it saved when the provider failed the charge, or when its deadline
 	// passed first (--provider-fail, --provider-latency).
-	failed, savedErr, declared, limited, refused := 0, 0, 0, 0, 0
+	failed, savedErr, declared, limited, refused, silent := 0, 0, 0, 0, 0, 0
 	for k, v := range ok {
 		switch {
 		case v:
 		case keys.ownCharged(k):
 			savedErr++
+			if !answered[k] {
+				silent++
+			}
 		case p.SavesErrors && replays[k] > 0:
 			declared++
 		case !reached[k]:
@@ -100,8 +107,13 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		return finish(r, nil)
 	}
 	r.Detail = fmt.Sprintf("%d of %d keys got a success", len(ok)-failed-savedErr-declared-limited, len(ok))
-	if savedErr > 0 {
-		r.Detail += fmt.Sprintf(", %d more an error after the provider charged their order", savedErr)
+	if n := savedErr - silent; n > 0 {
+		r.Detail += fmt.Sprintf(", %d more an error after the provider charged their order", n)
+	}
+	if silent > 0 {
+		// Said apart: a run whose service answered 192 of 46,493
+		// requests said 14,575 keys got "an error".
+		r.Detail += fmt.Sprintf(", %d more no answer at all (within --timeout) though the provider charged their order", silent)
 	}
 	if declared > 0 {
 		r.Detail += fmt.Sprintf(", %d more replayed a saved 5xx (--saves-errors)", declared)

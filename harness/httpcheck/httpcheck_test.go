@@ -477,6 +477,22 @@ func TestAnswers(t *testing.T) {
 	if r := e.result(t, Answers); !r.Pass || !strings.Contains(r.Detail, "9 more an error after the provider charged") || len(r.Notes) != 0 {
 		t.Errorf("saved errors of failed charges counted as nothing tested: %+v", r)
 	}
+	// The same, but no request of the charged keys got any answer (a
+	// service that answers nothing within --timeout): said apart from
+	// an error answered.
+	e = newEv()
+	for i := 0; i < 10; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if i == 0 {
+			e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), int64(10*i+5), 200, "x")
+		} else {
+			e.x(0, "i1", history.PurposeFirst, k, "o"+k, "b", int64(10*i), 0, 0, "")
+		}
+		e.chargeOutcome("o"+k, "i1", int64(10*i+1), int64(10*i+2), history.OutcomeCharged)
+	}
+	if r := e.result(t, Answers); !strings.Contains(r.Detail, "1 of 10 keys got a success, 9 more no answer at all") || strings.Contains(r.Detail, "an error after") {
+		t.Errorf("unanswered charged keys said to have got an error: %+v", r)
+	}
 	// Every key only an error after its charge: tested, and the note says
 	// what a run without a success leaves out.
 	e = newEv()
