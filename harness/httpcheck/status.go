@@ -239,13 +239,20 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 		notes = append(notes, fmt.Sprintf("not judged: %d request(s) with a missing or over-long key got %s before the key was read", unread, tryAgainCodes))
 	}
 	r := Result{Checker: Status, Applied: len(counts) > 0, Notes: notes}
-	var parts []string
+	var parts, none []string
 	for _, k := range []string{"missing key", "over-long key", "key reused with another body", "409"} {
 		if counts[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		} else {
+			none = append(none, k)
 		}
 	}
 	r.Detail = "judged " + strings.Join(parts, ", ")
+	if len(none) > 0 {
+		// A pass said what it judged and not what it did not (a slow
+		// provider left no reuse and no over-long key answered).
+		r.Detail += "; none answered, so not judged: " + strings.Join(none, ", ")
+	}
 	if !r.Applied {
 		r.Detail = "no answer to a missing, over-long or reused key, and no 409"
 	}

@@ -289,3 +289,17 @@ func TestInFlightFromAnOwnerPausedPastItsLease(t *testing.T) {
 	}
 	wantCause(t, build("i3").result(t, Status), Cause409)
 }
+
+// TestStatusSaysWhatItDidNotJudge: a status-codes result names the cases
+// none of whose answers it judged (a run whose slow provider left no
+// reuse and no over-long key answered said only what it judged).
+func TestStatusSaysWhatItDidNotJudge(t *testing.T) {
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, `{"charge":"ch_1"}`)
+	e.charge("o", "i1", 20)
+	e.x(1, "i2", history.PurposeRace, "k", "o", "b", 15, 20, 409, "busy")
+	r := e.result(t, Status)
+	if !r.Pass || !strings.Contains(r.Detail, "judged 1 409; none answered, so not judged: missing key, over-long key, key reused with another body") {
+		t.Fatalf("%+v", r)
+	}
+}
