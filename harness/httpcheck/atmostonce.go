@@ -262,10 +262,12 @@ func closedAt(x history.Exchange, fs []history.Fault) int64 {
 
 // Classify says what happened between two charges of one order, from the
 // ledger and the order's exchanges, in this order: the provider was still
-// making the first when the second came (concurrent); the provider failed
-// the first, or the service stopped waiting for it, before the second
-// (after-error: the claim was released although the charge went through,
-// whether or not a client saw the 5xx); a request that could have made
+// making the first when the second came (concurrent); the instance that
+// made the first exited by itself as the provider answered it
+// (after-crash); the provider failed the first, or the service stopped
+// waiting for it, before the second (after-error: the claim was released
+// although the charge went through, whether or not a client saw the
+// 5xx); a request that could have made
 // the first (sent before it, to the instance that made it) was still open
 // when the second came (concurrent); a client got a 5xx in between
 // (after-error); or else every request that could have made the first had
@@ -291,7 +293,7 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 			// The connection closed because the process did: no
 			// deadline, no error answered (an instance killed from
 			// outside was said to have stopped waiting for its charge).
-			return CauseAfterError, fmt.Sprintf(
+			return CauseAfterCrash, fmt.Sprintf(
 				"%s, which made %s, exited by itself at %s as the provider answered it (the connection closed with the process): the charge's outcome died with it, and the key was charged again once its claim was taken over; only a downstream key makes the work safe to run again after a crash (idemcheck excuses that only after a kill of its own)%s",
 				first.Via, first.ID, ms(at), other)
 		}

@@ -82,6 +82,7 @@ const (
 	CauseConcurrent = "concurrent"  // both executions ran at once
 	CauseAfterError = "after-error" // the second came after the provider (or the service) answered an error
 	CauseAfterDone  = "after-done"  // the second came after the first had finished
+	CauseAfterCrash = "after-crash" // the first's instance exited by itself before it could save the charge's outcome
 )
 
 // Causes of a status-codes violation.
@@ -109,7 +110,7 @@ const CauseNothingTested = "nothing-tested"
 // Causes names, by checker, the causes its violations may carry.
 var Causes = map[string][]string{
 	Answers:    {CauseNothingTested},
-	AtMostOnce: {CauseConcurrent, CauseAfterError, CauseAfterDone},
+	AtMostOnce: {CauseConcurrent, CauseAfterError, CauseAfterDone, CauseAfterCrash},
 	Replay:     nil,
 	Status:     {CauseMissing, CauseLong, CauseReuse, CauseReuseRan, Cause409},
 	Liveness:   {CauseInFlight, CauseLocked, CauseThrottled, CauseServerError, CauseNoAnswer},

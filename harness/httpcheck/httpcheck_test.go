@@ -163,7 +163,7 @@ func TestAtMostOnceCauses(t *testing.T) {
 		e.x(0, "i1", history.PurposeRetry, "k", "o", "b", 60, 90, 200, `{"charge":"ch_2"}`)
 		e.charge("o", "i1", 70)
 		r := e.result(t, AtMostOnce)
-		wantCause(t, r, CauseAfterError)
+		wantCause(t, r, CauseAfterCrash)
 		if !strings.Contains(r.Detail, "i1, which made ch_1, exited by itself at") || strings.Contains(r.Detail, "its own deadline") {
 			t.Errorf("detail: %s", r.Detail)
 		}
