@@ -324,11 +324,16 @@ func postgresAllowReplication(ctx context.Context, ctr testcontainers.Container,
 // hunt and once in the demo test; TestReplicatedFailover's second failover
 // has not lost a claim with or without this wait: the checkpoint below
 // closes the window that is the likelier cause.)
+// ownSetup says, of a replica the harness could not set up, whose the
+// failure is: a connect timeout on a loaded machine read as a
+// replication setting of the store's gone wrong.
+const ownSetup = "the harness's own setup of its replica, not the store under test; on a loaded machine, run it again"
+
 func postgresStreaming(ctx context.Context, p, sb *node) error {
 	if err := waitUntil(ctx, func(ctx context.Context) error {
 		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE state = 'streaming'`)
 	}); err != nil {
-		return fmt.Errorf("postgres standby %s does not stream from %s (the harness's own setup of its replica, not the store under test; on a loaded machine, run it again): %w", sb.name, p.name, err)
+		return fmt.Errorf("postgres standby %s does not stream from %s (%s): %w", sb.name, p.name, ownSetup, err)
 	}
 	if err := pgExec(ctx, p.srv.Addr, `ALTER SYSTEM SET synchronous_standby_names = '*'`); err != nil {
 		return err
@@ -339,7 +344,7 @@ func postgresStreaming(ctx context.Context, p, sb *node) error {
 	if err := waitUntil(ctx, func(ctx context.Context) error {
 		return pgCheck(ctx, p.srv.Addr, `SELECT count(*) > 0 FROM pg_stat_replication WHERE sync_state = 'sync'`)
 	}); err != nil {
-		return fmt.Errorf("postgres standby %s did not become synchronous (the harness's own setup of its replica, not the store under test; on a loaded machine, run it again): %w", sb.name, err)
+		return fmt.Errorf("postgres standby %s did not become synchronous (%s): %w", sb.name, ownSetup, err)
 	}
 	// A new session sees the standby as synchronous once the postmaster
 	// has reloaded, but a commit waits for it only once the checkpointer
