@@ -468,24 +468,43 @@ func (w *Worker) finish(waitErr error) {
 	close(w.exited)
 }
 
-// tailBuffer keeps the last 4 KiB written to it (a worker's stderr).
+// tailBuffer keeps the first and the last 2 KiB written to it (a
+// worker's stderr): a crash's cause is in its first lines
+// ("runtime/cgo: pthread_create failed", a panic's message), and the last
+// 4 KiB alone held only the end of its goroutine dump.
 type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
+	mu      sync.Mutex
+	head    []byte
+	buf     []byte // the tail
+	dropped int    // bytes between head and tail
 }
+
+// tailKeep is how much of each end a tailBuffer keeps.
+const tailKeep = 2048
 
 func (b *tailBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - 4096; over > 0 {
-		b.buf = b.buf[over:]
+	n := len(p)
+	if room := tailKeep - len(b.head); room > 0 {
+		take := min(room, len(p))
+		b.head = append(b.head, p[:take]...)
+		p = p[take:]
 	}
-	return len(p), nil
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - tailKeep; over > 0 {
+		b.buf = b.buf[over:]
+		b.dropped += over
+	}
+	return n, nil
 }
 
 func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return strings.Join(strings.Fields(string(b.buf)), " ")
+	words := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	if b.dropped == 0 {
+		return words(string(b.head) + string(b.buf))
+	}
+	return fmt.Sprintf("%s … (%d bytes) … %s", words(string(b.head)), b.dropped, words(string(b.buf)))
 }
