@@ -21,7 +21,13 @@ func TestFencing(t *testing.T) {
 	t.Run("the stale owner's save fenced passes", func(t *testing.T) {
 		r := takeover()
 		r.complete(1, "a", resp, 200, 201, true, false)
-		want(t, r, check.Fencing, check.Pass, "")
+		// saying what it faced: a stale writer, fenced
+		want(t, r, check.Fencing, check.Pass, "; 1 writes with a stale or forged token fenced")
+	})
+	t.Run("a pass that met no stale writer says so", func(t *testing.T) {
+		r := takeover()
+		r.complete(2, "b", resp, 200, 201, false, false)
+		want(t, r, check.Fencing, check.Pass, "no write was fenced (no stale or forged token met)")
 	})
 	t.Run("the stale owner's save accepted fails", func(t *testing.T) {
 		r := takeover()
