@@ -140,7 +140,7 @@ func (t availabilityTally) decide(e Evidence) Result {
 			// Said as such: "no Begin met a live claim" was printed
 			// beside 205 Begins answered 409 during a pause.
 			return Result{Checker: Availability, Verdict: Pass, Detail: fmt.Sprintf(
-				"not judged: the %d Begins that met a live claim of their parameters each ran during an injected fault (a pause, a crash, a network or server fault), which excuses an error", t.excused)}
+				"not judged: the %d Begins that met a live claim of their parameters each ran during a fault (one injected: a pause, a crash, a network or server fault; or the harness itself standing still, harness-stall), which excuses an error", t.excused)}
 		}
 		return Result{Checker: Availability, Verdict: Pass, Detail: "no Begin met a live claim of its parameters"}
 	}
@@ -152,7 +152,7 @@ func (t availabilityTally) decide(e Evidence) Result {
 		timedOut += fmt.Sprintf("; %d of them had their answer lost by a fault injector in front of the store (stores.ErrLost: a fault, not an error the store answered), not counted as errors", t.lost)
 	}
 	if t.excused > 0 {
-		timedOut += fmt.Sprintf("; %d more ran during an injected fault, which excuses an error: not judged", t.excused)
+		timedOut += fmt.Sprintf("; %d more ran during a fault (one injected, or the harness itself standing still), which excuses an error: not judged", t.excused)
 	}
 	rate := float64(t.erred) / float64(t.due)
 	if rate <= AvailabilityTolerance {
@@ -213,8 +213,9 @@ func endedBy(kops []history.Op, tok stores.Token, end int64) bool {
 	return false
 }
 
-// faultDuring reports whether an injected fault (any, anywhere: a paused
-// server or a cut network hits every client) overlapped [call, end]; a
+// faultDuring reports whether a recorded fault (any, anywhere: a paused
+// server or a cut network hits every client; the harness's own stall
+// too) overlapped [call, end]; a
 // client's pause counts from AvailabilityPatience after its start, and
 // not at all if it ended sooner.
 func faultDuring(faults []history.Fault, call, end int64) bool {
