@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/lab"
 	"github.com/idemcheck/idemcheck/stores"
 )
@@ -47,6 +48,9 @@ type labRuns struct {
 	// before that seed ended.
 	Seeds       int  `json:"seeds"`
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Verdict is the lab's, as its exit code says (codeVerdict), as
+	// check's, soak's and mutate's --json carry theirs.
+	Verdict check.Verdict `json:"verdict"`
 }
 
 func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -111,7 +115,7 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 			if *asJSON {
 				// Still one object: a --json reader got nothing at all
 				// from a lab interrupted before its first seed ended.
-				if err := printJSON(stdout, labRuns{Store: backend.Name, Runs: []*lab.Result{}, Seeds: n, Interrupted: true}); err != nil {
+				if err := printJSON(stdout, labRuns{Store: backend.Name, Runs: []*lab.Result{}, Seeds: n, Interrupted: true, Verdict: codeVerdict(code)}); err != nil {
 					return exitUsage, err
 				}
 			}
@@ -134,9 +138,12 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		}
 	}
 	if *asJSON {
-		var v any = results[0]
+		var v any = struct {
+			*lab.Result
+			Verdict check.Verdict `json:"verdict"`
+		}{results[0], codeVerdict(code)}
 		if seeds.set {
-			v = labRuns{Store: backend.Name, Runs: results, Seeds: n, Interrupted: interrupted}
+			v = labRuns{Store: backend.Name, Runs: results, Seeds: n, Interrupted: interrupted, Verdict: codeVerdict(code)}
 		}
 		if err := printJSON(stdout, v); err != nil {
 			return exitUsage, err

@@ -18,8 +18,10 @@ func TestLabJSON(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 	var r struct {
-		Seed     int64 `json:"seed"`
-		Orders   int   `json:"orders"`
+		Seed    int64  `json:"seed"`
+		Orders  int    `json:"orders"`
+		Verdict string `json:"verdict"` // as check's, soak's and mutate's
+
 		Versions []struct {
 			Name          string `json:"name"`
 			Charges       int    `json:"charges"`
@@ -29,7 +31,7 @@ func TestLabJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
 	}
-	if r.Seed != 2 || r.Orders != 40 || len(r.Versions) != 3 {
+	if r.Seed != 2 || r.Orders != 40 || len(r.Versions) != 3 || r.Verdict != "pass" {
 		t.Fatalf("got %+v", r)
 	}
 	names := []string{"no-key", "key-per-try", "same-key"}
@@ -146,7 +148,7 @@ func TestLabInterruptReports(t *testing.T) {
 		se.Reset()
 		code := run(ctx, args, &so, &se)
 		var got map[string]any
-		if err := json.Unmarshal(so.Bytes(), &got); code != exitUnknown || err != nil || got["interrupted"] != true || got["runs"] == nil || !strings.Contains(se.String(), "INTERRUPTED: 0 of") {
+		if err := json.Unmarshal(so.Bytes(), &got); code != exitUnknown || err != nil || got["interrupted"] != true || got["runs"] == nil || got["verdict"] != "unknown" || !strings.Contains(se.String(), "INTERRUPTED: 0 of") {
 			t.Errorf("%v interrupted at once: exit %d, %v, stdout %q, stderr %q", args, code, err, so.String(), se.String())
 		}
 	}
