@@ -205,7 +205,7 @@ func Run(ctx context.Context, o Options) (*results.Summary, error) {
 func (o Options) summary(started time.Time) *results.Summary {
 	b := buildinfo.Get()
 	return &results.Summary{Store: o.Backend.Name, Variant: o.Variant, Seed: o.Seed, Clients: o.Clients, Keys: o.Keys,
-		LockTTL: results.Duration(o.LockTTL), Started: started, Violations: []check.Violation{},
+		LockTTL: results.Duration(o.LockTTL), Retention: results.Duration(o.Retention), Started: started, Violations: []check.Violation{},
 		Version: b.Version, GoVersion: b.GoVersion, Commit: b.Revision()}
 }
 

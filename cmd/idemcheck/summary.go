@@ -98,6 +98,7 @@ func printSummary(w io.Writer, sum *results.Summary, unwritten int) {
 	if len(own) > 0 {
 		fmt.Fprintf(w, "\n%s ran on a %s server of their own, beside the shared scenarios: they pause and restart it\n", strings.Join(own, ", "), serverKind(sum.Store))
 	}
+	sayOwnRetention(w, sum)
 	// A declaration no scenario exercises is said, not passed in silence.
 	for _, s := range sum.Scenarios {
 		if s.Check != nil && s.Check.Semantics.PerRequestLease {
@@ -210,4 +211,30 @@ func faults(m map[string]int) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// sayOwnRetention names the scenarios that kept a retention of their own
+// rather than the run's --retention (retention and store-faults wait
+// theirs out; a replicated topology keeps its own): --retention 24h beside
+// a failover that kept 5 minutes said nothing of it.
+func sayOwnRetention(w io.Writer, sum *results.Summary) {
+	if sum.Retention == 0 { // a run saved before runs said theirs
+		return
+	}
+	byRetention := map[results.Duration][]string{}
+	var order []results.Duration
+	for _, s := range sum.Scenarios {
+		if s.Retention == 0 || s.Retention == sum.Retention || s.Verdict == check.Skipped {
+			continue
+		}
+		if _, ok := byRetention[s.Retention]; !ok {
+			order = append(order, s.Retention)
+		}
+		if !slices.Contains(byRetention[s.Retention], s.Name) {
+			byRetention[s.Retention] = append(byRetention[s.Retention], s.Name)
+		}
+	}
+	for _, r := range order {
+		fmt.Fprintf(w, "\nretention %s, not --retention %s, in the scenarios that keep their own: %s\n", r, sum.Retention, strings.Join(byRetention[r], ", "))
+	}
 }

@@ -128,13 +128,17 @@ type Cut struct {
 
 // Summary is a whole run's outcome: what `--json` prints.
 type Summary struct {
-	Verdict    check.Verdict     `json:"verdict"`
-	Store      string            `json:"store"`
-	Variant    string            `json:"variant"`
-	Seed       int64             `json:"seed"`
-	Clients    int               `json:"clients"`
-	Keys       int               `json:"keys"`
-	LockTTL    Duration          `json:"lock_ttl"`
+	Verdict check.Verdict `json:"verdict"`
+	Store   string        `json:"store"`
+	Variant string        `json:"variant"`
+	Seed    int64         `json:"seed"`
+	Clients int           `json:"clients"`
+	Keys    int           `json:"keys"`
+	LockTTL Duration      `json:"lock_ttl"`
+	// Retention is the run's (--retention): the scenarios that keep their
+	// own (ScenarioResult.Retention: retention, store-faults, a
+	// replicated topology's) say so beside it. 0 in a run saved before.
+	Retention  Duration          `json:"retention,omitempty"`
 	Started    time.Time         `json:"started"`
 	Seconds    float64           `json:"seconds"`
 	Scenarios  []ScenarioResult  `json:"scenarios"`
