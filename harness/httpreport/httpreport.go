@@ -115,7 +115,7 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 		}
 		for i, n := range r.Notes {
 			if i == maxNotes {
-				fmt.Fprintf(&b, "     note: … and %d more\n", len(r.Notes)-i)
+				fmt.Fprintf(&b, "     note: … and %d more (every note is in summary.json, under the checker's \"notes\")\n", len(r.Notes)-i)
 				break
 			}
 			fmt.Fprintf(&b, "     note: %s\n", n)

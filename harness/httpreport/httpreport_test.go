@@ -201,3 +201,26 @@ func TestWriteDirNamesEveryFileNotWritten(t *testing.T) {
 		t.Fatalf("report.txt unwritable: %v", err)
 	}
 }
+
+// TestNotesPastTheFirstSayWhere: a checker's notes past the few the text
+// report prints say where the rest are, and summary.json holds them all
+// (a run's excused double charges were hard to find past "… and 6 more").
+func TestNotesPastTheFirstSayWhere(t *testing.T) {
+	r := httpcheck.Result{Checker: httpcheck.AtMostOnce, Applied: true, Pass: true, Detail: "fine"}
+	for i := range maxNotes + 2 {
+		r.Notes = append(r.Notes, fmt.Sprintf("excused %d", i))
+	}
+	run, h, l := fixture()
+	dir := t.TempDir()
+	if err := WriteDir(dir, run, h, l, []httpcheck.Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	txt, _ := os.ReadFile(filepath.Join(dir, "report.txt"))
+	if !strings.Contains(string(txt), "… and 2 more (every note is in summary.json") {
+		t.Errorf("report.txt:\n%s", txt)
+	}
+	sum, _ := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if !strings.Contains(string(sum), fmt.Sprintf("excused %d", maxNotes+1)) {
+		t.Errorf("summary.json lacks the last note:\n%s", sum)
+	}
+}
