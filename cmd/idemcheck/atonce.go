@@ -15,9 +15,13 @@ var atOnce struct {
 }
 
 // jsonAtOnce has a stop at once print the object of a run whose results
-// go to dir on w; the returned function withdraws it (the command prints
-// its own object from there on).
-func jsonAtOnce(w io.Writer, command, dir string) (withdraw func()) {
+// go to dir on w, when the command prints JSON (asJSON); the returned
+// function withdraws it (the command prints its own object from there
+// on), and does nothing otherwise.
+func jsonAtOnce(asJSON bool, w io.Writer, command, dir string) (withdraw func()) {
+	if !asJSON {
+		return func() {}
+	}
 	atOnce.mu.Lock()
 	defer atOnce.mu.Unlock()
 	atOnce.print = func() {

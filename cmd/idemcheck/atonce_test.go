@@ -14,7 +14,7 @@ import (
 // object, the stop prints none.
 func TestJSONAtOnce(t *testing.T) {
 	var out bytes.Buffer
-	withdraw := jsonAtOnce(&out, "check", "/tmp/results/run")
+	withdraw := jsonAtOnce(true, &out, "check", "/tmp/results/run")
 	printAtOnce()
 	var got map[string]any
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got["verdict"] != "unknown" || got["interrupted"] != true ||
@@ -24,7 +24,8 @@ func TestJSONAtOnce(t *testing.T) {
 	out.Reset()
 	printAtOnce() // printed once only
 	withdraw()
-	jsonAtOnce(&out, "check", "/tmp/x")()
+	jsonAtOnce(true, &out, "check", "/tmp/x")()
+	jsonAtOnce(false, &out, "check", "/tmp/y") // not a --json run: nothing owed
 	printAtOnce()
 	if out.Len() != 0 {
 		t.Fatalf("printed after the command took over: %s", out.String())

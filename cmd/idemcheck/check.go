@@ -114,11 +114,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	}
 	o.SpillDir = filepath.Join(dir.Path, harness.SpillDir)
 	defer os.RemoveAll(o.SpillDir)
-	withdraw := func() {}
-	if *asJSON {
-		withdraw = jsonAtOnce(stdout, "check", dir.Path)
-		defer withdraw()
-	} else {
+	withdraw := jsonAtOnce(*asJSON, stdout, "check", dir.Path)
+	defer withdraw()
+	if !*asJSON {
 		warnCost(stderr, o)
 		sayCrashed(stderr, *out)
 	}

@@ -120,11 +120,9 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if err != nil {
 		return exitUsage, err
 	}
-	withdraw := func() {}
-	if *asJSON {
-		withdraw = jsonAtOnce(stdout, "mutants", dir.Path)
-		defer withdraw()
-	} else {
+	withdraw := jsonAtOnce(*asJSON, stdout, "mutants", dir.Path)
+	defer withdraw()
+	if !*asJSON {
 		sayCrashed(stderr, *out)
 	}
 	journal, err := createLineJournal(dir, mutantsHead{lineHead: newLineHead(mutantsKind, backend.Name, started, "mutants", args),

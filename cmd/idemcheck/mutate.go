@@ -124,10 +124,9 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		if err != nil {
 			return exitUsage, err
 		}
-		if *asJSON {
-			withdraw = jsonAtOnce(stdout, "mutate", dir.Path)
-			defer withdraw()
-		} else {
+		withdraw = jsonAtOnce(*asJSON, stdout, "mutate", dir.Path)
+		defer withdraw()
+		if !*asJSON {
 			sayCrashed(stderr, *out)
 		}
 		journal, err := createLineJournal(dir, mutateHead{lineHead: newLineHead(mutateKind, backend.Name, started, "mutate", args),

@@ -208,11 +208,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if err != nil {
 		return exitUsage, err
 	}
-	withdraw := func() {}
-	if *asJSON {
-		withdraw = jsonAtOnce(stdout, "soak", dir.Path)
-		defer withdraw()
-	} else {
+	withdraw := jsonAtOnce(*asJSON, stdout, "soak", dir.Path)
+	defer withdraw()
+	if !*asJSON {
 		sayCrashed(stderr, *out)
 	}
 	journal, err := createLineJournal(dir, soakHead{lineHead: newLineHead(soakKind, backend.Name, start, "soak", args),

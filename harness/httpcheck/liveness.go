@@ -173,16 +173,17 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			briefKeys = append(briefKeys, k)
 			continue
 		}
-		// A key whose last probe went unanswered while the service
-		// answered few others is the silent case below, whatever its
-		// owner did: declaring a TTL would not judge it (a starved
-		// service's undecided run asked for one, and asked again).
-		starved := false
-		if !x.Answered() && kp.silence.N > 0 {
-			_, _, answering := ends.Beside(kp.silence.From, max(x.ErrAt, x.Call), kp.silence.N)
-			starved = !answering
+		// No answer says nothing of the key unless the service answered
+		// most of the other calls that ended while the key's last probes
+		// went unanswered (see [history.Ends]).
+		okBeside, failedBeside, answering := 0, 0, true
+		if !x.Answered() {
+			okBeside, failedBeside, answering = ends.Beside(kp.silence.From, max(x.ErrAt, x.Call), kp.silence.N)
 		}
-		if o, ok := orphaned[k]; ok && held(x) && (o.death || !starved) {
+		// A key so starved is the silent case below, whatever its owner
+		// did: declaring a TTL would not judge it (a starved service's
+		// undecided run asked for one, and asked again).
+		if o, ok := orphaned[k]; ok && held(x) && (o.death || answering) {
 			died := o.at
 			switch {
 			case p.InFlightTTL == 0:
@@ -208,10 +209,6 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		}
 		cause, got := CauseNoAnswer, "no answer ("+x.Err+")"
 		if !x.Answered() {
-			// No answer says nothing of the key unless the service
-			// answered most of the other calls that ended while the
-			// key's last probes went unanswered (see [history.Ends]).
-			ok, failed, answering := ends.Beside(kp.silence.From, max(x.ErrAt, x.Call), kp.silence.N)
 			if !answering {
 				if len(silentKeys) == 0 {
 					unanswerFirst = fmt.Sprintf("%s, %d probes, the last: %s", k, x.Attempt, x.Err)
@@ -227,7 +224,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 				onceKeys = append(onceKeys, k)
 				continue
 			}
-			got = fmt.Sprintf("no answer (%s), while the service answered %d of %d other calls meanwhile", x.Err, ok, ok+failed)
+			got = fmt.Sprintf("no answer (%s), while the service answered %d of %d other calls meanwhile", x.Err, okBeside, okBeside+failedBeside)
 		}
 		switch {
 		case x.Status == http.StatusConflict:
