@@ -58,7 +58,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	fs.Var(&seeds, "seeds", seedsHelp+": each mutant must die on every one")
 	budget := fs.Duration("budget", time.Minute, "give up on a mutant (it survives) after this long, per seed (checked between rounds: a round begun runs to its end)")
 	only := fs.String("mutant", "", "hunt only these mutants (comma-separated)")
-	shrinkFor := fs.Duration("shrink", 3*time.Second, "after a scheduled kill (on the first seed), shrink its trace for up to this long (0: off)")
+	shrinkFor := fs.Duration("shrink", 3*time.Second, "after a scheduled kill (on the first seed), shrink its trace until this long after its hunt began, and for at least a third of it after a late kill (0: off)")
 	parallel := fs.Int("parallel", hunt.DefaultParallel, "hunts (a mutant on a seed) run at once, each on its own store (1: one after another)")
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	out := fs.String("out", "results", "directory for the run's results directory (its journal and summary)")

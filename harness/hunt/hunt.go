@@ -94,8 +94,10 @@ type Options struct {
 	MinEpisodes int
 	// Shrink: after a scheduled kill, replay the killing episode's
 	// choices, simplified (rapid's way: shorter, and toward the first
-	// option), for up to this long, keeping the shortest trace that still
-	// kills. Not counted in Kill.Seconds. 0: no shrinking.
+	// option), keeping the shortest trace that still kills, until this
+	// long after the hunt began, and for at least a third of it after a
+	// late kill (shrinkBudget). Not counted in Kill.Seconds. 0: no
+	// shrinking.
 	Shrink time.Duration
 	// ServerLockTTL, if positive, is the LockTTL of a scheduled scenario on
 	// a server-clock store instead of ScheduledServerLockTTL. Longer
@@ -315,13 +317,24 @@ func huntEpisodes(ctx context.Context, o harness.Options, sc scenario.Scenario, 
 		if k.Killed {
 			k.Seconds = time.Since(start).Seconds()
 			if h.Shrink > 0 {
-				shrink(k, h.Shrink, episode)
+				shrink(k, shrinkBudget(h.Shrink, time.Since(start)), episode)
 			}
 			return nil
 		}
 	}
 	k.Seconds = time.Since(start).Seconds()
 	return nil
+}
+
+// shrinkBudget is how long a hunt that killed after hunted may shrink
+// its kill: what is left of Shrink since the hunt began, and at least a
+// third of Shrink. A hunt that killed late, shrinking a whole Shrink
+// after its kill, was the mutant matrix's tail (Postgres's
+// takeover-ignores-fingerprint killed at 4.3 s, then shrank 3.9 s more
+// while every other lane sat idle): polishing a trace is worth less than
+// the run's wall time, and a third of it still shortens most traces.
+func shrinkBudget(shrink, hunted time.Duration) time.Duration {
+	return max(shrink-hunted, shrink/3)
 }
 
 // shrink replays simplified versions of the killing episode's choices

@@ -3,6 +3,7 @@ package hunt
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
 	"github.com/idemcheck/idemcheck/harness/nemesis"
@@ -54,5 +55,21 @@ func TestFailoverHuntsRunAlone(t *testing.T) {
 	shared, alone := splitAlone(o, jobs)
 	if !slices.Equal(shared, []int{0, 2}) || !slices.Equal(alone, []int{1, 3}) {
 		t.Fatalf("shared %v, alone %v: want the failover and partition jobs alone", shared, alone)
+	}
+}
+
+// A kill's shrinking ends when --shrink has passed since its hunt began,
+// but a late kill still shrinks for a third of it: the latest hunt is the
+// matrix's tail, and a whole --shrink after it was all tail.
+func TestShrinkBudgetBoundsALateKill(t *testing.T) {
+	for _, c := range []struct{ hunted, want time.Duration }{
+		{0, 3 * time.Second},
+		{300 * time.Millisecond, 2700 * time.Millisecond},
+		{2 * time.Second, time.Second},
+		{4300 * time.Millisecond, time.Second},
+	} {
+		if got := shrinkBudget(3*time.Second, c.hunted); got != c.want {
+			t.Errorf("killed after %v: shrinks %v, want %v", c.hunted, got, c.want)
+		}
 	}
 }
