@@ -20,6 +20,8 @@ import (
 // that never got a success were mostly refused that way, or not answered
 // within --timeout, the run was more than the service takes: nothing was
 // tested, and it is left unjudged ([NothingTested]) rather than failed.
+// Where something was tested, a success answered for an order the
+// provider never charged fails it ([neverCharged]).
 func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts, p Policy) Result {
 	ok := map[string]bool{}
 	statuses := map[string]int{}
@@ -147,7 +149,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	}
 	if 2*(failed+limited) <= len(ok) {
 		if chargedAny(xs, charges) {
-			return finish(r, nil)
+			return finish(r, neverCharged(xs, charges))
 		}
 		why := "the provider saw no charge: the service never called it (is IDEM_PROVIDER_URL passed? is the path its payment endpoint?)"
 		if len(charges) > 0 {

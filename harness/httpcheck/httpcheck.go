@@ -10,7 +10,10 @@
 //   - answers: most keys got a success, and the provider charged orders
 //     idemcheck sent; a service that answers 500 (or 400, or nothing) to
 //     most keyed requests, or never calls the provider with the order,
-//     tested nothing, and says so before any other verdict.
+//     tested nothing, and says so before any other verdict. A success
+//     answered for an order the provider never charged, in the whole
+//     run, is a violation: a client told its payment went through when
+//     it never did.
 //   - at-most-once: each order was charged at most once. A second charge
 //     is classed by what happened between the two: it came while the
 //     provider was still making the first or while the request that made
@@ -109,7 +112,7 @@ const CauseNothingTested = "nothing-tested"
 
 // Causes names, by checker, the causes its violations may carry.
 var Causes = map[string][]string{
-	Answers:    {CauseNothingTested},
+	Answers:    {CauseNothingTested, CauseNeverCharged},
 	AtMostOnce: {CauseConcurrent, CauseAfterError, CauseAfterDone, CauseAfterCrash},
 	Replay:     nil,
 	Status:     {CauseMissing, CauseLong, CauseReuse, CauseReuseRan, Cause409},
