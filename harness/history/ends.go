@@ -43,6 +43,18 @@ func (e Ends) Beside(from, to int64, own int) (ok, failed int, answering bool) {
 	return ok, failed, math.Pow(rate, float64(max(own, 1))) < silenceOdds
 }
 
+// Apart is [Ends.Beside] for calls none of which is the key's own (the
+// fresh keys sent beside a key's probes): it counts the calls that ended
+// in [from, to] and says whether the key's own calls in a row (own, at
+// least one) all failing at their rate is not to be expected.
+func (e Ends) Apart(from, to int64, own int) (ok, failed int, answering bool) {
+	ok, failed = within(e.answered, from, to), within(e.unanswered, from, to)
+	if ok == 0 || ok <= failed {
+		return ok, failed, false
+	}
+	return ok, failed, math.Pow(float64(failed)/float64(ok+failed), float64(max(own, 1))) < silenceOdds
+}
+
 // silenceOdds is how unlikely a key's own unanswered calls in a row must
 // be, at the rate the others' calls went unanswered, for the silence to
 // be the key's and not the server's: one key in ten thousand.

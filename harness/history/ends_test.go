@@ -79,3 +79,26 @@ func TestSilenceAdd(t *testing.T) {
 		}
 	}
 }
+
+// TestEndsApart: calls none of which is the key's own are all counted
+// (Beside takes the key's own failures off), and the key's refusals in
+// a row are its own only where the others failed rarely enough.
+func TestEndsApart(t *testing.T) {
+	e := NewEnds([]int64{10, 20, 30}, []int64{15})
+	for _, tc := range []struct {
+		from, to   int64
+		own        int
+		ok, failed int
+		want       bool
+	}{
+		{0, 100, 1, 3, 1, false}, // one in four failed: so may the key's one call
+		{0, 100, 8, 3, 1, true},  // eight in a row at one in four: 1 in 65,536
+		{11, 19, 8, 0, 1, false}, // nothing answered: nothing to go by
+		{16, 30, 1, 2, 0, true},  // every other call answered
+	} {
+		ok, failed, answering := e.Apart(tc.from, tc.to, tc.own)
+		if ok != tc.ok || failed != tc.failed || answering != tc.want {
+			t.Errorf("Apart(%d, %d, %d) = %d, %d, %v; want %d, %d, %v", tc.from, tc.to, tc.own, ok, failed, answering, tc.ok, tc.failed, tc.want)
+		}
+	}
+}

@@ -30,6 +30,12 @@ const (
 	// PurposeProbe is sent after every fault has healed, to keys whose
 	// last answer was not definite: the key must not stay stuck.
 	PurposeProbe = "probe"
+	// PurposeFresh sends a new key, for a new order, during the final
+	// probes, while a probed key is refused ([TryAgain]): a fresh key the
+	// service answers beside the refusals says they are the probed key's
+	// own (a claim never released), not a limiter's, which refuses any
+	// key. Nothing else judges it: it is one request, never retried.
+	PurposeFresh = "fresh"
 	// PurposeNoKey sends no Idempotency-Key to a service that declared the
 	// key optional: it must be served as a plain request.
 	PurposeNoKey = "no-key"

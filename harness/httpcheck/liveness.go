@@ -56,12 +56,13 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		kp.silence.Add(x.Answered(), x.Call)
 		kp.refused.Add(!x.Answered() || !history.TryAgain(x.Status), x.Call)
 	}
-	var ends, refusals history.Ends
+	var ends, refusals, fresh history.Ends
 	if slices.ContainsFunc(order, func(k string) bool { return probed[k].silence.N > 0 }) {
 		ends = exchangeEnds(xs)
 	}
 	if slices.ContainsFunc(order, func(k string) bool { return probed[k].refused.N > 0 }) {
 		refusals = refusalEnds(xs)
+		fresh = refusalEnds(slices.DeleteFunc(slices.Clone(xs), func(x history.Exchange) bool { return x.Purpose != history.PurposeFresh }))
 	}
 	// The orders whose charge took effect but whose outcome the service
 	// may not have: the provider failed it or the service hung up first
@@ -111,11 +112,19 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		// A limiter, a timeout or a gateway answers [history.TryAgain]
 		// without the key: it is the key's only if the service answered
 		// most of the other calls that ended meanwhile (as with no
-		// answer).
+		// answer), or the fresh keys sent beside its probes
+		// ([history.PurposeFresh]: the other calls then may be the
+		// probes of other stuck keys, refused alike).
 		refusal := "" // set when the key was refused beside the others
+		freshBeside := ""
 		othersRefused, brief := false, false
 		if x.Answered() && history.TryAgain(x.Status) {
-			if ok, failed, answering := refusals.Beside(kp.refused.From, x.Return, kp.refused.N); !answering {
+			ok, failed, answering := refusals.Beside(kp.refused.From, x.Return, kp.refused.N)
+			if fok, ffailed, got := fresh.Apart(kp.refused.From, x.Return, kp.refused.N); !answering && got {
+				answering = true
+				freshBeside = fmt.Sprintf(", while the service answered %d of %d fresh keys sent beside its probes", fok, fok+ffailed)
+			}
+			if !answering {
 				refusal = fmt.Sprintf("%s, its last %d probes answered %d, while %d of %d other calls got another answer", k, kp.refused.N, x.Status, ok, ok+failed)
 				othersRefused = failed > 0
 			} else {
@@ -236,6 +245,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		case x.Answered():
 			cause, got = CauseThrottled, fmt.Sprintf("%d (try again later)", x.Status)
 		}
+		got += freshBeside
 		span := time.Duration(x.Call - kp.first).Round(time.Millisecond)
 		ttl := ""
 		switch {

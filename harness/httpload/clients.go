@@ -120,6 +120,9 @@ type Load struct {
 	hist *history.History
 	http map[string]*http.Client // by target name
 	seq  atomic.Int64            // the %d of key patterns
+	// fresh numbers the orders of the fresh keys sent beside refused
+	// probes (sendFresh), each order new to the run.
+	fresh atomic.Int64
 
 	mu   sync.Mutex
 	keys []*keyState

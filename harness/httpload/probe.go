@@ -3,7 +3,9 @@ package httpload
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -33,6 +35,9 @@ const probeWorkers = 16
 // them one after the other would leave the last keys one probe at the
 // very end, the service perhaps still draining what the load left it,
 // and a 409 then is no evidence that the key is stuck.
+//
+// While some key's last probe was refused ([history.TryAgain]), a fresh
+// key goes out now and then beside the probes (sendFresh).
 func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 	l.mu.Lock()
 	var todo []*keyState
@@ -48,6 +53,7 @@ func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 	for i, ks := range todo {
 		q.push(&probing{ks: ks, target: i, pause: probePause})
 	}
+	var refusing atomic.Int64 // keys whose last probe was refused, not over
 	var wg sync.WaitGroup
 	for range min(probeWorkers, len(todo)) {
 		wg.Add(1)
@@ -58,7 +64,16 @@ func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 				if p == nil {
 					return
 				}
-				if l.probeOnce(ctx, p) {
+				was := p.refused
+				over := l.probeOnce(ctx, p)
+				p.refused = p.refused && !over
+				switch {
+				case p.refused && !was:
+					refusing.Add(1)
+				case was && !p.refused:
+					refusing.Add(-1)
+				}
+				if over {
 					q.done()
 				} else {
 					q.push(p)
@@ -66,8 +81,52 @@ func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 			}
 		}()
 	}
+	freshCtx, stopFresh := context.WithCancel(ctx)
+	fresh := make(chan struct{})
+	go func() {
+		defer close(fresh)
+		l.sendFresh(freshCtx, &refusing)
+	}()
 	wg.Wait()
+	stopFresh()
+	<-fresh
 	return len(todo)
+}
+
+// freshEvery is how often the final probes send a fresh key
+// ([history.PurposeFresh]) while some probed key is refused: each is a
+// new order the service charges, and one answered beside a key's
+// refusals in a row is enough to tell them the key's own.
+const freshEvery = time.Second
+
+// sendFresh sends, every freshEvery while refusing is above zero, a new
+// key for a new order to the next target, until ctx ends: the liveness
+// checker asks whether the service answered fresh keys while a probed
+// key was refused. A limiter refuses them too; a claim never released
+// refuses its key alone (a stuck key answered 429 was left unjudged as
+// a limiter's, however long past the declared in-flight TTL).
+func (l *Load) sendFresh(ctx context.Context, refusing *atomic.Int64) {
+	keys := newKeys(l.cfg.Request.KeyFormat, l.cfg.RunID, l.cfg.Seed, -1, &l.seq)
+	t := time.NewTicker(freshEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if refusing.Load() == 0 {
+			continue
+		}
+		n := int(l.fresh.Add(1))
+		order := fmt.Sprintf("%s-fresh-o%d", l.cfg.RunID, n)
+		body, err := l.cfg.Request.body(order, 100+n%900)
+		if err != nil { // Normalize built one: cannot happen
+			panic(err)
+		}
+		target := l.cfg.Targets[n%len(l.cfg.Targets)]
+		l.send(ctx, -1, target, history.PurposeFresh, l.freshKey(keys), true, order, body, 1)
+	}
 }
 
 // probing is one key's probes so far.
@@ -79,6 +138,7 @@ type probing struct {
 	sameSince time.Time
 	pause     time.Duration
 	due       time.Time // when the next probe may go
+	refused   bool      // its last probe was answered [history.TryAgain]
 }
 
 // probeOnce sends p's next probe and says whether the key's probes are
@@ -88,6 +148,7 @@ func (l *Load) probeOnce(ctx context.Context, p *probing) bool {
 	t := l.cfg.Targets[p.target%len(l.cfg.Targets)]
 	p.target++
 	x, wait := l.send(ctx, -1, t, history.PurposeProbe, p.ks.key, true, p.ks.order, p.ks.body, p.attempt)
+	p.refused = x.Answered() && history.TryAgain(x.Status)
 	if history.Final(x.Status) || ctx.Err() != nil {
 		return true
 	}
