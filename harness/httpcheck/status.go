@@ -256,6 +256,13 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	if !r.Applied {
 		r.Detail = "no answer to a missing, over-long or reused key, and no 409"
 	}
+	if counts["key reused with another body"] > 0 {
+		// The reuses judged read as every fingerprint tested: a service
+		// fingerprinting the order alone passed with nothing said. A
+		// reuse always sends another order, since the provider's ledger
+		// counts charges by order (docs/blackbox.md).
+		r.Detail += "; not tested: a fingerprint of the order alone (a reuse never sends the key's order with another amount)"
+	}
 	return finish(r, vs)
 }
 

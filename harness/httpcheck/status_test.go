@@ -303,3 +303,21 @@ func TestStatusSaysWhatItDidNotJudge(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// TestStatusSaysTheOrderAloneIsNotTested: reuses judged read as every
+// fingerprint tested, but none keeps the key's order with another
+// amount: a service fingerprinting the order alone passed, nothing
+// said. The pass says so, and says nothing of it without reuses.
+func TestStatusSaysTheOrderAloneIsNotTested(t *testing.T) {
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.charge("o", "i1", 20)
+	e.x(0, "i2", history.PurposeMissing, "", "o1", "b1", 55, 58, 400, "no key")
+	if r := e.result(t, Status); strings.Contains(r.Detail, "order alone") {
+		t.Fatalf("no reuse, yet the detail speaks of one: %s", r.Detail)
+	}
+	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 422, "mismatch")
+	if r := e.result(t, Status); !r.Pass || !strings.Contains(r.Detail, "not tested: a fingerprint of the order alone") {
+		t.Fatalf("a reuse judged: %+v", r)
+	}
+}
