@@ -51,6 +51,7 @@ type httpConfig struct {
 	InFlightTTL string          `json:"inflight_ttl"`
 	Settle      string          `json:"settle"`
 	SavesErrors *bool           `json:"saves_errors"`
+	ReplayAny   *bool           `json:"replay_any_2xx"`
 	Insecure    *bool           `json:"insecure"`
 	CACert      string          `json:"cacert"`
 	Scheme      string          `json:"scheme"`
@@ -92,6 +93,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	keyPolicy := fs.String("key", "required", "required (a request without a key must get 400) or optional (served as a plain request)")
 	inflightTTL := fs.Duration("inflight-ttl", 0, "how long the service keeps a key in flight after its owner died or gave up (a 5xx, 202 or 408, or no answer) (0: not declared); the final probes may run that long, ending once every key is settled")
 	savesErrors := fs.Bool("saves-errors", false, "the service saves its 5xx answers and replays them for the key, whatever caused them (Stripe does): a key that replays one 5xx is settled")
+	replayAny := fs.Bool("replay-any-2xx", false, "the service replays a success with the first one's body but perhaps another 2xx (201, then 200: PayPal does): replays are compared by body between two 2xx")
 	netFaults := fs.Bool("net-faults", true, "latency, resets and lost replies on each instance's proxy")
 	procFaults := fs.Bool("process-faults", true, "kill, pause and restart instances started with --cmd")
 	gap := fs.Duration("fault-gap", 800*time.Millisecond, "mean time between two faults")
@@ -165,6 +167,9 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		if !set["saves-errors"] && c.SavesErrors != nil {
 			*savesErrors = *c.SavesErrors
 		}
+		if !set["replay-any-2xx"] && c.ReplayAny != nil {
+			*replayAny = *c.ReplayAny
+		}
 		if !set["insecure"] && c.Insecure != nil {
 			*insecure = *c.Insecure
 		}
@@ -214,7 +219,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	if floor := *inflightTTL + 2*time.Second; *inflightTTL > 0 && settleDur < floor {
 		settleDur = floor
 	}
-	policy := httpcheck.Policy{KeyOptional: reqShape.KeyOptional, InFlightTTL: *inflightTTL, Settle: settleDur, SavesErrors: *savesErrors}
+	policy := httpcheck.Policy{KeyOptional: reqShape.KeyOptional, InFlightTTL: *inflightTTL, Settle: settleDur, SavesErrors: *savesErrors, ReplayAny2xx: *replayAny}
 	switch {
 	case len(targets) == 0 && *command == "":
 		return exitUsage, usagef("http: give --target URL (one per instance), --cmd \"…\" --instances N, or --config FILE")

@@ -66,6 +66,9 @@ func declarations(r httpload.Request, path string, started bool, maxKey int, p h
 	if p.SavesErrors {
 		out = append(out, "saves errors: every 5xx is saved and replayed for its key (widens: a key that replays one 5xx is settled)")
 	}
+	if p.ReplayAny2xx {
+		out = append(out, "replays: a success's body under perhaps another 2xx (widens: a replay answered 200 after a first 201 is faithful)")
+	}
 	return out
 }
 

@@ -43,6 +43,8 @@ The request as the service expects it (docs/http-requests.md):
         key is settled)
   --saves-errors           every 5xx is saved and replayed for its key
         (Stripe): a key that replays one 5xx is settled
+  --replay-any-2xx         a success is replayed with its body but perhaps
+        another 2xx (201, then 200: PayPal): replays compared by body
 
 Targets, either:
   --target URL [--target URL ...]   instances someone else started
@@ -53,7 +55,8 @@ Targets, either:
         {"cmd": "...", "instances": N, "path": "/orders", "server": "redis"},
         and the request: "method", "headers": ["Name: value"], "key_format",
         "key_header", "key_at", "body", "body_type", "order_at", "amount_at",
-        "key", "max_key_len", "inflight_ttl", "settle", "saves_errors"
+        "key", "max_key_len", "inflight_ttl", "settle", "saves_errors",
+        "replay_any_2xx"
 
 An instance started with --cmd that exits by itself is recorded (time,
 exit status, the tail of its log), restarted, and the run goes on.

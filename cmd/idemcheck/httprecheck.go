@@ -116,7 +116,7 @@ func recheckHTTP(dir string, sum *httpreport.Summary, redeclared []string, asJSO
 // flag the recheck judges by: the report said "in-flight TTL: not
 // declared" under a header judging by --inflight-ttl=30s.
 func redeclaredLines(lines, redeclared []string) []string {
-	prefixes := map[string][]string{"--inflight-ttl": {"in-flight TTL:"}, "--saves-errors": {"saves errors:"}, "--key": {"key required:", "key optional:"}}
+	prefixes := map[string][]string{"--inflight-ttl": {"in-flight TTL:"}, "--saves-errors": {"saves errors:"}, "--replay-any-2xx": {"replays:"}, "--key": {"key required:", "key optional:"}}
 	out := slices.Clone(lines)
 	for _, flag := range redeclared {
 		name, _, _ := strings.Cut(flag, "=")

@@ -15,7 +15,7 @@ import (
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
 )
 
-const recheckHelp = `Usage: idemcheck recheck [--json] [--inflight-ttl D] [--saves-errors] [--key required|optional] <run-dir>
+const recheckHelp = `Usage: idemcheck recheck [--json] [--inflight-ttl D] [--saves-errors] [--replay-any-2xx] [--key required|optional] <run-dir>
 
 Re-checks a saved run: reads <run-dir>/summary.json and history.jsonl (as
 idemcheck check, or idemcheck http, wrote them) and judges every scenario's history again with
@@ -38,7 +38,7 @@ interrupted one: its requests in flight unanswered, a violation in what
 it recorded standing, liveness not judged.
 
 A finished black-box run may be judged by other declarations than it
-made, as an undecided one's report asks (--inflight-ttl, --saves-errors,
+made, as an undecided one's report asks (--inflight-ttl, --saves-errors, --replay-any-2xx,
 --key): the service's answers are the same, so there is no need to run
 it again. The final probes ran as long as the run's declarations had
 them run: a key held longer than they lasted is still not judged.
@@ -53,6 +53,7 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	asJSON := fs.Bool("json", false, "print one JSON object on stdout")
 	ttl := fs.Duration("inflight-ttl", 0, "a black-box run: judge it with this in-flight TTL declared instead of the run's")
 	savesErrors := fs.Bool("saves-errors", false, "a black-box run: judge it as of a service that saves its 5xx answers")
+	replayAny := fs.Bool("replay-any-2xx", false, "a black-box run: judge it as of a service that replays a success's body under perhaps another 2xx")
 	keyPolicy := fs.String("key", "", "a black-box run: judge it with the key declared required or optional")
 	pos, err := parseArgs(fs, recheckHelp, args, stdout, 1)
 	if err != nil {
@@ -63,7 +64,7 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		dir = pos[0]
 	}
 	var redeclared []string // the declarations given here, in flag form
-	for _, name := range []string{"inflight-ttl", "saves-errors", "key"} {
+	for _, name := range []string{"inflight-ttl", "saves-errors", "replay-any-2xx", "key"} {
 		if given(fs, name) {
 			redeclared = append(redeclared, "--"+name+"="+fs.Lookup(name).Value.String())
 		}
@@ -87,6 +88,9 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		}
 		if given(fs, "saves-errors") {
 			p.SavesErrors = *savesErrors
+		}
+		if given(fs, "replay-any-2xx") {
+			p.ReplayAny2xx = *replayAny
 		}
 		if given(fs, "key") {
 			p.KeyOptional = *keyPolicy == "optional"

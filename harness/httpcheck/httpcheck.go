@@ -163,6 +163,12 @@ type Policy struct {
 	// probes replay one 5xx is settled. Undeclared, such a key whose
 	// order the provider never charged is not judged.
 	SavesErrors bool `json:"saves_errors,omitempty"`
+	// ReplayAny2xx: the service replays a success with the first one's
+	// body but perhaps another completed 2xx (201 Created first, 200 on a
+	// replay, as PayPal does): replay-fidelity then compares the bodies
+	// alone between two such statuses. Undeclared, the status must be
+	// the same.
+	ReplayAny2xx bool `json:"replay_any_2xx,omitempty"`
 }
 
 // Evidence is what a black-box run recorded, and what the service
@@ -179,7 +185,7 @@ func Run(e Evidence) []Result {
 	fs := e.Hist.Faults()
 	charges := e.Ledger.Charges()
 	keys := factsOf(xs, charges)
-	replay := checkReplay(xs)
+	replay := checkReplay(xs, e.Policy)
 	if w := Weakened(xs, charges); w != "" {
 		replay.Notes = append(replay.Notes, w)
 	}
@@ -391,8 +397,10 @@ func keyedOwn(x history.Exchange) bool {
 
 // checkReplay judges that every answer after a key's first completed
 // success ([completed]; JSON bodies compared as values, [sameReply]), for
-// the same body, equals it.
-func checkReplay(xs []history.Exchange) Result {
+// the same body, equals it: its status too, unless the service declared
+// that its replays may carry another completed 2xx
+// ([Policy.ReplayAny2xx]).
+func checkReplay(xs []history.Exchange, p Policy) Result {
 	type kb struct{ key, body string }
 	firsts := map[kb]history.Exchange{}
 	for _, x := range xs {
@@ -419,11 +427,18 @@ func checkReplay(xs []history.Exchange) Result {
 			continue
 		}
 		judged++
-		if x.Status != f.Status || !sameReply(x.Reply, f.Reply) {
+		otherStatus := x.Status != f.Status && !(p.ReplayAny2xx && completed(x.Status))
+		if otherStatus || !sameReply(x.Reply, f.Reply) {
 			bad[k] = true
 			where := ""
 			if d := replyDiff(x.Reply, f.Reply); d != "" {
 				where = "; " + d
+			} else if otherStatus && completed(x.Status) {
+				// The same body under another 2xx: the two bodies,
+				// clipped alike, hid what differed.
+				where = fmt.Sprintf("; the bodies are the same, the status is not: %d, the first answer's %d (a service that replays a success with another 2xx declares it: --replay-any-2xx)", x.Status, f.Status)
+			} else if otherStatus {
+				where = fmt.Sprintf("; the status differs: %d, the first answer's %d", x.Status, f.Status)
 			}
 			vs = append(vs, Violation{Checker: Replay, Key: x.Key, At: x.Return, Detail: fmt.Sprintf(
 				"key %s: client %d got %d %q from %s at %s after client %d got %d %q from %s at %s%s",
