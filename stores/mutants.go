@@ -110,6 +110,8 @@ var Catalogue = []Mutant{
 		Bug: "looks keys up without their tenant: two customers using the same key name share one record"},
 	{Name: "joined-key", Side: StoreSide, On: TableBackends, Scenario: "key-space", Checker: "mismatch",
 		Bug: "joins tenant and key with \":\" into one lookup key, unescaped: tenant \"t:x\" with key \"k\" and tenant \"t\" with key \"x:k\" share one record, and one customer is refused or replayed another's answer"},
+	{Name: "fingerprint-drops-amount", Side: StoreSide, On: TableBackends, Scenario: "mismatch", Checker: "mismatch",
+		Bug: "normalises the amount's value out of the fingerprint (a careless canonicalisation): a key reused with another amount is replayed the first answer instead of 422"},
 	{Name: "complete-overwrites-done", Side: StoreSide, On: TableBackends, Scenario: "abuse", Checker: "replay-fidelity",
 		Bug: "saves a response without checking that the key is still in flight: a save sent twice (a retried request) overwrites the answer already replayed to others"},
 	{Name: "release-deletes-done", Side: StoreSide, On: TableBackends, Scenario: "abuse", Checker: "at-most-once",

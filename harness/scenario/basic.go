@@ -409,7 +409,9 @@ func runMismatch(ctx context.Context, env *Env) {
 	var unmet orderList
 	inWaves(ctx, env.Keys, wave, func(k int) {
 		o := env.Order(k, "")
-		other := env.Order(k, "&currency=eur")
+		// One other request adds a parameter, the other changes the
+		// amount's value (Env.OtherAmount).
+		others := []workload.Order{env.Order(k, "&currency=eur"), env.OtherAmount(k)}
 		owner := env.NewClient()
 		owner.WorkTime = 20 * time.Millisecond
 		claimed := newSignal()
@@ -438,13 +440,15 @@ func runMismatch(ctx context.Context, env *Env) {
 			claimed.wait(ctx, 10*ttl)
 			c := env.NewClient()
 			c.Faults = firstAnswer(answered[i-1], c.Faults)
-			c.Submit(ctx, other)
+			c.Submit(ctx, others[i-1])
 			answered[i-1].fire()
 		})
 		if ctx.Err() == nil && !met {
 			unmet.add(o.ID)
 		}
-		env.NewClient().Submit(ctx, other)
+		for _, other := range others {
+			env.NewClient().Submit(ctx, other)
+		}
 		env.NewClient().Submit(ctx, o)
 	})
 	unmet.say(env, "mismatch: the requests with other parameters were not both answered while the first request's claim was live (its owner saved first, having waited for them half a LockTTL and 5 s at most; a store slower than that meets them at a longer --lock-ttl), so reuse during a request was not tested")

@@ -176,6 +176,19 @@ func (e *Env) Order(i int, v string) workload.Order {
 		Fingerprint: fmt.Sprintf("amount=%d%s", amount, v), Amount: amount, Tail: tail(i)}
 }
 
+// OtherAmount is order i with another amount, and so another
+// fingerprint, under the same key: the most common reuse of a key with
+// other parameters (a retry whose amount changed). A store that
+// normalises the amount's value out of its fingerprint replays the first
+// answer to it; "other parameters" made only by a suffix (&currency=eur)
+// left that store passing every scenario.
+func (e *Env) OtherAmount(i int) workload.Order {
+	o := e.Order(i, "")
+	o.Amount++
+	o.Fingerprint = fmt.Sprintf("amount=%d", o.Amount)
+	return o
+}
+
 // tail is order i's answer's tail (workload.Order.Tail): every odd order's
 // answer carries text a careless store loses, quotes, a backslash, an
 // emoji, CRLF and blanks (1, 5, 9, …) or 301 characters (3, 7, …), so a

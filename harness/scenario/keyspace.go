@@ -37,6 +37,7 @@ func runKeySpace(ctx context.Context, env *Env) {
 	for i, o := range orders {
 		again.Submit(ctx, o)
 		other.Submit(ctx, env.Order(i, "&currency=eur"))
+		other.Submit(ctx, env.OtherAmount(i))
 		// Its own parameters followed by a LIKE wildcard: other
 		// parameters, which a store that compares fingerprints as a
 		// pattern replays.

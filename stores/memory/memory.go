@@ -100,6 +100,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return stores.Decision{}, err
 	}
 	req.KeyRef = stores.StoredKey(s.variant, req.KeyRef) // case-folded-key, tenant-blind
+	req.Fingerprint = stores.StoredFingerprint(s.variant, req.Fingerprint)
 	switch s.variant {
 	case "select-then-insert":
 		return s.beginSelectThenInsert(ctx, req)

@@ -17,6 +17,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 		return stores.Decision{}, err
 	}
 	key := s.redisKey(req.KeyRef)
+	req.Fingerprint = stores.StoredFingerprint(s.variant, req.Fingerprint)
 	args := []any{req.Fingerprint, newToken(), s.lockTTL, s.retention, 0, req.Now.UnixMilli()}
 	switch s.scripts.split {
 	case selectThenInsert:

@@ -32,6 +32,7 @@ func (s *Store) Begin(ctx context.Context, req stores.Request) (stores.Decision,
 	if _, err := unixNano(req.Now); err != nil {
 		return stores.Decision{}, err
 	}
+	req.Fingerprint = stores.StoredFingerprint(s.variant, req.Fingerprint)
 	switch s.variant {
 	case "select-then-insert":
 		return s.beginSelectThenInsert(ctx, req)
