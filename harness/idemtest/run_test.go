@@ -296,6 +296,16 @@ func TestRequire(t *testing.T) {
 	if len(tb.errs) != 1 || !strings.Contains(tb.errs[0], "does not renew leases") {
 		t.Errorf("Require on heartbeat without stores.Extender reported %q", tb.errs)
 	}
+	// At a production lease the store's missing Extender is the reason,
+	// not the wait budget: the budget's advice (keep the suite's
+	// LockTTL) judges nothing on a store that renews no lease.
+	tb = &errorsTB{TB: t}
+	prod := tinyFactory(false)
+	prod.LockTTL = 30 * time.Second
+	idemtest.Require(tb, prod, "heartbeat")
+	if len(tb.errs) != 1 || !strings.Contains(tb.errs[0], "does not renew leases") {
+		t.Errorf("Require on heartbeat without stores.Extender at a 30s lease reported %q", tb.errs)
+	}
 	f := tinyFactory(false)
 	f.LockTTL = 5 * time.Minute
 	tb = &errorsTB{TB: t}
