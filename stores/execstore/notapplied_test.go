@@ -42,6 +42,9 @@ func TestNotAppliedCode(t *testing.T) {
 	if !errors.Is(err, stores.ErrNotApplied) || !strings.Contains(err.Error(), "40001") {
 		t.Fatalf("refused Complete: %v, want ErrNotApplied with the store's message", err)
 	}
+	if n := strings.Count(err.Error(), stores.ErrNotApplied.Error()); n != 1 {
+		t.Errorf("refused Complete: %v: says it was not applied %d times, want once", err, n)
+	}
 	if d, err := st.Begin(ctx, stores.Request{KeyRef: k, Fingerprint: "f", Now: time.Now()}); err != nil || d.Outcome != stores.InFlight {
 		t.Errorf("Begin after the refused save: %+v, %v, want in flight", d, err)
 	}

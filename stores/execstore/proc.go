@@ -335,7 +335,11 @@ func (p *proc) answer(c *pending, r *fromStore) (*fromStore, error) {
 		case CodeInvalidKey:
 			return nil, fmt.Errorf("%w (%s)", stores.ErrInvalidKey, r.Message)
 		case CodeNotApplied:
-			return nil, fmt.Errorf("exec store %s: %w (%s)", p.hello.Name, stores.ErrNotApplied, r.Message)
+			// A Go store served by Serve sends its whole error, which
+			// says "not applied: …" already: said once, its own cause
+			// was clipped away after the repeat.
+			msg := strings.TrimPrefix(r.Message, stores.ErrNotApplied.Error()+": ")
+			return nil, fmt.Errorf("exec store %s: %w (%s)", p.hello.Name, stores.ErrNotApplied, msg)
 		case CodeLost:
 			return nil, fmt.Errorf("exec store %s: %w (%s)", p.hello.Name, stores.ErrLost, r.Message)
 		}
