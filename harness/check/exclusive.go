@@ -100,13 +100,28 @@ func earlyTakeovers(m models.Config, ops []history.Op) []Violation {
 			if age >= lease-m.Slack {
 				continue
 			}
-			why := "its request's clock"
-			if d := cy.Input.Now.Sub(co.Input.Now); !cy.Input.Now.IsZero() && !co.Input.Now.IsZero() && d >= lease-m.Slack {
-				why = fmt.Sprintf("its request's clock, which read %s after the owner's", d.Round(time.Millisecond))
+			why := "by its request's clock"
+			nowKnown := !cy.Input.Now.IsZero() && !co.Input.Now.IsZero()
+			d := cy.Input.Now.Sub(co.Input.Now)
+			dx, dy := co.Output.Decision.DecidedAt, cy.Output.Decision.DecidedAt
+			switch {
+			case nowKnown && d >= lease-m.Slack:
+				why = fmt.Sprintf("by its request's clock, which read %s after the owner's", d.Round(time.Millisecond))
+			case !dx.IsZero() && !dy.IsZero():
+				// Neither clock explains it: a store whose lease came
+				// out a thousand times too short (seconds compared with
+				// milliseconds) was said to go by the request's clock,
+				// which it never read.
+				reqs := ""
+				if nowKnown {
+					reqs = fmt.Sprintf(", and the requests' clocks %s apart", d.Round(time.Millisecond))
+				}
+				why = fmt.Sprintf("by no clock idemcheck can see: its own decision times put the takeover %s after the claim%s, both less than the lease (a staleness rule that is wrong: a unit mixed up, seconds against milliseconds; a comparison the wrong way; the lease read from the wrong field)",
+					dy.Sub(dx).Round(time.Millisecond), reqs)
 			}
 			vs = append(vs, Violation{Exclusive, k.String(), fmt.Sprintf(
 				"client %d took over client %d's claim (token %s) of %s at most %s after it was sent, inside its lease of %s: "+
-					"the store declares the server's clock, by which the owner was healthy, yet judged the claim stale by %s",
+					"the store declares the server's clock, by which the owner was healthy, yet judged the claim stale %s",
 				cy.Client, co.Client, tok(co.Output.Decision.Token), k, roundAge(age), lease, why)})
 		}
 	}

@@ -241,6 +241,25 @@ func TestExclusive(t *testing.T) {
 		want(t, skew(stores.CallerClock), check.Exclusive, check.Pass, "")
 		want(t, skew(""), check.Exclusive, check.Pass, "")
 	})
+	t.Run("on a server-clock store a takeover no clock explains says so", func(t *testing.T) {
+		// A TypeScript store compared Date.now() in milliseconds with
+		// a LockTTL in seconds: its lease was a thousand times too
+		// short. Neither the requests' clocks nor its own decision
+		// times were a lease apart, and the violation blamed the
+		// request's clock, which it never read.
+		r := newRec()
+		r.clock = stores.ServerClock
+		c := claimedD("a", false)
+		c.DecidedAt = t0
+		r.op(1, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0}, models.Output{Decision: c}, 0, 1)
+		r.work(1, "a", 1, 50)
+		d := claimedD("b", true)
+		d.DecidedAt = t0.Add(8 * time.Millisecond)
+		r.op(2, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0.Add(7 * time.Millisecond)}, models.Output{Decision: d}, 7, 8)
+		r.complete(1, "a", resp, 55, 56, true, false)
+		r.work(2, "b", 60, 70)
+		want(t, r, check.Exclusive, check.Fail, "by no clock idemcheck can see: its own decision times put the takeover 8ms after the claim, and the requests' clocks 7ms apart")
+	})
 	t.Run("on a server-clock store a takeover once the lease has passed by the history's clock passes", func(t *testing.T) {
 		// The lease is 100 ms and the server clock's slack 5 ms: a takeover
 		// answered 95 ms after the claim was sent may be right, 94 ms not.
