@@ -13,6 +13,7 @@ import (
 	"github.com/idemcheck/idemcheck/harness/httpreport"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/internal/buildinfo"
+	"github.com/idemcheck/idemcheck/internal/wholefile"
 )
 
 const recheckHelp = `Usage: idemcheck recheck [--json] [--inflight-ttl D] [--saves-errors] [--replay-any-2xx] [--key required|optional] <run-dir>
@@ -81,6 +82,10 @@ func cmdRecheck(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return exitUsage, usagef("recheck: %s is not a run directory", dir)
 	}
+	// A run stopped at once (a second interrupt, a SIGKILL) while it
+	// wrote a file left that file's new copy beside it: its report, as
+	// 1.7 MB of dot-file no later recheck removed.
+	wholefile.Sweep(dir)
 	if hs := httpSummary(dir); hs != nil { // an idemcheck http run
 		p := &hs.Run.Policy
 		if given(fs, "inflight-ttl") {

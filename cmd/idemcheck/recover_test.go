@@ -74,7 +74,16 @@ func TestRecheckRecoversAKilledRun(t *testing.T) {
 		t.Fatal("the run finished before it was killed: nothing to recover")
 	}
 
+	// A file a write killed midway left beside its target (a report,
+	// 1.7 MB, after a second interrupt) goes with the recheck.
+	torn := filepath.Join(dir, ".report.html.370940764")
+	if err := os.WriteFile(torn, []byte("<html>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	code, stdout, stderr := runCLI(t, "recheck", dir)
+	if _, err := os.Stat(torn); err == nil {
+		t.Errorf("recheck left %s behind", torn)
+	}
 	if code != exitUnknown {
 		t.Fatalf("recheck of a killed run of the correct store: exit %d, want 3 (undecided)\nstdout:\n%s\nstderr: %s", code, stdout, stderr)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 )
 
 // Write writes the file at path with f: into a new file beside it (a
@@ -43,3 +44,26 @@ func Write(path string, f func(io.Writer) error) error {
 	}
 	return nil
 }
+
+// Sweep removes from dir the files Write left behind when its process
+// died mid-write (a second interrupt stops idemcheck at once; a SIGKILL):
+// the dot-named files beside their target, which no later write reuses.
+// It returns the names it removed. Only a directory whose files Write
+// makes is swept: a run's directory.
+func Sweep(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && leftover.MatchString(e.Name()) && os.Remove(filepath.Join(dir, e.Name())) == nil {
+			removed = append(removed, e.Name())
+		}
+	}
+	return removed
+}
+
+// leftover is the name os.CreateTemp gives Write's file: a dot, the
+// target's name, a dot and the random digits standing for "*".
+var leftover = regexp.MustCompile(`^\..+\.[0-9]+$`)

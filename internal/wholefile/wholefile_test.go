@@ -35,3 +35,21 @@ func TestWhole(t *testing.T) {
 		t.Errorf("mode %v", st.Mode())
 	}
 }
+
+// TestSweep: the file a write killed midway left beside its target goes;
+// the target and other files stay.
+func TestSweep(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"report.html", ".report.html.370940764", "history.jsonl", ".hidden", "notes.1"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := Sweep(dir); len(got) != 1 || got[0] != ".report.html.370940764" {
+		t.Fatalf("Sweep removed %v, want the one left by a write", got)
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 4 {
+		t.Errorf("%d files left, want 4", len(left))
+	}
+}
