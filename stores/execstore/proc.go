@@ -128,7 +128,7 @@ func (c *Command) start(ctx context.Context, addr string, cfg *Config, died func
 		return nil, err
 	}
 	if c.Hello.Name != "" && (p.hello.Name != c.Hello.Name || p.hello.Clock != c.Hello.Clock) {
-		err := fmt.Errorf("exec store %q: %w: this process said hello as %s (%s clock), the first as %s (%s clock)", c.Line, ErrProtocol, p.hello.Name, p.hello.Clock, c.Hello.Name, c.Hello.Clock)
+		err := fmt.Errorf("exec store %q: %w: this process said hello as %s (%s clock), the first as %s (%s clock); the first is started only to read the hello, with no IDEM_VARIANT, IDEM_NAMESPACE or IDEM_STORE_ADDR set, so a hello must not depend on them (docs/protocol.md)", c.Line, ErrProtocol, p.hello.Name, p.hello.Clock, c.Hello.Name, c.Hello.Clock)
 		p.kill(err)
 		c.setFatal(err)
 		return nil, err
