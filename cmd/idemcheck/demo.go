@@ -94,6 +94,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	mutant := pos[0]
 	if !slices.Contains(all, mutant) {
+		if *store == "exec" {
+			// A store in another language named one of its own variants:
+			// demo scripts only the bugs it knows (a TypeScript store's
+			// "ms-unit" got the list of the built-in stores' mutants).
+			return exitUsage, usagef("demo: %q is not a bug demo knows; demo scripts these: %s (an exec store that declares one of them among its hello's variants gets its scripted demo); check a variant of your own with idemcheck check --store exec --cmd ... --variant %s", mutant, strings.Join(hunt.ScriptedDemos(), ", "), mutant)
+		}
 		return exitUsage, usagef("demo: no mutant %q; the mutants: %s", mutant, strings.Join(all, ", "))
 	}
 	if *store == "" {
@@ -104,6 +110,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, err
 	}
 	if known := hunt.MutantsFor(backend); !slices.Contains(known, mutant) {
+		if ex != nil && slices.Contains(hunt.ScriptedDemos(), mutant) {
+			return exitUsage, usagef("demo: the exec store %s does not declare %q among its hello's variants: declare it there, as the store with that bug planted, to get its scripted demo (docs/protocol.md); its variants and the client-side bugs: %s", ex.Hello.Name, mutant, strings.Join(known, ", "))
+		}
 		return exitUsage, usagef("demo: store %s has no mutant %q (try --store %s); its mutants: %s", backend.Name, mutant, homeStore(mutant), strings.Join(known, ", "))
 	}
 	o := harness.DefaultOptions()

@@ -257,3 +257,19 @@ func TestExecStoreOpenFailureKeepsTheRun(t *testing.T) {
 		t.Errorf("a store that never opens: exit %d, want 2 and its error:\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// TestDemoOfAnExecStoresOwnBug: demo scripts only the bugs it knows. A
+// variant an exec store names for itself is sent to check; a scripted
+// bug the store does not declare is named as one to declare (a
+// TypeScript store's "ms-unit" got the built-in stores' mutants listed).
+func TestDemoOfAnExecStoresOwnBug(t *testing.T) {
+	cmd := jsExampleCmd(t)
+	code, _, stderr := runCLI(t, "demo", "ms-unit", "--store", "exec", "--cmd", cmd)
+	if code != exitUsage || !strings.Contains(stderr, "not a bug demo knows") || !strings.Contains(stderr, "--variant ms-unit") {
+		t.Errorf("demo of a store's own variant: exit %d, %s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "demo", "blind-takeover", "--store", "exec", "--cmd", cmd)
+	if code != exitUsage || !strings.Contains(stderr, `does not declare "blind-takeover" among its hello's variants`) {
+		t.Errorf("demo of a scripted bug the store does not declare: exit %d, %s", code, stderr)
+	}
+}
