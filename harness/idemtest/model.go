@@ -282,9 +282,13 @@ type driver struct {
 }
 
 var (
-	tenants      = []string{"acme", "globex"}
-	keys         = adversarialKeys()
-	fingerprints = []string{"fp-A", "fp-B"}
+	tenants = []string{"acme", "globex"}
+	keys    = adversarialKeys()
+	// Two requests' parameters as the harness writes them, differing in
+	// the amount's value alone: a store that normalises the value away
+	// (fingerprint-drops-amount) answers them alike, where "fp-A" and
+	// "fp-B" differed in a way no such store misses.
+	fingerprints = []string{"amount=1000", "amount=1001"}
 )
 
 func newDriver(c stores.ClockSource, mt modelTimes, s stores.Store) *driver {

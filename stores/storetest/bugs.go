@@ -36,6 +36,14 @@ var Bugs = map[string]Bug{
 		d := begin(t, s, c, stores.KeyRef{Tenant: "acme", Key: "key-1"}, "fp-2")
 		return d.Outcome != stores.Claimed, fmt.Sprintf("key-1 after KEY-1: %v", d.Outcome)
 	},
+	// A key is saved for amount 1000; the same key with amount 1001 must
+	// be refused as a mismatch, not replayed.
+	"fingerprint-drops-amount": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
+		k := stores.KeyRef{Tenant: "acme", Key: "amount"}
+		done(t, s, c, k, "amount=1000")
+		d := begin(t, s, c, k, "amount=1001")
+		return d.Outcome != stores.Mismatch, fmt.Sprintf("amount=1001 after amount=1000: %v", d.Outcome)
+	},
 	// Tenant a's "k" is claimed and saved; tenant b's "k" must be new.
 	"tenant-blind": func(t testing.TB, s stores.Store, c Clock, _ stores.Config) (bool, string) {
 		done(t, s, c, stores.KeyRef{Tenant: "a", Key: "k"}, "fp-1")
