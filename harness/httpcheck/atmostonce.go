@@ -42,7 +42,7 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 		oxs := xByOrder[order]
 		for i := 1; i < len(cs); i++ {
 			first, second := cs[i-1], cs[i]
-			if killedBetween(fs, first.Via, first.At, second.At) && !succeeded(oxs, first.At, second.At) {
+			if killedAcross(xs, fs, first.Via, first.At, second.At) && !succeeded(oxs, first.At, second.At) {
 				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) after idemcheck killed %s between the two, and no client got a success for the order in between: at-least-once after a crash, excused",
 					order, second.ID, first.ID, via(first)))
 				continue
@@ -100,18 +100,49 @@ func stalled(fs []history.Fault, from, to int64) time.Duration {
 }
 
 // killedBetween reports whether idemcheck killed the instance (any, when
-// the provider could not tell which) at some time between from and to: a
-// kill's window runs from the signal to the restart, and a charge the
-// provider counts just after the signal was sent came just before the
-// process died. An exit by itself ([history.FaultInstanceExit]) is not
-// a kill.
+// the provider could not tell which) between a charge it made at from and
+// a charge at to: the kill's signal came before to, and from came before
+// the killed process was gone ([killedBy]: a charge the provider counts
+// just after the signal was sent came just before the process died). An
+// exit by itself ([history.FaultInstanceExit]) is not a kill.
 func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
+	return killedAcross(nil, fs, inst, from, to)
+}
+
+// killedAcross is [killedBetween] that also knows every exchange of the
+// run (xs, any order): a charge made once the restarted instance was
+// serving again was not made before the kill.
+func killedAcross(xs []history.Exchange, fs []history.Fault, inst string, from, to int64) bool {
 	for _, f := range fs {
-		if f.Kind == history.FaultInstanceKill && (inst == "" || f.Failpoint == inst) && f.End >= from && f.Start <= to {
+		if f.Kind == history.FaultInstanceKill && (inst == "" || f.Failpoint == inst) && f.Start <= to && from <= killedBy(xs, f) {
 			return true
 		}
 	}
 	return false
+}
+
+// killedBy is the last moment at which the provider may have counted a
+// charge of the process that the kill f ended: the signal plus
+// pauseSlack (SIGKILL leaves the process no time, but a charge already on
+// its way may be counted late on a loaded machine), and never after the
+// restarted instance was back: f.End (the restart was done), or the
+// sending of the first request to the instance after the signal that got
+// an HTTP answer (the network proxy answers none of its own, so only the
+// new process can have answered it), whichever is first. A kill's window
+// runs until idemcheck has seen the new process ready, and the process may
+// have served and charged before that: a charge the restarted instance
+// made, then another, were excused as a crash between the two.
+func killedBy(xs []history.Exchange, f history.Fault) int64 {
+	by := f.Start + pauseSlack
+	if f.End >= f.Start {
+		by = min(by, f.End)
+	}
+	for _, x := range xs {
+		if x.Instance == f.Failpoint && x.Answered() && x.Call > f.Start && x.Call < by {
+			by = x.Call
+		}
+	}
+	return by
 }
 
 // exitedNear reports when instance inst exited by itself
