@@ -10,8 +10,10 @@ import (
 	"github.com/idemcheck/idemcheck/harness/history"
 )
 
-// checkAtMostOnce judges the ledger: one effect per order.
-func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []history.Fault) Result {
+// checkAtMostOnce judges the ledger: one effect per order. The policy's
+// in-flight TTL ([Policy.InFlightTTL]) is the service's lease: a pause
+// shorter than it excuses nothing.
+func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []history.Fault, p Policy) Result {
 	byOrder := map[string][]history.Charge{}
 	for _, c := range charges {
 		if c.Effective {
@@ -47,12 +49,12 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 					order, second.ID, first.ID, via(first)))
 				continue
 			}
-			if staleResumed(fs, oxs, first, second) {
+			if staleResumed(fs, oxs, first, second, p.InFlightTTL) {
 				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged twice (%s, then %s) while idemcheck paused an instance that held a request of the order from before the pause until just before its charge: an owner whose lease ran out while it stood still, acting on its claim after another request took the key over (only a provider that checks fencing tokens can refuse it): at-least-once after a pause, excused",
 					order, first.ID, second.ID))
 				continue
 			}
-			if pausedAcross(fs, first, second) && !succeeded(oxs, first.At, second.At) {
+			if pausedPastLease(fs, oxs, first, second, p.InFlightTTL) && !succeeded(oxs, first.At, second.At) {
 				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) while idemcheck paused an instance across one of the charges, and no client got a success for the order in between: at-least-once after a pause that outlived the service's lease, excused",
 					order, second.ID, first.ID))
 				continue
@@ -61,6 +63,7 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 			if d := stalled(fs, first.At, second.At); d > 0 {
 				why += fmt.Sprintf(" (idemcheck itself stood still for %v between them: a charge held that long may outlive a lock TTL that is too short)", d)
 			}
+			why += shortPause(fs, first, second, p.InFlightTTL)
 			key := order
 			for _, x := range oxs {
 				if x.HasKey {
@@ -173,8 +176,21 @@ const pauseSlack = int64(500 * time.Millisecond)
 // pause between two charges away from either excuses nothing, nor one
 // that began after the second charge, nor two charges the provider made
 // at once (two per-process locks racing, a pause 450 ms after both, were
-// excused).
+// excused). It knows no lease: [pausedPastLease] does.
 func pausedAcross(fs []history.Fault, first, second history.Charge) bool {
+	return pausedPastLease(fs, nil, first, second, 0)
+}
+
+// pausedPastLease is [pausedAcross] for a service that declared its lease
+// (ttl, [Policy.InFlightTTL]; 0 for none): the pause excuses only when the
+// owner's lease can have run out by the time it resumed and before the
+// second charge ([leaseRanOut]). The owner claimed the key no earlier
+// than the earliest request of the order (xs: the order's exchanges) at
+// the first charge's instance that was open when the provider made the
+// first charge; with none known, no earlier than the pause began. A
+// 600 ms pause under a declared 30 s lease was excused as one that
+// outlived it.
+func pausedPastLease(fs []history.Fault, xs []history.Exchange, first, second history.Charge, ttl time.Duration) bool {
 	answered := first.End
 	if answered == 0 {
 		answered = first.At
@@ -184,11 +200,60 @@ func pausedAcross(fs []history.Fault, first, second history.Charge) bool {
 	}
 	for _, f := range fs {
 		if f.Kind == history.FaultInstancePause && (first.Via == "" || f.Failpoint == first.Via) &&
-			f.Start <= answered+pauseSlack && f.End >= answered && second.At >= f.Start {
+			f.Start <= answered+pauseSlack && f.End >= answered && second.At >= f.Start &&
+			leaseRanOut(ttl, claimedSince(xs, fs, first, f), second.At, f) {
 			return true
 		}
 	}
 	return false
+}
+
+// claimedSince is the earliest the owner of the charge c can have claimed
+// its key: the sending of the earliest request of the order (xs) to c's
+// instance still open when c was made, or the start of the pause f when
+// no such request is known.
+func claimedSince(xs []history.Exchange, fs []history.Fault, c history.Charge, f history.Fault) int64 {
+	since := int64(math.MaxInt64)
+	for _, x := range xs {
+		if x.Purpose == history.PurposeReuse || x.Err == "connection refused" || c.Via != "" && x.Instance != c.Via {
+			continue
+		}
+		if x.Call < c.At && closedAt(x, fs) >= c.At {
+			since = min(since, x.Call)
+		}
+	}
+	if since == math.MaxInt64 {
+		return f.Start
+	}
+	return since
+}
+
+// leaseRanOut reports whether a lease of ttl taken no earlier than
+// claimed can have run out while the pause f held its owner (or within
+// pauseSlack after it, before the owner resumed to save its work), and
+// before at, when another request charged on the key: claimed plus ttl
+// comes by both. Whether the service renews its lease or not, it can
+// have expired no sooner. With no ttl declared every pause can have.
+func leaseRanOut(ttl time.Duration, claimed, at int64, f history.Fault) bool {
+	return ttl <= 0 || claimed+int64(ttl) <= min(f.End+pauseSlack, at)
+}
+
+// shortPause says, of a violation under a declared lease (ttl), that
+// idemcheck paused an instance of the pair between the two charges, but
+// for less than the lease (pauseSlack aside): why the pause excused
+// nothing. "" otherwise.
+func shortPause(fs []history.Fault, first, second history.Charge, ttl time.Duration) string {
+	if ttl <= 0 {
+		return ""
+	}
+	for _, f := range fs {
+		if f.Kind == history.FaultInstancePause && f.Start <= second.At && f.End >= first.At &&
+			(f.Failpoint == first.Via || f.Failpoint == second.Via) && f.End+pauseSlack-f.Start < int64(ttl) {
+			return fmt.Sprintf(" (idemcheck paused %s for %v between them, too short for the declared --inflight-ttl %v to run out: not excused)",
+				f.Failpoint, time.Duration(f.End-f.Start).Round(time.Millisecond), ttl)
+		}
+	}
+	return ""
 }
 
 // staleOwner returns the pause (and true) in which the charge c's
@@ -201,15 +266,25 @@ func pausedAcross(fs []history.Fault, first, second history.Charge) bool {
 // as it was about to. No check before the charge closes that window, and
 // a provider given no downstream key cannot refuse the stale charge. A
 // request that reached the instance only during the pause (the kernel
-// queues it) is no owner: not excused.
+// queues it) is no owner: not excused. It knows no lease:
+// [staleOwnerLease] does.
 func staleOwner(fs []history.Fault, xs []history.Exchange, c history.Charge, since int64) (history.Fault, bool) {
+	return staleOwnerLease(fs, xs, c, since, 0, c.At)
+}
+
+// staleOwnerLease is [staleOwner] for a service that declared its lease
+// (ttl; 0 for none): the owner's lease, taken no earlier than its request
+// was sent, must be able to have run out in the pause and before taken,
+// when the request that took the key over charged ([leaseRanOut]).
+func staleOwnerLease(fs []history.Fault, xs []history.Exchange, c history.Charge, since int64, ttl time.Duration, taken int64) (history.Fault, bool) {
 	for _, f := range fs {
 		if f.Kind != history.FaultInstancePause || c.Via == "" || f.Failpoint != c.Via ||
 			f.Start > since || f.End > c.At || f.End < c.At-pauseSlack {
 			continue
 		}
 		for _, x := range xs {
-			if x.Instance == f.Failpoint && x.Purpose != history.PurposeReuse && x.Call < f.Start && ends(x) > f.Start {
+			if x.Instance == f.Failpoint && x.Purpose != history.PurposeReuse && x.Call < f.Start && ends(x) > f.Start &&
+				leaseRanOut(ttl, x.Call, taken, f) {
 				return f, true
 			}
 		}
@@ -225,12 +300,14 @@ func staleOwner(fs []history.Fault, xs []history.Exchange, c history.Charge, sin
 // it does after a kill); or the first, paused until just before it, while
 // the request that made the second was sent during the pause and still
 // open when the first charge came (the taker claimed the expired key,
-// and charged after the stale owner did).
-func staleResumed(fs []history.Fault, xs []history.Exchange, first, second history.Charge) bool {
-	if _, ok := staleOwner(fs, xs, second, first.At); ok {
+// and charged after the stale owner did). Under a declared lease (ttl)
+// it must be able to have run out before the taker charged
+// ([staleOwnerLease]).
+func staleResumed(fs []history.Fault, xs []history.Exchange, first, second history.Charge, ttl time.Duration) bool {
+	if _, ok := staleOwnerLease(fs, xs, second, first.At, ttl, first.At); ok {
 		return true
 	}
-	f, ok := staleOwner(fs, xs, first, first.At)
+	f, ok := staleOwnerLease(fs, xs, first, first.At, ttl, second.At)
 	if !ok {
 		return false
 	}

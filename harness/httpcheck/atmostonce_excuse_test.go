@@ -65,3 +65,63 @@ func TestKillExcusesOnlyChargesOfTheKilledProcess(t *testing.T) {
 		t.Fatalf("a charge counted just after the signal was not excused: %+v", r)
 	}
 }
+
+// TestPauseShorterThanTheDeclaredLease: with --inflight-ttl declared, a
+// pause excuses a second charge only if the owner's lease can have run
+// out in it. In a real run the provider answered ch_1 503 at 9941.4 ms,
+// idemcheck paused i2 from 9956 to 10553 ms, and the same request
+// charged again at 10556 ms: excused as a pause that outlived the lease,
+// under a declared 30 s lease. Undeclared, it stays excused. A declared
+// lease the pause can have outlasted (the owner's request sent long
+// enough before it ended) still excuses.
+func TestPauseShorterThanTheDeclaredLease(t *testing.T) {
+	build := func(sent int64) *ev {
+		e := newEv()
+		e.x(0, "i2", history.PurposeFirst, "k", "o", "b", sent, 10600*msec, 200, `{"charge":"ch_2"}`)
+		e.chargeOutcome("o", "i2", 9900*msec, 99414*msec/10, history.OutcomeFailed)
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstancePause, Failpoint: "i2", Start: 9956 * msec, End: 10553 * msec})
+		e.chargeOutcome("o", "i2", 10556*msec, 10580*msec, history.OutcomeCharged)
+		return e
+	}
+	r := build(9800*msec).resultBy(t, AtMostOnce, Policy{InFlightTTL: 30 * time.Second})
+	if r.Pass || len(r.Notes) != 0 {
+		t.Fatalf("a 597 ms pause under a declared 30 s lease was excused: %+v", r)
+	}
+	if d := r.Violations[0].Detail; !strings.Contains(d, "paused i2 for 597ms between them, too short for the declared --inflight-ttl 30s") {
+		t.Errorf("the violation does not say why the pause excused nothing: %s", d)
+	}
+	if r := build(9800*msec).result(t, AtMostOnce); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "pause") {
+		t.Fatalf("no lease declared: the pause no longer excuses: %+v", r)
+	}
+	// A 1 s lease taken with the request at 9800 ms runs out at 10800
+	// ms: after the second charge at 10556 ms, so no takeover before it.
+	if r := build(9800*msec).resultBy(t, AtMostOnce, Policy{InFlightTTL: time.Second}); r.Pass {
+		t.Fatalf("a 1 s lease taken at 9800 ms was excused as run out by 10556 ms: %+v", r)
+	}
+	// Taken at 9500 ms, it can have run out at 10500 ms, in the pause.
+	if r := build(9500*msec).resultBy(t, AtMostOnce, Policy{InFlightTTL: time.Second}); !r.Pass || len(r.Notes) != 1 {
+		t.Fatalf("a 1 s lease taken 1 s before the pause ended was not excused: %+v", r)
+	}
+}
+
+// TestStaleOwnerUnderTheDeclaredLease: an owner paused from before its
+// charge, whose key another request took over and charged meanwhile, is
+// excused only if its lease, taken no earlier than its request was sent,
+// can have run out before the taker charged.
+func TestStaleOwnerUnderTheDeclaredLease(t *testing.T) {
+	resumed := func(ttl time.Duration) Result {
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10*msec, 0, 0, "")
+		e.h.AddFault(history.Fault{Client: -1, Kind: history.FaultInstancePause, Failpoint: "i1", Start: 15 * msec, End: 4000 * msec})
+		e.x(1, "i2", history.PurposeRetry, "k", "o", "b", 2000*msec, 2100*msec, 200, `{"charge":"ch_1"}`)
+		e.chargeOutcome("o", "i2", 2050*msec, 2060*msec, history.OutcomeCharged)
+		e.chargeOutcome("o", "i1", 4004*msec, 4010*msec, history.OutcomeCharged)
+		return e.resultBy(t, AtMostOnce, Policy{InFlightTTL: ttl})
+	}
+	if r := resumed(time.Second); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "stood still") {
+		t.Fatalf("a 1 s lease run out in a 4 s pause: %+v", r)
+	}
+	if r := resumed(30 * time.Second); r.Pass {
+		t.Fatalf("a 30 s lease taken at 10 ms was excused as taken over at 2050 ms: %+v", r)
+	}
+}

@@ -191,7 +191,7 @@ func Run(e Evidence) []Result {
 	}
 	return []Result{
 		checkAnswers(xs, charges, keys, e.Policy),
-		checkAtMostOnce(xs, charges, fs),
+		checkAtMostOnce(xs, charges, fs, e.Policy),
 		replay,
 		checkStatus(xs, charges, fs, keys, e.Policy),
 		checkLiveness(xs, charges, fs, keys, e.Policy),
