@@ -375,7 +375,9 @@ func closedAt(x history.Exchange, fs []history.Fault) int64 {
 // (after-crash); the provider failed the first, or the service stopped
 // waiting for it, before the second (after-error: the claim was released
 // although the charge went through, whether or not a client saw the
-// 5xx); a request that could have made
+// 5xx; or, the one request open across both being the only one at their
+// instance, the service retried the provider within it: [retriedWithin]);
+// a request that could have made
 // the first (sent before it, to the instance that made it) was still open
 // when the second came (concurrent); a client got a 5xx in between
 // (after-error); or else every request that could have made the first had
@@ -393,6 +395,10 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 	}
 	switch first.Outcome {
 	case history.OutcomeFailed:
+		if w, ok := retriedWithin(xs, fs, first, second); ok {
+			return CauseAfterError, fmt.Sprintf("the provider made %s and answered it 503 at %s (its failure, in its ledger): %s",
+				first.ID, ms(first.End), w)
+		}
 		return CauseAfterError, fmt.Sprintf(
 			"the provider made %s and answered it 503 at %s (its failure, in its ledger): the claim was released after an error although the charge went through (release on error)%s",
 			first.ID, ms(first.End), other)
@@ -404,6 +410,10 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 			return CauseAfterCrash, fmt.Sprintf(
 				"%s, which made %s, exited by itself at %s as the provider answered it (the connection closed with the process): the charge's outcome died with it, and the key was charged again once its claim was taken over; only a downstream key makes the work safe to run again after a crash (idemcheck excuses that only after a kill of its own)%s",
 				first.Via, first.ID, ms(at), other)
+		}
+		if w, ok := retriedWithin(xs, fs, first, second); ok {
+			return CauseAfterError, fmt.Sprintf("the service stopped waiting for %s at %s (its own deadline) although the charge went through: %s",
+				first.ID, ms(first.End), w)
 		}
 		return CauseAfterError, fmt.Sprintf(
 			"the service stopped waiting for %s at %s (its own deadline) although the charge went through, and charged again: the claim was released after an error%s",
@@ -429,6 +439,51 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 	}
 	return CauseAfterDone, "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key (a record lost on restart, kept per instance, or expired: a retention shorter than the run, whose retries come up to --duration plus --settle after the key's first request)" +
 		overlapped(xs, fs, first, second) + expiredUnder(xs, fs, first, second)
+}
+
+// retriedWithin says, of a pair whose first charge erred, that the
+// service charged again within the one request that made the first: one
+// instance made both, a single request of the order (xs) was open there
+// from before the first until the second ([closedAt]), and no other
+// request of the order reached that instance meanwhile (a refused
+// connection did not reach it). Then no claim was released: the service
+// retried the provider itself, and the ledger's downstream keys
+// ([history.Charge].Key) tell how: a new key per attempt (a retry loop
+// that makes one each time), or none. A service that retried ch_16 503'd
+// with a new key was said to have released its claim. The cause stays
+// after-error. "" and false otherwise.
+func retriedWithin(xs []history.Exchange, fs []history.Fault, first, second history.Charge) (string, bool) {
+	if first.Via == "" || first.Via != second.Via {
+		return "", false
+	}
+	var owner history.Exchange
+	n := 0
+	for _, x := range xs {
+		if x.Instance != first.Via || x.Err == "connection refused" || x.Call >= second.At || closedAt(x, fs) < first.At {
+			continue
+		}
+		owner, n = x, n+1
+	}
+	if n != 1 || owner.Purpose == history.PurposeReuse || owner.Call >= first.At || closedAt(owner, fs) < second.At {
+		return "", false
+	}
+	how := "sending the provider no downstream key (a retry loop around the provider call, which cannot tell a retry from a new charge)"
+	switch {
+	case first.Key == second.Key && first.Key != "":
+		return "", false // the provider would have answered the first charge
+	case first.Key != second.Key:
+		how = fmt.Sprintf("with a new downstream key (%s, then %s: a retry loop that makes a key per attempt)", downstream(first.Key), downstream(second.Key))
+	}
+	return fmt.Sprintf("%s made %s, then %s, while client %d's request (sent at %s) was open there, and no other request of the order reached %s in between: the service charged again within that one request %s, not after releasing a claim; a retry must send the first attempt's downstream key, so that the provider answers the charge that went through",
+		first.Via, first.ID, second.ID, owner.Client, ms(owner.Call), first.Via, how), true
+}
+
+// downstream names a charge's downstream key, "none" when it had none.
+func downstream(key string) string {
+	if key == "" {
+		return "none"
+	}
+	return key
 }
 
 // expiredUnder says, of an after-done pair, that a request that could

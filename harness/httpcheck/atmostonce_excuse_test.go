@@ -125,3 +125,43 @@ func TestStaleOwnerUnderTheDeclaredLease(t *testing.T) {
 		t.Fatalf("a 30 s lease taken at 10 ms was excused as taken over at 2050 ms: %+v", r)
 	}
 }
+
+// TestRetryWithinOneRequest: a service that retries the provider inside
+// one request with a new downstream key per attempt. In a real run i1
+// made ch_1 at 322.6 ms (answered 503) and ch_2 at 513.0 ms while one
+// request of the order was open on it, the race copy answered 409 by
+// i2: the cause stays after-error, but the text says the service
+// charged again within that request with a new key, not that it
+// released its claim. Another request of the order reaching i1 in
+// between leaves the release named.
+func TestRetryWithinOneRequest(t *testing.T) {
+	build := func(k1, k2 string, another bool) Result {
+		e := newEv()
+		e.x(3, "i1", history.PurposeFirst, "k", "o", "b", 300*msec, 600*msec, 200, `{"charge":"ch_2"}`)
+		e.x(3, "i2", history.PurposeRace, "k", "o", "b", 301*msec, 320*msec, 409, "in flight")
+		if another {
+			e.x(4, "i1", history.PurposeRetry, "k", "o", "b", 400*msec, 410*msec, 409, "in flight")
+		}
+		e.l = history.LedgerOf([]history.Charge{
+			{ID: "ch_1", Order: "o", Key: k1, Via: "i1", At: 3226 * msec / 10, End: 340 * msec, Outcome: history.OutcomeFailed, Effective: true, Client: -1},
+			{ID: "ch_2", Order: "o", Key: k2, Via: "i1", At: 513 * msec, End: 530 * msec, Outcome: history.OutcomeCharged, Effective: true, Client: -1},
+		})
+		return e.result(t, AtMostOnce)
+	}
+	r := build("k-1", "k-2", false)
+	wantCause(t, r, CauseAfterError)
+	d := r.Violations[0].Detail
+	if !strings.Contains(d, "charged again within that one request with a new downstream key (k-1, then k-2") || strings.Contains(d, "release") {
+		t.Errorf("a retry inside one request with a new key: %s", d)
+	}
+	r = build("", "", false)
+	wantCause(t, r, CauseAfterError)
+	if d := r.Violations[0].Detail; !strings.Contains(d, "within that one request sending the provider no downstream key") {
+		t.Errorf("a retry inside one request with no key: %s", d)
+	}
+	r = build("k-1", "k-2", true)
+	wantCause(t, r, CauseAfterError)
+	if d := r.Violations[0].Detail; !strings.Contains(d, "release on error") {
+		t.Errorf("another request reached i1 between the charges: %s, want the release named", d)
+	}
+}
