@@ -1,6 +1,7 @@
 package httpcheck
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"regexp"
@@ -102,19 +103,16 @@ func stalled(fs []history.Fault, from, to int64) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
-// killedBetween reports whether idemcheck killed the instance (any, when
-// the provider could not tell which) between a charge it made at from and
-// a charge at to: the kill's signal came before to, and from came before
-// the killed process was gone ([killedBy]: a charge the provider counts
-// just after the signal was sent came just before the process died). An
-// exit by itself ([history.FaultInstanceExit]) is not a kill.
+// killedBetween is [killedAcross] knowing no exchanges.
 func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
 	return killedAcross(nil, fs, inst, from, to)
 }
 
-// killedAcross is [killedBetween] that also knows every exchange of the
-// run (xs, any order): a charge made once the restarted instance was
-// serving again was not made before the kill.
+// killedAcross reports whether idemcheck killed the instance (any, when
+// the provider could not tell which) between a charge it made at from and
+// a charge at to: the signal came before to, and from before the killed
+// process was gone ([killedBy]). An exit by itself
+// ([history.FaultInstanceExit]) is not a kill.
 func killedAcross(xs []history.Exchange, fs []history.Fault, inst string, from, to int64) bool {
 	for _, f := range fs {
 		if f.Kind == history.FaultInstanceKill && (inst == "" || f.Failpoint == inst) && f.Start <= to && from <= killedBy(xs, f) {
@@ -124,25 +122,20 @@ func killedAcross(xs []history.Exchange, fs []history.Fault, inst string, from, 
 	return false
 }
 
-// killedBy is the last moment at which the provider may have counted a
-// charge of the process that the kill f ended: the signal plus
-// pauseSlack (SIGKILL leaves the process no time, but a charge already on
-// its way may be counted late on a loaded machine), and never after the
-// restarted instance was back: f.End (the restart was done), or the
-// sending of the first request to the instance after the signal that got
-// an HTTP answer (the network proxy answers none of its own, so only the
-// new process can have answered it), whichever is first. A kill's window
-// runs until idemcheck has seen the new process ready, and the process may
-// have served and charged before that: a charge the restarted instance
-// made, then another, were excused as a crash between the two.
+// killedBy is the last moment the provider may have counted a charge of
+// the process the kill f ended: pauseSlack after the signal (a charge on
+// its way is counted just after it), never once the restarted instance
+// was back: f.End, or the sending of the first request to it after the
+// signal that got an HTTP answer (xs; the proxy answers none itself). A
+// charge it made before f.End, then another, were excused as a crash.
 func killedBy(xs []history.Exchange, f history.Fault) int64 {
 	by := f.Start + pauseSlack
 	if f.End >= f.Start {
 		by = min(by, f.End)
 	}
 	for _, x := range xs {
-		if x.Instance == f.Failpoint && x.Answered() && x.Call > f.Start && x.Call < by {
-			by = x.Call
+		if x.Instance == f.Failpoint && x.Answered() && x.Call > f.Start {
+			by = min(by, x.Call)
 		}
 	}
 	return by
@@ -167,7 +160,12 @@ func exitedNear(fs []history.Fault, inst string, from, to int64) (int64, bool) {
 // resuming, on a loaded machine.
 const pauseSlack = int64(500 * time.Millisecond)
 
-// pausedAcross reports whether idemcheck paused (SIGSTOP) the first
+// pausedAcross is [pausedPastLease] under no declared lease.
+func pausedAcross(fs []history.Fault, first, second history.Charge) bool {
+	return pausedPastLease(fs, nil, first, second, 0)
+}
+
+// pausedPastLease reports whether idemcheck paused (SIGSTOP) the first
 // charge's instance when the provider answered it, and the second charge
 // came once the pause had begun: the first's owner could not record the
 // outcome, and once its lease ran out another instance took the key
@@ -176,78 +174,49 @@ const pauseSlack = int64(500 * time.Millisecond)
 // pause between two charges away from either excuses nothing, nor one
 // that began after the second charge, nor two charges the provider made
 // at once (two per-process locks racing, a pause 450 ms after both, were
-// excused). It knows no lease: [pausedPastLease] does.
-func pausedAcross(fs []history.Fault, first, second history.Charge) bool {
-	return pausedPastLease(fs, nil, first, second, 0)
-}
-
-// pausedPastLease is [pausedAcross] for a service that declared its lease
-// (ttl, [Policy.InFlightTTL]; 0 for none): the pause excuses only when the
-// owner's lease can have run out by the time it resumed and before the
-// second charge ([leaseRanOut]). The owner claimed the key no earlier
-// than the earliest request of the order (xs: the order's exchanges) at
-// the first charge's instance that was open when the provider made the
-// first charge; with none known, no earlier than the pause began. A
-// 600 ms pause under a declared 30 s lease was excused as one that
-// outlived it.
+// excused). Under a declared lease (ttl, [Policy.InFlightTTL]) the lease
+// must also be able to have run out ([leaseRanOut]), taken when the pause
+// began or the earliest request of the order (xs) at that instance open
+// when the first charge was made: a 600 ms pause under a declared 30 s
+// lease was excused.
 func pausedPastLease(fs []history.Fault, xs []history.Exchange, first, second history.Charge, ttl time.Duration) bool {
-	answered := first.End
-	if answered == 0 {
-		answered = first.At
-	}
+	answered := cmp.Or(first.End, first.At)
 	if first.End > 0 && second.At < first.End {
 		return false // concurrent: no lease ran out between them
 	}
 	for _, f := range fs {
-		if f.Kind == history.FaultInstancePause && (first.Via == "" || f.Failpoint == first.Via) &&
-			f.Start <= answered+pauseSlack && f.End >= answered && second.At >= f.Start &&
-			leaseRanOut(ttl, claimedSince(xs, fs, first, f), second.At, f) {
+		if f.Kind != history.FaultInstancePause || first.Via != "" && f.Failpoint != first.Via || f.Start > answered+pauseSlack || f.End < answered || second.At < f.Start {
+			continue
+		}
+		claimed := f.Start
+		for _, x := range xs {
+			if x.Purpose != history.PurposeReuse && x.Err != "connection refused" && (first.Via == "" || x.Instance == first.Via) &&
+				x.Call < min(first.At, claimed) && closedAt(x, fs) >= first.At {
+				claimed = x.Call
+			}
+		}
+		if leaseRanOut(ttl, claimed, second.At, f) {
 			return true
 		}
 	}
 	return false
 }
 
-// claimedSince is the earliest the owner of the charge c can have claimed
-// its key: the sending of the earliest request of the order (xs) to c's
-// instance still open when c was made, or the start of the pause f when
-// no such request is known.
-func claimedSince(xs []history.Exchange, fs []history.Fault, c history.Charge, f history.Fault) int64 {
-	since := int64(math.MaxInt64)
-	for _, x := range xs {
-		if x.Purpose == history.PurposeReuse || x.Err == "connection refused" || c.Via != "" && x.Instance != c.Via {
-			continue
-		}
-		if x.Call < c.At && closedAt(x, fs) >= c.At {
-			since = min(since, x.Call)
-		}
-	}
-	if since == math.MaxInt64 {
-		return f.Start
-	}
-	return since
-}
-
 // leaseRanOut reports whether a lease of ttl taken no earlier than
-// claimed can have run out while the pause f held its owner (or within
-// pauseSlack after it, before the owner resumed to save its work), and
-// before at, when another request charged on the key: claimed plus ttl
-// comes by both. Whether the service renews its lease or not, it can
-// have expired no sooner. With no ttl declared every pause can have.
+// claimed can have run out by the end of the pause f (pauseSlack after
+// it, while the owner resumed to save its work) and by at, when another
+// request charged: renewed or not, it expires no sooner than claimed plus
+// ttl. With no ttl declared, any can have.
 func leaseRanOut(ttl time.Duration, claimed, at int64, f history.Fault) bool {
 	return ttl <= 0 || claimed+int64(ttl) <= min(f.End+pauseSlack, at)
 }
 
-// shortPause says, of a violation under a declared lease (ttl), that
-// idemcheck paused an instance of the pair between the two charges, but
-// for less than the lease (pauseSlack aside): why the pause excused
-// nothing. "" otherwise.
+// shortPause says, under a declared lease (ttl), that idemcheck paused an
+// instance of the pair between the two charges for less than the lease:
+// why the pause excused nothing. "" otherwise.
 func shortPause(fs []history.Fault, first, second history.Charge, ttl time.Duration) string {
-	if ttl <= 0 {
-		return ""
-	}
 	for _, f := range fs {
-		if f.Kind == history.FaultInstancePause && f.Start <= second.At && f.End >= first.At &&
+		if ttl > 0 && f.Kind == history.FaultInstancePause && f.Start <= second.At && f.End >= first.At &&
 			(f.Failpoint == first.Via || f.Failpoint == second.Via) && f.End+pauseSlack-f.Start < int64(ttl) {
 			return fmt.Sprintf(" (idemcheck paused %s for %v between them, too short for the declared --inflight-ttl %v to run out: not excused)",
 				f.Failpoint, time.Duration(f.End-f.Start).Round(time.Millisecond), ttl)
@@ -256,7 +225,12 @@ func shortPause(fs []history.Fault, first, second history.Charge, ttl time.Durat
 	return ""
 }
 
-// staleOwner returns the pause (and true) in which the charge c's
+// staleOwner is [staleOwnerLease] under no declared lease.
+func staleOwner(fs []history.Fault, xs []history.Exchange, c history.Charge, since int64) (history.Fault, bool) {
+	return staleOwnerLease(fs, xs, c, since, 0, c.At)
+}
+
+// staleOwnerLease returns the pause (and true) in which the charge c's
 // instance stood still as an owner whose lease ran out: idemcheck paused
 // it from at or before since until just before c (pauseSlack), and a
 // request of the order (xs: the order's exchanges) was at that instance
@@ -266,16 +240,9 @@ func shortPause(fs []history.Fault, first, second history.Charge, ttl time.Durat
 // as it was about to. No check before the charge closes that window, and
 // a provider given no downstream key cannot refuse the stale charge. A
 // request that reached the instance only during the pause (the kernel
-// queues it) is no owner: not excused. It knows no lease:
-// [staleOwnerLease] does.
-func staleOwner(fs []history.Fault, xs []history.Exchange, c history.Charge, since int64) (history.Fault, bool) {
-	return staleOwnerLease(fs, xs, c, since, 0, c.At)
-}
-
-// staleOwnerLease is [staleOwner] for a service that declared its lease
-// (ttl; 0 for none): the owner's lease, taken no earlier than its request
-// was sent, must be able to have run out in the pause and before taken,
-// when the request that took the key over charged ([leaseRanOut]).
+// queues it) is no owner. Under a declared lease (ttl), taken when the
+// owner's request was sent, it must be able to have run out before taken,
+// when the taker charged ([leaseRanOut]).
 func staleOwnerLease(fs []history.Fault, xs []history.Exchange, c history.Charge, since int64, ttl time.Duration, taken int64) (history.Fault, bool) {
 	for _, f := range fs {
 		if f.Kind != history.FaultInstancePause || c.Via == "" || f.Failpoint != c.Via ||
@@ -283,8 +250,7 @@ func staleOwnerLease(fs []history.Fault, xs []history.Exchange, c history.Charge
 			continue
 		}
 		for _, x := range xs {
-			if x.Instance == f.Failpoint && x.Purpose != history.PurposeReuse && x.Call < f.Start && ends(x) > f.Start &&
-				leaseRanOut(ttl, x.Call, taken, f) {
+			if x.Instance == f.Failpoint && x.Purpose != history.PurposeReuse && x.Call < f.Start && ends(x) > f.Start && leaseRanOut(ttl, x.Call, taken, f) {
 				return f, true
 			}
 		}
@@ -300,9 +266,8 @@ func staleOwnerLease(fs []history.Fault, xs []history.Exchange, c history.Charge
 // it does after a kill); or the first, paused until just before it, while
 // the request that made the second was sent during the pause and still
 // open when the first charge came (the taker claimed the expired key,
-// and charged after the stale owner did). Under a declared lease (ttl)
-// it must be able to have run out before the taker charged
-// ([staleOwnerLease]).
+// and charged after the stale owner did); under a declared lease (ttl),
+// one that can have run out before the taker charged.
 func staleResumed(fs []history.Fault, xs []history.Exchange, first, second history.Charge, ttl time.Duration) bool {
 	if _, ok := staleOwnerLease(fs, xs, second, first.At, ttl, first.At); ok {
 		return true
@@ -353,8 +318,8 @@ func diedAfter(fs []history.Fault, inst string, call int64) int64 {
 // closedAt is when an exchange was over for the service, as far as the
 // exchanges and faults tell: its answer; for a refused connection, the
 // refusal (it never reached the service); for a request whose instance
-// died after it was sent (diedAfter), the death; else never (a request with no answer
-// may still be running).
+// died after it was sent ([diedAfter]), the death; else never (a request
+// with no answer may still be running).
 func closedAt(x history.Exchange, fs []history.Fault) int64 {
 	switch {
 	case x.Answered():
@@ -375,14 +340,13 @@ func closedAt(x history.Exchange, fs []history.Fault) int64 {
 // (after-crash); the provider failed the first, or the service stopped
 // waiting for it, before the second (after-error: the claim was released
 // although the charge went through, whether or not a client saw the
-// 5xx; or, the one request open across both being the only one at their
-// instance, the service retried the provider within it: [retriedWithin]);
-// a request that could have made
-// the first (sent before it, to the instance that made it) was still open
-// when the second came (concurrent); a client got a 5xx in between
-// (after-error); or else every request that could have made the first had
-// been answered or had died with its instance (after-done: the record was
-// lost or not shared).
+// 5xx; or the service retried the provider within one request:
+// [retriedWithin]); a request that could have made the first (sent
+// before it, to the instance that made it) was still open when the
+// second came (concurrent); a client got a 5xx in between (after-error);
+// or else every request that could have made the first had been answered
+// or had died with its instance (after-done: the record was lost or not
+// shared).
 func Classify(xs []history.Exchange, fs []history.Fault, first, second history.Charge) (string, string) {
 	if first.End > 0 && second.At < first.End {
 		return CauseConcurrent, fmt.Sprintf(
@@ -393,31 +357,28 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 	if first.Via != "" && second.Via != "" && first.Via != second.Via {
 		other = fmt.Sprintf(" (%s charged again, not %s: or the record of the error was kept by %s alone)", second.Via, first.Via, first.Via)
 	}
-	switch first.Outcome {
-	case history.OutcomeFailed:
+	forgot := "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key"
+	forgot += " (a record lost on restart, kept per instance, or expired: a retention shorter than the run, whose retries come up to --duration plus --settle after the key's first request)" +
+		overlapped(xs, fs, first, second) + expiredUnder(xs, fs, first, second)
+	if at, ok := exitedNear(fs, first.Via, first.At, first.End); ok && first.Outcome == history.OutcomeHungUp {
+		// The connection closed because the process did: no deadline,
+		// no error answered (an instance killed from outside was said
+		// to have stopped waiting for its charge).
+		return CauseAfterCrash, fmt.Sprintf(
+			"%s, which made %s, exited by itself at %s as the provider answered it (the connection closed with the process): the charge's outcome died with it, and the key was charged again once its claim was taken over; only a downstream key makes the work safe to run again after a crash (idemcheck excuses that only after a kill of its own)%s",
+			first.Via, first.ID, ms(at), other)
+	}
+	if first.Errored() {
+		what := fmt.Sprintf("the provider made %s and answered it 503 at %s (its failure, in its ledger)", first.ID, ms(first.End))
+		released := ": the claim was released after an error although the charge went through (release on error)"
+		if first.Outcome == history.OutcomeHungUp {
+			what = fmt.Sprintf("the service stopped waiting for %s at %s (its own deadline) although the charge went through", first.ID, ms(first.End))
+			released = ", and charged again: the claim was released after an error"
+		}
 		if w, ok := retriedWithin(xs, fs, first, second); ok {
-			return CauseAfterError, fmt.Sprintf("the provider made %s and answered it 503 at %s (its failure, in its ledger): %s",
-				first.ID, ms(first.End), w)
+			return CauseAfterError, what + ": " + w
 		}
-		return CauseAfterError, fmt.Sprintf(
-			"the provider made %s and answered it 503 at %s (its failure, in its ledger): the claim was released after an error although the charge went through (release on error)%s",
-			first.ID, ms(first.End), other)
-	case history.OutcomeHungUp:
-		if at, ok := exitedNear(fs, first.Via, first.At, first.End); ok {
-			// The connection closed because the process did: no
-			// deadline, no error answered (an instance killed from
-			// outside was said to have stopped waiting for its charge).
-			return CauseAfterCrash, fmt.Sprintf(
-				"%s, which made %s, exited by itself at %s as the provider answered it (the connection closed with the process): the charge's outcome died with it, and the key was charged again once its claim was taken over; only a downstream key makes the work safe to run again after a crash (idemcheck excuses that only after a kill of its own)%s",
-				first.Via, first.ID, ms(at), other)
-		}
-		if w, ok := retriedWithin(xs, fs, first, second); ok {
-			return CauseAfterError, fmt.Sprintf("the service stopped waiting for %s at %s (its own deadline) although the charge went through: %s",
-				first.ID, ms(first.End), w)
-		}
-		return CauseAfterError, fmt.Sprintf(
-			"the service stopped waiting for %s at %s (its own deadline) although the charge went through, and charged again: the claim was released after an error%s",
-			first.ID, ms(first.End), other)
+		return CauseAfterError, what + released + other
 	}
 	if x, ok := openRequest(xs, fs, first.Via, math.MinInt64, first.At, second.At+1); ok {
 		open := "no answer yet"
@@ -437,53 +398,35 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 				x.Client, x.Status, x.Instance, ms(x.Return))
 		}
 	}
-	return CauseAfterDone, "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key (a record lost on restart, kept per instance, or expired: a retention shorter than the run, whose retries come up to --duration plus --settle after the key's first request)" +
-		overlapped(xs, fs, first, second) + expiredUnder(xs, fs, first, second)
+	return CauseAfterDone, forgot
 }
 
 // retriedWithin says, of a pair whose first charge erred, that the
 // service charged again within the one request that made the first: one
 // instance made both, a single request of the order (xs) was open there
-// from before the first until the second ([closedAt]), and no other
-// request of the order reached that instance meanwhile (a refused
-// connection did not reach it). Then no claim was released: the service
-// retried the provider itself, and the ledger's downstream keys
-// ([history.Charge].Key) tell how: a new key per attempt (a retry loop
-// that makes one each time), or none. A service that retried ch_16 503'd
-// with a new key was said to have released its claim. The cause stays
-// after-error. "" and false otherwise.
+// across both ([closedAt]), and no other request of the order reached it
+// in between. No claim was released: the service retried the provider
+// itself, with a new downstream key ([history.Charge].Key) per attempt,
+// or none (the cause stays after-error). A retry of a 503'd charge with a
+// new key was said to be a release on error. "" and false otherwise.
 func retriedWithin(xs []history.Exchange, fs []history.Fault, first, second history.Charge) (string, bool) {
-	if first.Via == "" || first.Via != second.Via {
-		return "", false
-	}
 	var owner history.Exchange
 	n := 0
 	for _, x := range xs {
-		if x.Instance != first.Via || x.Err == "connection refused" || x.Call >= second.At || closedAt(x, fs) < first.At {
-			continue
+		if x.Instance == first.Via && x.Err != "connection refused" && x.Call < second.At && closedAt(x, fs) >= first.At {
+			owner, n = x, n+1
 		}
-		owner, n = x, n+1
 	}
-	if n != 1 || owner.Purpose == history.PurposeReuse || owner.Call >= first.At || closedAt(owner, fs) < second.At {
-		return "", false
+	if first.Via == "" || first.Via != second.Via || n != 1 || owner.Purpose == history.PurposeReuse || owner.Call >= first.At ||
+		closedAt(owner, fs) < second.At || first.Key == second.Key && first.Key != "" {
+		return "", false // (the same key: the provider would have answered the first charge)
 	}
 	how := "sending the provider no downstream key (a retry loop around the provider call, which cannot tell a retry from a new charge)"
-	switch {
-	case first.Key == second.Key && first.Key != "":
-		return "", false // the provider would have answered the first charge
-	case first.Key != second.Key:
-		how = fmt.Sprintf("with a new downstream key (%s, then %s: a retry loop that makes a key per attempt)", downstream(first.Key), downstream(second.Key))
+	if first.Key != second.Key {
+		how = fmt.Sprintf("with a new downstream key (%s, then %s: a retry loop that makes a key per attempt)", cmp.Or(first.Key, "none"), cmp.Or(second.Key, "none"))
 	}
 	return fmt.Sprintf("%s made %s, then %s, while client %d's request (sent at %s) was open there, and no other request of the order reached %s in between: the service charged again within that one request %s, not after releasing a claim; a retry must send the first attempt's downstream key, so that the provider answers the charge that went through",
 		first.Via, first.ID, second.ID, owner.Client, ms(owner.Call), first.Via, how), true
-}
-
-// downstream names a charge's downstream key, "none" when it had none.
-func downstream(key string) string {
-	if key == "" {
-		return "none"
-	}
-	return key
 }
 
 // expiredUnder says, of an after-done pair, that a request that could
@@ -545,8 +488,7 @@ const leaseGap = int64(time.Second)
 // outlived says, when the second charge came long after the first
 // ([leaseGap]), or a tenth of that after it from a request sent once the
 // first had begun ([sentAfter]), and the first's owner was still at
-// work, that a claim
-// which expires may have run out under its owner: no fault of
+// work, that a claim which expires may have run out under its owner: no fault of
 // idemcheck's stopped that owner (a pause is excused: [staleResumed]),
 // so the service itself was slow (its requests queued, a save waiting on
 // a lock) past its own lease, as a retry storm makes it. "" otherwise.
