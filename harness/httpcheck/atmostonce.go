@@ -341,12 +341,13 @@ func closedAt(x history.Exchange, fs []history.Fault) int64 {
 // waiting for it, before the second (after-error: the claim was released
 // although the charge went through, whether or not a client saw the
 // 5xx; or the service retried the provider within one request:
-// [retriedWithin]); a request that could have made the first (sent
-// before it, to the instance that made it) was still open when the
-// second came (concurrent); a client got a 5xx in between (after-error);
-// or else every request that could have made the first had been answered
-// or had died with its instance (after-done: the record was lost or not
-// shared).
+// [retriedWithin]), unless a client got a definite answer for the key in
+// between ([answeredBefore]: after-done); a request that could have made
+// the first (sent before it, to the instance that made it) was still open
+// when the second came (concurrent); a client got a 5xx in between
+// (after-error, unless the key was answered); or else every request that
+// could have made the first had been answered or had died with its
+// instance (after-done: the record was lost or not shared).
 func Classify(xs []history.Exchange, fs []history.Fault, first, second history.Charge) (string, string) {
 	if first.End > 0 && second.At < first.End {
 		return CauseConcurrent, fmt.Sprintf(
@@ -358,6 +359,10 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 		other = fmt.Sprintf(" (%s charged again, not %s: or the record of the error was kept by %s alone)", second.Via, first.Via, first.Via)
 	}
 	forgot := "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key"
+	answer, answered := answeredBefore(xs, first, second)
+	if answered {
+		forgot = "the key had been answered before it was charged again (" + answer + "): the claim was not released after an error; the service kept the key's record, then forgot it"
+	}
 	forgot += " (a record lost on restart, kept per instance, or expired: a retention shorter than the run, whose retries come up to --duration plus --settle after the key's first request)" +
 		overlapped(xs, fs, first, second) + expiredUnder(xs, fs, first, second)
 	if at, ok := exitedNear(fs, first.Via, first.At, first.End); ok && first.Outcome == history.OutcomeHungUp {
@@ -378,6 +383,9 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 		if w, ok := retriedWithin(xs, fs, first, second); ok {
 			return CauseAfterError, what + ": " + w
 		}
+		if answered {
+			return CauseAfterDone, forgot
+		}
 		return CauseAfterError, what + released + other
 	}
 	if x, ok := openRequest(xs, fs, first.Via, math.MinInt64, first.At, second.At+1); ok {
@@ -392,13 +400,43 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 			first.ID, x.Client, x.Instance, ms(x.Call), open, second.ID, outlived(xs, fs, first, second))
 	}
 	for _, x := range xs {
-		if x.Answered() && x.Status >= 500 && x.Return > first.At && x.Return < second.At {
+		if !answered && x.Answered() && x.Status >= 500 && x.Return > first.At && x.Return < second.At {
 			return CauseAfterError, fmt.Sprintf(
 				"client %d got %d from %s at %s between the two: the claim was released after an error although the charge went through (release on error)",
 				x.Client, x.Status, x.Instance, ms(x.Return))
 		}
 	}
 	return CauseAfterDone, forgot
+}
+
+// answeredBefore says how a client got a definite answer for the key
+// after the provider answered the first charge and before the second: a
+// success that carries its outcome ([completed]), or a 5xx answered
+// again ([sameReply]) to a request sent after it was given (a saved
+// error replayed). The claim was then not released after the error: the
+// record was kept, and lost later. A saved 502 replayed for 1.9 s, the
+// key then pruned and charged again, was said to be a release on error.
+func answeredBefore(xs []history.Exchange, first, second history.Charge) (string, bool) {
+	from := cmp.Or(first.End, first.At)
+	in := func(x history.Exchange) bool {
+		return x.HasKey && x.Purpose != history.PurposeReuse && x.Answered() && x.Return > from && x.Return < second.At
+	}
+	for _, e := range xs {
+		if in(e) && completed(e.Status) {
+			return fmt.Sprintf("client %d got %d from %s at %s", e.Client, e.Status, e.Instance, ms(e.Return)), true
+		}
+		n, last := 0, e.Return
+		for _, x := range xs {
+			if in(e) && e.Status >= 500 && in(x) && x.Call > e.Return && x.Status == e.Status && sameReply(x.Reply, e.Reply) {
+				n, last = n+1, max(last, x.Return)
+			}
+		}
+		if n > 0 {
+			return fmt.Sprintf("client %d got %d from %s at %s, and the same answer was replayed until %s (replays: %d)",
+				e.Client, e.Status, e.Instance, ms(e.Return), ms(last), n), true
+		}
+	}
+	return "", false
 }
 
 // retriedWithin says, of a pair whose first charge erred, that the

@@ -165,3 +165,44 @@ func TestRetryWithinOneRequest(t *testing.T) {
 		t.Errorf("another request reached i1 between the charges: %s, want the release named", d)
 	}
 }
+
+// TestAnsweredKeyChargedAgainIsForgotten: a client got a definite answer
+// for the key after the provider answered the first charge and before
+// the second (a success, or the same saved error replayed): the claim
+// was not released after the error, the record was kept and then lost,
+// after-done. In real runs a saved 502 replayed for 1.9 s, then the key
+// pruned and charged again, and a 503'd charge whose service answered
+// 200 after retrying inside, the key charged again much later, were both
+// told after-error. The same 502 answered once stays after-error.
+func TestAnsweredKeyChargedAgainIsForgotten(t *testing.T) {
+	saved := func(replays int) Result {
+		e := newEv()
+		e.x(1, "i1", history.PurposeFirst, "k", "o", "b", 1000*msec, 1100*msec, 502, `{"error":"provider failed"}`)
+		e.chargeOutcome("o", "i1", 1020*msec, 1060*msec, history.OutcomeFailed)
+		for i := range replays {
+			at := int64(1200+270*i) * msec
+			e.x(1, "i2", history.PurposeRetry, "k", "o", "b", at, at+20*msec, 502, `{"error": "provider failed"}`)
+		}
+		e.x(1, "i2", history.PurposeRetry, "k", "o", "b", 5000*msec, 5100*msec, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i2", 5050*msec)
+		return e.result(t, AtMostOnce)
+	}
+	r := saved(7)
+	wantCause(t, r, CauseAfterDone)
+	if d := r.Violations[0].Detail; !strings.Contains(d, "the key had been answered before it was charged again (client 1 got 502 from i1 at 1100.0ms, and the same answer was replayed until 2840.0ms (replays: 7))") ||
+		!strings.Contains(d, "not released after an error") {
+		t.Errorf("a saved 502 replayed, then charged again: %s", d)
+	}
+	wantCause(t, saved(0), CauseAfterError)
+
+	e := newEv()
+	e.x(1, "i1", history.PurposeFirst, "k", "o", "b", 990*msec, 1022*msec, 200, `{"charge":"ch_1"}`)
+	e.chargeOutcome("o", "i1", 1000*msec, 1010*msec, history.OutcomeFailed)
+	e.x(1, "i2", history.PurposeRetry, "k", "o", "b", 8000*msec, 8100*msec, 200, `{"charge":"ch_2"}`)
+	e.charge("o", "i2", 8050*msec)
+	r = e.result(t, AtMostOnce)
+	wantCause(t, r, CauseAfterDone)
+	if d := r.Violations[0].Detail; !strings.Contains(d, "answered before it was charged again (client 1 got 200 from i1 at 1022.0ms)") {
+		t.Errorf("a success after the provider's 503, then charged again: %s", d)
+	}
+}
