@@ -317,20 +317,41 @@ func diedAfter(fs []history.Fault, inst string, call int64) int64 {
 
 // closedAt is when an exchange was over for the service, as far as the
 // exchanges and faults tell: its answer; for a refused connection, the
-// refusal (it never reached the service); for a request whose instance
-// died after it was sent ([diedAfter]), the death; else never (a request
-// with no answer may still be running).
+// refusal (it never reached the service); for a reply idemcheck's
+// network fault lost ([lostReply]), its loss; for a request whose
+// instance died after it was sent ([diedAfter]), the death; else never
+// (a request with no answer may still be running).
 func closedAt(x history.Exchange, fs []history.Fault) int64 {
 	switch {
 	case x.Answered():
 		return x.Return
 	case x.Err == "connection refused":
 		return max(x.ErrAt, x.Call)
+	case lostReply(x, fs):
+		return x.ErrAt
 	}
 	if d := diedAfter(fs, x.Instance, x.Call); d > 0 {
 		return d
 	}
 	return history.Never
+}
+
+// lostReply reports whether x's connection closed without an answer as
+// a [history.FaultNetLostReply] lost its instance's replies (until
+// pauseSlack after it healed) and no reset fault was on: the proxy closes
+// a connection as the service's reply comes, so the service was done
+// with x. A request whose reply was lost was blamed as open 9.2 s later.
+func lostReply(x history.Exchange, fs []history.Fault) bool {
+	lost := false
+	for _, f := range fs {
+		if f.Failpoint == x.Instance && x.ErrAt >= f.Start && x.ErrAt <= f.End+pauseSlack {
+			lost = lost || f.Kind == history.FaultNetLostReply
+			if f.Kind == history.FaultNetReset {
+				return false // a reset closes connections whose work goes on
+			}
+		}
+	}
+	return lost && x.Err == "connection closed without an answer" && x.ErrAt > x.Call
 }
 
 // Classify says what happened between two charges of one order, from the

@@ -206,3 +206,25 @@ func TestAnsweredKeyChargedAgainIsForgotten(t *testing.T) {
 		t.Errorf("a success after the provider's 503, then charged again: %s", d)
 	}
 }
+
+// TestLostReplyClosesTheRequest: a request whose reply idemcheck's
+// network fault lost was answered by the service when its connection
+// closed: it is not open 9.2 s later, blamed for two executions at once
+// (it was). A connection that closed in a reset window, or a timeout,
+// says nothing of the service's work: still open.
+func TestLostReplyClosesTheRequest(t *testing.T) {
+	build := func(kind history.FaultKind, err string) Result {
+		e := newEv()
+		e.h.AddExchange(history.Exchange{Client: 2, Instance: "i1", Purpose: history.PurposeFirst, Key: "k", HasKey: true, Order: "o", Body: "b",
+			Attempt: 1, Call: 1000 * msec, Return: history.Never, Err: err, ErrAt: 1100 * msec})
+		e.h.AddFault(history.Fault{Client: -1, Kind: kind, Failpoint: "i1", Start: 900 * msec, End: 1300 * msec})
+		e.chargeOutcome("o", "i1", 1020*msec, 1050*msec, history.OutcomeCharged)
+		e.x(2, "i2", history.PurposeRetry, "k", "o", "b", 10250*msec, 10400*msec, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i2", 10300*msec)
+		return e.result(t, AtMostOnce)
+	}
+	const closed = "connection closed without an answer"
+	wantCause(t, build(history.FaultNetLostReply, closed), CauseAfterDone)
+	wantCause(t, build(history.FaultNetReset, closed), CauseConcurrent)
+	wantCause(t, build(history.FaultNetLostReply, "timeout"), CauseConcurrent)
+}
