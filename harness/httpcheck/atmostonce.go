@@ -160,11 +160,6 @@ func exitedNear(fs []history.Fault, inst string, from, to int64) (int64, bool) {
 // resuming, on a loaded machine.
 const pauseSlack = int64(500 * time.Millisecond)
 
-// pausedAcross is [pausedPastLease] under no declared lease.
-func pausedAcross(fs []history.Fault, first, second history.Charge) bool {
-	return pausedPastLease(fs, nil, first, second, 0)
-}
-
 // pausedPastLease reports whether idemcheck paused (SIGSTOP) the first
 // charge's instance when the provider answered it, and the second charge
 // came once the pause had begun: the first's owner could not record the
@@ -225,11 +220,6 @@ func shortPause(fs []history.Fault, first, second history.Charge, ttl time.Durat
 	return ""
 }
 
-// staleOwner is [staleOwnerLease] under no declared lease.
-func staleOwner(fs []history.Fault, xs []history.Exchange, c history.Charge, since int64) (history.Fault, bool) {
-	return staleOwnerLease(fs, xs, c, since, 0, c.At)
-}
-
 // staleOwnerLease returns the pause (and true) in which the charge c's
 // instance stood still as an owner whose lease ran out: idemcheck paused
 // it from at or before since until just before c (pauseSlack), and a
@@ -260,7 +250,7 @@ func staleOwnerLease(fs []history.Fault, xs []history.Exchange, c history.Charge
 
 // staleResumed reports whether one of two charges of an order came from
 // an owner that stood still while another request took its key over
-// ([staleOwner]), in either order: the second, paused from before the
+// ([staleOwnerLease]), in either order: the second, paused from before the
 // first charge (the taker charged, and may have answered a client, while
 // it stood still: a success in between does not make it a violation, as
 // it does after a kill); or the first, paused until just before it, while

@@ -169,7 +169,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 			// request of its key the service saw (every attempt with the
 			// key's own body lost on the way, as with --attempts 1
 			// through faults), and running it is what the service must do.
-			if success(x.Status) && charged[x.Order] && keys.had(x.Key) && lostWithOwner(answers[x.Key], byKey[x.Key], byOrder[keys.ownOrder[x.Key]], fs, x) {
+			if success(x.Status) && charged[x.Order] && keys.had(x.Key) && lostWithOwner(answers[x.Key], byKey[x.Key], byOrder[keys.ownOrder[x.Key]], fs, x, p.InFlightTTL) {
 				notes = append(notes, fmt.Sprintf("key %s reused with another body (order %s) ran as new at %s, after idemcheck killed (or paused past its lease) every instance that had charged the key's own order, before any client got a success for it: the service lost the key's unfinished record with its owner, as a retry after a crash runs again; excused",
 					x.Key, x.Order, ms(x.Return)))
 				continue
@@ -313,13 +313,15 @@ func releasedOnError(keyed []history.Exchange, own []history.Charge, x history.E
 // or paused across the provider's answer, after the charge and before x
 // was sent; or one paused from before x was sent until just before its
 // charge, holding a request of the key (keyed) when the pause began
-// ([staleOwner]: its lease ran out while it stood still, so its charge,
+// ([staleOwnerLease]: its lease ran out while it stood still, so its charge,
 // before x or after, was made on a claim the service no longer held). An
 // owner that dies between its charge and its save leaves an unfinished
 // record that expires with its lease: the key is new again, a retry with
 // its own body runs again (at-most-once excuses it, see [killedBetween]),
-// and so may a reuse with another body.
-func lostWithOwner(successes, keyed []history.Exchange, own []history.Charge, fs []history.Fault, x history.Exchange) bool {
+// and so may a reuse with another body. Under a declared lease (ttl) a
+// pause counts only if the lease can have run out in it
+// ([pausedPastLease], [staleOwnerLease]).
+func lostWithOwner(successes, keyed []history.Exchange, own []history.Charge, fs []history.Fault, x history.Exchange, ttl time.Duration) bool {
 	if len(own) == 0 {
 		return false
 	}
@@ -331,10 +333,10 @@ func lostWithOwner(successes, keyed []history.Exchange, own []history.Charge, fs
 	for _, c := range own {
 		// x stands for the second charge: the pause must have begun
 		// before it was sent.
-		if killedBetween(fs, c.Via, c.At, x.Call) || pausedAcross(fs, c, history.Charge{At: x.Call}) {
+		if killedBetween(fs, c.Via, c.At, x.Call) || pausedPastLease(fs, keyed, c, history.Charge{At: x.Call}, ttl) {
 			continue
 		}
-		if _, stale := staleOwner(fs, keyed, c, x.Call); stale {
+		if _, stale := staleOwnerLease(fs, keyed, c, x.Call, ttl, x.Call); stale {
 			continue
 		}
 		return false

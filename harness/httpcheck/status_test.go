@@ -65,7 +65,7 @@ func TestStatusCauses(t *testing.T) {
 	// its lease; a reuse ran as new meanwhile; i1 resumed and charged the
 	// key's own order after: the key was unknown when the reuse came.
 	// Without the pause, the owner was in flight: the reuse must not run.
-	stale := func(paused bool) Result {
+	stale := func(paused bool, ttl time.Duration) Result {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
 		if paused {
@@ -74,12 +74,18 @@ func TestStatusCauses(t *testing.T) {
 		e.x(1, "i2", history.PurposeReuse, "k", "o2", "b2", 2800, 3140, 201, "C")
 		e.charge("o2", "i2", 3110)
 		e.charge("o", "i1", 3880)
-		return e.result(t, Status)
+		return e.resultBy(t, Status, Policy{InFlightTTL: ttl})
 	}
-	if r := stale(true); !r.Pass || len(r.Notes) != 1 {
+	if r := stale(true, 0); !r.Pass || len(r.Notes) != 1 {
 		t.Fatalf("a reuse run as new while the owner stood still past its lease: %+v", r)
 	}
-	wantCause(t, stale(false), CauseReuseRan)
+	if r := stale(true, 2*time.Microsecond); !r.Pass || len(r.Notes) != 1 {
+		t.Fatalf("a reuse run as new while the owner stood still past its declared lease: %+v", r)
+	}
+	wantCause(t, stale(false, 0), CauseReuseRan)
+	// Under a declared lease longer than the pause, the owner's claim
+	// was still live when the reuse came: the reuse must not run.
+	wantCause(t, stale(true, 30*time.Second), CauseReuseRan)
 
 	// The key's only request with its own body was lost on the way and
 	// its order never charged: to the service the reuse was the key's
