@@ -363,10 +363,12 @@ WHERE tenant = $1 AND key = $2
 
 	// Keys stored case-folded, or without their tenant: the statements are
 	// correct, the key bound is not (stores.StoredKey, in Begin, Complete
-	// and Release).
-	"case-folded-key": correct,
-	"tenant-blind":    correct,
-	"joined-key":      correct,
+	// and Release). Likewise the fingerprint bound with the amount's value
+	// taken out (stores.StoredFingerprint, in Begin).
+	"case-folded-key":          correct,
+	"tenant-blind":             correct,
+	"joined-key":               correct,
+	"fingerprint-drops-amount": correct,
 
 	// The save checks the token but not that the key is still in flight:
 	// a save sent twice overwrites the answer already replayed.

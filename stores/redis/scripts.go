@@ -161,10 +161,13 @@ var variants = map[string]variant{
 		begin:  []edit{{lineTakeover, returnStale}},
 		second: []edit{{lineAbsent, `if true then return claim(tonumber(ARGV[5]), 1) end -- write the record read earlier back whole`}}},
 	// The key is stored case-folded or without its tenant: the scripts are
-	// correct, the key they get is not (stores.StoredKey, in redisKey).
-	"case-folded-key": {},
-	"tenant-blind":    {},
-	"joined-key":      {},
+	// correct, the key they get is not (stores.StoredKey, in redisKey);
+	// likewise the fingerprint, the amount's value taken out
+	// (stores.StoredFingerprint, in Begin).
+	"case-folded-key":          {},
+	"tenant-blind":             {},
+	"joined-key":               {},
+	"fingerprint-drops-amount": {},
 	// The save and the release check the token, not that the key is still
 	// in flight: a second save overwrites the answer, a deferred release
 	// deletes it.
