@@ -19,7 +19,8 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-const soakHelp = `Usage: idemcheck soak --store S [--seeds N | --seeds A-B] [--seed FIRST] [--scenario S|all] [--hogs K] [--json]
+const soakHelp = `Usage: idemcheck soak --store S [--seeds N | --seeds A-B] [--seed FIRST] [--scenario S|all] [--hogs K]
+                     [--lock-ttl D] [--retention D] [--keys N] [--clients N] [--json]
 
 Runs every scenario (or those named) on N consecutive seeds, one check run
 per seed, with K processes spinning on the CPU beside it (default: one per
@@ -27,6 +28,9 @@ core), so that the harness and the store run on a loaded machine, as CI
 machines are. It is how the harness proves it gives no false alarm: on a
 correct store every run must pass. A run that does not pass keeps its
 results directory under --out and is listed with its reproduce line.
+--lock-ttl, --retention, --keys and --clients set every run's, as they
+set check's (a store's production settings soaked, not only the
+defaults).
 
 The soak keeps <out>/<time>-<store>-soak/: journal.jsonl, a line as each
 seed's run starts and ends, synced to disk, and summary.json once it
@@ -82,6 +86,9 @@ type soakReport struct {
 	HogsNote string `json:"hogs_note,omitempty"`
 	// Parallel is how many scenarios ran at once in each seed's run.
 	Parallel int `json:"parallel"`
+	// Settings are every run's LockTTL, retention, keys and clients
+	// ("" with --random-flags, which draws them for each run).
+	Settings string `json:"settings,omitempty"`
 	// Commit is the build's commit ("+dirty" if modified), so a soak's
 	// counts say which code they are for.
 	Commit string    `json:"commit,omitempty"`
@@ -131,6 +138,10 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	randomFlags := fs.Bool("random-flags", false, "draw every flag of each run from its allowed range (see above)")
 	drawSeed := fs.Int64("draw-seed", 1, "with --random-flags: the seed of the draws")
 	budget := fs.Duration("budget", 30*time.Second, "with --random-flags: the longest forecast wall time of one drawn run")
+	clients := fs.Int("clients", def.Clients, "concurrent clients per scenario, in every run (not with --random-flags, which draws it)")
+	keys := fs.Int("keys", def.Keys, "keys (orders) per scenario, in every run (not with --random-flags)")
+	lockTTL := fs.Duration("lock-ttl", def.LockTTL, "the stores' LockTTL, in every run (not with --random-flags)")
+	retention := fs.Duration("retention", def.Retention, "how long the stores keep a key, in every run (not with --random-flags)")
 	sf := addStoreFlags(fs)
 	if err := parse(fs, soakHelp, args, stdout); err != nil {
 		return exitUsage, err
@@ -146,6 +157,12 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 				return exitUsage, usagef("--%s is for --random-flags, which this soak is not", name)
 			}
 		}
+	} else {
+		for _, name := range []string{"clients", "keys", "lock-ttl", "retention"} {
+			if given(fs, name) {
+				return exitUsage, usagef("--%s: --random-flags draws it for each run; leave one of the two out", name)
+			}
+		}
 	}
 	firstSeed, nSeeds, err := seedsF.resolve(*seed, given(fs, "seed"), 10, 100_000)
 	if err != nil {
@@ -156,6 +173,7 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}
 	o := def
 	o.Backend, o.Variant = backend, *variant
+	o.Clients, o.Keys, o.LockTTL, o.Retention = *clients, *keys, *lockTTL, *retention
 	if *scenarioF != "all" {
 		o.Scenarios = strings.Split(*scenarioF, ",")
 	}
@@ -180,6 +198,9 @@ func cmdSoak(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	start := time.Now()
 	rep := soakReport{Store: backend.Name, Variant: o.Variant, Seed: firstSeed, Seeds: nSeeds, Hogs: *hogs, Parallel: o.Parallel,
 		Commit: buildinfo.Get().Revision(), Bad: []string{}}
+	if !*randomFlags {
+		rep.Settings = fmt.Sprintf("LockTTL %v, retention %v, %d keys, %d clients", o.LockTTL, o.Retention, o.Keys, o.Clients)
+	}
 	var tally soakTally
 	progress := isTerminal(stderr) && !*asJSON
 	interrupted, began := false, int64(-1)
@@ -360,6 +381,9 @@ func printSoak(w io.Writer, rep soakReport) {
 		seeds = fmt.Sprintf("draws %d..%d of --random-flags", rep.Seed, rep.Seed+int64(rep.Seeds)-1)
 	}
 	fmt.Fprintf(w, "idemcheck soak: store %s, variant %s, %s, %d CPU hog(s)\n", rep.Store, rep.Variant, seeds, rep.Hogs)
+	if rep.Settings != "" {
+		fmt.Fprintf(w, "every run at %s\n", rep.Settings)
+	}
 	if rep.HogsNote != "" {
 		fmt.Fprintln(w, rep.HogsNote)
 	}
