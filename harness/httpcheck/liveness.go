@@ -97,7 +97,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	}
 	orphaned := orphans(xs, fs)
 	saved, hungUp, lostAnswer, reran, declared := 0, 0, 0, 0, 0
-	var unjudged, early, savedErrs, silentKeys, working, refusedKeys, briefKeys, onceKeys []string
+	var unjudged, early, savedErrs, silentKeys, working, refusedKeys, keyRefused, briefKeys, onceKeys []string
 	earlyFirst := ""    // the first key held within the TTL of its owner's death
 	unjudgedFirst := "" // the first key held after its owner left, no TTL declared
 	unanswerFirst := "" // the first unanswered key, its probes and its last error
@@ -112,21 +112,25 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		// A limiter, a timeout or a gateway answers [history.TryAgain]
 		// without the key: it is the key's only if the service answered
 		// most of the other calls that ended meanwhile (as with no
-		// answer), or the fresh keys sent beside its probes
+		// answer), or, for a key whose owner may have left its claim
+		// behind ([orphans]), the fresh keys sent beside its probes
 		// ([history.PurposeFresh]: the other calls then may be the
-		// probes of other stuck keys, refused alike).
+		// probes of other stuck keys, refused alike). Any other key
+		// refused while fresh keys got through may be refused by a
+		// limiter that goes by the key (its Retry-After longer than the
+		// probes honour), and stays unjudged, saying so.
 		refusal := "" // set when the key was refused beside the others
 		freshBeside := ""
 		othersRefused, brief := false, false
 		if x.Answered() && history.TryAgain(x.Status) {
 			ok, failed, answering := refusals.Beside(kp.refused.From, x.Return, kp.refused.N)
 			if fok, ffailed, got := fresh.Apart(kp.refused.From, x.Return, kp.refused.N); !answering && got {
-				answering = true
 				freshBeside = fmt.Sprintf(", while the service answered %d of %d fresh keys sent beside its probes", fok, fok+ffailed)
+				_, answering = orphaned[k]
 			}
 			if !answering {
-				refusal = fmt.Sprintf("%s, its last %d probes answered %d, while %d of %d other calls got another answer", k, kp.refused.N, x.Status, ok, ok+failed)
-				othersRefused = failed > 0
+				refusal = fmt.Sprintf("%s, its last %d probes answered %d, while %d of %d other calls got another answer%s", k, kp.refused.N, x.Status, ok, ok+failed, freshBeside)
+				othersRefused = failed > 0 && freshBeside == ""
 			} else {
 				// Refused for less than it takes to tell a refusal
 				// that lasts: the probes ran out of time.
@@ -134,6 +138,10 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			}
 		}
 		refuse := func() {
+			if freshBeside != "" {
+				keyRefused = append(keyRefused, refusal)
+				return
+			}
 			if len(refusedKeys) == 0 {
 				refusedFirst = refusal
 			}
@@ -302,13 +310,16 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if len(refusedKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes while the service refused so many of the other calls beside them that as many refusals in a row are to be expected of any key: a limiter or an overload answers so, which says nothing of a key", len(refusedKeys), refusedFirst, tryAgainCodes))
 	}
+	if len(keyRefused) > 0 {
+		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes while fresh keys sent beside them were answered, so the refusals were the key's own: a claim still held, or a limiter that goes by the key and asks a wait longer than the probes honour; no owner of theirs is known to have left its claim behind, so no in-flight TTL says when it must end, and they are not judged", len(keyRefused), keyRefused[0], tryAgainCodes))
+	}
 	if len(briefKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes for less than the %v it takes to tell a refusal that lasts, when --settle ran out: a limiter or a busy service refuses a moment, and the next try gets through; give the probes longer (--settle) to judge them", len(briefKeys), briefKeys[0], tryAgainCodes, history.RefusalLasts))
 	}
 	if len(onceKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got no answer to their one probe since their last answer, when --settle ran out: one lost answer is a slow moment as often as a stuck key; give the probes longer (--settle) to judge them", len(onceKeys), onceKeys[0]))
 	}
-	if n := len(unjudged) + len(early) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys) + len(briefKeys) + len(onceKeys); n > 0 {
+	if n := len(unjudged) + len(early) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys) + len(keyRefused) + len(briefKeys) + len(onceKeys); n > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys whose last answer in the load was not definite got a definite answer in the final probes (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
 		r.Unjudged = strings.Join(why, "; ")
 	}
