@@ -40,3 +40,27 @@ func TestRaceSaysItsTakeovers(t *testing.T) {
 		t.Fatalf("notes: %q", n)
 	}
 }
+
+// TestRaceSaysAClaimLeftBehind: an owner whose save the store refused
+// (not applied) goes back to Begin, meets its own claim and waits out
+// the lease; the takeover that follows is said as such, not as a store
+// slower than its owners' lease (calls of 0.7 s under a 30 s lease were).
+func TestRaceSaysAClaimLeftBehind(t *testing.T) {
+	cfg := stores.Config{LockTTL: time.Second, Retention: time.Minute}
+	mem, err := memory.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := NewEnv(Setup{Name: "race", Store: mem, Config: cfg, Clients: 2, Keys: 1, Seed: 1, RandSeed: 1})
+	key := stores.KeyRef{Tenant: "t", Key: "k"}
+	env.Hist.AddOp(history.Op{Client: 1, Input: models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp"},
+		Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "a"}}, Call: 1, Return: 2})
+	env.Hist.AddOp(history.Op{Client: 1, Input: models.Input{Kind: models.Complete, Key: key, Token: "a"}, Output: models.Output{NotApplied: true}, Call: 3, Return: 4})
+	env.Hist.AddOp(history.Op{Client: 2, Input: models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp"},
+		Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "b", Takeover: true}}, Call: 10, Return: 11})
+	sayRaceTakeovers(env)
+	n := strings.Join(env.untested, "\n")
+	if !strings.Contains(n, "race: 1 claims of 1 keys took over a claim whose owner's save or release had failed") || strings.Contains(n, "slower than their lease") {
+		t.Fatalf("notes: %q", n)
+	}
+}
