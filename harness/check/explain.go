@@ -78,14 +78,20 @@ func clockReading(cfg models.Config, in models.Input, states []models.State) str
 	var ages []string
 	for _, st := range states {
 		if st.Exists && !st.Done && !st.Tombstone && !st.LockedAt.IsZero() {
-			if a := fmt.Sprintf("%v", in.Now.Sub(st.LockedAt)); !slices.Contains(ages, a) {
+			// A clock behind the owner's reads before locked_at: said
+			// so ("-152µs after" read badly).
+			a := fmt.Sprintf("%v after", in.Now.Sub(st.LockedAt))
+			if d := in.Now.Sub(st.LockedAt); d < 0 {
+				a = fmt.Sprintf("%v before", -d)
+			}
+			if !slices.Contains(ages, a) {
 				ages = append(ages, a)
 			}
 		}
 	}
 	out := ", its clock reading " + in.Now.Format("15:04:05.000")
 	if len(ages) > 0 {
-		out += fmt.Sprintf(": %s after the in-flight claim's locked_at, LockTTL %v", strings.Join(ages, " or "), cfg.LockTTL)
+		out += fmt.Sprintf(": %s the in-flight claim's locked_at, LockTTL %v", strings.Join(ages, " or "), cfg.LockTTL)
 	}
 	return out
 }

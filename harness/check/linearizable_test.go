@@ -43,6 +43,18 @@ func TestLinearizable(t *testing.T) {
 		r.op(2, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0.Add(model.LockTTL)}, models.Output{Decision: stale}, 5, 6)
 		want(t, r, check.Linearizable, check.Fail, "its clock reading 00:00:00.100: 100ms after the in-flight claim's locked_at, LockTTL 100ms")
 	})
+	// A clock behind the owner's reads before locked_at: said so, not
+	// as a negative time after it.
+	t.Run("a takeover by a clock behind the owner's says it read before locked_at", func(t *testing.T) {
+		r := newRec()
+		claim := claimedD("a", false)
+		claim.DecidedAt = t0
+		r.op(1, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0}, models.Output{Decision: claim}, 0, 1)
+		taken := claimedD("b", true)
+		taken.DecidedAt = t0.Add(-5 * time.Millisecond)
+		r.op(2, models.Input{Kind: models.Begin, Fingerprint: "fp", Now: t0.Add(-5 * time.Millisecond)}, models.Output{Decision: taken}, 5, 6)
+		want(t, r, check.Linearizable, check.Fail, "5ms before the in-flight claim's locked_at")
+	})
 	t.Run("a 409 long after every claim went stale fails", func(t *testing.T) {
 		r := newRec()
 		r.begin(1, "fp", 0, 1, claimedD("a", false))
