@@ -21,6 +21,7 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 			byOrder[c.Order] = append(byOrder[c.Order], c)
 		}
 	}
+	kills := killsOf(xs, fs)
 	xByOrder := map[string][]history.Exchange{}
 	for _, x := range xs {
 		xByOrder[x.Order] = append(xByOrder[x.Order], x)
@@ -45,7 +46,7 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 		oxs := xByOrder[order]
 		for i := 1; i < len(cs); i++ {
 			first, second := cs[i-1], cs[i]
-			if killedAcross(xs, fs, first.Via, first.At, second.At) && !succeeded(oxs, first.At, second.At) {
+			if kills.across(first.Via, first.At, second.At) && !succeeded(oxs, first.At, second.At) {
 				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) after idemcheck killed %s between the two, and no client got a success for the order in between: at-least-once after a crash, excused",
 					order, second.ID, first.ID, via(first)))
 				continue
@@ -101,44 +102,6 @@ func stalled(fs []history.Fault, from, to int64) time.Duration {
 		}
 	}
 	return d.Round(time.Millisecond)
-}
-
-// killedBetween is [killedAcross] knowing no exchanges.
-func killedBetween(fs []history.Fault, inst string, from, to int64) bool {
-	return killedAcross(nil, fs, inst, from, to)
-}
-
-// killedAcross reports whether idemcheck killed the instance (any, when
-// the provider could not tell which) between a charge it made at from and
-// a charge at to: the signal came before to, and from before the killed
-// process was gone ([killedBy]). An exit by itself
-// ([history.FaultInstanceExit]) is not a kill.
-func killedAcross(xs []history.Exchange, fs []history.Fault, inst string, from, to int64) bool {
-	for _, f := range fs {
-		if f.Kind == history.FaultInstanceKill && (inst == "" || f.Failpoint == inst) && f.Start <= to && from <= killedBy(xs, f) {
-			return true
-		}
-	}
-	return false
-}
-
-// killedBy is the last moment the provider may have counted a charge of
-// the process the kill f ended: pauseSlack after the signal (a charge on
-// its way is counted just after it), never once the restarted instance
-// was back: f.End, or the sending of the first request to it after the
-// signal that got an HTTP answer (xs; the proxy answers none itself). A
-// charge it made before f.End, then another, were excused as a crash.
-func killedBy(xs []history.Exchange, f history.Fault) int64 {
-	by := f.Start + pauseSlack
-	if f.End >= f.Start {
-		by = min(by, f.End)
-	}
-	for _, x := range xs {
-		if x.Instance == f.Failpoint && x.Answered() && x.Call > f.Start {
-			by = min(by, x.Call)
-		}
-	}
-	return by
 }
 
 // exitedNear reports when instance inst exited by itself
