@@ -40,7 +40,8 @@ const PROTOCOL = 1;
 class Fenced extends Error {}
 Fenced.prototype.code = 'fenced';
 
-// InvalidKey: the key is empty or longer than 255 bytes.
+// InvalidKey: the key is empty or longer than 255 bytes, or the tenant
+// longer than 255 bytes (docs/protocol.md).
 class InvalidKey extends Error {}
 InvalidKey.prototype.code = 'invalid-key';
 

@@ -50,7 +50,8 @@ class Fenced(Exception):
 
 
 class InvalidKey(Exception):
-    """The key is empty or longer than 255 bytes."""
+    """The key is empty or longer than 255 bytes, or the tenant longer
+    than 255 bytes (docs/protocol.md)."""
 
     code = "invalid-key"
 
