@@ -61,6 +61,11 @@ type Exchange struct {
 	Err      string `json:"err,omitempty"`
 	// ErrAt is when the error that ended an unanswered exchange came.
 	ErrAt int64 `json:"err_at,omitempty"`
+	// RetryAfter is the wait the answer's Retry-After header asked for,
+	// in nanoseconds (0: none): a refusal that asked a wait the final
+	// probes could not honour says nothing of the key (a limiter that
+	// goes by the key refuses every retry sent sooner).
+	RetryAfter int64 `json:"retry_after,omitempty"`
 }
 
 // Answered reports whether an HTTP answer came back.

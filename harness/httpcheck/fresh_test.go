@@ -21,7 +21,7 @@ import (
 // claim (a limiter by key may refuse it) stays unjudged, saying that
 // fresh keys were answered.
 func TestStuckKeysRefusedBesideFreshKeys(t *testing.T) {
-	run := func(freshStatus int, ownersGaveUp bool) Result {
+	run := func(freshStatus int, ownersGaveUp bool, asked time.Duration) Result {
 		e := newEv()
 		sec := int64(time.Second)
 		for i := range 6 {
@@ -33,7 +33,8 @@ func TestStuckKeysRefusedBesideFreshKeys(t *testing.T) {
 			}
 			for p := range 10 {
 				at := sec + int64(p)*sec/3 + int64(i)
-				e.x(-1, "i1", history.PurposeProbe, k, "o"+k, "b"+k, at, at+1, 429, "in flight")
+				e.h.AddExchange(history.Exchange{Client: -1, Instance: "i1", Purpose: history.PurposeProbe, Key: k, HasKey: true, Order: "o" + k, Body: "b" + k,
+					Attempt: p + 1, Call: at, Return: at + 1, Status: 429, Reply: "in flight", RetryAfter: int64(asked)})
 			}
 		}
 		for n := range 3 {
@@ -45,17 +46,27 @@ func TestStuckKeysRefusedBesideFreshKeys(t *testing.T) {
 		}
 		return e.resultBy(t, Liveness, Policy{InFlightTTL: 500 * time.Millisecond})
 	}
-	r := run(201, true)
+	r := run(201, true, 0)
 	if r.Pass || len(r.Violations) != 6 {
 		t.Fatalf("six keys refused past their TTL while fresh keys were answered: %+v, want six stuck keys", r)
 	}
 	if v := r.Violations[0]; v.Cause != CauseThrottled || !strings.Contains(v.Detail, "fresh keys sent beside its probes") {
 		t.Fatalf("the violation does not say the fresh keys were answered: %+v", v)
 	}
-	if r := run(429, true); !r.Pass || !strings.Contains(r.Unjudged, "refused so many of the other calls") {
+	if r := run(429, true, 0); !r.Pass || !strings.Contains(r.Unjudged, "refused so many of the other calls") {
 		t.Fatalf("keys refused beside fresh keys refused too (a limiter): %+v, want them not judged", r)
 	}
-	if r := run(201, false); !r.Pass || !strings.Contains(r.Unjudged, "while fresh keys sent beside them were answered") || !strings.Contains(r.Unjudged, "a limiter that goes by the key") {
+	if r := run(201, false, 0); !r.Pass || !strings.Contains(r.Unjudged, "while fresh keys sent beside them were answered") || !strings.Contains(r.Unjudged, "a limiter that goes by the key") {
 		t.Fatalf("keys of no owner known to have left, refused while fresh keys were answered: %+v, want them not judged, saying so", r)
+	}
+	// Refused with a Retry-After past the end of the probes (a limiter
+	// by the key, 60 s, in front of a correct service): the probes could
+	// not honour it, and the refusals say nothing of the keys.
+	if r := run(201, true, time.Minute); !r.Pass || !strings.Contains(r.Unjudged, "asked to wait 1m0s (Retry-After)") || !strings.Contains(r.Unjudged, "a longer --settle") {
+		t.Fatalf("keys refused with a Retry-After past the probes: %+v, want them not judged", r)
+	}
+	// One the probes honoured judges as before.
+	if r := run(201, true, 200*time.Millisecond); r.Pass || len(r.Violations) != 6 {
+		t.Fatalf("keys refused with a Retry-After the probes honoured: %+v, want six stuck keys", r)
 	}
 }

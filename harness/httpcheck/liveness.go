@@ -1,6 +1,7 @@
 package httpcheck
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -98,10 +99,11 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	orphaned := orphans(xs, fs)
 	saved, hungUp, lostAnswer, reran, declared := 0, 0, 0, 0, 0
 	var unjudged, early, savedErrs, silentKeys, working, refusedKeys, keyRefused, briefKeys, onceKeys []string
-	earlyFirst := ""    // the first key held within the TTL of its owner's death
-	unjudgedFirst := "" // the first key held after its owner left, no TTL declared
-	unanswerFirst := "" // the first unanswered key, its probes and its last error
-	refusedFirst := ""  // the first key refused beside the others, and its refusals
+	earlyFirst := ""       // the first key held within the TTL of its owner's death
+	unjudgedFirst := ""    // the first key held after its owner left, no TTL declared
+	unanswerFirst := ""    // the first unanswered key, its probes and its last error
+	refusedFirst := ""     // the first key refused beside the others, and its refusals
+	var askedWait []string // keys whose refusals asked waits no probe honoured
 	var vs []Violation
 	for _, k := range order {
 		kp := probed[k]
@@ -181,6 +183,17 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 				savedErrs = append(savedErrs, k)
 			}
 			continue
+		}
+		// Refused, each time, sooner than the answer before asked
+		// (Retry-After): a limiter that goes by the key refuses every
+		// retry sent sooner (nginx, limit_req by the Idempotency-Key,
+		// 60 s), and a correct service behind it failed liveness on
+		// refusals it never made.
+		if x.Answered() && history.TryAgain(x.Status) {
+			if wait, honoured := honouredWait(answeredOwn[k], kp.refused.From); wait > 0 && !honoured {
+				askedWait = append(askedWait, fmt.Sprintf("%s, asked to wait %v (Retry-After) by an answer its next probe came sooner than", k, wait.Round(time.Millisecond)))
+				continue
+			}
 		}
 		if refusal != "" {
 			refuse()
@@ -310,6 +323,9 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if len(refusedKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes while the service refused so many of the other calls beside them that as many refusals in a row are to be expected of any key: a limiter or an overload answers so, which says nothing of a key", len(refusedKeys), refusedFirst, tryAgainCodes))
 	}
+	if len(askedWait) > 0 {
+		why = append(why, fmt.Sprintf("%d keys (first %s) were refused only when asked sooner than an answer's Retry-After allowed (the load's clients honour it up to a cap, and a wait past the end of the final probes is never honoured): a limiter that goes by the key refuses every retry sent sooner, so the refusals say nothing of the key; a longer --settle lets the probes wait it out", len(askedWait), askedWait[0]))
+	}
 	if len(keyRefused) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got %s to their last probes while fresh keys sent beside them were answered, so the refusals were the key's own: a claim still held, or a limiter that goes by the key and asks a wait longer than the probes honour; no owner of theirs is known to have left its claim behind, so no in-flight TTL says when it must end, and they are not judged", len(keyRefused), keyRefused[0], tryAgainCodes))
 	}
@@ -319,7 +335,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if len(onceKeys) > 0 {
 		why = append(why, fmt.Sprintf("%d keys (first %s) got no answer to their one probe since their last answer, when --settle ran out: one lost answer is a slow moment as often as a stuck key; give the probes longer (--settle) to judge them", len(onceKeys), onceKeys[0]))
 	}
-	if n := len(unjudged) + len(early) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys) + len(keyRefused) + len(briefKeys) + len(onceKeys); n > 0 {
+	if n := len(unjudged) + len(early) + len(savedErrs) + len(silentKeys) + len(working) + len(refusedKeys) + len(keyRefused) + len(askedWait) + len(briefKeys) + len(onceKeys); n > 0 {
 		r.Detail = fmt.Sprintf("%d of %d keys whose last answer in the load was not definite got a definite answer in the final probes (%d instance kills, pauses or exits)", len(order)-n, len(order), crashes)
 		r.Unjudged = strings.Join(why, "; ")
 	}
@@ -497,4 +513,26 @@ func orphans(xs []history.Exchange, fs []history.Fault) map[string]orphan {
 		}
 	}
 	return out
+}
+
+// honouredWait looks at the key's answered requests (own, in any order)
+// from the refusals' start on: wait is the longest Retry-After an answer
+// before a refused one asked (0: none asked), and honoured whether some
+// refused request was sent once the wait its answer before asked was
+// over (a request whose answer before asked none honours it).
+func honouredWait(own []history.Exchange, from int64) (wait time.Duration, honoured bool) {
+	xs := slices.Clone(own)
+	slices.SortFunc(xs, func(a, b history.Exchange) int { return cmp.Compare(a.Call, b.Call) })
+	for i := 1; i < len(xs); i++ {
+		x, before := xs[i], xs[i-1]
+		if x.Call < from || !history.TryAgain(x.Status) {
+			continue
+		}
+		if before.RetryAfter <= 0 || x.Call >= before.Return+before.RetryAfter {
+			honoured = true
+		} else {
+			wait = max(wait, time.Duration(before.RetryAfter))
+		}
+	}
+	return wait, honoured
 }

@@ -344,6 +344,7 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 		resp.Body.Close()
 		if err == nil {
 			x.Return, x.Status, x.Reply = l.hist.Now(), resp.StatusCode, strings.TrimSpace(string(b))
+			x.RetryAfter = int64(wait)
 		}
 	}
 	if err != nil {

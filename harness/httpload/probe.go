@@ -26,9 +26,8 @@ const probeWorkers = 16
 // liveness checker reads the last probe of each key. A 5xx that a
 // limiter or a gateway gives too ([history.TryAgain]: nginx's limit_req
 // answers 503) ends the probes only once it has lasted a second, and
-// the pause after it doubles (up to a second; longer when the answer's
-// Retry-After asks, up to maxRetryAfter), so that a limiter lets the
-// probes through.
+// the pause after it doubles (up to a second; as long as the answer's
+// Retry-After asks, whole), so that a limiter lets the probes through.
 //
 // The keys take turns, the one due soonest first: every key is probed
 // from the start of settle to its end, however many there are. Probing
@@ -165,7 +164,12 @@ func (l *Load) probeOnce(ctx context.Context, p *probing) bool {
 	} else {
 		p.pause = probePause
 	}
-	p.due = time.Now().Add(max(p.pause, min(wait, maxRetryAfter)))
+	// The answer's Retry-After is honoured whole (the load's clients cap
+	// it at maxRetryAfter): a limiter that goes by the key refuses a
+	// retry sent sooner, and refusals so provoked were taken for the
+	// key's own. A wait past settle ends the key's probes; its last
+	// probe says what it asked.
+	p.due = time.Now().Add(max(p.pause, wait))
 	return false
 }
 
