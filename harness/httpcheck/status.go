@@ -125,7 +125,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	counts := map[string]int{}
 	var vs []Violation
 	var notes []string
-	reuse409, unread, releasedRan, pausedOwn := 0, 0, 0, 0
+	reuse409, unread, releasedRan, pausedOwn, unseen := 0, 0, 0, 0, 0
 	optional, optionalRefused := 0, 0 // requests without a key under --key optional, answered; refused
 	otherRefusal := map[int]int{}     // missing or over-long keys refused in another code than 400, by code
 	for _, x := range xs {
@@ -208,6 +208,10 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 				pausedOwn++
 				continue
 			}
+			if !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) && unseenHolder(byKey[x.Key], byOrder[keys.ownOrder[x.Key]], x) {
+				unseen++
+				continue
+			}
 			if !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) {
 				vs = append(vs, Violation{Checker: Status, Key: x.Key, Cause: Cause409, At: x.Return, Detail: fmt.Sprintf(
 					"key %s got 409 from %s at %s while no other request of the key was in flight", x.Key, x.Instance, ms(x.Return))})
@@ -219,6 +223,9 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	}
 	if pausedOwn > 0 {
 		notes = append(notes, fmt.Sprintf("%d requests got 409 with no other request of their key in flight from an instance idemcheck paused while they were at it: its claim could run out while it stood still, and the save it was fenced from answers 409 (docs/spec.md); excused", pausedOwn))
+	}
+	if unseen > 0 {
+		notes = append(notes, fmt.Sprintf("%d requests got 409 with no request of their key in flight that a client sent, but the provider charged the key's order later while no client request of it was open: a copy of a request that no client saw held the key (a gateway resending the POST to another instance, as nginx's proxy_next_upstream non_idempotent does; work the service runs on after answering); excused", unseen))
 	}
 	if reuse409 > 0 {
 		notes = append(notes, fmt.Sprintf("%d keys reused with another body got 409 while no other request of the key was in flight: refused, so nothing ran, but the draft advises 422 for a mismatch (409 says the key is in flight)", reuse409))
@@ -342,4 +349,32 @@ func lostWithOwner(successes, keyed []history.Exchange, own []history.Charge, fs
 		return false
 	}
 	return true
+}
+
+// unseenHolder reports whether a charge of the key's own order (own, the
+// effective ones) came after x was sent while no client request of the
+// key (same) was open: something no client saw ran the key's work then
+// (a gateway's copy of a request, which nginx's proxy_next_upstream
+// non_idempotent sends to another instance after a timeout; work the
+// service goes on with after it answered), and it held the key from
+// before it charged, so a 409 to x may be the truth. A copy still in
+// the work before its charge (a fraud check) was blamed on the service
+// as a 409 with nothing in flight.
+func unseenHolder(same []history.Exchange, own []history.Charge, x history.Exchange) bool {
+	for _, c := range own {
+		if c.At <= x.Call {
+			continue
+		}
+		open := false
+		for _, s := range same {
+			if keyedOwn(s) && s.Call <= c.At && ends(s) >= c.At {
+				open = true
+				break
+			}
+		}
+		if !open {
+			return true
+		}
+	}
+	return false
 }

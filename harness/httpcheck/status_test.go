@@ -327,3 +327,28 @@ func TestStatusSaysTheOrderAloneIsNotTested(t *testing.T) {
 		t.Fatalf("a reuse judged: %+v", r)
 	}
 }
+
+// TestStatus409BesideAnUnseenCopy: nginx sent the client's POST to i1,
+// gave up on it after 100 ms (proxy_read_timeout) and sent it to i2
+// (proxy_next_upstream non_idempotent), which answered 409: i1's copy,
+// still in its work before the charge, held the key, and charged the
+// order at 175 ms while no client request of the key was open. The 409
+// is the truth, said in a note; without that later charge it is a 409
+// with nothing in flight.
+func TestStatus409BesideAnUnseenCopy(t *testing.T) {
+	ms := int64(time.Millisecond)
+	run := func(charged bool) Result {
+		e := newEv()
+		e.x(3, "i1", history.PurposeFirst, "k", "o", "b", 9*ms, 118*ms, 409, "in flight")
+		e.x(3, "i2", history.PurposeRetry, "k", "o", "b", 137*ms, 140*ms, 409, "in flight")
+		if charged {
+			e.charge("o", "i1", 175*ms)
+		}
+		e.x(3, "i3", history.PurposeRetry, "k", "o", "b", 200*ms, 268*ms, 200, `{"charge":"ch_1"}`)
+		return e.result(t, Status)
+	}
+	if r := run(true); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "a copy of a request that no client saw held the key") {
+		t.Fatalf("409s beside a copy no client saw: %+v", r)
+	}
+	wantCause(t, run(false), Cause409)
+}
