@@ -122,6 +122,14 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 			answers[x.Key] = append(answers[x.Key], x)
 		}
 	}
+	// Copies no client saw made some charge of the run: the deployment
+	// resends requests (a gateway), and any key may have had one.
+	copies := false
+	for k, order := range keys.ownOrder {
+		for _, c := range byOrder[order] {
+			copies = copies || unseenCharge(byKey[k], c)
+		}
+	}
 	counts := map[string]int{}
 	var vs []Violation
 	var notes []string
@@ -208,7 +216,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 				pausedOwn++
 				continue
 			}
-			if !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) && unseenHolder(byKey[x.Key], byOrder[keys.ownOrder[x.Key]], x) {
+			if !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) && unseenHolder(byKey[x.Key], byOrder[keys.ownOrder[x.Key]], x, copies) {
 				unseen++
 				continue
 			}
@@ -225,7 +233,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 		notes = append(notes, fmt.Sprintf("%d requests got 409 with no other request of their key in flight from an instance idemcheck paused while they were at it: its claim could run out while it stood still, and the save it was fenced from answers 409 (docs/spec.md); excused", pausedOwn))
 	}
 	if unseen > 0 {
-		notes = append(notes, fmt.Sprintf("%d requests got 409 with no request of their key in flight that a client sent, but the provider charged the key's order later while no client request of it was open: a copy of a request that no client saw held the key (a gateway resending the POST to another instance, as nginx's proxy_next_upstream non_idempotent does; work the service runs on after answering); excused", unseen))
+		notes = append(notes, fmt.Sprintf("%d requests got 409 with no request of their key in flight that a client sent, before the provider charged the key's order, in a run where the provider made charges no client request was open to make: a copy of a request that no client saw held the key (a gateway resending the POST to another instance, as nginx's proxy_next_upstream non_idempotent does; work the service runs on after answering); excused", unseen))
 	}
 	if reuse409 > 0 {
 		notes = append(notes, fmt.Sprintf("%d keys reused with another body got 409 while no other request of the key was in flight: refused, so nothing ran, but the draft advises 422 for a mismatch (409 says the key is in flight)", reuse409))
@@ -351,28 +359,33 @@ func lostWithOwner(successes, keyed []history.Exchange, own []history.Charge, fs
 	return true
 }
 
-// unseenHolder reports whether a charge of the key's own order (own, the
-// effective ones) came after x was sent while no client request of the
-// key (same) was open: something no client saw ran the key's work then
-// (a gateway's copy of a request, which nginx's proxy_next_upstream
-// non_idempotent sends to another instance after a timeout; work the
-// service goes on with after it answered), and it held the key from
-// before it charged, so a 409 to x may be the truth. A copy still in
-// the work before its charge (a fraud check) was blamed on the service
-// as a 409 with nothing in flight.
-func unseenHolder(same []history.Exchange, own []history.Charge, x history.Exchange) bool {
+// unseenCharge reports whether no client request of the key (same)
+// that could have made the charge c was open when the provider counted
+// it (one answered a 4xx, a 409 among them, ran nothing): something no
+// client saw ran the key's work (a gateway's copy of a request, which
+// nginx's proxy_next_upstream non_idempotent sends to another instance
+// after a timeout; work the service goes on with after it answered).
+func unseenCharge(same []history.Exchange, c history.Charge) bool {
+	for _, s := range same {
+		refused := s.Answered() && s.Status >= 400 && s.Status < 500 // 409 and the like: it ran nothing
+		if keyedOwn(s) && !refused && s.Call <= c.At && ends(s) >= c.At {
+			return false
+		}
+	}
+	return true
+}
+
+// unseenHolder reports whether a copy no client saw may have held x's
+// key when x got 409: a charge of the key's own order (own, the
+// effective ones) came after x was sent, and either no client request
+// could have made it ([unseenCharge]), or the run holds such charges
+// elsewhere (copies, found, may hold any key), for this charge's maker
+// may be a copy too while a client request was open beside it. A copy
+// still in the work before its charge (a fraud check) was blamed on the
+// service as a 409 with nothing in flight.
+func unseenHolder(same []history.Exchange, own []history.Charge, x history.Exchange, found bool) bool {
 	for _, c := range own {
-		if c.At <= x.Call {
-			continue
-		}
-		open := false
-		for _, s := range same {
-			if keyedOwn(s) && s.Call <= c.At && ends(s) >= c.At {
-				open = true
-				break
-			}
-		}
-		if !open {
+		if c.At > x.Call && (found || unseenCharge(same, c)) {
 			return true
 		}
 	}

@@ -341,6 +341,8 @@ func TestStatus409BesideAnUnseenCopy(t *testing.T) {
 		e := newEv()
 		e.x(3, "i1", history.PurposeFirst, "k", "o", "b", 9*ms, 118*ms, 409, "in flight")
 		e.x(3, "i2", history.PurposeRetry, "k", "o", "b", 137*ms, 140*ms, 409, "in flight")
+		// A retry open as the copy charged, answered 409: it ran nothing.
+		e.x(3, "i2", history.PurposeRetry, "k", "o", "b", 170*ms, 180*ms, 409, "in flight")
 		if charged {
 			e.charge("o", "i1", 175*ms)
 		}
@@ -349,6 +351,31 @@ func TestStatus409BesideAnUnseenCopy(t *testing.T) {
 	}
 	if r := run(true); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "a copy of a request that no client saw held the key") {
 		t.Fatalf("409s beside a copy no client saw: %+v", r)
+	}
+	wantCause(t, run(false), Cause409)
+}
+
+// TestStatus409BesideCopiesElsewhere: a 409 before its key's charge,
+// made while a client retry of the key was open (the retry, or a copy
+// no client saw, may have made it), is excused in a run whose gateway
+// is known to resend (another key's charge had no client request open
+// to make it), and not in a run without such a charge.
+func TestStatus409BesideCopiesElsewhere(t *testing.T) {
+	ms := int64(time.Millisecond)
+	run := func(gateway bool) Result {
+		e := newEv()
+		e.x(1, "i1", history.PurposeFirst, "k", "o", "b", 273*ms, 375*ms, 409, "in flight")
+		e.x(1, "i1", history.PurposeRetry, "k", "o", "b", 387*ms, 389*ms, 409, "in flight")
+		e.x(1, "i1", history.PurposeRetry, "k", "o", "b", 422*ms, 0, 0, "")
+		e.charge("o", "i1", 426*ms)
+		if gateway {
+			e.x(2, "i1", history.PurposeFirst, "g", "og", "bg", 10*ms, 110*ms, 409, "in flight")
+			e.charge("og", "i1", 160*ms)
+		}
+		return e.result(t, Status)
+	}
+	if r := run(true); !r.Pass {
+		t.Fatalf("409s in a run whose gateway resends: %+v", r)
 	}
 	wantCause(t, run(false), Cause409)
 }
