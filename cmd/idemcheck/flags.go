@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -86,23 +87,31 @@ func (s *seedsFlag) String() string { return s.text }
 
 func (s *seedsFlag) Set(v string) error {
 	s.set, s.text = true, v
-	a, b, isRange := strings.Cut(v, "-")
-	if !isRange {
+	m := seedRange.FindStringSubmatch(v)
+	if m == nil {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {
-			return fmt.Errorf("--seeds wants a count of seeds (at least 1) or a range like 1-10, got %q", v)
+			return fmt.Errorf("--seeds wants a count of seeds (at least 1) or a range like 1-10 (of negative seeds, -5--1), got %q", v)
 		}
 		s.n = n
 		return nil
 	}
-	from, err1 := strconv.ParseInt(strings.TrimSpace(a), 10, 64)
-	to, err2 := strconv.ParseInt(strings.TrimSpace(b), 10, 64)
-	if err1 != nil || err2 != nil || from > to {
-		return fmt.Errorf("--seeds wants a count of seeds or a range like 1-10 (first no greater than last), got %q", v)
+	from, err1 := strconv.ParseInt(m[1], 10, 64)
+	to, err2 := strconv.ParseInt(m[2], 10, 64)
+	switch {
+	case err1 != nil || err2 != nil:
+		return fmt.Errorf("--seeds %q: a seed must be an integer of 64 bits", v)
+	case from > to:
+		return fmt.Errorf("--seeds wants a range whose first seed is no greater than its last, got %q", v)
 	}
 	s.from, s.to = from, to
 	return nil
 }
+
+// seedRange is a range of seeds, each of which may be negative: "1-10",
+// "-5--1", "-2-3" ("-3--1" was read as a count, and refused as a range
+// whose first was greater than its last).
+var seedRange = regexp.MustCompile(`^\s*(-?[0-9]+)\s*-\s*(-?[0-9]+)\s*$`)
 
 // resolve gives the first seed and how many, from --seed (seed; seedSet
 // when given) and --seeds (def seeds when not given); at most max.
@@ -122,6 +131,12 @@ func (s *seedsFlag) resolve(seed int64, seedSet bool, def, max int) (first int64
 	}
 	if n > max {
 		return 0, 0, usagef("--seeds %d: at most %d seeds at once", n, max)
+	}
+	if first > math.MaxInt64-int64(n-1) {
+		// The seeds would wrap round to the most negative (a soak ran
+		// seed -9223372036854775808 after the largest, and lab ran none
+		// and panicked).
+		return 0, 0, usagef("--seed %d with %d seeds runs past the largest seed (%d)", first, n, int64(math.MaxInt64))
 	}
 	return first, n, nil
 }

@@ -38,6 +38,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -202,7 +203,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		addr = filepath.Join(o.Addr, fmt.Sprintf("lab-%d-%d.db", o.Seed, runID))
 	}
 	st, err := o.Backend.Open(ctx, addr, stores.Config{LockTTL: 30 * time.Second, Retention: time.Hour,
-		Variant: stores.Correct, Namespace: fmt.Sprintf("lab_%d_%d", o.Seed, runID%1_000_000_000)})
+		Variant: stores.Correct, Namespace: fmt.Sprintf("lab_%s_%d", strings.Replace(fmt.Sprint(o.Seed), "-", "m", 1), runID%1_000_000_000)}) // a negative seed's "-" is no namespace letter
 	if err != nil {
 		return nil, fmt.Errorf("open %s store: %w", o.Backend.Name, err)
 	}
