@@ -218,7 +218,10 @@ func printLab(w io.Writer, store string, orders int, results []*lab.Result, prob
 }
 
 func seedsText(results []*lab.Result) string {
-	if len(results) == 1 {
+	switch len(results) {
+	case 0:
+		return "no seed" // none ran: said, where an empty table panicked
+	case 1:
 		return fmt.Sprintf("seed %d", results[0].Seed)
 	}
 	return fmt.Sprintf("seeds %d-%d", results[0].Seed, results[len(results)-1].Seed)
