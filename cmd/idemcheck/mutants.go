@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
@@ -140,8 +141,12 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	defer cleanup()
 	mo := hunt.MutantsOptions{Seeds: nSeeds, Mutants: mutants, Hunt: hunt.Options{Budget: *budget, Keys: 2, Shrink: *shrinkFor}, Parallel: *parallel}
 	journalMutants(&mo, journal, stderr)
-	if !*asJSON && isTerminal(stderr) {
+	switch {
+	case *asJSON:
+	case isTerminal(stderr):
 		mo.Progress = func(s string) { fmt.Fprintf(stderr, "\r\033[K%s…", s) }
+	default:
+		logMutants(&mo, stderr, len(hunt.MatrixJobs(mutants, first, nSeeds)))
 	}
 	rep, err := hunt.RunMutants(ctx, o, mo)
 	if rep != nil {
@@ -317,4 +322,32 @@ func printMutants(w io.Writer, rep *hunt.MutantsReport) {
 // secondsOf is a report's seconds as a duration, to the millisecond.
 func secondsOf(f float64) time.Duration {
 	return time.Duration(f * float64(time.Second)).Round(time.Millisecond)
+}
+
+// logMutants writes a line to a log (stderr not a terminal) as each job
+// of the matrix ends, after what mo.Finished already does: a piped
+// mutants run of 107 s said nothing until its table, where check, soak
+// and mutate each say where they are.
+func logMutants(mo *hunt.MutantsOptions, w io.Writer, jobs int) {
+	var mu sync.Mutex
+	done := 0
+	next := mo.Finished
+	mo.Finished = func(d hunt.Done) {
+		if next != nil {
+			next(d)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		switch {
+		case d.Correct != nil:
+			fmt.Fprintf(w, "idemcheck: [%d/%d] correct store, %s, seed %d: %s\n", done, jobs, d.Scenario, d.Seed, d.Correct.Verdict)
+		case d.Kill.Skipped != "":
+			fmt.Fprintf(w, "idemcheck: [%d/%d] %s, seed %d: skipped (%s)\n", done, jobs, d.Mutant, d.Seed, d.Kill.Skipped)
+		case d.Kill.Killed:
+			fmt.Fprintf(w, "idemcheck: [%d/%d] %s, seed %d: killed by %s in %.1fs\n", done, jobs, d.Mutant, d.Seed, d.Kill.Checker, d.Kill.Seconds)
+		default:
+			fmt.Fprintf(w, "idemcheck: [%d/%d] %s, seed %d: survived %.1fs of hunting\n", done, jobs, d.Mutant, d.Seed, d.Kill.Seconds)
+		}
+	}
 }
