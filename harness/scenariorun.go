@@ -148,7 +148,9 @@ func RunScenario(ctx context.Context, o Options, sc scenario.Scenario, runID int
 	res.Schedule, res.Episodes = j.Record.Schedule, j.Record.Episodes
 	for _, n := range append([]string{scenario.BetweenCallsOnly(j.Record.Episodes), scenario.UnannouncedWaits(j.Record.Episodes, o.Backend.WaitsAnnounced),
 		scenario.ClockOutran(j.Record.Episodes, env.Config.LockTTL)}, slices.Concat(j.Record.NotTested, j.Notes)...) {
-		if n != "" {
+		// Said once: a --duration run's rounds each said the same note
+		// (six times, word for word, of chaos's untested faults).
+		if n != "" && !slices.Contains(res.Notes, n) {
 			res.Notes = append(res.Notes, n)
 		}
 	}
