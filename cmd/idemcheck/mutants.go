@@ -86,6 +86,9 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if *budget <= 0 {
 		return exitUsage, usagef("--budget must be positive, got %v", *budget)
 	}
+	if *shrinkFor < 0 {
+		return exitUsage, usagef("--shrink must not be negative (0: off), got %v", *shrinkFor)
+	}
 	var mutants []string
 	if *only != "" {
 		known := hunt.MutantsFor(backend)

@@ -19,3 +19,11 @@ func TestMutantsPipedSaysWhereItIs(t *testing.T) {
 		}
 	}
 }
+
+// TestMutantsRefusesANegativeShrink: --shrink -1s was accepted, where
+// --budget -1s is refused.
+func TestMutantsRefusesANegativeShrink(t *testing.T) {
+	if code, _, stderr := runCLI(t, "mutants", "--store", "memory", "--shrink", "-1s", "--out", t.TempDir()); code != exitUsage || !strings.Contains(stderr, "--shrink must not be negative") {
+		t.Errorf("--shrink -1s: exit %d, %s", code, stderr)
+	}
+}
