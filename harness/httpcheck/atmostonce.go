@@ -61,7 +61,7 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 					order, second.ID, first.ID))
 				continue
 			}
-			cause, why := Classify(oxs, fs, first, second)
+			cause, why := Classify(oxs, fs, first, second, hungUpWith(charges, first))
 			if d := stalled(fs, first.At, second.At); d > 0 {
 				why += fmt.Sprintf(" (idemcheck itself stood still for %v between them: a charge held that long may outlive a lock TTL that is too short)", d)
 			}
@@ -322,7 +322,11 @@ func lostReply(x history.Exchange, fs []history.Fault) bool {
 // (after-error, unless the key was answered); or else every request that
 // could have made the first had been answered or had died with its
 // instance (after-done: the record was lost or not shared).
-func Classify(xs []history.Exchange, fs []history.Fault, first, second history.Charge) (string, string) {
+//
+// together counts the other charges of the first's instance whose
+// connections closed within hangUpBurst of the first's ([hungUpWith]):
+// several at once are a process that died, not a deadline.
+func Classify(xs []history.Exchange, fs []history.Fault, first, second history.Charge, together int) (string, string) {
 	if first.End > 0 && second.At < first.End {
 		return CauseConcurrent, fmt.Sprintf(
 			"the provider was still making %s (until %s) when %s came: two executions held the key at once (a lock that is not shared, or none%s)",
@@ -346,6 +350,13 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 		return CauseAfterCrash, fmt.Sprintf(
 			"%s, which made %s, exited by itself at %s as the provider answered it (the connection closed with the process): the charge's outcome died with it, and the key was charged again once its claim was taken over; only a downstream key makes the work safe to run again after a crash (idemcheck excuses that only after a kill of its own)%s",
 			first.Via, first.ID, ms(at), other)
+	}
+	if first.Outcome == history.OutcomeHungUp && together >= hangUpCrowd {
+		// An instance killed from outside idemcheck (--target) was said
+		// to have stopped waiting for its charges, its own deadline.
+		return CauseAfterCrash, fmt.Sprintf(
+			"the connection of %s closed at %s with those of %d other charges of %s within %v: its process died (outside idemcheck's knowledge: idemcheck killed nothing then), or one deadline passed for them all at once; the charge's outcome was lost, and the key was charged again once its claim was taken over; only a downstream key makes the work safe to run again after a crash%s",
+			first.ID, ms(first.End), together, via(first), time.Duration(hangUpBurst), other)
 	}
 	if first.Errored() {
 		what := fmt.Sprintf("the provider made %s and answered it 503 at %s (its failure, in its ledger)", first.ID, ms(first.End))
@@ -550,4 +561,29 @@ func Weakened(xs []history.Exchange, charges []history.Charge) string {
 		return "no request got a success, so no answer could carry the provider's charge id: replay-fidelity had no success to compare (at-most-once, its causes and the 422 causes come from the ledger and do not depend on it)"
 	}
 	return "no answer carries the provider's charge id: replay-fidelity compares answers as text, so a replay of another execution's answer with the same text passes it (at-most-once, its causes and the 422 causes come from the ledger and do not depend on it)"
+}
+
+// hangUpBurst is how near each other the provider must count hang-ups of
+// one instance's charges to take them for its process dying, and
+// hangUpCrowd how many others there must be: a deadline passes for one
+// charge at a time.
+const (
+	hangUpBurst = int64(5 * time.Millisecond)
+	hangUpCrowd = 2
+)
+
+// hungUpWith counts the other charges of c's instance ("an instance"
+// when the provider could not tell) whose connection closed unanswered
+// ([history.OutcomeHungUp]) within hangUpBurst of c's.
+func hungUpWith(charges []history.Charge, c history.Charge) int {
+	if c.Outcome != history.OutcomeHungUp {
+		return 0
+	}
+	n := 0
+	for _, o := range charges {
+		if o.ID != c.ID && o.Outcome == history.OutcomeHungUp && o.Via == c.Via && o.End >= c.End-hangUpBurst && o.End <= c.End+hangUpBurst {
+			n++
+		}
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package httpcheck
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +228,30 @@ func TestLostReplyClosesTheRequest(t *testing.T) {
 	wantCause(t, build(history.FaultNetLostReply, closed), CauseAfterDone)
 	wantCause(t, build(history.FaultNetReset, closed), CauseConcurrent)
 	wantCause(t, build(history.FaultNetLostReply, "timeout"), CauseConcurrent)
+}
+
+// TestHangUpsAtOnceAreACrash: an instance killed outside idemcheck (a
+// --target the user stops) hangs up on its charges at once: three
+// connections closed within 0.5 ms, one of them charged again later. It
+// was said to be the service's own deadline, a claim released after an
+// error; it is a crash (after-crash), idemcheck having killed nothing.
+// One charge hung up alone is still the service's deadline.
+func TestHangUpsAtOnceAreACrash(t *testing.T) {
+	run := func(others int) Result {
+		e := newEv()
+		e.x(0, "", history.PurposeFirst, "k", "o", "b", 4400*msec, 0, 0, "")
+		e.chargeOutcome("o", "", 4423*msec, 4438*msec, history.OutcomeHungUp)
+		for i := range others {
+			e.chargeOutcome(fmt.Sprintf("p%d", i), "", 4420*msec, 4438*msec+int64(i)*msec/10, history.OutcomeHungUp)
+		}
+		e.x(1, "", history.PurposeRetry, "k", "o", "b", 15000*msec, 15200*msec, 200, `{"charge":"ch_9"}`)
+		e.charge("o", "", 15125*msec)
+		return e.result(t, AtMostOnce)
+	}
+	r := run(2)
+	wantCause(t, r, CauseAfterCrash)
+	if !strings.Contains(r.Violations[0].Detail, "its process died (outside idemcheck's knowledge") {
+		t.Errorf("detail: %s", r.Violations[0].Detail)
+	}
+	wantCause(t, run(0), CauseAfterError)
 }
