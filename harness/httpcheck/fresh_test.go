@@ -70,3 +70,33 @@ func TestStuckKeysRefusedBesideFreshKeys(t *testing.T) {
 		t.Fatalf("keys refused with a Retry-After the probes honoured: %+v, want six stuck keys", r)
 	}
 }
+
+// TestGatewayPageIsNoSavedError: a key whose charge went through but no
+// client got its success answers its probes nginx's 502 page, as does
+// every fresh key beside them: the gateway answered, not the service,
+// and the key is not judged (it was counted as a saved error,
+// replayed). Fresh keys answered by the service leave it settled.
+func TestGatewayPageIsNoSavedError(t *testing.T) {
+	page := "<html><body><h1>502 Bad Gateway</h1></body></html>"
+	run := func(freshStatus int, freshReply string) Result {
+		e := newEv()
+		sec := int64(time.Second)
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
+		e.chargeOutcome("o", "i1", 20, 30, history.OutcomeCharged)
+		for p := range 4 {
+			at := sec + int64(p)*sec/2
+			e.x(-1, "i1", history.PurposeProbe, "k", "o", "b", at, at+1, 502, page)
+		}
+		for n := range 2 {
+			at := sec + int64(n)*sec/2 + sec/4
+			e.x(-1, "i1", history.PurposeFresh, fmt.Sprintf("f%d", n), fmt.Sprintf("of%d", n), "bf", at, at+2, freshStatus, freshReply)
+		}
+		return e.result(t, Liveness)
+	}
+	if r := run(502, page); !r.Pass || !strings.Contains(r.Unjudged, "as did every fresh key sent beside them") {
+		t.Fatalf("a key answered the gateway's page, as every fresh key was: %+v, want it not judged", r)
+	}
+	if r := run(201, "ok"); !r.Pass || r.Unjudged != "" {
+		t.Fatalf("a key replaying its 5xx beside fresh keys answered: %+v, want it settled", r)
+	}
+}

@@ -58,12 +58,14 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		kp.refused.Add(!x.Answered() || !history.TryAgain(x.Status), x.Call)
 	}
 	var ends, refusals, fresh history.Ends
+	var freshXs []history.Exchange // the fresh keys' exchanges
 	if slices.ContainsFunc(order, func(k string) bool { return probed[k].silence.N > 0 }) {
 		ends = exchangeEnds(xs)
 	}
 	if slices.ContainsFunc(order, func(k string) bool { return probed[k].refused.N > 0 }) {
 		refusals = refusalEnds(xs)
-		fresh = refusalEnds(slices.DeleteFunc(slices.Clone(xs), func(x history.Exchange) bool { return x.Purpose != history.PurposeFresh }))
+		freshXs = slices.DeleteFunc(slices.Clone(xs), func(x history.Exchange) bool { return x.Purpose != history.PurposeFresh })
+		fresh = refusalEnds(freshXs)
 	}
 	// The orders whose charge took effect but whose outcome the service
 	// may not have: the provider failed it or the service hung up first
@@ -123,10 +125,17 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		// probes honour), and stays unjudged, saying so.
 		refusal := "" // set when the key was refused beside the others
 		freshBeside := ""
-		othersRefused, brief := false, false
+		othersRefused, brief, gateway := false, false, false
 		if x.Answered() && history.TryAgain(x.Status) {
 			ok, failed, answering := refusals.Beside(kp.refused.From, x.Return, kp.refused.N)
-			if fok, ffailed, got := fresh.Apart(kp.refused.From, x.Return, kp.refused.N); !answering && got {
+			fok, ffailed, got := fresh.Apart(kp.refused.From, x.Return, kp.refused.N)
+			// Fresh keys answered the very same page beside the key's
+			// 5xx: a gateway answering every call (nginx's 502 page),
+			// not the key's saved error, which a key charged but never
+			// answered was taken for (a fresh key's own saved error
+			// names its own order).
+			gateway = x.Status >= 500 && alike(freshXs, kp.refused.From, x)
+			if !answering && got {
 				freshBeside = fmt.Sprintf(", while the service answered %d of %d fresh keys sent beside its probes", fok, fok+ffailed)
 				_, answering = orphaned[k]
 			}
@@ -148,6 +157,11 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 				refusedFirst = refusal
 			}
 			refusedKeys = append(refusedKeys, k)
+		}
+		if gateway {
+			refusal = fmt.Sprintf("%s, its last %d probes answered %d, as did every fresh key sent beside them", k, kp.refused.N, x.Status)
+			refuse()
+			continue
 		}
 		if x.Status >= 500 && errored[x.Order] {
 			saved++
@@ -535,4 +549,21 @@ func honouredWait(own []history.Exchange, from int64) (wait time.Duration, honou
 		}
 	}
 	return wait, honoured
+}
+
+// alike reports whether at least two of the fresh keys' exchanges (fxs)
+// answered from from to x's answer, and every one of them got x's very
+// status and body: one page for every call, a gateway's.
+func alike(fxs []history.Exchange, from int64, x history.Exchange) bool {
+	n := 0
+	for _, f := range fxs {
+		if !f.Answered() || f.Return < from || f.Return > x.Return {
+			continue
+		}
+		if f.Status != x.Status || f.Reply != x.Reply {
+			return false
+		}
+		n++
+	}
+	return n >= 2
 }
