@@ -134,7 +134,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			// not the key's saved error, which a key charged but never
 			// answered was taken for (a fresh key's own saved error
 			// names its own order).
-			gateway = x.Status >= 500 && alike(freshXs, kp.refused.From, x)
+			gateway = x.Status >= 500 && alike(freshXs, kp.first, x)
 			if !answering && got {
 				freshBeside = fmt.Sprintf(", while the service answered %d of %d fresh keys sent beside its probes", fok, fok+ffailed)
 				_, answering = orphaned[k]
@@ -552,8 +552,10 @@ func honouredWait(own []history.Exchange, from int64) (wait time.Duration, honou
 }
 
 // alike reports whether at least two of the fresh keys' exchanges (fxs)
-// answered from from to x's answer, and every one of them got x's very
-// status and body: one page for every call, a gateway's.
+// answered from from (the key's first probe: a key's refusals in a row
+// last about a second, a fresh key goes once a second) to x's answer,
+// and every one of them got x's very status and body: one page for
+// every call, a gateway's.
 func alike(fxs []history.Exchange, from int64, x history.Exchange) bool {
 	n := 0
 	for _, f := range fxs {
