@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -134,6 +135,7 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	var vs []Violation
 	var notes []string
 	reuse409, unread, releasedRan, pausedOwn, unseen := 0, 0, 0, 0, 0
+	reuseOther := map[int]int{}       // reuses refused in another 4xx than 422 (409 apart), by code
 	optional, optionalRefused := 0, 0 // requests without a key under --key optional, answered; refused
 	otherRefusal := map[int]int{}     // missing or over-long keys refused in another code than 400, by code
 	for _, x := range xs {
@@ -182,7 +184,10 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 					x.Key, x.Order, ms(x.Return)))
 				continue
 			}
-			if success(x.Status) && charged[x.Order] && !p.SavesErrors && releasedOnError(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) {
+			// Only a key the service had can it have released: one whose
+			// every request a limiter refused was new to it, and running
+			// the reuse was right (the note blamed a release on error).
+			if success(x.Status) && charged[x.Order] && keys.had(x.Key) && !p.SavesErrors && releasedOnError(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) {
 				releasedRan++
 				continue
 			}
@@ -200,6 +205,9 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 				vs = append(vs, Violation{Checker: Status, Key: x.Key, Cause: cause, At: x.Return, Detail: fmt.Sprintf(
 					"key %s reused with another body (order %s) got %d %q from %s at %s, not 422: %s",
 					x.Key, x.Order, x.Status, clip(x.Reply), x.Instance, ms(x.Return), why)})
+			}
+			if x.Status == http.StatusBadRequest || x.Status != http.StatusUnprocessableEntity && refusedOtherwise(x.Status) {
+				reuseOther[x.Status]++ // refused, nothing ran; a 400 passed with nothing said
 			}
 		}
 		if x.Status == http.StatusConflict && x.HasKey {
@@ -234,6 +242,15 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 	}
 	if unseen > 0 {
 		notes = append(notes, fmt.Sprintf("%d requests got 409 with no request of their key in flight that a client sent, before the provider charged the key's order, in a run where the provider made charges no client request was open to make: a copy of a request that no client saw held the key (a gateway resending the POST to another instance, as nginx's proxy_next_upstream non_idempotent does; work the service runs on after answering); excused", unseen))
+	}
+	if len(reuseOther) > 0 {
+		n, codes := 0, []string{}
+		for c, k := range reuseOther {
+			n += k
+			codes = append(codes, strconv.Itoa(c))
+		}
+		slices.Sort(codes)
+		notes = append(notes, fmt.Sprintf("%d keys reused with another body were refused with %s: refused, so nothing ran, but the draft advises 422 for a mismatch", n, strings.Join(codes, ", ")))
 	}
 	if reuse409 > 0 {
 		notes = append(notes, fmt.Sprintf("%d keys reused with another body got 409 while no other request of the key was in flight: refused, so nothing ran, but the draft advises 422 for a mismatch (409 says the key is in flight)", reuse409))

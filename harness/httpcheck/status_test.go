@@ -379,3 +379,26 @@ func TestStatus409BesideCopiesElsewhere(t *testing.T) {
 	}
 	wantCause(t, run(false), Cause409)
 }
+
+// TestStatusReuseRefusedOtherwise: a reuse refused 400, not the draft's
+// 422, passed with nothing said; it is a note now. A reuse run as new
+// for a key whose every request a limiter refused (its order never
+// charged: new to the service) is right, and no note blames a release
+// on error for it.
+func TestStatusReuseRefusedOtherwise(t *testing.T) {
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 200, "A")
+	e.charge("o", "i1", 20)
+	e.x(0, "i2", history.PurposeReuse, "k", "o2", "b2", 60, 70, 400, "mismatch")
+	if r := e.result(t, Status); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "1 keys reused with another body were refused with 400") {
+		t.Fatalf("a reuse refused 400: %+v", r)
+	}
+	e = newEv()
+	e.x(0, "i1", history.PurposeFirst, "q", "oq", "b", 10, 15, 503, "<html>503 Service Temporarily Unavailable</html>")
+	e.x(0, "i1", history.PurposeRetry, "q", "oq", "b", 20, 25, 503, "<html>503 Service Temporarily Unavailable</html>")
+	e.x(1, "i2", history.PurposeReuse, "q", "oq2", "b2", 60, 70, 201, "B")
+	e.charge("oq2", "i2", 65)
+	if r := e.result(t, Status); !r.Pass || len(r.Notes) != 0 {
+		t.Fatalf("a reuse of a key the service never had, run as new: %+v", r)
+	}
+}
