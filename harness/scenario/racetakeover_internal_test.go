@@ -16,12 +16,7 @@ import (
 // a stale one over and how many stale saves were fenced, and what keeps
 // owners live; a race without a takeover says nothing.
 func TestRaceSaysItsTakeovers(t *testing.T) {
-	cfg := stores.Config{LockTTL: time.Second, Retention: time.Minute}
-	mem, err := memory.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := NewEnv(Setup{Name: "race", Store: mem, Config: cfg, Clients: 2, Keys: 1, Seed: 1, RandSeed: 1})
+	env := raceEnv(t)
 	key := stores.KeyRef{Tenant: "t", Key: "k"}
 	claim := func(tok string, takeover bool, at int64) {
 		env.Hist.AddOp(history.Op{Client: 1, Input: models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp"},
@@ -46,12 +41,7 @@ func TestRaceSaysItsTakeovers(t *testing.T) {
 // the lease; the takeover that follows is said as such, not as a store
 // slower than its owners' lease (calls of 0.7 s under a 30 s lease were).
 func TestRaceSaysAClaimLeftBehind(t *testing.T) {
-	cfg := stores.Config{LockTTL: time.Second, Retention: time.Minute}
-	mem, err := memory.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := NewEnv(Setup{Name: "race", Store: mem, Config: cfg, Clients: 2, Keys: 1, Seed: 1, RandSeed: 1})
+	env := raceEnv(t)
 	key := stores.KeyRef{Tenant: "t", Key: "k"}
 	env.Hist.AddOp(history.Op{Client: 1, Input: models.Input{Kind: models.Begin, Key: key, Fingerprint: "fp"},
 		Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "a"}}, Call: 1, Return: 2})
@@ -63,4 +53,16 @@ func TestRaceSaysAClaimLeftBehind(t *testing.T) {
 	if !strings.Contains(n, "race: 1 claims of 1 keys took over a claim whose owner's save or release had failed") || strings.Contains(n, "slower than their lease") {
 		t.Fatalf("notes: %q", n)
 	}
+}
+
+// raceEnv is a race scenario's environment of one key on a memory store,
+// for notes made from a history written by hand.
+func raceEnv(t *testing.T) *Env {
+	t.Helper()
+	cfg := stores.Config{LockTTL: time.Second, Retention: time.Minute}
+	mem, err := memory.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewEnv(Setup{Name: "race", Store: mem, Config: cfg, Clients: 2, Keys: 1, Seed: 1, RandSeed: 1})
 }
