@@ -87,7 +87,7 @@ func cmdLab(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	rctx, _, protocolErr := execRun(ctx, c, nil)
 	var results []*lab.Result
 	interrupted := false
-	for s := from; s <= to; s++ {
+	for s := from; s <= to && s >= from; s++ { // s < from: past the largest seed, wrapped
 		r, err := lab.Run(rctx, lab.Options{Backend: backend, Addr: addr, Seed: s, Orders: *orders})
 		if err != nil && rctx.Err() != nil {
 			interrupted = true // the seeds that ran are reported

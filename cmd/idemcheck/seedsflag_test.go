@@ -56,4 +56,8 @@ func TestSeedsFlag(t *testing.T) {
 	if code, stdout, stderr := runCLI(t, "lab", "--store", "memory", "--seed", "-7", "--orders", "20"); code == exitUsage {
 		t.Errorf("lab --seed -7: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+	// The largest seed alone: its loop wrapped round and never ended.
+	if code, stdout, stderr := runCLI(t, "lab", "--store", "memory", "--seed", "9223372036854775807", "--orders", "20"); code == exitUsage || !strings.Contains(stdout, "seed 9223372036854775807") {
+		t.Errorf("lab --seed 9223372036854775807: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 }

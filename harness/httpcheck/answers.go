@@ -215,7 +215,14 @@ func NothingTested(results []Result, interrupted bool) string {
 		switch {
 		case r.Checker != Answers:
 		case !r.Pass:
-			return r.Violations[0].Detail
+			// Its nothing-tested violation: a success never charged is
+			// a bug found in what was tested (a run of 18,108 requests
+			// was headed NOTHING TESTED for one).
+			for _, v := range r.Violations {
+				if v.Cause == CauseNothingTested {
+					return v.Detail
+				}
+			}
 		case r.Unjudged != "" && r.Detail == nothingTestedDetail && !interrupted:
 			// Not another thing the answers left unjudged (most
 			// operations on keys others had drawn), which a run that

@@ -32,6 +32,11 @@ func TestASuccessNeverChargedFails(t *testing.T) {
 	if v.Cause != CauseNeverCharged || v.Key != "k9" || v.At != 160 || !strings.Contains(v.Detail, "never charged its order ok9") {
 		t.Fatalf("the violation does not name the key, its order and when: %+v", v)
 	}
+	// A bug found in what was tested: the run is no "NOTHING TESTED"
+	// (one of 18,108 requests was headed so).
+	if n := NothingTested([]Result{r}, false); n != "" {
+		t.Errorf("a run that tested its keys reads as nothing tested: %s", n)
+	}
 }
 
 // TestNeverChargedLeavesOutWhatIsNoSuccessOrShared: a 202 (queued, not
