@@ -339,7 +339,10 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 	forgot := "every request that could have made the first charge had been answered (or had died) before the second: the service forgot the key"
 	answer, answered := answeredBefore(xs, first, second)
 	if answered {
-		forgot = "the key had been answered before it was charged again (" + answer + "): the claim was not released after an error; the service kept the key's record, then forgot it"
+		forgot = "the key had been answered before it was charged again (" + answer + "): the service kept the key's record, then forgot it"
+		if first.Errored() {
+			forgot = "the key had been answered before it was charged again (" + answer + "): the claim was not released after the error; the service kept the key's record, then forgot it"
+		}
 	}
 	forgot += " (a record lost on restart, kept per instance, or expired: a retention shorter than the run, whose retries come up to --duration plus --settle after the key's first request)" +
 		overlapped(xs, fs, first, second) + expiredUnder(xs, fs, first, second)

@@ -191,7 +191,7 @@ func TestAnsweredKeyChargedAgainIsForgotten(t *testing.T) {
 	r := saved(7)
 	wantCause(t, r, CauseAfterDone)
 	if d := r.Violations[0].Detail; !strings.Contains(d, "the key had been answered before it was charged again (client 1 got 502 from i1 at 1100.0ms, and the same answer was replayed until 2840.0ms (replays: 7))") ||
-		!strings.Contains(d, "not released after an error") {
+		!strings.Contains(d, "not released after the error") {
 		t.Errorf("a saved 502 replayed, then charged again: %s", d)
 	}
 	wantCause(t, saved(0), CauseAfterError)
