@@ -410,12 +410,18 @@ func answeredBefore(xs []history.Exchange, first, second history.Charge) (string
 		return x.HasKey && x.Purpose != history.PurposeReuse && x.Answered() && x.Return > from && x.Return < second.At
 	}
 	for _, e := range xs {
-		if in(e) && completed(e.Status) {
+		if !in(e) {
+			continue
+		}
+		if completed(e.Status) {
 			return fmt.Sprintf("client %d got %d from %s at %s", e.Client, e.Status, e.Instance, ms(e.Return)), true
+		}
+		if e.Status < 500 {
+			continue
 		}
 		n, last := 0, e.Return
 		for _, x := range xs {
-			if in(e) && e.Status >= 500 && in(x) && x.Call > e.Return && x.Status == e.Status && sameReply(x.Reply, e.Reply) {
+			if in(x) && x.Call > e.Return && x.Status == e.Status && sameReply(x.Reply, e.Reply) {
 				n, last = n+1, max(last, x.Return)
 			}
 		}
