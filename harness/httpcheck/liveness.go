@@ -98,7 +98,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if !r.Applied {
 		r.Detail = "every key was settled before the end: nothing to probe"
 	}
-	orphaned := orphans(xs, fs)
+	orphaned := orphans(xs, fs, charging)
 	saved, hungUp, lostAnswer, reran, declared := 0, 0, 0, 0, 0
 	var unjudged, early, savedErrs, silentKeys, working, refusedKeys, keyRefused, briefKeys, onceKeys []string
 	earlyFirst := ""       // the first key held within the TTL of its owner's death
@@ -137,7 +137,11 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			gateway = x.Status >= 500 && alike(freshXs, kp.first, x)
 			if !answering && got {
 				freshBeside = fmt.Sprintf(", while the service answered %d of %d fresh keys sent beside its probes", fok, fok+ffailed)
+				// A limiter that goes by the key may refuse it (429,
+				// 503); no limiter answers a gateway's 502 or 504, and
+				// the gateway answered the fresh keys.
 				_, answering = orphaned[k]
+				answering = answering || gatewayStatus(x) && !gateway
 			}
 			if !answering {
 				refusal = fmt.Sprintf("%s, its last %d probes answered %d, while %d of %d other calls got another answer%s", k, kp.refused.N, x.Status, ok, ok+failed, freshBeside)
@@ -163,14 +167,14 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			refuse()
 			continue
 		}
-		if x.Status >= 500 && errored[x.Order] {
+		if x.Status >= 500 && errored[x.Order] && !asksLater(x) {
 			saved++
 			if !failedByProvider[x.Order] {
 				hungUp++
 			}
 			continue
 		}
-		if x.Status >= 500 && unanswered[x.Order] && !keys.succeeded[k] {
+		if x.Status >= 500 && unanswered[x.Order] && !keys.succeeded[k] && !asksLater(x) {
 			lostAnswer++
 			if rerun(charging[x.Order]) {
 				reran++
@@ -186,7 +190,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			refuse()
 			continue
 		}
-		if x.Status >= 500 && replayed(before(x), x) && !keys.succeeded[k] {
+		if x.Status >= 500 && replayed(before(x), x) && !keys.succeeded[k] && !asksLater(x) {
 			// The same 5xx as the key's answer before, no client ever
 			// got a success for it, and no charge of its order explains
 			// it: a service that saves every error (Stripe does) answers
@@ -275,6 +279,10 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			cause, got = CauseInFlight, "409 (still in flight)"
 		case x.Status == http.StatusLocked:
 			cause, got = CauseLocked, "423 (still locked)"
+		case asksLater(x):
+			cause, got = CauseThrottled, fmt.Sprintf("%d %q asking to try again in %v (Retry-After)", x.Status, clip(x.Reply), time.Duration(x.RetryAfter).Round(time.Millisecond))
+		case x.Status >= 500 && keys.succeeded[k]:
+			cause, got = CauseServerError, fmt.Sprintf("%d %q, though a client got the key's success before: its saved answer lost or replaced", x.Status, clip(x.Reply))
 		case x.Status >= 500:
 			cause, got = CauseServerError, fmt.Sprintf("%d %q, and the provider failed no charge of its order %s", x.Status, clip(x.Reply), x.Order)
 		case x.Answered():
@@ -432,13 +440,14 @@ func replayed(prev, last history.Exchange) bool {
 // request: a status asking to try again later (409, 423, 425, 429, 408:
 // services answer an in-flight key with any of them), or no answer within
 // the client's timeout (a service that makes a duplicate wait for the
-// first request, and a first that died, waits until its lock expires). A
-// refused or reset connection, or a 5xx, says nothing of the key.
+// first request, and a first that died, waits until its lock expires), or
+// a 5xx asking to be tried later ([asksLater]). A refused or reset
+// connection, or any other 5xx, says nothing of the key.
 func held(x history.Exchange) bool {
 	if !x.Answered() {
 		return x.Err == "timeout"
 	}
-	return !history.Final(x.Status) && x.Status < 500
+	return !history.Final(x.Status) && (x.Status < 500 || asksLater(x))
 }
 
 // rerun reports whether an order's charges show its work run again after
@@ -480,7 +489,12 @@ type orphan struct {
 // (the status-codes checker's [heldUntil] says the same of the 409s
 // meanwhile); a Node service that kept it after a busy SQLite refused its
 // save was failed here though it released the key at its 30 s lease.
-func orphans(xs []history.Exchange, fs []history.Fault) map[string]orphan {
+//
+// A probe answered a 5xx asking for a later try ([asksLater]) with no
+// charge of its order begun while it was open did no work: a refusal,
+// not a new owner (a key stuck for ever and answered 503 with a
+// Retry-After was never past its TTL, each probe taken for an owner).
+func orphans(xs []history.Exchange, fs []history.Fault, charging map[string][]history.Charge) map[string]orphan {
 	deaths := map[string][]int64{}
 	for _, f := range fs {
 		if f.Kind == history.FaultInstanceKill || f.Kind == history.FaultInstanceExit {
@@ -517,6 +531,7 @@ func orphans(xs []history.Exchange, fs []history.Fault) map[string]orphan {
 			continue
 		}
 		switch {
+		case x.Purpose == history.PurposeProbe && asksLater(x) && !chargedWithin(charging[x.Order], x):
 		case x.Answered() && mayStillRun(x.Status):
 			note(x.Key, x.Return, fmt.Sprintf("a request of it was answered %d, which does not say its work ended", x.Status), false)
 		case !x.Answered() && x.Purpose != history.PurposeProbe && x.Err != "connection refused":

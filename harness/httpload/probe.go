@@ -28,6 +28,7 @@ const probeWorkers = 16
 // answers 503) ends the probes only once it has lasted a second, and
 // the pause after it doubles (up to a second; as long as the answer's
 // Retry-After asks, whole), so that a limiter lets the probes through.
+// A 5xx with a Retry-After never ends them: it asks for a later try.
 //
 // The keys take turns, the one due soonest first: every key is probed
 // from the start of settle to its end, however many there are. Probing
@@ -155,7 +156,10 @@ func (l *Load) probeOnce(ctx context.Context, p *probing) bool {
 	if !same {
 		p.sameSince = time.Now()
 	}
-	if same && (!history.TryAgain(x.Status) || time.Since(p.sameSince) >= history.RefusalLasts) {
+	// A 5xx asking to be tried later (Retry-After) is the service's own
+	// word that the key has no answer yet, however often it repeats: the
+	// probes go on, as they do on a 409, until settle ends them.
+	if same && x.RetryAfter == 0 && (!history.TryAgain(x.Status) || time.Since(p.sameSince) >= history.RefusalLasts) {
 		return true
 	}
 	p.prev = x
