@@ -374,7 +374,7 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 		if answered {
 			return CauseAfterDone, forgot
 		}
-		return CauseAfterError, what + released + other
+		return CauseAfterError, what + released + rekeyed(first, second) + other
 	}
 	if x, ok := openRequest(xs, fs, first.Via, math.MinInt64, first.At, second.At+1); ok {
 		open := "no answer yet"
@@ -390,8 +390,8 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 	for _, x := range xs {
 		if !answered && x.Answered() && x.Status >= 500 && x.Return > first.At && x.Return < second.At {
 			return CauseAfterError, fmt.Sprintf(
-				"client %d got %d from %s at %s between the two: the claim was released after an error although the charge went through (release on error)",
-				x.Client, x.Status, x.Instance, ms(x.Return))
+				"client %d got %d from %s at %s between the two: the claim was released after an error although the charge went through (release on error)%s",
+				x.Client, x.Status, x.Instance, ms(x.Return), rekeyed(first, second))
 		}
 	}
 	return CauseAfterDone, forgot

@@ -162,8 +162,12 @@ func TestRetryWithinOneRequest(t *testing.T) {
 	}
 	r = build("k-1", "k-2", true)
 	wantCause(t, r, CauseAfterError)
-	if d := r.Violations[0].Detail; !strings.Contains(d, "release on error") {
-		t.Errorf("another request reached i1 between the charges: %s, want the release named", d)
+	if d := r.Violations[0].Detail; !strings.Contains(d, "release on error") || !strings.Contains(d, "a new downstream key (k-1, then k-2)") {
+		t.Errorf("another request reached i1 between the charges: %s, want the release named, and the new key that made it unsafe", d)
+	}
+	r = build("", "", true)
+	if d := r.Violations[0].Detail; !strings.Contains(d, "release on error") || !strings.Contains(d, "no downstream key") {
+		t.Errorf("a release on error, no downstream key: %s, want it said", d)
 	}
 }
 
