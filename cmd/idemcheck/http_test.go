@@ -199,7 +199,7 @@ func TestHTTPRequestShapeFromFlags(t *testing.T) {
 	if code != exitPass {
 		t.Fatalf("the strict service with its request declared: exit %d:\n%s", code, stdout)
 	}
-	for _, want := range []string{"declared request: POST", "form body", "headers: Authorization, Host (values not shown)", "keys: UUID v4", "PASS at-most-once",
+	for _, want := range []string{"declared request: POST", "form body", "headers: Authorization, Host (values not shown)", "callers: one", "keys: UUID v4", "PASS at-most-once",
 		"declared host: every request carries Host: pay.example.test"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)

@@ -31,6 +31,9 @@ func declarations(r httpload.Request, path string, started bool, maxKey int, p h
 		slices.Sort(names)
 		out = append(out, "headers: "+strings.Join(names, ", ")+" (values not shown)")
 	}
+	// Stripe scopes a key to its account: a run of one caller cannot
+	// tell a key so scoped from one shared by every caller.
+	out = append(out, "callers: one (every request carries the same headers): not tested whether a key is scoped to its caller (an account's key sent by another account)")
 	if _, chosen := r.Header["Host"]; host != "" && (instances > 1 || chosen) {
 		out = append(out, fmt.Sprintf("host: every request carries Host: %s, whichever instance it goes to (one name for the service, as a load balancer in front of it presents)", host))
 	}
