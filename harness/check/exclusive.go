@@ -417,7 +417,10 @@ func (t exclusiveTally) decide(e Evidence) Result {
 	sortViolations(t.vs)
 	detail := fmt.Sprintf("%d work runs, none overlapping a healthy owner", t.runs)
 	if e.Model.Clock == stores.ServerClock {
-		detail += ", no claim taken over inside its lease by the server's clock"
+		// What earlyTakeovers judges, and no more: a claim answered
+		// while the takeover was already asked is not compared (a pass
+		// line claimed the server's clock for claims it never read).
+		detail += ", no takeover of a claim answered before it was asked, inside that claim's lease by the history's clock (claims still open when the takeover was asked are judged by linearizability alone)"
 	}
 	if t.excused > 0 {
 		detail += fmt.Sprintf(" (%d overlaps excused: the owner whose claim came first was paused or crashed by the harness, or lost half its lease or more to a late answer, a late start of its work or the harness's own stalls)", t.excused)
