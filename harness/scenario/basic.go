@@ -131,7 +131,7 @@ func sayRaceTakeovers(env *Env) {
 	if takeovers -= left; takeovers == 0 {
 		return
 	}
-	env.NotTested("race: %d claims of %d keys took over a claim gone stale (%d saves of stale owners fenced): race pauses no owner past LockTTL (%v), so the store answered its owners slower than their lease (a loaded machine, a store queueing writes), and those keys were not a race for the claim alone; a longer --lock-ttl, or fewer --clients or --keys, keeps owners live",
+	env.NotTested("race: %d claims of %d keys took over a claim gone stale (%d saves of stale owners fenced): race pauses no owner past LockTTL (%v), so the store answered its owners slower than their lease (a loaded machine, a store queueing writes), and those keys were not a race for the claim alone; a longer LockTTL (--lock-ttl; in idemtest, Factory.LockTTL), or fewer clients or keys (--clients, --keys, flags of idemcheck check), keeps owners live",
 		takeovers, env.Keys, fenced, env.Config.LockTTL)
 }
 
