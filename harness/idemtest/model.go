@@ -358,13 +358,19 @@ func (d *driver) check(rt *rapid.T, in models.Input, out models.Output, err erro
 	}
 	if len(next) == 0 {
 		var was []string
-		hint := ""
+		hint, allows := "", ""
 		for _, s := range d.states(k) {
 			was = append(was, models.DescribeState(s))
+			// What the model expected, and why (a store author read
+			// the model's source to learn it).
+			if a := models.Allows(d.times.cfg, s, in, out); a != "" && !strings.Contains(allows, a) {
+				allows += "\n  " + a
+			}
 			if h := models.Hint(d.times.cfg, s, in, out); h != "" {
 				hint = "\n  " + h
 			}
 		}
+		hint = allows + hint
 		rt.Fatalf("%s: the model forbids the last answer for key %s\n  state before: %s\n  history of the key:\n    %s%s%s%s",
 			"linearizability", k, strings.Join(was, " | "), strings.Join(d.history[k], "\n    "), hint, d.leaseNote(in, out), d.mergeNote(in, out))
 	}
