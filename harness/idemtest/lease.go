@@ -116,8 +116,12 @@ func leaseHint(f Factory, s *results.ScenarioResult) string {
 		return ""
 	}
 	ttl := time.Duration(s.LockTTL)
-	if said, ok := harness.LeaseSaid(s); ok {
+	said, ok, spread := harness.LeaseSaid(s)
+	if ok {
 		return fmt.Sprintf("the store reports a lease of %v on its claims (Decision.LeaseUntil), not the LockTTL %v the suite gave it in stores.Config: it keeps a lease of its own; declare it, idemtest.Factory{LockTTL: %v}, and the suite judges it at that lease", said, ttl, said)
+	}
+	if spread[1] > 0 {
+		return fmt.Sprintf("the store's claims report leases from %v to %v (Decision.LeaseUntil less Decision.DecidedAt), not the LockTTL %v the suite gave it in stores.Config, nor any one lease: a DecidedAt read apart from the lease's start (another statement, a SELECT before the INSERT, another clock) reads so", spread[0], spread[1], ttl)
 	}
 	for _, v := range s.Violations {
 		if v.Checker == "liveness" || v.Checker == "linearizability" && strings.Contains(v.Detail, "→ in-flight") {
