@@ -23,7 +23,7 @@ func TestLeaseSaid(t *testing.T) {
 		for i, l := range leases {
 			at := t0.Add(time.Duration(i) * time.Second)
 			h.AddOp(history.Op{Client: i, Call: int64(i), Return: int64(i) + 1,
-				Input: models.Input{Kind: models.Begin, Key: stores.KeyRef{Key: "k"}, Fingerprint: "fp", Now: at},
+				Input:  models.Input{Kind: models.Begin, Key: stores.KeyRef{Key: "k"}, Fingerprint: "fp", Now: at},
 				Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: stores.Token("t" + string(rune('a'+i))), DecidedAt: at, LeaseUntil: at.Add(l)}}})
 		}
 		r := &results.ScenarioResult{LockTTL: results.Duration(250 * time.Millisecond)}
