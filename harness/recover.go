@@ -19,7 +19,7 @@ import (
 // (Options.Journal): there while the run runs, removed once its files are
 // written. A results directory that has one and no summary.json is a
 // run whose process died: Recover reports it.
-const JournalFile = "journal.jsonl"
+const JournalFile = history.JournalFile
 
 // SpillDir is the folder of a run's results directory where its largest
 // histories go while it runs (Options.SpillDir): removed once the run's

@@ -18,6 +18,11 @@ func CreateJournal(path string) (*Journal, error) {
 	return NewJournal(f), nil
 }
 
+// JournalFile is the name of a check's journal in its results directory
+// (harness.JournalFile says how a run uses it; report.Prune spares a run
+// whose journal is still held).
+const JournalFile = "journal.jsonl"
+
 // CreateLocked creates the file at path holding an exclusive lock on it
 // for as long as the process lives: the kernel drops the lock when the
 // process dies, however it dies, so JournalHeld tells a run still running

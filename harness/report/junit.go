@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/internal/wholefile"
 )
@@ -136,14 +137,16 @@ var runDirName = regexp.MustCompile(`^\d{8}-\d{6}\.\d{3}-`)
 const Marker = ".idemcheck-run"
 
 // Prune removes the oldest passing runs under root beyond the newest keep
-// (the one latest points at among them, when it passed) and says how many
-// it removed: --keep 1 had left two passing runs, latest kept beside the
-// newest other. It removes only what it can prove it
-// may: a directory PrepareRunDir made (its name, and Marker inside) whose
-// summary.json says the run passed. A failing, undecided or interrupted
-// run is never removed (its recheck and replay lines must keep pointing
-// at something), nor is a run whose summary cannot be read, nor the one
-// latest points at.
+// (by their names, which start with the time) and says how many it
+// removed. It removes only what it can prove it may: a directory
+// PrepareRunDir made (its name, and Marker inside) whose summary.json says
+// the run passed. A failing, undecided or interrupted run is never
+// removed (its recheck and replay lines must keep pointing at something),
+// nor is a run whose summary cannot be read, nor the one latest points at
+// (the run that prunes), nor one whose journal a live process still holds
+// ([history.JournalHeld]: its report may still be being written). Two
+// runs into one --out, the older ending last, had the newer removed: it
+// pruned from latest, the run that ended last.
 func Prune(root string, keep int) (int, error) {
 	entries, err := os.ReadDir(root)
 	if err != nil {
@@ -152,18 +155,18 @@ func Prune(root string, keep int) (int, error) {
 	latest, _ := os.Readlink(filepath.Join(root, "latest"))
 	var runs []string
 	for _, e := range entries {
-		if e.IsDir() && runDirName.MatchString(e.Name()) && e.Name() != latest && passed(filepath.Join(root, e.Name())) {
+		if e.IsDir() && runDirName.MatchString(e.Name()) && passed(filepath.Join(root, e.Name())) {
 			runs = append(runs, e.Name())
 		}
 	}
 	sort.Strings(runs) // the names start with the time
-	others := keep
-	if latest != "" && passed(filepath.Join(root, latest)) {
-		others-- // latest is one of the keep
-	}
 	removed := 0
-	for i := 0; i < len(runs)-max(others, 0); i++ {
-		if err := os.RemoveAll(filepath.Join(root, runs[i])); err != nil {
+	for _, r := range runs[:max(len(runs)-max(keep, 0), 0)] {
+		dir := filepath.Join(root, r)
+		if held, _ := history.JournalHeld(filepath.Join(dir, history.JournalFile)); r == latest || held {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
 			return removed, err
 		}
 		removed++

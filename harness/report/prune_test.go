@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/check"
+	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/report"
 	"github.com/idemcheck/idemcheck/harness/results"
 )
@@ -66,5 +67,53 @@ func TestPruneKeepsFailingAndForeign(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, pass2)); err == nil {
 		t.Errorf("--keep 1 left %s beside latest", pass2)
+	}
+}
+
+// TestPruneSparesNewerAndLiveRuns: two runs into one --out, the older
+// ending last (latest points at it): --keep 1 removed the newer one,
+// whose Results line then named nothing. The newest keep by name stay,
+// and latest beside them. A passing run whose journal a live process
+// still holds (its report still being written) is never removed.
+func TestPruneSparesNewerAndLiveRuns(t *testing.T) {
+	root := t.TempDir()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	mk := func(i int) string {
+		d, err := report.PrepareRunDir(root, "sqlite", "correct", at.Add(time.Duration(i)*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Write(&results.Summary{Verdict: check.Pass, Store: "sqlite"}); err != nil {
+			t.Fatal(err)
+		}
+		return d.Path
+	}
+	live := mk(1)
+	j, err := history.CreateLocked(filepath.Join(live, history.JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	older, newer := mk(2), mk(3)
+	if err := os.Remove(filepath.Join(root, "latest")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(older), filepath.Join(root, "latest")); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := report.Prune(root, 1); err != nil || removed != 0 {
+		t.Errorf("removed %d, %v: want none (the newest, latest, and a live run)", removed, err)
+	}
+	for _, d := range []string{live, older, newer} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was removed", filepath.Base(d))
+		}
+	}
+	j.Close()
+	if removed, err := report.Prune(root, 1); err != nil || removed != 1 {
+		t.Errorf("once its process let its journal go: removed %d, %v; want the oldest", removed, err)
+	}
+	if _, err := os.Stat(live); err == nil {
+		t.Error("the oldest passing run, no longer held, was kept")
 	}
 }
