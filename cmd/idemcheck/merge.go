@@ -335,6 +335,15 @@ func mergeSoak(shards []shardFile) (soakReport, error) {
 			return soakReport{}, fmt.Errorf("the shards ran different builds (%q and %q): their counts are not one soak's", out.Commit, r.Commit)
 		}
 	}
+	// Each shard's counts must say what its own verdict and its list of
+	// runs that did not pass say: one bit flipped in a failing shard's
+	// count made a merge PASS beside the shard's "fail".
+	for i, r := range reps {
+		code, why := soakCode(*r)
+		if (r.Verdict != "" && r.Verdict != codeVerdict(code)) || (len(r.Bad) > 0 && code == exitPass) {
+			return soakReport{}, fmt.Errorf("%s: its counts say %s, but its verdict is %q and it names %d run(s) that did not pass: the file was edited or damaged; run that shard again", shards[i].path, why, r.Verdict, len(r.Bad))
+		}
+	}
 	out.Rows, out.Bad, out.Errors, out.Shard, out.Seconds = nil, []string{}, nil, nil, 0
 	// A shard cut short (recovered from its journal, or interrupted)
 	// brings its seeds that did not end and its count of those that ran:
@@ -362,8 +371,19 @@ func mergeSoak(shards []shardFile) (soakReport, error) {
 			t.Seconds += row.Seconds
 		}
 	}
+	// Every seed × scenario of the plan ran in exactly one shard: a soak
+	// that ended whole counts each scenario once per seed (a shard whose
+	// rows were cut out passed as a soak of the others).
+	whole := !out.Interrupted && len(out.Unfinished) == 0 && len(out.Errors) == 0 && len(out.Draws) == 0
 	for _, name := range out.Plan {
-		if r, ok := rows[name]; ok {
+		r, ok := rows[name]
+		if !ok {
+			r = &soakRow{Scenario: name}
+		}
+		if n := r.Pass + r.Fail + r.Unknown + r.Skipped; whole && n != out.Seeds {
+			return soakReport{}, fmt.Errorf("the shards count %s of scenario %s where the plan has %d seeds, and none was cut short: a shard is missing its rows, or was edited or damaged", plural(n, "run"), name, out.Seeds)
+		}
+		if ok {
 			out.Rows = append(out.Rows, *r)
 		}
 	}
