@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -179,6 +180,25 @@ func TestWriteLoadRoundTrip(t *testing.T) {
 	}
 	if _, err := history.Load(strings.NewReader("{\"scenario\":\"x\",\"type\":\"op\",\"op\":{}}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("a bad line: %v, want an error naming line 2", err)
+	}
+	// A line repeated (an edited or damaged file): a charge made once
+	// was judged made twice, a FAIL the run never had. A repeat of a
+	// downstream key, not effective, carries its charge's ID again.
+	var one bytes.Buffer
+	if err := history.Write(&one, "race", h1, l1); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(one.String(), "\n")
+	for _, kind := range []string{`"type":"op"`, `"type":"charge"`} {
+		for i, l := range lines {
+			if strings.Contains(l, kind) && (kind != `"type":"charge"` || strings.Contains(l, `"effective":true`)) {
+				doubled := strings.Join(slices.Insert(slices.Clone(lines), i, l), "")
+				if _, err := history.Load(strings.NewReader(doubled)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d repeats", i+2)) {
+					t.Errorf("line %d (%s) repeated: %v, want it refused by its number", i+1, kind, err)
+				}
+				break
+			}
+		}
 	}
 }
 

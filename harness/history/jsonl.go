@@ -119,6 +119,12 @@ func load(r io.Reader, fresh func(int) *History) ([]Saved, error) {
 	type parts struct {
 		h       *History
 		charges []Charge
+		// Every call's ID and effective charge's ID once: a line repeated (an
+		// edited or damaged file) judged a charge made once as made
+		// twice, a FAIL the run never had. IDs are dense from 1: a bit
+		// each, however many millions.
+		opIDs     []uint64
+		chargeIDs map[string]bool
 	}
 	index := map[string]int{}
 	var names []string
@@ -151,6 +157,16 @@ func load(r io.Reader, fresh func(int) *History) ([]Saved, error) {
 		p := get(l.Scenario)
 		switch {
 		case l.Type == "op" && l.Op != nil:
+			if id := l.Op.Input.ID; id > 0 {
+				w := id / 64
+				if w >= len(p.opIDs) {
+					p.opIDs = append(p.opIDs, make([]uint64, w-len(p.opIDs)+1)...)
+				}
+				if p.opIDs[w]&(1<<(id%64)) != 0 {
+					return nil, fmt.Errorf("history line %d repeats call %d of scenario %s (its ID is on an earlier line): the file was edited or damaged", n, id, l.Scenario)
+				}
+				p.opIDs[w] |= 1 << (id % 64)
+			}
 			p.h.push(*l.Op)
 			p.h.nextID = max(p.h.nextID, l.Op.Input.ID)
 		case l.Type == "work" && l.Work != nil:
@@ -162,6 +178,17 @@ func load(r io.Reader, fresh func(int) *History) ([]Saved, error) {
 		case l.Type == "exchange" && l.Exchange != nil:
 			p.h.exchanges = append(p.h.exchanges, *l.Exchange)
 		case l.Type == "charge" && l.Charge != nil:
+			// A repeat of a downstream key answers its charge's ID
+			// again, not effective: an effective one is made once.
+			if id := l.Charge.ID; id != "" && l.Charge.Effective {
+				if p.chargeIDs == nil {
+					p.chargeIDs = map[string]bool{}
+				}
+				if p.chargeIDs[id] {
+					return nil, fmt.Errorf("history line %d repeats charge %s of scenario %s (its ID is on an earlier line): the file was edited or damaged", n, id, l.Scenario)
+				}
+				p.chargeIDs[id] = true
+			}
 			p.charges = append(p.charges, *l.Charge)
 		default:
 			return nil, fmt.Errorf("history line %d: unknown record type %q", n, l.Type)
