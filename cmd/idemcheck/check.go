@@ -260,7 +260,10 @@ func warnCost(w io.Writer, o harness.Options) {
 
 // roughBytes prints a size to a tenth of a GB, or in whole MB below one.
 func roughBytes(n uint64) string {
-	if n < 1<<30 {
+	switch {
+	case n < 1<<20: // "0 MB" of 16 KB free read as no warning at all
+		return fmt.Sprintf("%d KB", (n+1023)>>10) // rounded up: 1 byte is no "0 KB"
+	case n < 1<<30:
 		return fmt.Sprintf("%d MB", n>>20)
 	}
 	return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))

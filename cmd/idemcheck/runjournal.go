@@ -154,7 +154,7 @@ const tornKind = "torn"
 // recoverTorn reports a run whose journal is torn inside its first line:
 // nothing ran, nothing was judged (exit 3).
 func recoverTorn(dir string, asJSON bool, stdout io.Writer) (int, error) {
-	const why = "its process died while it wrote the first line of its journal: nothing ran, nothing was judged"
+	const why = "its process died before the first line of its journal was whole (starting: its servers, its store, or that line): nothing ran, nothing was judged"
 	if asJSON {
 		return exitUnknown, printJSON(stdout, map[string]any{"dir": dir, "recovered": true, "verdict": "unknown", "why": why})
 	}
