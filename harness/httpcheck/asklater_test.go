@@ -16,9 +16,11 @@ import (
 // later try: the key has no answer yet, and it is stuck (its 503s were
 // taken for a saved error, replayed, and a service stuck on the key
 // passed liveness). The same 503 without a Retry-After stays what it
-// was: a saved error for a charge the service never got the id of.
+// was: a saved error for a charge the service never got the id of, and
+// so does one with a Retry-After where the service declared that it
+// saves its errors (--saves-errors).
 func TestStuckKeyAnswering503RetryAfter(t *testing.T) {
-	run := func(retryAfter time.Duration) Result {
+	run := func(retryAfter time.Duration, saves bool) Result {
 		e := newEv()
 		sec := int64(time.Second)
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 0, 0, "")
@@ -33,17 +35,22 @@ func TestStuckKeyAnswering503RetryAfter(t *testing.T) {
 			e.x(-1, "i1", history.PurposeFresh, fmt.Sprintf("f%d", n), fmt.Sprintf("of%d", n), "bf", at, at+2, 201, "ok")
 			e.charge(fmt.Sprintf("of%d", n), "i1", at+1)
 		}
-		return e.resultBy(t, Liveness, Policy{InFlightTTL: 500 * time.Millisecond})
+		return e.resultBy(t, Liveness, Policy{InFlightTTL: 500 * time.Millisecond, SavesErrors: saves})
 	}
-	r := run(time.Second)
+	r := run(time.Second, false)
 	if r.Pass || len(r.Violations) != 1 {
 		t.Fatalf("a key answered 503 with a Retry-After past its TTL: %+v, want it stuck", r)
 	}
 	if v := r.Violations[0]; v.Cause != CauseThrottled || !strings.Contains(v.Detail, "Retry-After") {
 		t.Fatalf("the violation does not say the service asked for a later try: %+v", v)
 	}
-	if r := run(0); !r.Pass || len(r.Notes) == 0 || !strings.Contains(r.Notes[0], "replays its saved error") {
+	if r := run(0, false); !r.Pass || len(r.Notes) == 0 || !strings.Contains(r.Notes[0], "replays its saved error") {
 		t.Fatalf("a key replaying a 503 for a charge whose id the service never got: %+v, want it settled", r)
+	}
+	// A service that declared it saves its errors replays a saved 503
+	// whole, Retry-After and all (a middleware that saves the answer).
+	if r := run(time.Second, true); !r.Pass || r.Unjudged != "" {
+		t.Fatalf("a declared saved 503 with its Retry-After: %+v, want it settled", r)
 	}
 }
 

@@ -167,14 +167,18 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			refuse()
 			continue
 		}
-		if x.Status >= 500 && errored[x.Order] && !asksLater(x) {
+		// A 5xx asking for a later try is no saved error, unless the
+		// service declared that it saves its errors (a middleware that
+		// saves the whole answer replays its Retry-After too).
+		later := asksLater(x) && !p.SavesErrors
+		if x.Status >= 500 && errored[x.Order] && !later {
 			saved++
 			if !failedByProvider[x.Order] {
 				hungUp++
 			}
 			continue
 		}
-		if x.Status >= 500 && unanswered[x.Order] && !keys.succeeded[k] && !asksLater(x) {
+		if x.Status >= 500 && unanswered[x.Order] && !keys.succeeded[k] && !later {
 			lostAnswer++
 			if rerun(charging[x.Order]) {
 				reran++
@@ -190,7 +194,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			refuse()
 			continue
 		}
-		if x.Status >= 500 && replayed(before(x), x) && !keys.succeeded[k] && !asksLater(x) {
+		if x.Status >= 500 && replayed(before(x), x) && !keys.succeeded[k] && !later {
 			// The same 5xx as the key's answer before, no client ever
 			// got a success for it, and no charge of its order explains
 			// it: a service that saves every error (Stripe does) answers
@@ -280,7 +284,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		case x.Status == http.StatusLocked:
 			cause, got = CauseLocked, "423 (still locked)"
 		case asksLater(x):
-			cause, got = CauseThrottled, fmt.Sprintf("%d %q asking to try again in %v (Retry-After)", x.Status, clip(x.Reply), time.Duration(x.RetryAfter).Round(time.Millisecond))
+			cause, got = CauseThrottled, fmt.Sprintf("%d %q asking to try again in %v (Retry-After; a service that saves its errors, Retry-After and all, declares it: --saves-errors)", x.Status, clip(x.Reply), time.Duration(x.RetryAfter).Round(time.Millisecond))
 		case x.Status >= 500 && keys.succeeded[k]:
 			cause, got = CauseServerError, fmt.Sprintf("%d %q, though a client got the key's success before: its saved answer lost or replaced", x.Status, clip(x.Reply))
 		case x.Status >= 500:
