@@ -149,7 +149,10 @@ type KeyRef struct {
 // String prints tenant/key, each part bare when it is plain text (valid,
 // printable UTF-8 with no '/', '"' or surrounding space) and quoted (Go
 // syntax) otherwise, so that two different keys never print alike:
-// t0/order-1, "t0/x"/order-1, t0/"x/order-1", t0/"order-1 ".
+// t0/order-1, "t0/x"/order-1, t0/"x/order-1", t0/"order-1 ". A part with
+// a combining mark is quoted in ASCII: "café" decomposed (an e and an
+// acute accent) printed as the composed one does, and a report listed
+// two keys as one (t0/café-000, t0/"cafe\u0301-000" now).
 func (k KeyRef) String() string { return keyPart(k.Tenant) + "/" + keyPart(k.Key) }
 
 func keyPart(s string) string {
@@ -157,6 +160,9 @@ func keyPart(s string) string {
 		return strconv.Quote(s)
 	}
 	for _, r := range s {
+		if unicode.Is(unicode.M, r) {
+			return strconv.QuoteToASCII(s)
+		}
 		if !unicode.IsPrint(r) {
 			return strconv.Quote(s)
 		}

@@ -37,6 +37,10 @@ func TestKeyRefPrintsAndSavesEveryKeyApart(t *testing.T) {
 	if got := (KeyRef{"t0", "order-1"}).String(); got != "t0/order-1" {
 		t.Errorf("a plain key prints as %s", got)
 	}
+	// Apart to the eye too: a decomposed é printed as the composed one.
+	if a, b := (KeyRef{"t0", "café"}).String(), (KeyRef{"t0", "cafe\u0301"}).String(); a != "t0/café" || b != `t0/"cafe\u0301"` {
+		t.Errorf("café composed and decomposed print as %s and %s, want t0/café and t0/\"cafe\\u0301\"", a, b)
+	}
 }
 
 // TestResponseSavesEveryBodyApart: bodies that differ only in bytes
