@@ -44,7 +44,7 @@ func TestStuckKeyAnswering503RetryAfter(t *testing.T) {
 	if v := r.Violations[0]; v.Cause != CauseThrottled || !strings.Contains(v.Detail, "Retry-After") {
 		t.Fatalf("the violation does not say the service asked for a later try: %+v", v)
 	}
-	if r := run(0, false); !r.Pass || len(r.Notes) == 0 || !strings.Contains(r.Notes[0], "replays its saved error") {
+	if r := run(0, false); !r.Pass || len(r.Notes) == 0 || !strings.Contains(r.Notes[0], "taken for a saved error, replayed") {
 		t.Fatalf("a key replaying a 503 for a charge whose id the service never got: %+v, want it settled", r)
 	}
 	// A service that declared it saves its errors replays a saved 503

@@ -319,7 +319,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge %s: a saved error, replayed (the charge went through, so it is never run again)", saved, how))
 	}
 	if lostAnswer > reran {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider made and answered, though no client ever got a success for them: the service did not get the charge id (its deadline passed as the answer came) and replays its saved error; the charge went through, so it is never run again", lostAnswer-reran))
+		r.Notes = append(r.Notes, fmt.Sprintf("%d keys answer a 5xx for a charge the provider made and answered, though no client ever got a success for them: taken for a saved error, replayed (the service did not get the charge id: its deadline passed as the answer came), which a service still failing that key at the end of the probes (a busy store) answers alike; the charge went through, so it is never run again", lostAnswer-reran))
 	}
 	if reran > 0 {
 		// Not a saved error: each request ran the work again, and only
