@@ -163,7 +163,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return exitUsage, err
 	}
 	sum := mutantsJSON{MutantsReport: rep, Verdict: rep.Verdict(), Interrupted: ctx.Err() != nil, Dir: dir.Path, Shard: shard.info("mutants", args, ctx.Err() != nil)}
-	saveSummary(stderr, dir.Path, sum, string(sum.Verdict), sum.Interrupted)
+	where := saveSummary(stderr, dir.Path, sum, string(sum.Verdict), sum.Interrupted)
 	if *asJSON {
 		withdraw()
 		if err := printJSON(stdout, sum); err != nil {
@@ -176,7 +176,7 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		fmt.Fprintf(stdout, "INTERRUPTED: the hunts cut short are neither killed nor survived, and the correct store's runs are not all judged (run it again to finish)\n%s\n", mutantsWhy(rep))
 	}
 	shard.say(stdout, "mutants")
-	fmt.Fprintf(stdout, "Results: %s\n", dir.Path)
+	fmt.Fprintf(stdout, "Results: %s\n", where)
 	return mutantsCode(rep), nil
 }
 

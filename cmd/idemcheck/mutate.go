@@ -172,9 +172,10 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if sum.Shard != nil {
 		sum.Shard.MinScore = *minScore
 	}
+	where := dirPath
 	if dirPath != "" {
 		_, word := mutateVerdict(rep, *minScore)
-		saveSummary(stderr, dirPath, sum, strings.Fields(word)[0], rep.Interrupted)
+		where = saveSummary(stderr, dirPath, sum, strings.Fields(word)[0], rep.Interrupted)
 	}
 	if *asJSON {
 		withdraw()
@@ -185,7 +186,7 @@ func cmdMutate(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		printMutate(stdout, rep, *minScore)
 		shard.say(stdout, "mutate")
 		if dirPath != "" {
-			fmt.Fprintf(stdout, "Results: %s\n", dirPath)
+			fmt.Fprintf(stdout, "Results: %s\n", where)
 		}
 	}
 	return mutateExit(rep, *minScore), nil

@@ -257,14 +257,17 @@ func writeSummaryJSON(dir string, v any) error {
 // one that cannot be written (a full disk) is said, and the run leaves
 // its last word (report.WriteEnded) in the room its directory kept for
 // it, so that its journal, stopped where the disk filled, does not read
-// as a dead run's. The verdict stands either way.
-func saveSummary(stderr io.Writer, dir string, v any, verdict string, interrupted bool) {
+// as a dead run's. The verdict stands either way. where is what the
+// run's Results line names: dir, and when its summary is missing, that
+// it is incomplete (mutants named a directory with nothing in it).
+func saveSummary(stderr io.Writer, dir string, v any, verdict string, interrupted bool) (where string) {
 	err := writeSummaryJSON(dir, v)
 	if err == nil {
-		return
+		return dir
 	}
 	fmt.Fprintf(stderr, "idemcheck: writing %s: %v (the verdict stands)\n", dir, err)
 	leaveLastWord(stderr, dir, verdict, interrupted, []string{"summary.json: " + unwrapPath(err).Error()})
+	return dir + " (incomplete: its summary.json could not be written, as said above; the verdict stands)"
 }
 
 // leaveLastWord writes the last word (report.WriteEnded) of the run in
