@@ -82,6 +82,7 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 	if n := len(r.Notes); n > 0 && len(vs) == 0 {
 		r.Detail = fmt.Sprintf("%d orders charged, none twice but for %d excused (the notes say why)", len(byOrder), n)
 	}
+	r.Notes = append(r.Notes, chargedAtOnce(charges)...)
 	return finish(r, vs)
 }
 

@@ -1,0 +1,46 @@
+package httpcheck
+
+import (
+	"fmt"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+)
+
+// chargedAtOnce says, in a note, how many orders a second instance called
+// the provider for while the first's charge of the order was still being
+// made, the second call of no effect by the order's downstream key alone:
+// two executions of one key at the same time. A claim the instances share
+// prevents it (unless its lease runs out during the provider's call); a
+// lock in one instance's memory does not, and a run of such a service
+// passed saying nothing, at-most-once held by the provider's key (its
+// second execution then saved its own error over the first's success).
+// Not a violation: no order was charged twice.
+func chargedAtOnce(charges []history.Charge) []string {
+	effective := map[string][]history.Charge{}
+	for _, c := range charges {
+		if c.Effective {
+			effective[c.Order] = append(effective[c.Order], c)
+		}
+	}
+	n, first := 0, ""
+	said := map[string]bool{}
+	for _, c := range charges {
+		if c.Effective || c.Via == "" || said[c.Order] {
+			continue
+		}
+		for _, e := range effective[c.Order] {
+			if e.Via != "" && e.Via != c.Via && c.At >= e.At && c.At < e.End {
+				said[c.Order] = true
+				if n++; first == "" {
+					first = fmt.Sprintf("order %s: %s made %s at %s, and %s called the provider for it at %s, before that charge was answered at %s",
+						c.Order, e.Via, e.ID, ms(e.At), c.Via, ms(c.At), ms(e.End))
+				}
+				break
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%d orders were called for by two instances at once, the second call of no effect by the order's downstream key alone (the first, %s): two executions of one key at the same time, which a claim the instances share prevents (a lock in one instance's memory does not, nor a lease that runs out during the provider's call); at-most-once held by the provider's key", n, first)}
+}
