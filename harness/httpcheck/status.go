@@ -212,23 +212,21 @@ func checkStatus(xs []history.Exchange, charges []history.Charge, fs []history.F
 		}
 		if x.Status == http.StatusConflict && x.HasKey {
 			counts["409"]++
-			if x.Purpose == history.PurposeReuse && !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) {
+			if outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) {
+				continue // another request of the key was in flight: the 409 is right
+			}
+			switch {
+			case x.Purpose == history.PurposeReuse:
 				// A refusal of the reuse, in another code than the
 				// draft's 422 (which it advises, not requires): Brandur
 				// Leach's design, and the libraries after it, answer a
 				// mismatch 409. Nothing ran.
 				reuse409++
-				continue
-			}
-			if !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) && pausedDuring(fs, x) {
+			case pausedDuring(fs, x):
 				pausedOwn++
-				continue
-			}
-			if !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) && unseenHolder(byKey[x.Key], byOrder[keys.ownOrder[x.Key]], x, copies) {
+			case unseenHolder(byKey[x.Key], byOrder[keys.ownOrder[x.Key]], x, copies):
 				unseen++
-				continue
-			}
-			if !outstanding(byKey[x.Key], allByOrder[keys.ownOrder[x.Key]], x) {
+			default:
 				vs = append(vs, Violation{Checker: Status, Key: x.Key, Cause: Cause409, At: x.Return, Detail: fmt.Sprintf(
 					"key %s got 409 from %s at %s while no other request of the key was in flight", x.Key, x.Instance, ms(x.Return))})
 			}
