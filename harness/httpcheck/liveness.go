@@ -98,7 +98,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 	if !r.Applied {
 		r.Detail = "every key was settled before the end: nothing to probe"
 	}
-	orphaned := orphans(xs, fs, charging)
+	orphaned, byID := orphans(xs, fs, charging), chargesByID(charges)
 	saved, hungUp, lostAnswer, reran, declared := 0, 0, 0, 0, 0
 	var unjudged, early, savedErrs, silentKeys, working, refusedKeys, keyRefused, briefKeys, onceKeys []string
 	earlyFirst := ""       // the first key held within the TTL of its owner's death
@@ -194,7 +194,8 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			refuse()
 			continue
 		}
-		if x.Status >= 500 && replayed(before(x), x) && !keys.succeeded[k] && !later {
+		again, ranWork := ranAgain(charging[x.Order], byID, x)
+		if x.Status >= 500 && replayed(before(x), x) && !keys.succeeded[k] && !later && !ranWork {
 			// The same 5xx as the key's answer before, no client ever
 			// got a success for it, and no charge of its order explains
 			// it: a service that saves every error (Stripe does) answers
@@ -287,6 +288,8 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			cause, got = CauseThrottled, fmt.Sprintf("%d %q asking to try again in %v (Retry-After; a service that saves its errors, Retry-After and all, declares it: --saves-errors)", x.Status, clip(x.Reply), time.Duration(x.RetryAfter).Round(time.Millisecond))
 		case x.Status >= 500 && keys.succeeded[k]:
 			cause, got = CauseServerError, fmt.Sprintf("%d %q, though a client got the key's success before: its saved answer lost or replaced", x.Status, clip(x.Reply))
+		case x.Status >= 500 && ranWork:
+			cause, got = CauseServerError, fmt.Sprintf("%d %q, %s", x.Status, clip(x.Reply), again)
 		case x.Status >= 500:
 			cause, got = CauseServerError, fmt.Sprintf("%d %q, and the provider failed no charge of its order %s", x.Status, clip(x.Reply), x.Order)
 		case x.Answered():
