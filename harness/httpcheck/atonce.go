@@ -15,6 +15,12 @@ import (
 // passed saying nothing, at-most-once held by the provider's key (its
 // second execution then saved its own error over the first's success).
 // Not a violation: no order was charged twice.
+//
+// Calls that do not say their instance (instances a user started call
+// /charge, not /i/<name>/charge) cannot tell two executions from one
+// request calling the provider again before its answer came: such
+// overlaps are noted apart, saying so (the same service behind a proxy
+// passed saying nothing).
 func chargedAtOnce(charges []history.Charge) []string {
 	effective := map[string][]history.Charge{}
 	for _, c := range charges {
@@ -22,25 +28,40 @@ func chargedAtOnce(charges []history.Charge) []string {
 			effective[c.Order] = append(effective[c.Order], c)
 		}
 	}
-	n, first := 0, ""
+	n, first, untold, untoldFirst := 0, "", 0, ""
 	said := map[string]bool{}
 	for _, c := range charges {
-		if c.Effective || c.Via == "" || said[c.Order] {
+		if c.Effective || said[c.Order] {
 			continue
 		}
 		for _, e := range effective[c.Order] {
-			if e.Via != "" && e.Via != c.Via && c.At >= e.At && c.At < e.End {
-				said[c.Order] = true
+			if c.At < e.At || c.At >= e.End {
+				continue
+			}
+			switch {
+			case e.Via != "" && c.Via != "" && e.Via != c.Via:
 				if n++; first == "" {
 					first = fmt.Sprintf("order %s: %s made %s at %s, and %s called the provider for it at %s, before that charge was answered at %s",
 						c.Order, e.Via, e.ID, ms(e.At), c.Via, ms(c.At), ms(e.End))
 				}
-				break
+			case e.Via == "" && c.Via == "":
+				if untold++; untoldFirst == "" {
+					untoldFirst = fmt.Sprintf("order %s: %s made at %s, the provider was called for it again at %s, before that charge was answered at %s",
+						c.Order, e.ID, ms(e.At), ms(c.At), ms(e.End))
+				}
+			default:
+				continue
 			}
+			said[c.Order] = true
+			break
 		}
 	}
-	if n == 0 {
-		return nil
+	var notes []string
+	if n > 0 {
+		notes = append(notes, fmt.Sprintf("%d orders were called for by two instances at once, the second call of no effect by the order's downstream key alone (the first, %s): two executions of one key at the same time, which a claim the instances share prevents (a lock in one instance's memory does not, nor a lease that runs out during the provider's call); at-most-once held by the provider's key", n, first))
 	}
-	return []string{fmt.Sprintf("%d orders were called for by two instances at once, the second call of no effect by the order's downstream key alone (the first, %s): two executions of one key at the same time, which a claim the instances share prevents (a lock in one instance's memory does not, nor a lease that runs out during the provider's call); at-most-once held by the provider's key", n, first)}
+	if untold > 0 {
+		notes = append(notes, fmt.Sprintf("%d orders were called for again while their charge was being made, the later call of no effect by the order's downstream key alone (the first, %s): the calls do not say which instance made them (an instance you start yourself is told apart when it calls the provider at /i/<name>/charge), so two executions of one key at once (a lock in one instance's memory) were not told apart from one request calling the provider again before its answer came; at-most-once held by the provider's key", untold, untoldFirst))
+	}
+	return notes
 }
