@@ -112,6 +112,20 @@ type Config struct {
 	Clock stores.ClockSource
 }
 
+// LatestEnd is how long after its lock a claim of this lease may still
+// be in flight: the lease and the Slack, and for a store whose clock
+// counts in steps (stores.Semantics.ClockStep) the lease rounded up to a
+// whole step and a step more (lock and now both read to the step, the
+// claim stale once they are more than the rounded lease apart). Only the
+// late side widens by the step: a claim never goes stale before its
+// lease less the Slack.
+func (cfg Config) LatestEnd(lease time.Duration) time.Duration {
+	if st := cfg.Semantics.ClockStep; st > 0 {
+		lease = (lease+st-1)/st*st + st
+	}
+	return lease + cfg.Slack
+}
+
 // lease is the lease of the state's claim: its own, or the LockTTL.
 func (cfg Config) lease(s State) time.Duration { return cfg.LeaseOf(s.Lease) }
 
@@ -202,7 +216,7 @@ func Decide(cfg Config, s State, fingerprint string, now time.Time) Expected {
 	if age < lease-cfg.Slack {
 		return Expected{Outcome: stores.InFlight}
 	}
-	return Expected{Outcome: stores.Claimed, Takeover: true, Ambiguous: age < lease+cfg.Slack || s.LockUncertain}
+	return Expected{Outcome: stores.Claimed, Takeover: true, Ambiguous: age < cfg.LatestEnd(lease) || s.LockUncertain}
 }
 
 // mayBeExpired reports whether retention allows the record to be gone at now.

@@ -49,6 +49,17 @@ type Semantics struct {
 	// fences by the number alone must forget the key's last number when
 	// the key's retention ends, or it refuses the new life's writes.
 	FenceRestartsPerLife bool `json:"fence_restarts_per_life,omitempty"`
+	// ClockStep: the store counts time in steps this long (a clock in
+	// whole seconds: time.Second), rounding its leases up: a claim may
+	// stay in flight until its lease rounded up to a whole step and a
+	// step more (models.Config.LatestEnd), and never goes stale before
+	// its lease. A store that keeps its lock times as unix seconds, or
+	// sets its lock with a TTL in whole seconds (Redis's EX), holds a
+	// claim of a 5 s LockTTL from 5 to 6 s, and the model's takeover at
+	// the LockTTL failed it. Zero: the store's clock is as fine as the
+	// history's. The risk: a client whose owner died waits up to that
+	// much longer for a takeover.
+	ClockStep time.Duration `json:"clock_step_ns,omitempty"`
 }
 
 // Extender is implemented by stores whose claims can be renewed while the

@@ -136,7 +136,7 @@ func mayHold(m models.Config, lost, probe history.Op) bool {
 	if lost.Input.Now.IsZero() {
 		return false
 	}
-	return models.OpTime(probe.Input, probe.Output).Sub(models.UnansweredAt(lost.Input.Now)) < m.LeaseOf(lost.Input.Lease)+m.Slack
+	return models.OpTime(probe.Input, probe.Output).Sub(models.UnansweredAt(lost.Input.Now)) < m.LatestEnd(m.LeaseOf(lost.Input.Lease))
 }
 
 // callEnds is when each of ops ended: a decided call's return

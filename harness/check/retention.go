@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
@@ -22,9 +23,20 @@ func checkRetention(e Evidence, ops []history.Op) retentionTally {
 	if e.LeakProbe == nil {
 		return t
 	}
+	born := map[stores.KeyRef]int64{} // each key's first claim, for a store whose clock counts in steps
+	for _, op := range ops {
+		if e.Model.Semantics.ClockStep > 0 && op.Input.Kind == models.Begin && op.Output.Decided() && op.Output.Decision.Outcome == stores.Claimed {
+			if at, ok := born[op.Input.Key]; !ok || op.Call < at {
+				born[op.Input.Key] = op.Call
+			}
+		}
+	}
 	for _, op := range ops {
 		if op.Client != *e.LeakProbe || op.Input.Kind != models.Begin || !op.Output.Decided() {
 			continue
+		}
+		if at, ok := born[op.Input.Key]; ok && time.Duration(op.Call-at) < e.Model.LatestEnd(e.Model.Retention) {
+			continue // a store whose clock counts in steps may keep it a step longer, rounded up (models.Config.LatestEnd)
 		}
 		t.probes++
 		if d := op.Output.Decision; d.Outcome != stores.Claimed || d.Takeover {

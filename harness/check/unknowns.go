@@ -151,7 +151,7 @@ func (t keyTimes) signature(m models.Config, now time.Time, lease time.Duration)
 	for _, d := range t.decided {
 		age := d.Sub(at) // a lock taken at at, judged at d
 		bit(age < lease-m.Slack)
-		bit(age < lease+m.Slack)
+		bit(age < m.LatestEnd(lease))
 	}
 	for _, w := range t.writes {
 		bit(w.Sub(at) >= lease-m.Slack)

@@ -2,12 +2,15 @@ package idemtest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness"
+	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
+	"github.com/idemcheck/idemcheck/stores"
 )
 
 // WaitBudget is the longest a scenario may wait in real time for LockTTLs
@@ -110,23 +113,48 @@ func unreachable(msg string) bool {
 // answered in flight that the model forbids, a key still in flight at
 // the final probe), that a store keeping a longer lease of its own
 // answers so, and that a store that does not has kept a claim past its
-// lease. "" when neither applies, or the factory declared its lease.
+// lease. Where the factory declared its lease, only a lease longer than
+// it is said, with what a clock counting in whole seconds declares
+// ([clockStepHint]): such a store failed with nothing to declare. ""
+// when none applies.
 func leaseHint(f Factory, s *results.ScenarioResult) string {
-	if f.LockTTL > 0 {
-		return ""
-	}
 	ttl := time.Duration(s.LockTTL)
 	said, ok, spread := harness.LeaseSaid(s)
+	late := slices.ContainsFunc(s.Violations, func(v check.Violation) bool {
+		return v.Checker == "liveness" || v.Checker == "linearizability" && strings.Contains(v.Detail, "→ in-flight")
+	})
+	step := clockStepHint(f.Semantics)
+	if f.LockTTL > 0 {
+		switch {
+		case step == "":
+		case ok && said > ttl:
+			return fmt.Sprintf("the store reports a lease of %v on its claims (Decision.LeaseUntil), longer than the LockTTL %v it declared (idemtest.Factory.LockTTL)%s", said, ttl, step)
+		case spread[1] > ttl:
+			return fmt.Sprintf("the store's claims report leases from %v to %v (Decision.LeaseUntil less Decision.DecidedAt), up to longer than the LockTTL %v it declared (idemtest.Factory.LockTTL)%s", spread[0], spread[1], ttl, step)
+		case late:
+			return fmt.Sprintf("some of these failures are a Begin answered in flight, or a key still in flight, past the LockTTL %v the store declared (idemtest.Factory.LockTTL)%s; if not, it kept a claim past its lease", ttl, step)
+		}
+		return ""
+	}
 	if ok {
 		return fmt.Sprintf("the store reports a lease of %v on its claims (Decision.LeaseUntil), not the LockTTL %v the suite gave it in stores.Config: it keeps a lease of its own; declare it, idemtest.Factory{LockTTL: %v}, and the suite judges it at that lease", said, ttl, said)
 	}
 	if spread[1] > 0 {
-		return fmt.Sprintf("the store's claims report leases from %v to %v (Decision.LeaseUntil less Decision.DecidedAt), not the LockTTL %v the suite gave it in stores.Config, nor any one lease: a DecidedAt read apart from the lease's start (another statement, a SELECT before the INSERT, another clock) reads so", spread[0], spread[1], ttl)
+		return fmt.Sprintf("the store's claims report leases from %v to %v (Decision.LeaseUntil less Decision.DecidedAt), not the LockTTL %v the suite gave it in stores.Config, nor any one lease: a DecidedAt read apart from the lease's start (another statement, a SELECT before the INSERT, another clock) reads so%s", spread[0], spread[1], ttl, step)
 	}
-	for _, v := range s.Violations {
-		if v.Checker == "liveness" || v.Checker == "linearizability" && strings.Contains(v.Detail, "→ in-flight") {
-			return fmt.Sprintf("some of these failures are a Begin answered in flight, or a key still in flight, past the LockTTL %v the suite gave the store in stores.Config: if the store keeps a longer lease of its own, whatever stores.Config.LockTTL says, declare it (idemtest.Factory.LockTTL) and the suite judges it at that lease; if it does not, it kept a claim past its lease", ttl)
-		}
+	if late {
+		return fmt.Sprintf("some of these failures are a Begin answered in flight, or a key still in flight, past the LockTTL %v the suite gave the store in stores.Config: if the store keeps a longer lease of its own, whatever stores.Config.LockTTL says, declare it (idemtest.Factory.LockTTL) and the suite judges it at that lease%s; if it does neither, it kept a claim past its lease", ttl, step)
 	}
 	return ""
+}
+
+// clockStepHint is what a lease hint adds for a store that declared no
+// clock step (stores.Semantics.ClockStep): a store whose clock counts in
+// whole seconds holds each claim up to a second past its lease, and
+// declares it so. "" for one that declared it.
+func clockStepHint(sem stores.Semantics) string {
+	if sem.ClockStep > 0 {
+		return ""
+	}
+	return "; if its clock counts in whole seconds (lock times kept as unix seconds, a lock set with Redis's EX), holding a claim up to a second past its lease and never less, declare that: stores.Semantics{ClockStep: time.Second}"
 }

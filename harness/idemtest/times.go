@@ -44,7 +44,8 @@ func timesFor(f Factory) modelTimes {
 			ret = f.Retention
 		}
 		mt := modelTimes{cfg: models.Config{LockTTL: ttl, Retention: ret, Slack: 5 * time.Millisecond, Semantics: sem}}
-		for _, a := range []time.Duration{time.Millisecond, ttl / 2, ttl + 6*time.Millisecond, ret} {
+		stale := mt.cfg.LatestEnd(ttl) + time.Millisecond // a claim past its lease, on any clock the store declares
+		for _, a := range []time.Duration{time.Millisecond, ttl / 2, stale, ret} {
 			if a <= ModelSleepBudget {
 				mt.advances = append(mt.advances, a)
 			}
@@ -57,7 +58,7 @@ func timesFor(f Factory) modelTimes {
 			// 30 s (a lease in the wrong unit) passed.
 			mt.advances = append(mt.advances, longLeaseStep)
 		}
-		if ttl+6*time.Millisecond > ModelSleepBudget {
+		if stale > ModelSleepBudget {
 			mt.notes = append(mt.notes, fmt.Sprintf("model: a claim going stale, its takeover and a stale owner fenced not exercised: LockTTL %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget); a claim was held live through sleeps of %v a step, not through its whole lease", ttl, declared(f.LockTTL), ModelSleepBudget, longLeaseStep))
 		}
 		if ret > ModelSleepBudget {
@@ -95,8 +96,10 @@ func declared(d time.Duration) string {
 func (d *driver) leaseNote(in models.Input, out models.Output) string {
 	ttl := d.times.cfg.LockTTL
 	switch {
-	case d.leaseDeclared:
+	case d.leaseDeclared && (in.Kind != models.Begin || out.Decision.Outcome != stores.InFlight || d.times.cfg.Semantics.ClockStep > 0):
 		return ""
+	case d.leaseDeclared:
+		return fmt.Sprintf("\n  the claim may have been held past the LockTTL %v the store declared (idemtest.Factory.LockTTL)%s", ttl, clockStepHint(d.times.cfg.Semantics))
 	case d.saidLease > 0:
 		return fmt.Sprintf("\n  the store reports a lease of %v on its claims (Decision.LeaseUntil), not the LockTTL %v the suite gave it in stores.Config: it keeps a lease of its own; declare it, idemtest.Factory{LockTTL: %v}, and the suite judges it at that lease", d.saidLease, ttl, d.saidLease)
 	case in.Kind != models.Begin || out.Decision.Outcome != stores.InFlight:
@@ -114,7 +117,7 @@ func (d *driver) leaseNote(in models.Input, out models.Output) string {
 		if s.Lease > 0 {
 			lease = s.Lease
 		}
-		if s.LockUncertain || in.Now.Sub(s.LockedAt) < lease+d.times.cfg.Slack {
+		if s.LockUncertain || in.Now.Sub(s.LockedAt) < d.times.cfg.LatestEnd(lease) {
 			return ""
 		}
 		held = true
