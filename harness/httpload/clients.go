@@ -340,7 +340,7 @@ func (l *Load) send(ctx context.Context, c int, t Target, purpose, key string, h
 	if err == nil {
 		wait = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		var b []byte
-		b, err = io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		b, err = readReply(resp)
 		resp.Body.Close()
 		if err == nil {
 			x.Return, x.Status, x.Reply = l.hist.Now(), resp.StatusCode, strings.TrimSpace(string(b))
