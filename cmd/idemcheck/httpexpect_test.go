@@ -25,4 +25,11 @@ func TestExpectWithoutCause(t *testing.T) {
 	if code := expected(&b, failed, httpcheck.AtMostOnce, httpcheck.CauseAfterDone); code != exitFail || !strings.Contains(b.String(), `did not fail with cause "after-done"`) {
 		t.Fatalf("at-most-once failed with another cause: exit %d, %q", code, b.String())
 	}
+	// replay-fidelity's violations name no cause: --expect replay-fidelity
+	// was never met, however it failed.
+	b.Reset()
+	replays := []httpcheck.Result{{Checker: httpcheck.Replay, Violations: []httpcheck.Violation{{Checker: httpcheck.Replay}}}}
+	if code := expected(&b, replays, httpcheck.Replay, ""); code != exitPass || b.String() != "expected: replay-fidelity failed\n" {
+		t.Fatalf("replay-fidelity failed: exit %d, %q", code, b.String())
+	}
 }
