@@ -166,6 +166,13 @@ func (in *Instance) Start() error {
 	// shell, or the program it execs); a shell's children are left to
 	// the next run's Reap.
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Its output is copied through a pipe, which a process it started
+	// outside its group (Node's spawn with detached: true and stdio
+	// inherited, setsid) holds open after the instance died: Wait waited
+	// for that process too, and a kill never ended, nor the run (it hung
+	// until a second signal). Once the instance is gone, its output gets
+	// pipeWait more, and the pipe is closed.
+	c.WaitDelay = pipeWait
 	// The tail is this process's: emptied before it starts, since a
 	// process that fails at once may have written its last words before
 	// Start returns (emptied after, a crash's tail lost them under -race).
@@ -192,6 +199,11 @@ func (in *Instance) Start() error {
 	}()
 	return nil
 }
+
+// pipeWait is how long an instance's output is still copied once its
+// process exited: what it wrote last, not what a process it left behind
+// writes.
+const pipeWait = 2 * time.Second
 
 // running reports whether the instance's process is alive.
 func (in *Instance) running() bool {

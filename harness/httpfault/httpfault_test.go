@@ -3,10 +3,13 @@ package httpfault
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,4 +131,52 @@ func TestSupervisorRestartsACrash(t *testing.T) {
 	if len(fs) != 1 || fs[0].Kind != history.FaultInstanceExit || fs[0].Start != c.At || fs[0].End != c.Restarted {
 		t.Errorf("faults %+v", fs)
 	}
+}
+
+// TestKillOutlivesADetachedChild: a service that starts a process
+// outside its group (setsid; Node's spawn with detached: true and its
+// stdio inherited) leaves the output pipe open after a kill. Kill waited
+// for that process too, and the run hung until a second signal; it now
+// ends once the instance is gone and its output has had pipeWait.
+func TestKillOutlivesADetachedChild(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "child")
+	var log strings.Builder
+	in := NewInstance("i1", 12348, "setsid sh -c 'echo $$ > "+pidFile+"; exec sleep 60' & exec sleep 60", nil, &syncWriter{w: &log})
+	if err := in.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(pidFile); err == nil {
+			break
+		}
+	}
+	killed := make(chan error, 1)
+	go func() { killed <- in.Kill() }()
+	select {
+	case err := <-killed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Kill still waiting 30 s on: it waits for the detached process that holds the instance's output")
+	}
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
