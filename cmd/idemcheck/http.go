@@ -419,7 +419,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	sched := httpfault.Schedule{Seed: *seed, Process: *procFaults && *command != "", Network: *netFaults, Gap: *gap, Window: *window, Ready: ready}
 	fctx, stopFaults := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	var problems []string
+	var problems, down []string
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -428,9 +428,9 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	go func() {
 		defer wg.Done()
 		if insts == nil {
-			problems = sched.Run(fctx, h, names, nil, proxies)
+			problems, down = sched.Run(fctx, h, names, nil, proxies)
 		} else {
-			problems = sched.Run(fctx, h, names, insts, proxies)
+			problems, down = sched.Run(fctx, h, names, insts, proxies)
 		}
 	}()
 	fmt.Fprintf(stderr, "idemcheck http: the load: %d clients for %v\n", *clients, *duration)
@@ -457,7 +457,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, neverAnswered(h.Exchanges(), *timeout, dir)
 	}
 
-	run.Crashes, run.Problems, run.Interrupted = sup.Crashes(), problems, interrupted
+	run.Crashes, run.Problems, run.Down, run.Interrupted = sup.Crashes(), problems, down, interrupted
 	results, code := judgeHTTP(run, h, ledger)
 	if err := httpreport.Write(stdout, run, h, ledger, results); err != nil {
 		return exitUsage, err

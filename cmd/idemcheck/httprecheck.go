@@ -45,6 +45,7 @@ func judgeHTTP(run httpreport.Run, h *history.History, l *history.Ledger) ([]htt
 		results = httpcheck.Interrupted(results, run.Interrupted)
 	}
 	results = httpcheck.Unreached(results, ev, run.Interrupted != "")
+	results = httpcheck.Down(results, run.Down, notRestarted(run.Crashes))
 	switch {
 	case !httpreport.Pass(results):
 		return results, exitFail
@@ -194,4 +195,16 @@ func recoverHTTP(dir string, asJSON bool, stdout, stderr io.Writer) (int, error)
 	}
 	fmt.Fprintln(stdout, httpreport.Closing(results))
 	return code, nil
+}
+
+// notRestarted names the instances that exited by themselves and were not
+// restarted, one line each ([httpcheck.Down]).
+func notRestarted(cs []history.Crash) []string {
+	var out []string
+	for _, c := range cs {
+		if c.Restarted == 0 && !strings.HasPrefix(c.Err, "the run was over") { // one after the probes left none out
+			out = append(out, fmt.Sprintf("instance %s, exited by itself at %s (%s), was not restarted: %s", c.Instance, history.Millis(c.At), c.Status, c.Err))
+		}
+	}
+	return out
 }

@@ -319,8 +319,12 @@ type Schedule struct {
 // instances[i]); instances may be nil (targets started by someone else).
 // A fault that cannot be injected or healed (a pause of an instance that
 // has just crashed, a restart that never answers) does not end the run:
-// it is returned, one line each, for the report.
-func (s Schedule) Run(ctx context.Context, h *history.History, names []string, instances []*Instance, proxies []nemesis.Proxy) []string {
+// it is returned, one line each, for the report; down names, one line
+// each, the instances killed that did not come back (a restart that never
+// answered), which the rest of the run, and its final probes, went
+// without (it said "fault not injected" of them, and a run passed saying
+// nothing of the instance it lost).
+func (s Schedule) Run(ctx context.Context, h *history.History, names []string, instances []*Instance, proxies []nemesis.Proxy) (problems, down []string) {
 	rng := rand.New(rand.NewSource(s.Seed*7919 + 17))
 	var kinds []string
 	if s.Network {
@@ -331,15 +335,20 @@ func (s Schedule) Run(ctx context.Context, h *history.History, names []string, i
 	}
 	if len(kinds) == 0 {
 		<-ctx.Done()
-		return nil
+		return nil, nil
 	}
 	draw := func(mean time.Duration) time.Duration {
 		return mean/2 + time.Duration(rng.Int63n(int64(mean)+1))
 	}
-	var problems []string
+	lost := map[string]string{} // the instances down, by name: a later kill and restart that answers brings one back
 	for {
 		if !sleep(ctx, draw(s.Gap)) {
-			return problems
+			for _, n := range names {
+				if why, ok := lost[n]; ok {
+					down = append(down, why)
+				}
+			}
+			return problems, down
 		}
 		i := rng.Intn(len(names))
 		kind := kinds[rng.Intn(len(kinds))]
@@ -362,6 +371,11 @@ func (s Schedule) Run(ctx context.Context, h *history.History, names []string, i
 					sleep(ctx, d)
 					if err = in.Start(); err == nil {
 						err = s.Ready(context.WithoutCancel(ctx), in)
+					}
+					delete(lost, names[i])
+					if err != nil {
+						lost[names[i]] = fmt.Sprintf("instance %s, killed at %s, did not come back: %v", names[i], ms(f.Start), err)
+						err = nil
 					}
 				}
 			} else {

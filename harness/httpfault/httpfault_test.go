@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,4 +180,34 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// TestKilledAndNotBack: an instance killed whose restart never answers
+// is no fault that was not injected: Run names it among the instances
+// down, which the rest of the run went without (a run passed saying
+// nothing of it).
+func TestKilledAndNotBack(t *testing.T) {
+	in := NewInstance("i1", 12349, "sleep 60", nil, nil)
+	if err := in.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Kill() })
+	h := history.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s := Schedule{Seed: 1, Process: true, Gap: 100 * time.Millisecond, Window: 50 * time.Millisecond,
+		Ready: func(context.Context, *Instance) error { return errors.New("nothing listens") }}
+	problems, down := s.Run(ctx, h, []string{"i1"}, []*Instance{in}, nil)
+	killed := slices.ContainsFunc(h.Faults(), func(f history.Fault) bool { return f.Kind == history.FaultInstanceKill })
+	if !killed {
+		t.Fatal("no kill drawn in 2 s (seed 1 draws several)")
+	}
+	if len(down) != 1 || !strings.Contains(down[0], "instance i1, killed at") || !strings.Contains(down[0], "did not come back: nothing listens") {
+		t.Errorf("down %q, want i1 named once", down)
+	}
+	for _, p := range problems {
+		if strings.Contains(p, "nothing listens") {
+			t.Errorf("a restart that never answered is among the faults not injected: %q", p)
+		}
+	}
 }

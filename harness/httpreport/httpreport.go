@@ -37,6 +37,9 @@ type Run struct {
 	Crashes []history.Crash `json:"crashes,omitempty"`
 	// Problems are faults that could not be injected or healed.
 	Problems []string `json:"problems,omitempty"`
+	// Down are the instances killed that did not come back, one line
+	// each: the rest of the run went without them.
+	Down []string `json:"down,omitempty"`
 	// Interrupted says when an interrupt cut the run short ("during the
 	// load", "during the final probes"; "" when it ran to its end):
 	// recheck judges such a run as it was judged ([httpcheck.Interrupted]).
@@ -99,6 +102,9 @@ func Write(w io.Writer, run Run, h *history.History, l *history.Ledger, results 
 	}
 	for _, p := range run.Problems {
 		fmt.Fprintf(&b, "  fault not injected: %s\n", p)
+	}
+	for _, d := range run.Down {
+		fmt.Fprintf(&b, "  DOWN: %s; the rest of the run, and its final probes, went without it\n", d)
 	}
 	for _, r := range results {
 		verdict := Word(r)
