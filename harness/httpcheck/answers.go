@@ -35,6 +35,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	firstRefused := map[string]bool{} // the key's first request was answered 422
 	firstOrder := map[string]string{} // the order of the key's first operation
 	shared, ops := 0, 0               // operations whose key another operation had drawn first, of all
+	done := map[string]bool{}         // a request of the key got a success that carries its outcome (not 202)
 	for _, x := range xs {
 		if !keyedOwn(x) {
 			continue
@@ -71,6 +72,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 		}
 		if success(x.Status) {
 			ok[x.Key] = true
+			done[x.Key] = done[x.Key] || completed(x.Status)
 			continue
 		}
 		s := "no answer"
@@ -120,6 +122,7 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	if declared > 0 {
 		r.Detail += fmt.Sprintf(", %d more replayed a saved 5xx (--saves-errors)", declared)
 	}
+	r.Notes = append(r.Notes, acceptedOnly(ok, done, keys)...)
 	if limited > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("not tested: %d keys got %s to every request, so none reached the service's idempotency as far as the answers tell", limited, tryAgainCodes))
 	}
@@ -236,3 +239,25 @@ func NothingTested(results []Result, interrupted bool) string {
 // nothingTestedDetail is the answers checker's detail when nothing was
 // tested (NothingTested reads it).
 const nothingTestedDetail = "not judged: nothing was tested"
+
+// acceptedOnly notes the keys whose every success was a 202 Accepted (the
+// work taken to be done later), and how many of their orders the provider
+// never charged: idemcheck does not follow a status URL, and a key
+// answered 202 is settled for the final probes, so whether that work was
+// ever done was not judged. An asynchronous service that dropped a third
+// of its accepted jobs passed, saying every key got a success.
+func acceptedOnly(ok, done map[string]bool, keys keyFacts) []string {
+	n, uncharged := 0, 0
+	for k, v := range ok {
+		if v && !done[k] {
+			n++
+			if !keys.ownCharged(k) {
+				uncharged++
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("not judged: %d keys got only 202 Accepted (their work taken to be done later), and the provider never charged the orders of %d of them by the run's end: idemcheck follows no status URL, and a key answered 202 is not probed again, so whether accepted work was done was not judged", n, uncharged)}
+}

@@ -2,6 +2,7 @@ package httpcheck
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,5 +66,24 @@ func TestAnswersLeavesMostlySharedKeysUnjudged(t *testing.T) {
 	// Some keys were tested: the run is undecided, not "NOTHING TESTED".
 	if n := NothingTested([]Result{r}, false); n != "" {
 		t.Fatalf("a run that tested one key of four reads as nothing tested: %s", n)
+	}
+}
+
+// TestAcceptedOnlyIsSaid: an asynchronous service answers 202 and does
+// the work later; one that dropped accepted jobs passed, saying every key
+// got a success. The keys that got only 202, and those of them whose
+// order was never charged, are said not judged.
+func TestAcceptedOnlyIsSaid(t *testing.T) {
+	e := newEv()
+	e.x(0, "i1", history.PurposeFirst, "k1", "o1", "b1", 5, 8, 202, `{"status":"accepted"}`)
+	e.charge("o1", "i1", 20)
+	e.x(1, "i1", history.PurposeFirst, "k2", "o2", "b2", 5, 8, 202, `{"status":"accepted"}`)
+	e.x(2, "i1", history.PurposeFirst, "k3", "o3", "b3", 5, 8, 201, `{"charge":"ch_2"}`)
+	e.charge("o3", "i1", 6)
+	r := e.result(t, Answers)
+	if !r.Pass || !slices.ContainsFunc(r.Notes, func(n string) bool {
+		return strings.Contains(n, "2 keys got only 202 Accepted") && strings.Contains(n, "never charged the orders of 1 of them")
+	}) {
+		t.Fatalf("%+v, want the accepted keys said not judged", r)
 	}
 }
