@@ -343,3 +343,56 @@ func TestProbesTakeTurns(t *testing.T) {
 		t.Errorf("%d keys to probe, %d probed, %d of them still held at the end: want every key probed to its answer", n, len(last), held)
 	}
 }
+
+// TestProbesOutwaitAGateway: behind a proxy, an instance restarting
+// answers a key's probes 502 (the proxy's page) for longer than a second,
+// then the key's saved answer. The probes went on only a second past a
+// repeated 502, and a key with a saved success ended on a 502, which
+// liveness takes for its answer lost: they now go on until settle.
+func TestProbesOutwaitAGateway(t *testing.T) {
+	const awayFor = 2500 * time.Millisecond
+	var probing atomic.Bool
+	var mu sync.Mutex
+	var since time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !probing.Load() {
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		mu.Lock()
+		if since.IsZero() {
+			since = time.Now()
+		}
+		away := time.Since(since) < awayFor
+		mu.Unlock()
+		if away {
+			w.WriteHeader(http.StatusBadGateway)
+			fmt.Fprint(w, "<html>502 Bad Gateway</html>")
+			return
+		}
+		fmt.Fprint(w, `{"charge":"ch_1"}`)
+	}))
+	defer srv.Close()
+	h := history.New()
+	load, err := httpload.New(httpload.Config{Targets: []httpload.Target{{Name: "i1", URL: srv.URL + "/orders"}}, Clients: 2,
+		Duration: 200 * time.Millisecond, Seed: 1, RunID: "gateway", MaxKeyLen: stores.MaxKeyLen, Timeout: time.Second, MaxAttempts: 1}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	load.Run(context.Background())
+	probing.Store(true)
+	if n := load.Probe(context.Background(), 8*time.Second); n == 0 {
+		t.Fatal("no key to probe")
+	}
+	last := map[string]history.Exchange{}
+	for _, x := range h.Exchanges() {
+		if x.Purpose == history.PurposeProbe {
+			last[x.Key] = x
+		}
+	}
+	for k, x := range last {
+		if x.Status != http.StatusOK {
+			t.Errorf("key %s ended its probes on %d, want its answer once the gateway's instance was back", k, x.Status)
+		}
+	}
+}

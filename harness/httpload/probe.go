@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,7 +29,8 @@ const probeWorkers = 16
 // answers 503) ends the probes only once it has lasted a second, and
 // the pause after it doubles (up to a second; as long as the answer's
 // Retry-After asks, whole), so that a limiter lets the probes through.
-// A 5xx with a Retry-After never ends them: it asks for a later try.
+// A 5xx with a Retry-After never ends them: it asks for a later try; nor
+// does a gateway's 502 or 504: the instance behind it may come back.
 //
 // The keys take turns, the one due soonest first: every key is probed
 // from the start of settle to its end, however many there are. Probing
@@ -158,8 +160,13 @@ func (l *Load) probeOnce(ctx context.Context, p *probing) bool {
 	}
 	// A 5xx asking to be tried later (Retry-After) is the service's own
 	// word that the key has no answer yet, however often it repeats: the
-	// probes go on, as they do on a 409, until settle ends them.
-	if same && x.RetryAfter == 0 && (!history.TryAgain(x.Status) || time.Since(p.sameSince) >= history.RefusalLasts) {
+	// probes go on, as they do on a 409, until settle ends them. So do a
+	// gateway's 502 and 504: the instance behind it is away, and may come
+	// back (one restarting behind a proxy answered a key's probes 502 for
+	// a second, while the fresh keys got the others, and the key's saved
+	// success was taken for lost).
+	if same && x.RetryAfter == 0 && x.Status != http.StatusBadGateway && x.Status != http.StatusGatewayTimeout &&
+		(!history.TryAgain(x.Status) || time.Since(p.sameSince) >= history.RefusalLasts) {
 		return true
 	}
 	p.prev = x
