@@ -155,7 +155,7 @@ func Prune(root string, keep int) (int, error) {
 	latest, _ := os.Readlink(filepath.Join(root, "latest"))
 	var runs []string
 	for _, e := range entries {
-		if e.IsDir() && runDirName.MatchString(e.Name()) && passed(filepath.Join(root, e.Name())) {
+		if e.IsDir() && runDirName.MatchString(e.Name()) && !wholeJob(e.Name()) && passed(filepath.Join(root, e.Name())) {
 			runs = append(runs, e.Name())
 		}
 	}
@@ -172,6 +172,19 @@ func Prune(root string, keep int) (int, error) {
 		removed++
 	}
 	return removed, nil
+}
+
+// wholeJob reports whether a run directory's name is that of a soak,
+// mutants or mutate job (PrepareRunDir's variant is the command's name):
+// the record of a whole job, which a check's --keep is not the one to
+// remove (it removed a soak's, saying "old passing runs").
+func wholeJob(name string) bool {
+	for _, kind := range []string{"-soak", "-mutants", "-mutate"} {
+		if strings.HasSuffix(name, kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // passed reports whether dir is a run directory PrepareRunDir made whose

@@ -117,3 +117,30 @@ func TestPruneSparesNewerAndLiveRuns(t *testing.T) {
 		t.Error("the oldest passing run, no longer held, was kept")
 	}
 }
+
+// TestPruneSparesWholeJobs: a soak's, mutants' or mutate's directory is
+// the record of a whole job: a check's --keep removed a soak's, calling
+// it an old passing run. Only check runs are pruned.
+func TestPruneSparesWholeJobs(t *testing.T) {
+	root := t.TempDir()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	var jobs []string
+	for i, kind := range []string{"correct", "soak", "mutants", "mutate"} { // the check run oldest; latest a mutate's
+		d, err := report.PrepareRunDir(root, "memory", kind, at.Add(time.Duration(i)*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Write(&results.Summary{Verdict: check.Pass, Store: "memory"}); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, filepath.Base(d.Path))
+	}
+	if removed, err := report.Prune(root, 0); err != nil || removed != 1 {
+		t.Fatalf("--keep 0: removed %d, %v; want the check run alone", removed, err)
+	}
+	for _, j := range jobs[1:] {
+		if _, err := os.Stat(filepath.Join(root, j)); err != nil {
+			t.Errorf("%s was removed: %v", j, err)
+		}
+	}
+}
