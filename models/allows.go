@@ -33,7 +33,22 @@ func Allows(cfg Config, s State, in Input, out Output) string {
 		why = fmt.Sprintf("; the record, created at %s (%v before), is inside the retention of %v: no prune or expiry may have removed it yet",
 			s.CreatedAt.Format("15:04:05.000"), now.Sub(s.CreatedAt).Round(time.Millisecond), cfg.Retention)
 	}
+	if d := out.Decision; d.Outcome == stores.Claimed && (d.Token == "" || s.usedToken(d.Token)) {
+		// The outcome may be one allowed: the token is what was not (a
+		// store whose takeover kept the owner's token read "allows:
+		// claimed" of its own claimed answer, and never why).
+		why += fmt.Sprintf("; but a claim's token must be new for the key, and %s", tokenSaid(d.Token))
+	}
 	return "the decision table allows at " + now.Format("15:04:05.000") + ": " + strings.Join(alts, "; or, ") + why
+}
+
+// tokenSaid says what is wrong with a claim's token: none, or one the key
+// had been handed before.
+func tokenSaid(t stores.Token) string {
+	if t == "" {
+		return "this claim carries none"
+	}
+	return fmt.Sprintf("token %s was handed out for it before", short(string(t)))
 }
 
 // describeExpected prints one row of the decision table as its answer,

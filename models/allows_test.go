@@ -39,3 +39,24 @@ func TestAllows(t *testing.T) {
 		t.Errorf("Allows of a Release = %q, want none", a)
 	}
 }
+
+// TestAllowsSaysTheToken: a takeover past the lease, the answer the
+// table allows, refused for its token, the owner's kept: the message
+// read "allows: claimed (takeover)" of a claimed answer, and never why.
+// It says the token was handed out before.
+func TestAllowsSaysTheToken(t *testing.T) {
+	s := inFlight(t0, "t1")
+	at := t0.Add(time.Second)
+	in := Input{Kind: Begin, Key: stores.KeyRef{Key: "k"}, Fingerprint: "fp", Now: at}
+	out := Output{Decision: stores.Decision{Outcome: stores.Claimed, Takeover: true, Token: "t1", DecidedAt: at}}
+	if Step(cfg, s, in, out) != nil {
+		t.Fatal("a takeover keeping the owner's token: the model allowed it")
+	}
+	if got := Allows(cfg, s, in, out); !strings.Contains(got, "claimed (takeover)") || !strings.Contains(got, "token t1 was handed out for it before") {
+		t.Errorf("Allows = %q, want the token named", got)
+	}
+	out.Decision.Token = "t2"
+	if got := Allows(cfg, s, in, out); strings.Contains(got, "token") {
+		t.Errorf("a new token: Allows = %q, want no word of it", got)
+	}
+}
