@@ -43,6 +43,7 @@ type Instance struct {
 
 	mu      sync.Mutex
 	proc    *exec.Cmd
+	marker  string        // the markerEnv value its processes carry
 	done    chan struct{} // closed when proc exits
 	err     error         // proc's exit
 	killing bool          // the exit to come is idemcheck's doing
@@ -183,7 +184,7 @@ func (in *Instance) Start() error {
 		return fmt.Errorf("instance %s: %v", in.Name, err)
 	}
 	register(c.Process.Pid, marker) // the group's id is its leader's (Setpgid)
-	in.proc, in.done, in.err, in.killing = c, make(chan struct{}), nil, false
+	in.proc, in.marker, in.done, in.err, in.killing = c, marker, make(chan struct{}), nil, false
 	done := in.done
 	go func() {
 		err := c.Wait()
@@ -274,10 +275,15 @@ func (in *Instance) signal(sig syscall.Signal) error {
 	return syscall.Kill(-in.proc.Process.Pid, sig)
 }
 
-// Kill kills the process group with SIGKILL and waits for the process.
+// Kill kills the process group with SIGKILL and waits for the process,
+// then kills the processes that carry its marker outside the group (a
+// helper it started with setsid, or Node's detached: true): an instance
+// killed dies whole, as a crashed machine's would, and a run that ended
+// cleanly left such helpers running for ever.
 func (in *Instance) Kill() error {
 	in.mu.Lock()
 	in.killing = true
+	marker := in.marker
 	in.mu.Unlock()
 	_ = in.signal(syscall.SIGCONT) // a stopped process must run to die promptly
 	err := in.signal(syscall.SIGKILL)
@@ -286,6 +292,9 @@ func (in *Instance) Kill() error {
 	in.mu.Unlock()
 	if done != nil {
 		<-done
+	}
+	if marker != "" {
+		killMarked(marker)
 	}
 	if err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err

@@ -168,6 +168,21 @@ func TestKillOutlivesADetachedChild(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Kill still waiting 30 s on: it waits for the detached process that holds the instance's output")
 	}
+	// And the detached process went with it: it carries the instance's
+	// marker, and an instance killed dies whole.
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(pid, 0) != nil || zombie(pid) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the detached process %d outlived the instance's kill", pid)
+		}
+	}
 }
 
 // syncWriter serialises writes to w.
