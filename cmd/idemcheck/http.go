@@ -291,8 +291,19 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 
 	var names, direct []string
 	var insts []*httpfault.Instance
+	runCtx := ctx
 	ready := func(ctx context.Context, in *httpfault.Instance) error {
-		return in.Ready(ctx, *startTimeout, func(ctx context.Context, u string) error { return pingInstance(ctx, u, *scheme, tlsBase) })
+		// An interrupt ends the wait too: a restart's context outlives
+		// the load's end (its faults heal after it), not the run (a
+		// Ctrl-C during a slow restart waited out --start-timeout).
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(runCtx, cancel)()
+		err := in.Ready(ctx, *startTimeout, func(ctx context.Context, u string) error { return pingInstance(ctx, u, *scheme, tlsBase) })
+		if err != nil && runCtx.Err() != nil {
+			return fmt.Errorf("instance %s: the run was interrupted before it answered", in.Name)
+		}
+		return err
 	}
 	sup := httpfault.NewSupervisor(ctx, h, ready)
 	if *command != "" {

@@ -45,7 +45,9 @@ func judgeHTTP(run httpreport.Run, h *history.History, l *history.Ledger) ([]htt
 		results = httpcheck.Interrupted(results, run.Interrupted)
 	}
 	results = httpcheck.Unreached(results, ev, run.Interrupted != "")
-	results = httpcheck.Down(results, run.Down, notRestarted(run.Crashes))
+	if run.Interrupted == "" { // an interrupted run's liveness is not judged at all
+		results = httpcheck.Down(results, run.Down, notRestarted(run.Crashes))
+	}
 	switch {
 	case !httpreport.Pass(results):
 		return results, exitFail
