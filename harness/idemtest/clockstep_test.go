@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,11 +92,17 @@ func TestClockStepDeclared(t *testing.T) {
 		idemtest.Run(t, f)
 		return
 	}
+	res := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClockStepDeclared$", "-test.v", "-rapid.nofailfile")
-	cmd.Env = append(withoutEnv(idemtest.RequireJudgedEnv), childEnv+"=1", "IDEM_RESULTS="+t.TempDir())
+	cmd.Env = append(withoutEnv(idemtest.RequireJudgedEnv), childEnv+"=1", "IDEM_RESULTS="+res)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the suite failed the whole-second store with its step declared: %v\n%s", err, out)
+	}
+	// Its passing runs' directories are removed, and latest with them
+	// (left, it pointed at nothing).
+	if to, err := os.Readlink(filepath.Join(res, "latest")); err == nil {
+		t.Errorf("latest left pointing at %s, removed", to)
 	}
 	if !strings.Contains(string(out), "--- PASS: TestClockStepDeclared/sched-takeover") {
 		t.Errorf("sched-takeover did not pass:\n%s", out)

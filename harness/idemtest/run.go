@@ -90,9 +90,9 @@ func Run(t *testing.T, f Factory) {
 				if e := storeErrors(&s); e != "" {
 					t.Logf("note: %s", e)
 				}
-				os.RemoveAll(dir)
+				removeRun(dir)
 			case check.Skipped:
-				os.RemoveAll(dir)
+				removeRun(dir)
 				t.Skip(s.Skipped)
 			case check.Fail:
 				for _, v := range s.Violations {
@@ -322,3 +322,14 @@ func CheckScenario(ctx context.Context, f Factory, scenario string) (*results.Su
 // ErrUnwritten marks CheckScenario's error for a run that finished, its
 // verdict in the summary returned, whose files could not all be written.
 var ErrUnwritten = errors.New("the run finished, but its results could not all be written")
+
+// removeRun removes a run's directory that passed or skipped, and the
+// results root's latest link when it points there: left, it pointed at
+// nothing once the passing run was gone.
+func removeRun(dir string) {
+	os.RemoveAll(dir)
+	link := filepath.Join(filepath.Dir(dir), "latest")
+	if to, err := os.Readlink(link); err == nil && (to == filepath.Base(dir) || to == dir) {
+		os.Remove(link)
+	}
+}
