@@ -47,8 +47,8 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 		for i := 1; i < len(cs); i++ {
 			first, second := cs[i-1], cs[i]
 			if kills.across(first.Via, first.At, second.At) && !succeeded(oxs, first.At, second.At) {
-				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) after idemcheck killed %s between the two, and no client got a success for the order in between: at-least-once after a crash, excused",
-					order, second.ID, first.ID, via(first)))
+				r.Notes = append(r.Notes, fmt.Sprintf("order %s charged again (%s after %s) after idemcheck killed %s between the two, and no client got a success for the order in between: at-least-once after a crash, excused%s",
+					order, second.ID, first.ID, via(first), unkeyedRerun(first, second)))
 				continue
 			}
 			if staleResumed(fs, oxs, first, second, p.InFlightTTL) {

@@ -65,6 +65,12 @@ func TestKillExcusesOnlyChargesOfTheKilledProcess(t *testing.T) {
 	if r := e.result(t, AtMostOnce); !r.Pass || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "killed i1") {
 		t.Fatalf("a charge counted just after the signal was not excused: %+v", r)
 	}
+	// Neither charge carried a downstream key: the excuse says that
+	// one would have made the re-run of no effect (a service with the
+	// key only at the top hop passed saying only "excused").
+	if r := e.result(t, AtMostOnce); !strings.Contains(r.Notes[0], "neither charge carried a downstream key") {
+		t.Errorf("the excuse of two charges without a downstream key: %q", r.Notes[0])
+	}
 }
 
 // TestPauseShorterThanTheDeclaredLease: with --inflight-ttl declared, a

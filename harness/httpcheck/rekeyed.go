@@ -19,3 +19,18 @@ func rekeyed(first, second history.Charge) string {
 	}
 	return fmt.Sprintf("; the retry sent the provider a new downstream key (%s, then %s), so it could not tell the retry from a new charge (with the first attempt's key the release would be safe)", cmp.Or(first.Key, "none"), cmp.Or(second.Key, "none"))
 }
+
+// unkeyedRerun is what an excused charge after a crash adds when the two
+// charges carried no downstream key, or different ones: the key at every
+// hop (the lesson card's charge:<orderId>) makes the re-run of no
+// effect, and a service without it passed its crash's double charge
+// saying only that it was excused.
+func unkeyedRerun(first, second history.Charge) string {
+	switch {
+	case first.Key == "" && second.Key == "":
+		return " (but neither charge carried a downstream key: with one, the key at every hop, the re-run would have been of no effect; the lesson card's bug of the key only at the top hop)"
+	case first.Key != second.Key:
+		return fmt.Sprintf(" (but the two charges carried different downstream keys, %q and %q: with the same one the re-run would have been of no effect)", first.Key, second.Key)
+	}
+	return ""
+}
