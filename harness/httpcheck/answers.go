@@ -122,7 +122,11 @@ func checkAnswers(xs []history.Exchange, charges []history.Charge, keys keyFacts
 	if declared > 0 {
 		r.Detail += fmt.Sprintf(", %d more replayed a saved 5xx (--saves-errors)", declared)
 	}
-	r.Notes = append(r.Notes, acceptedOnly(ok, done, keys)...)
+	accepted, notes := acceptedOnly(ok, done, keys)
+	if accepted > 0 {
+		r.Detail += fmt.Sprintf(" (%d of them only 202 Accepted)", accepted)
+	}
+	r.Notes = append(r.Notes, notes...)
 	if limited > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("not tested: %d keys got %s to every request, so none reached the service's idempotency as far as the answers tell", limited, tryAgainCodes))
 	}
@@ -246,7 +250,7 @@ const nothingTestedDetail = "not judged: nothing was tested"
 // answered 202 is settled for the final probes, so whether that work was
 // ever done was not judged. An asynchronous service that dropped a third
 // of its accepted jobs passed, saying every key got a success.
-func acceptedOnly(ok, done map[string]bool, keys keyFacts) []string {
+func acceptedOnly(ok, done map[string]bool, keys keyFacts) (int, []string) {
 	n, uncharged := 0, 0
 	for k, v := range ok {
 		if v && !done[k] {
@@ -257,7 +261,7 @@ func acceptedOnly(ok, done map[string]bool, keys keyFacts) []string {
 		}
 	}
 	if n == 0 {
-		return nil
+		return 0, nil
 	}
-	return []string{fmt.Sprintf("not judged: %d keys got only 202 Accepted (their work taken to be done later), and the provider never charged the orders of %d of them by the run's end: idemcheck follows no status URL, and a key answered 202 is not probed again, so whether accepted work was done was not judged", n, uncharged)}
+	return n, []string{fmt.Sprintf("not judged: %d keys got only 202 Accepted (their work taken to be done later), and the provider never charged the orders of %d of them by the run's end: idemcheck follows no status URL, and a key answered 202 is not probed again, so whether accepted work was done was not judged", n, uncharged)}
 }

@@ -86,4 +86,7 @@ func TestAcceptedOnlyIsSaid(t *testing.T) {
 	}) {
 		t.Fatalf("%+v, want the accepted keys said not judged", r)
 	}
+	if !strings.Contains(r.Detail, "(2 of them only 202 Accepted)") {
+		t.Errorf("detail %q, want the accepted keys counted apart", r.Detail)
+	}
 }
