@@ -73,6 +73,9 @@ func checkAtMostOnce(xs []history.Exchange, charges []history.Charge, fs []histo
 					break
 				}
 			}
+			if len(cs) > 2 {
+				why += fmt.Sprintf(" (the order was charged %d times in all)", len(cs))
+			}
 			vs = append(vs, Violation{Checker: AtMostOnce, Key: key, Cause: cause, At: second.At, Detail: fmt.Sprintf(
 				"order %s (key %s) charged twice: %s by %s at %s, %s by %s at %s: %s",
 				order, key, first.ID, via(first), ms(first.At), second.ID, via(second), ms(second.At), why)})
@@ -581,19 +584,3 @@ const (
 	hangUpBurst = int64(5 * time.Millisecond)
 	hangUpCrowd = 2
 )
-
-// hungUpWith counts the other charges of c's instance ("an instance"
-// when the provider could not tell) whose connection closed unanswered
-// ([history.OutcomeHungUp]) within hangUpBurst of c's.
-func hungUpWith(charges []history.Charge, c history.Charge) int {
-	if c.Outcome != history.OutcomeHungUp {
-		return 0
-	}
-	n := 0
-	for _, o := range charges {
-		if o.ID != c.ID && o.Outcome == history.OutcomeHungUp && o.Via == c.Via && o.End >= c.End-hangUpBurst && o.End <= c.End+hangUpBurst {
-			n++
-		}
-	}
-	return n
-}

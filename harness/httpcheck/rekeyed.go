@@ -34,3 +34,19 @@ func unkeyedRerun(first, second history.Charge) string {
 	}
 	return ""
 }
+
+// hungUpWith counts the other charges of c's instance ("an instance"
+// when the provider could not tell) whose connection closed unanswered
+// ([history.OutcomeHungUp]) within hangUpBurst of c's.
+func hungUpWith(charges []history.Charge, c history.Charge) int {
+	if c.Outcome != history.OutcomeHungUp {
+		return 0
+	}
+	n := 0
+	for _, o := range charges {
+		if o.ID != c.ID && o.Outcome == history.OutcomeHungUp && o.Via == c.Via && o.End >= c.End-hangUpBurst && o.End <= c.End+hangUpBurst {
+			n++
+		}
+	}
+	return n
+}
