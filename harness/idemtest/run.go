@@ -104,7 +104,7 @@ func Run(t *testing.T, f Factory) {
 				for _, n := range s.Notes { // a cause the violations may not name
 					t.Logf("note: %s", n)
 				}
-				t.Errorf("report: %s", filepath.Join(dir, "report.md"))
+				t.Errorf("report: %s", reportOf(dir))
 			default:
 				// Undecided: never a silent pass (the CLI exits 3). Each
 				// checker that could not decide says why, and so does the
@@ -291,7 +291,14 @@ func CheckScenario(ctx context.Context, f Factory, scenario string) (*results.Su
 	// recheck <dir>` reports.
 	dir, err := report.PrepareRunDir(root, name, scenario, time.Now())
 	if err != nil {
-		return nil, "", err
+		// No directory (a disk already full): the scenario runs all the
+		// same, its verdict in the summary, nothing kept (every scenario
+		// of a correct store failed unrun, with a hint about its lease).
+		sum, rerr := harness.Run(ctx, o)
+		if rerr != nil {
+			return nil, "", rerr
+		}
+		return sum, "", fmt.Errorf("%w (%v)", ErrUnwritten, err)
 	}
 	if o.Journal, err = harness.CreateJournal(dir.Path); err != nil {
 		os.RemoveAll(dir.Path)
@@ -323,10 +330,27 @@ func CheckScenario(ctx context.Context, f Factory, scenario string) (*results.Su
 // verdict in the summary returned, whose files could not all be written.
 var ErrUnwritten = errors.New("the run finished, but its results could not all be written")
 
+// reportOf is where a failed scenario's report is, or why there is none
+// (a report line named a report.md the full disk had not let be
+// written).
+func reportOf(dir string) string {
+	p := filepath.Join(dir, "report.md")
+	if _, err := os.Stat(p); dir == "" || err != nil {
+		if dir == "" {
+			return "none written (no results directory could be made; see the note above)"
+		}
+		return fmt.Sprintf("none written (see the note above); what the run recorded is in %s", dir)
+	}
+	return p
+}
+
 // removeRun removes a run's directory that passed or skipped, and the
 // results root's latest link when it points there: left, it pointed at
 // nothing once the passing run was gone.
 func removeRun(dir string) {
+	if dir == "" {
+		return
+	}
 	os.RemoveAll(dir)
 	link := filepath.Join(filepath.Dir(dir), "latest")
 	if to, err := os.Readlink(link); err == nil && (to == filepath.Base(dir) || to == dir) {

@@ -1,6 +1,7 @@
 package idemtest_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,14 +27,17 @@ func TestUnwrittenKeepsTheVerdict(t *testing.T) {
 	}
 	res := t.TempDir()
 	// 40 blocks of 512 bytes: below what abuse's journal and history
-	// need, above the last word's room.
-	cmd := exec.Command("sh", "-c", `ulimit -f 40 && exec "$0" -test.run='^TestUnwrittenKeepsTheVerdict$/^abuse$' -test.v -rapid.nofailfile`, os.Args[0])
-	cmd.Env = append(withoutEnv(idemtest.RequireJudgedEnv), childEnv+"=1", "IDEM_RESULTS="+res)
-	out, err := cmd.CombinedOutput()
-	text := string(out)
-	if err != nil || !strings.Contains(text, "--- PASS: TestUnwrittenKeepsTheVerdict/abuse") || !strings.Contains(text, "could not all be written") ||
-		strings.Contains(text, "declare them") {
-		t.Fatalf("want abuse passed, its unwritten files a note: %v\n%s", err, text)
+	// need, above the last word's room; 1 block: not even the room (a
+	// disk full before the run: every scenario failed unrun).
+	for _, blocks := range []int{40, 1} {
+		cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -f %d && exec "$0" -test.run='^TestUnwrittenKeepsTheVerdict$/^abuse$' -test.v -rapid.nofailfile`, blocks), os.Args[0])
+		cmd.Env = append(withoutEnv(idemtest.RequireJudgedEnv), childEnv+"=1", "IDEM_RESULTS="+res)
+		out, err := cmd.CombinedOutput()
+		text := string(out)
+		if err != nil || !strings.Contains(text, "--- PASS: TestUnwrittenKeepsTheVerdict/abuse") || !strings.Contains(text, "could not all be written") ||
+			strings.Contains(text, "declare them") {
+			t.Fatalf("%d blocks: want abuse passed, its unwritten files a note: %v\n%s", blocks, err, text)
+		}
 	}
 	// A pass removes its directory, whole or not.
 	if dirs, _ := filepath.Glob(filepath.Join(res, "2*")); len(dirs) != 0 {
