@@ -221,6 +221,16 @@ func runWorkers(ctx context.Context, env *Env) {
 	if len(missed) > 0 {
 		env.NotTested("workers: %d of %d planned worker kills did not happen or found every worker idle, so what they meant to interrupt was not tested: %s", len(missed), len(plan), strings.Join(missed, "; "))
 	}
+	// Each order goes to two workers, to race its key across processes
+	// (those whose queues reach it at once): on a loaded machine none
+	// may, and a lock in one process's memory passed saying nothing.
+	keys := map[stores.KeyRef]string{}
+	for _, o := range orders {
+		keys[o.Key] = o.ID
+	}
+	if n := len(unraced(env, keys)); n > 0 && n == len(keys) {
+		env.NotTested("workers: on no key were two of its Begins in the store at once (each key's two worker processes came one after the other), so the race between processes was not tested: %d of %d orders", n, env.Keys)
+	}
 }
 
 // liveVictim returns p's i-th live worker (worker.Pool.Victim) for a kill
