@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -154,7 +155,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "worker": // internal: the harness's worker processes (not in the help)
 		code, err = cmdWorker(ctx, rest, os.Stdin, stdout, stderr)
 	case "help", "-h", "--help", "-help":
-		if len(rest) > 0 {
+		// help of help (help help, --help --help) is the command list:
+		// it called itself for ever, and the stack overflowed.
+		if len(rest) > 0 && !slices.Contains([]string{"help", "-h", "--help", "-help"}, rest[0]) {
 			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, mainHelp)

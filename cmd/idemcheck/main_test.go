@@ -103,7 +103,8 @@ func TestBadInputIsOneLineExit2(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"help"}, {"check", "--help"}, {"list", "--help"}, {"help", "check"}} {
+	// help of help is the command list (it called itself until the stack overflowed).
+	for _, args := range [][]string{{"--help"}, {"help"}, {"check", "--help"}, {"list", "--help"}, {"help", "check"}, {"help", "help"}, {"--help", "--help"}, {"help", "--help"}} {
 		code, stdout, _ := runCLI(t, args...)
 		if code != 0 || !strings.Contains(stdout, "Usage") && !strings.Contains(stdout, "idemcheck") {
 			t.Errorf("%v: exit %d, stdout %q", args, code, stdout)
