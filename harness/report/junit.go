@@ -86,6 +86,13 @@ func WriteJUnit(path string, sum *results.Summary) error {
 			case check.Unknown:
 				tc.Skipped = &junitMessage{Message: "undecided: " + c.Detail}
 				suite.Skipped++
+			default:
+				if c.Vacuous() {
+					// Passed with nothing to judge: a skip saying why,
+					// as the report's "—" (CI showed it a plain pass).
+					tc.Skipped = &junitMessage{Message: "nothing to judge: " + c.Detail}
+					suite.Skipped++
+				}
 			}
 			suite.Cases = append(suite.Cases, tc)
 		}

@@ -21,9 +21,9 @@ func TestJUnitOfARunCutShort(t *testing.T) {
 	const stopped = "stopped at the memory limit: the harness held 97 MB"
 	sum := &results.Summary{Store: "memory", Variant: "correct", Seed: 1, Interrupted: true, Stopped: stopped, NotRun: []string{"takeover", "crash"},
 		Scenarios: []results.ScenarioResult{
-			{Name: "race", Verdict: check.Pass, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass}, {Checker: "fencing", Verdict: check.Pass}}},
+			{Name: "race", Verdict: check.Pass, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass, Judged: 1}, {Checker: "fencing", Verdict: check.Pass, Judged: 1}}},
 			{Name: "heartbeat", Verdict: check.Skipped, Skipped: "the store does not renew leases"},
-			{Name: "abuse", Verdict: check.Unknown, Error: "interrupted: context canceled", Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass}}},
+			{Name: "abuse", Verdict: check.Unknown, Error: "interrupted: context canceled", Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass, Judged: 1}}},
 		}}
 	path := filepath.Join(t.TempDir(), "junit.xml")
 	if err := WriteJUnit(path, sum); err != nil {
@@ -66,8 +66,8 @@ func TestJUnitOfARunCutShort(t *testing.T) {
 func TestJUnitCarriesNotes(t *testing.T) {
 	const note = "renewing a working owner's lease was not tested: 2 of 8 orders"
 	sum := &results.Summary{Store: "exec", Variant: "correct", Seed: 1, Scenarios: []results.ScenarioResult{
-		{Name: "heartbeat", Verdict: check.Pass, Notes: []string{note}, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass}, {Checker: "fencing", Verdict: check.Pass}}},
-		{Name: "race", Verdict: check.Pass, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass}}},
+		{Name: "heartbeat", Verdict: check.Pass, Notes: []string{note}, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass, Judged: 1}, {Checker: "fencing", Verdict: check.Pass, Judged: 1}}},
+		{Name: "race", Verdict: check.Pass, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass, Judged: 1}}},
 	}}
 	path := filepath.Join(t.TempDir(), "junit.xml")
 	if err := WriteJUnit(path, sum); err != nil {
@@ -82,6 +82,34 @@ func TestJUnitCarriesNotes(t *testing.T) {
 		heartbeat := strings.HasSuffix(c.Class, ".heartbeat")
 		if heartbeat != strings.Contains(c.Out, "note: "+note) {
 			t.Errorf("%s %s: system-out %q", c.Class, c.Name, c.Out)
+		}
+	}
+}
+
+// TestJUnitSaysNothingJudged: a checker that passed with nothing to judge
+// (the report's "—") was a plain passing testcase; it is a skip saying
+// so.
+func TestJUnitSaysNothingJudged(t *testing.T) {
+	sum := &results.Summary{Store: "sqlite", Variant: "correct", Seed: 1, Scenarios: []results.ScenarioResult{
+		{Name: "race", Verdict: check.Pass, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass, Judged: 8},
+			{Checker: "mismatch", Verdict: check.Pass, Detail: "no request reused a key with other parameters"}}},
+	}}
+	path := filepath.Join(t.TempDir(), "junit.xml")
+	if err := WriteJUnit(path, sum); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	var got junitSuites
+	if err := xml.Unmarshal(b, &got); err != nil {
+		t.Fatalf("not JUnit XML: %v\n%s", err, b)
+	}
+	s := got.Suites[0]
+	if s.Skipped != 1 {
+		t.Fatalf("skipped %d, want the checker that judged nothing:\n%s", s.Skipped, b)
+	}
+	for _, c := range s.Cases {
+		if (c.Name == "mismatch") != (c.Skipped != nil && strings.Contains(c.Skipped.Message, "nothing to judge: no request reused")) {
+			t.Errorf("case %s: skipped %+v", c.Name, c.Skipped)
 		}
 	}
 }
