@@ -173,7 +173,13 @@ func cmdMutants(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	}
 	printMutants(stdout, rep)
 	if ctx.Err() != nil {
-		fmt.Fprintf(stdout, "INTERRUPTED: the hunts cut short are neither killed nor survived, and the correct store's runs are not all judged (run it again to finish)\n%s\n", mutantsWhy(rep))
+		correct := "the correct store's runs are not all judged"
+		if rep.Correct.Verdict == check.Pass {
+			// Said of what ran: a fixed sentence said "not all judged"
+			// beside "the correct store: pass".
+			correct = "the correct store passed the runs it made"
+		}
+		fmt.Fprintf(stdout, "INTERRUPTED: the hunts cut short are neither killed nor survived, and %s (run it again to finish)\n%s\n", correct, mutantsWhy(rep))
 	}
 	shard.say(stdout, "mutants")
 	fmt.Fprintf(stdout, "Results: %s\n", where)
