@@ -214,7 +214,10 @@ func recoverNothing(dir string, asJSON bool, stdout io.Writer) (int, error) {
 		// writing its traces and pages on a full disk, and could write
 		// neither its journal nor its summary, read as one that
 		// recorded nothing beside a failed seed's trace.
-		if n := e.Name(); n != report.Marker && n != report.EndFile && !strings.HasPrefix(n, ".") {
+		// Nor a black-box run's instance logs, written from its start (a
+		// service that never started left two, and read as a finished
+		// run that lost its summary).
+		if n := e.Name(); n != report.Marker && n != report.EndFile && !strings.HasPrefix(n, ".") && !strings.HasSuffix(n, ".log") {
 			left = append(left, n)
 		}
 	}

@@ -309,6 +309,17 @@ func TestRecheckOfARunThatWroteOnlyItsPages(t *testing.T) {
 	if code, stdout, _ := runCLI(t, "recheck", dir); code != exitUnknown || !strings.Contains(stdout, "nothing ran") {
 		t.Fatalf("a run that recorded nothing: exit %d\n%s", code, stdout)
 	}
+	// A black-box run whose service never started left its instances'
+	// logs, empty: it recorded nothing still (it read as a finished run
+	// that lost its summary).
+	for _, log := range []string{"i1.log", "i2.log"} {
+		if err := os.WriteFile(filepath.Join(dir, log), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, stdout, stderr := runCLI(t, "recheck", dir); code != exitUnknown || !strings.Contains(stdout, "nothing ran") {
+		t.Fatalf("an http run whose service never started: exit %d\n%s%s", code, stdout, stderr)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "trace-race.txt"), []byte("client 1 ..."), 0o644); err != nil {
 		t.Fatal(err)
 	}
