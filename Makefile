@@ -80,7 +80,7 @@ check: build servers-if-needed
 	@./$(BIN) check --store $(STORE) --variant $(VARIANT) --scenario $(SCENARIO) --seed $(SEED); $(explain)
 
 lab: build servers-if-needed
-	./$(BIN) lab --store $(STORE) --seeds $(LAB_SEEDS)
+	@./$(BIN) lab --store $(STORE) --seeds $(LAB_SEEDS); $(explain)
 
 mutants: build servers-if-needed
 	@./$(BIN) mutants --store $(STORE) --seed $(SEED); $(explain)
