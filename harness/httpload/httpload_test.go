@@ -312,14 +312,7 @@ func TestProbesTakeTurns(t *testing.T) {
 		fmt.Fprint(w, `{"charge":"ch_1"}`)
 	}))
 	defer srv.Close()
-	h := history.New()
-	load, err := httpload.New(httpload.Config{Targets: []httpload.Target{{Name: "i1", URL: srv.URL + "/orders"}}, Clients: 16,
-		Duration: 300 * time.Millisecond, Seed: 1, RunID: "turns", MaxKeyLen: stores.MaxKeyLen, Timeout: time.Second, MaxAttempts: 1}, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	load.Run(context.Background())
-	probing.Store(true)
+	h, load := loadToProbe(t, srv.URL, 16, 300*time.Millisecond, "turns", &probing)
 	const settle = 4 * time.Second
 	n := load.Probe(context.Background(), settle)
 	// One key after the other, each held holdFor, 16 at a time: settle
@@ -327,12 +320,7 @@ func TestProbesTakeTurns(t *testing.T) {
 	if oneByOne := int(16 * settle / holdFor); n <= 2*oneByOne {
 		t.Fatalf("%d keys to probe: too few to tell (want more than %d)", n, 2*oneByOne)
 	}
-	last := map[string]history.Exchange{}
-	for _, x := range h.Exchanges() {
-		if x.Purpose == history.PurposeProbe {
-			last[x.Key] = x
-		}
-	}
+	last := lastProbes(h)
 	held := 0
 	for _, x := range last {
 		if x.Status != http.StatusOK {
@@ -373,26 +361,41 @@ func TestProbesOutwaitAGateway(t *testing.T) {
 		fmt.Fprint(w, `{"charge":"ch_1"}`)
 	}))
 	defer srv.Close()
-	h := history.New()
-	load, err := httpload.New(httpload.Config{Targets: []httpload.Target{{Name: "i1", URL: srv.URL + "/orders"}}, Clients: 2,
-		Duration: 200 * time.Millisecond, Seed: 1, RunID: "gateway", MaxKeyLen: stores.MaxKeyLen, Timeout: time.Second, MaxAttempts: 1}, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	load.Run(context.Background())
-	probing.Store(true)
+	h, load := loadToProbe(t, srv.URL, 2, 200*time.Millisecond, "gateway", &probing)
 	if n := load.Probe(context.Background(), 8*time.Second); n == 0 {
 		t.Fatal("no key to probe")
 	}
+	last := lastProbes(h)
+	for k, x := range last {
+		if x.Status != http.StatusOK {
+			t.Errorf("key %s ended its probes on %d, want its answer once the gateway's instance was back", k, x.Status)
+		}
+	}
+}
+
+// lastProbes is each probed key's last probe.
+func lastProbes(h *history.History) map[string]history.Exchange {
 	last := map[string]history.Exchange{}
 	for _, x := range h.Exchanges() {
 		if x.Purpose == history.PurposeProbe {
 			last[x.Key] = x
 		}
 	}
-	for k, x := range last {
-		if x.Status != http.StatusOK {
-			t.Errorf("key %s ended its probes on %d, want its answer once the gateway's instance was back", k, x.Status)
-		}
+	return last
+}
+
+// loadToProbe runs a load of clients on url's /orders for d, then sets
+// probing (the service's cue that the final probes come): the history
+// and the load, to probe.
+func loadToProbe(t *testing.T, url string, clients int, d time.Duration, runID string, probing *atomic.Bool) (*history.History, *httpload.Load) {
+	t.Helper()
+	h := history.New()
+	load, err := httpload.New(httpload.Config{Targets: []httpload.Target{{Name: "i1", URL: url + "/orders"}}, Clients: clients,
+		Duration: d, Seed: 1, RunID: runID, MaxKeyLen: stores.MaxKeyLen, Timeout: time.Second, MaxAttempts: 1}, h)
+	if err != nil {
+		t.Fatal(err)
 	}
+	load.Run(context.Background())
+	probing.Store(true)
+	return h, load
 }

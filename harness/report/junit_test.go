@@ -69,15 +69,7 @@ func TestJUnitCarriesNotes(t *testing.T) {
 		{Name: "heartbeat", Verdict: check.Pass, Notes: []string{note}, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass, Judged: 1}, {Checker: "fencing", Verdict: check.Pass, Judged: 1}}},
 		{Name: "race", Verdict: check.Pass, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass, Judged: 1}}},
 	}}
-	path := filepath.Join(t.TempDir(), "junit.xml")
-	if err := WriteJUnit(path, sum); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(path)
-	var got junitSuites
-	if err := xml.Unmarshal(b, &got); err != nil {
-		t.Fatalf("not JUnit XML: %v\n%s", err, b)
-	}
+	got, _ := junitOf(t, sum)
 	for _, c := range got.Suites[0].Cases {
 		heartbeat := strings.HasSuffix(c.Class, ".heartbeat")
 		if heartbeat != strings.Contains(c.Out, "note: "+note) {
@@ -94,15 +86,7 @@ func TestJUnitSaysNothingJudged(t *testing.T) {
 		{Name: "race", Verdict: check.Pass, Checkers: []check.Result{{Checker: "at-most-once", Verdict: check.Pass, Judged: 8},
 			{Checker: "mismatch", Verdict: check.Pass, Detail: "no request reused a key with other parameters"}}},
 	}}
-	path := filepath.Join(t.TempDir(), "junit.xml")
-	if err := WriteJUnit(path, sum); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(path)
-	var got junitSuites
-	if err := xml.Unmarshal(b, &got); err != nil {
-		t.Fatalf("not JUnit XML: %v\n%s", err, b)
-	}
+	got, b := junitOf(t, sum)
 	s := got.Suites[0]
 	if s.Skipped != 1 {
 		t.Fatalf("skipped %d, want the checker that judged nothing:\n%s", s.Skipped, b)
@@ -112,4 +96,23 @@ func TestJUnitSaysNothingJudged(t *testing.T) {
 			t.Errorf("case %s: skipped %+v", c.Name, c.Skipped)
 		}
 	}
+}
+
+// junitOf writes sum's JUnit XML and reads it back: the suites, and the
+// file's bytes for messages.
+func junitOf(t *testing.T, sum *results.Summary) (junitSuites, []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "junit.xml")
+	if err := WriteJUnit(path, sum); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got junitSuites
+	if err := xml.Unmarshal(b, &got); err != nil {
+		t.Fatalf("not JUnit XML: %v\n%s", err, b)
+	}
+	return got, b
 }
