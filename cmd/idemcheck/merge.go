@@ -348,9 +348,12 @@ func mergeSoak(shards []shardFile) (soakReport, error) {
 	// A shard cut short (recovered from its journal, or interrupted)
 	// brings its seeds that did not end and its count of those that ran:
 	// the merge dropped them and printed PASS beside its exit 3.
-	out.Ran, out.Unfinished, out.Interrupted, out.Recovered = 0, nil, false, false
+	out.Ran, out.Unfinished, out.Interrupted, out.Recovered, out.Journals = 0, nil, false, false, nil
 	rows := map[string]*soakRow{}
 	for _, r := range reps {
+		if r.Journal != "" {
+			out.Journals = append(out.Journals, r.Journal)
+		}
 		out.Bad = append(out.Bad, r.Bad...)
 		out.Errors = append(out.Errors, r.Errors...)
 		out.Seconds = max(out.Seconds, r.Seconds)

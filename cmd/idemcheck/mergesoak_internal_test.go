@@ -42,3 +42,27 @@ func TestMergeSoakRefusesShardsAtOddsWithThemselves(t *testing.T) {
 		t.Fatalf("a shard without its rows: %v, want the plan's runs missing said", err)
 	}
 }
+
+// TestMergeSoakNamesEveryJournal: each shard keeps its own journal; the
+// merge named only the first shard's.
+func TestMergeSoakNamesEveryJournal(t *testing.T) {
+	shard := func(i int, scenario, journal string) shardFile {
+		info := shardInfo{Command: "soak", Index: i, Of: 2, Args: []string{"--store", "sqlite"}}
+		rep := soakReport{Store: "sqlite", Seeds: 2, Plan: []string{"race", "takeover"}, Rows: []soakRow{{Scenario: scenario, Pass: 2}},
+			Bad: []string{}, Verdict: check.Pass, Ran: 2, Shard: &info, Journal: journal}
+		raw, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shardFile{path: "shard-" + string(rune('0'+i)) + ".json", info: info, raw: raw}
+	}
+	out, err := mergeSoak([]shardFile{shard(1, "race", "a/journal.jsonl"), shard(2, "takeover", "b/journal.jsonl")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printSoak(&b, out)
+	if !strings.Contains(b.String(), "journals: a/journal.jsonl, b/journal.jsonl") {
+		t.Fatalf("the merge's report names:\n%s", b.String())
+	}
+}

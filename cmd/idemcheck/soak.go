@@ -106,6 +106,9 @@ type soakReport struct {
 	// Journal is the file each finished run was appended to (soakEntry
 	// lines): what survives a soak that is killed.
 	Journal string `json:"journal,omitempty"`
+	// Journals, in a merge of shards, are every shard's Journal (a
+	// merge named only the first's).
+	Journals []string `json:"journals,omitempty"`
 	// Interrupted says the soak was cut short (Ctrl-C, SIGTERM); Ran
 	// counts the seeds (draws) whose run ended, the cut one included.
 	Interrupted bool `json:"interrupted,omitempty"`
@@ -413,7 +416,10 @@ func printSoak(w io.Writer, rep soakReport) {
 	if len(rep.Draws) > 0 {
 		fmt.Fprintf(w, "\n%d drawn runs (--random-flags)", len(rep.Draws))
 	}
-	if rep.Journal != "" {
+	switch {
+	case len(rep.Journals) > 1:
+		fmt.Fprintf(w, "\njournals: %s", strings.Join(rep.Journals, ", "))
+	case rep.Journal != "":
 		fmt.Fprintf(w, "\njournal: %s", rep.Journal)
 	}
 	if rep.Interrupted {
