@@ -24,10 +24,12 @@ func checkRetention(e Evidence, ops []history.Op) retentionTally {
 		return t
 	}
 	born := map[stores.KeyRef]int64{} // each key's first claim, for a store whose clock counts in steps
-	for _, op := range ops {
-		if e.Model.Semantics.ClockStep > 0 && op.Input.Kind == models.Begin && op.Output.Decided() && op.Output.Decision.Outcome == stores.Claimed {
-			if at, ok := born[op.Input.Key]; !ok || op.Call < at {
-				born[op.Input.Key] = op.Call
+	if e.Model.Semantics.ClockStep > 0 {
+		for _, op := range ops {
+			if op.Input.Kind == models.Begin && op.Output.Decided() && op.Output.Decision.Outcome == stores.Claimed {
+				if at, ok := born[op.Input.Key]; !ok || op.Call < at {
+					born[op.Input.Key] = op.Call
+				}
 			}
 		}
 	}

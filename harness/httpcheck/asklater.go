@@ -23,5 +23,10 @@ func gatewayStatus(x history.Exchange) bool {
 
 // chargedWithin reports whether a charge of cs began while x was open.
 func chargedWithin(cs []history.Charge, x history.Exchange) bool {
-	return slices.ContainsFunc(cs, func(c history.Charge) bool { return c.At >= x.Call && c.At <= x.Return })
+	return slices.ContainsFunc(cs, func(c history.Charge) bool { return beganWithin(c, x) })
+}
+
+// beganWithin reports whether the charge c began while x was open.
+func beganWithin(c history.Charge, x history.Exchange) bool {
+	return c.At >= x.Call && c.At <= x.Return
 }

@@ -415,10 +415,7 @@ func checkReplay(xs []history.Exchange, p Policy) Result {
 	r := Result{Checker: Replay, Applied: len(firsts) > 0}
 	var vs []Violation
 	judged, again := 0, 0
-	others := &otherKeys{}
-	for _, f := range firsts {
-		others.firsts = append(others.firsts, f)
-	}
+	var others *otherKeys // built at the first violation
 	bad := map[kb]bool{}
 	for _, x := range xs {
 		k := kb{x.Key, x.Body}
@@ -435,6 +432,12 @@ func checkReplay(xs []history.Exchange, p Policy) Result {
 		if otherStatus || !sameReply(x.Reply, f.Reply) {
 			bad[k] = true
 			where := ""
+			if others == nil {
+				others = &otherKeys{}
+				for _, f := range firsts {
+					others.firsts = append(others.firsts, f)
+				}
+			}
 			if o := others.of(x.Reply, x.Key); o != "" {
 				where = fmt.Sprintf("; it is the answer key %s got first: another key's answer, replayed for this one", o)
 			} else if d := replyDiff(x.Reply, f.Reply); d != "" {

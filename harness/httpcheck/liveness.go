@@ -194,7 +194,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 			refuse()
 			continue
 		}
-		again, ranWork := ranAgain(charging[x.Order], byID, x)
+		ranWork := chargedWithin(charging[x.Order], x)
 		if x.Status >= 500 && replayed(before(x), x) && !keys.succeeded[k] && !later && !ranWork {
 			// The same 5xx as the key's answer before, no client ever
 			// got a success for it, and no charge of its order explains
@@ -289,7 +289,7 @@ func checkLiveness(xs []history.Exchange, charges []history.Charge, fs []history
 		case x.Status >= 500 && keys.succeeded[k]:
 			cause, got = CauseServerError, fmt.Sprintf("%d %q, though a client got the key's success before: its saved answer lost or replaced", x.Status, clip(x.Reply))
 		case x.Status >= 500 && ranWork:
-			cause, got = CauseServerError, fmt.Sprintf("%d %q, %s", x.Status, clip(x.Reply), again)
+			cause, got = CauseServerError, fmt.Sprintf("%d %q, %s", x.Status, clip(x.Reply), ranAgain(charging[x.Order], byID, x))
 		case x.Status >= 500:
 			cause, got = CauseServerError, fmt.Sprintf("%d %q, and the provider failed no charge of its order %s", x.Status, clip(x.Reply), x.Order)
 		case x.Answered():

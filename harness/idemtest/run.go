@@ -334,11 +334,11 @@ var ErrUnwritten = errors.New("the run finished, but its results could not all b
 // (a report line named a report.md the full disk had not let be
 // written).
 func reportOf(dir string) string {
+	if dir == "" {
+		return "none written (no results directory could be made; see the note above)"
+	}
 	p := filepath.Join(dir, "report.md")
-	if _, err := os.Stat(p); dir == "" || err != nil {
-		if dir == "" {
-			return "none written (no results directory could be made; see the note above)"
-		}
+	if _, err := os.Stat(p); err != nil {
 		return fmt.Sprintf("none written (see the note above); what the run recorded is in %s", dir)
 	}
 	return p
