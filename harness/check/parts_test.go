@@ -320,7 +320,9 @@ func probed(d stores.Decision, retried bool) *rec {
 // leakProbed is happy with a leak probe past the retention that answers d.
 func leakProbed(d stores.Decision) *rec {
 	r := happy()
-	r.begin(leakProbe, "leak", 20000, 20001, d)
+	at := int64(model.Retention/time.Millisecond) + 20000 // ms, as rec's times
+	r.op(0, models.Input{Kind: models.Prune, Now: t0.Add(time.Duration(at) * time.Millisecond)}, models.Output{}, at, at+1)
+	r.begin(leakProbe, "leak", at+2, at+3, d)
 	return r
 }
 

@@ -1,7 +1,10 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
@@ -33,12 +36,29 @@ func checkRetention(e Evidence, ops []history.Op) retentionTally {
 			}
 		}
 	}
+	pruned := prunedBefore(ops)
+	probed := map[stores.KeyRef]int64{} // each key's first leak probe
+	for _, op := range ops {
+		if at, ok := probed[op.Input.Key]; op.Client == *e.LeakProbe && (!ok || op.Call < at) {
+			probed[op.Input.Key] = op.Call
+		}
+	}
+	last := map[stores.KeyRef]int64{} // each key's last answer before its probe
+	for _, op := range ops {
+		if at, ok := probed[op.Input.Key]; ok && op.Input.Kind != models.Prune && op.Client != *e.LeakProbe && op.Return < at && op.Return > last[op.Input.Key] {
+			last[op.Input.Key] = op.Return
+		}
+	}
 	for _, op := range ops {
 		if op.Client != *e.LeakProbe || op.Input.Kind != models.Begin || !op.Output.Decided() {
 			continue
 		}
 		if at, ok := born[op.Input.Key]; ok && time.Duration(op.Call-at) < e.Model.LatestEnd(e.Model.Retention) {
 			continue // a store whose clock counts in steps may keep it a step longer, rounded up (models.Config.LatestEnd)
+		}
+		if pruned(op.Call) < last[op.Input.Key]+int64(e.Model.Retention) {
+			t.unpruned++ // no Prune is known to have run past its retention: its answer shows no leak
+			continue
 		}
 		t.probes++
 		if d := op.Output.Decision; d.Outcome != stores.Claimed || d.Takeover {
@@ -53,6 +73,31 @@ func checkRetention(e Evidence, ops []history.Op) retentionTally {
 	return t
 }
 
+// prunedBefore answers, for a moment, the latest call of a Prune that
+// returned before it with the store's answer: a Prune that failed (a full
+// disk, a lost connection) or was declared not applied may have pruned
+// nothing, and a key it left is no leak. Math.MinInt64 when none did.
+func prunedBefore(ops []history.Op) func(at int64) int64 {
+	type done struct{ ret, call int64 }
+	var ps []done
+	for _, op := range ops {
+		if op.Input.Kind == models.Prune && op.Output.Decided() {
+			ps = append(ps, done{op.Return, op.Call})
+		}
+	}
+	slices.SortFunc(ps, func(a, b done) int { return cmp.Compare(a.ret, b.ret) })
+	for i := 1; i < len(ps); i++ {
+		ps[i].call = max(ps[i].call, ps[i-1].call) // the latest call so far
+	}
+	return func(at int64) int64 {
+		i, _ := slices.BinarySearchFunc(ps, at, func(p done, at int64) int { return cmp.Compare(p.ret, at) })
+		if i == 0 {
+			return math.MinInt64
+		}
+		return ps[i-1].call
+	}
+}
+
 // retentionTally is what checkRetention found in a part, or in the parts
 // merged so far: the keys probed, the leaks, the leak of the first key
 // (by key, as the violations are sorted) for a finding to name, and,
@@ -61,8 +106,11 @@ func checkRetention(e Evidence, ops []history.Op) retentionTally {
 // its count.
 type retentionTally struct {
 	probes, leaks int
-	first         Violation
-	vs            []Violation
+	// unpruned counts the probes not judged: no Prune that answered ran
+	// once their key was past its retention.
+	unpruned int
+	first    Violation
+	vs       []Violation
 }
 
 // leak counts v, a leak found in a part.
@@ -82,6 +130,7 @@ func (t *retentionTally) add(o retentionTally) {
 		t.first = o.first
 	}
 	t.probes += o.probes
+	t.unpruned += o.unpruned
 	t.leaks += o.leaks
 	t.vs = append(t.vs, o.vs...)
 }
@@ -92,10 +141,17 @@ func (t retentionTally) decide(e Evidence) Result {
 	if e.LeakProbe == nil {
 		return Result{Checker: Retention, Verdict: Pass, Detail: "no leak probe in this scenario"}
 	}
+	unpruned := ""
+	if t.unpruned > 0 {
+		unpruned = fmt.Sprintf("; %d leak probe(s) not judged: no Prune answered once their key was past its retention (one that failed, a full disk or a lost connection, may have pruned nothing)", t.unpruned)
+	}
 	if t.leaks > 0 && !e.StrictRetention {
 		return Result{Checker: Retention, Verdict: Pass, Judged: t.probes, Detail: findingPrefix + fmt.Sprintf(
-			"%d of %d keys kept past their retention (a leak; strict retention makes it a failure); first: %s", t.leaks, t.probes, t.first.Detail)}
+			"%d of %d keys kept past their retention (a leak; strict retention makes it a failure); first: %s%s", t.leaks, t.probes, t.first.Detail, unpruned)}
+	}
+	if t.probes == 0 && t.unpruned > 0 {
+		return Result{Checker: Retention, Verdict: Pass, Detail: "no key probed past its retention" + unpruned}
 	}
 	sortViolations(t.vs)
-	return judged(result(Retention, t.vs, fmt.Sprintf("%d keys probed past their retention, all gone", t.probes)), t.probes)
+	return judged(result(Retention, t.vs, fmt.Sprintf("%d keys probed past their retention, all gone%s", t.probes, unpruned)), t.probes)
 }
