@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -97,6 +98,11 @@ func dockerClient() (*client.Client, error) {
 func checkDocker(ctx context.Context, cli *client.Client, kind Kind) error {
 	if _, err := cli.Ping(ctx, client.PingOptions{}); err != nil {
 		host := cli.DaemonHost()
+		if errors.Is(err, fs.ErrPermission) || strings.Contains(err.Error(), "permission denied") {
+			// A daemon runs, but this user may not use its socket: the
+			// client reports that as a failed connection too.
+			return errorf(kind, true, "docker is running but this user may not use it (permission denied at %s): add the user to the docker group, run as a user who may, or set %s", host, kinds[kind].envAddr)
+		}
 		if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) {
 			return errorf(kind, true, "docker is not running: start it, or set %s (no daemon answers at %s)", kinds[kind].envAddr, host)
 		}
