@@ -130,24 +130,34 @@ func removeLabelled(ctx context.Context, cli *client.Client, label string) (int,
 	return n, errors.Join(errs...)
 }
 
-// owner is this process as "host/pid/start", start being the process start
-// time from /proc (empty where there is none).
+// owner is this process as "host/pid/start/pidns", start being the
+// process start time from /proc and pidns its PID namespace (each empty
+// where there is none). A CI job in a container of its own (the host's
+// network, so its hostname, and the host's Docker socket) numbers its
+// processes apart from the host's: a pid is only this process's within
+// its namespace.
 func owner() string {
 	host, _ := os.Hostname()
 	pid := os.Getpid()
-	return url.PathEscape(host) + "/" + strconv.Itoa(pid) + "/" + procStart(pid)
+	return url.PathEscape(host) + "/" + strconv.Itoa(pid) + "/" + procStart(pid) + "/" + pidNamespace()
 }
 
 // ownerAlive reports whether the process named by an owner label may still
-// run: it is on this host, its pid exists and its start time matches.
-// Unparseable labels and other hosts count as alive (left alone).
+// run: it is on this host, in this PID namespace, its pid exists and its
+// start time matches. Unparseable labels, other hosts and other PID
+// namespaces count as alive (left alone: their processes cannot be seen
+// from here). A label of three fields, written before the namespace was,
+// is judged without it.
 func ownerAlive(label string) bool {
 	parts := strings.Split(label, "/")
-	if len(parts) != 3 {
+	if len(parts) != 3 && len(parts) != 4 {
 		return true
 	}
 	host, _ := os.Hostname()
 	if parts[0] != url.PathEscape(host) {
+		return true
+	}
+	if len(parts) == 4 && parts[3] != pidNamespace() {
 		return true
 	}
 	pid, err := strconv.Atoi(parts[1])
@@ -161,6 +171,16 @@ func ownerAlive(label string) bool {
 		return false
 	}
 	return parts[2] == "" || procStart(pid) == parts[2]
+}
+
+// pidNamespace is this process's PID namespace, the inode number in
+// /proc/self/ns/pid ("pid:[4026531836]"), or "" where there is none.
+func pidNamespace() string {
+	link, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(link, "pid:["), "]")
 }
 
 // procStart returns field 22 of /proc/PID/stat (start time in clock ticks).
