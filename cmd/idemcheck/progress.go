@@ -26,10 +26,12 @@ func nameWidth() int {
 	return w
 }
 
-// isTerminal reports whether w is a terminal (progress goes only there).
+// isTerminal reports whether w is a terminal that can redraw a line
+// (progress goes only there): not one whose TERM is dumb (an editor's
+// shell, a CI log viewer), which shows "\r\033[K" as it is.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
+	if !ok || os.Getenv("TERM") == "dumb" {
 		return false
 	}
 	st, err := f.Stat()

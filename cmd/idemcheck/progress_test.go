@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +127,26 @@ func TestCheckOverrun(t *testing.T) {
 		if !strings.HasPrefix(lines[i], want[i]) {
 			t.Errorf("line %d:\n got %q\nwant %q…", i+1, lines[i], want[i])
 		}
+	}
+}
+
+// TestDumbTerminalGetsNoRedraw: a terminal whose TERM is dumb showed the
+// progress line's "\r\033[K" as it is; it gets the log lines a file gets.
+func TestDumbTerminalGetsNoRedraw(t *testing.T) {
+	tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
+	if err != nil {
+		tty, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0) // a character device too
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	t.Setenv("TERM", "xterm")
+	if !isTerminal(tty) {
+		t.Fatalf("%s is not taken for a terminal", tty.Name())
+	}
+	t.Setenv("TERM", "dumb")
+	if isTerminal(tty) {
+		t.Errorf("%s with TERM=dumb is taken for a terminal that redraws", tty.Name())
 	}
 }
