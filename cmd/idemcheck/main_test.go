@@ -474,6 +474,23 @@ func TestSummarySaysResultsAreIncomplete(t *testing.T) {
 	if !strings.HasSuffix(b.String(), "Results: /r/run\n") {
 		t.Errorf("every file written, and the summary's last line is not the directory:\n%s", b.String())
 	}
+	// The fault schedules are in report.md: named only where it was
+	// written (a full disk left it out, and the summary pointed at it).
+	sum.Dir = t.TempDir()
+	sum.Scenarios = []results.ScenarioResult{{Name: "chaos", Schedule: []string{"pause at 1s"}}}
+	b.Reset()
+	printSummary(&b, sum, 1)
+	if strings.Contains(b.String(), "report.md") {
+		t.Errorf("report.md, not written, is named:\n%s", b.String())
+	}
+	if err := os.WriteFile(filepath.Join(sum.Dir, "report.md"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	printSummary(&b, sum, 0)
+	if !strings.Contains(b.String(), "fault schedules of chaos") {
+		t.Errorf("report.md written, and the schedules are not pointed at:\n%s", b.String())
+	}
 }
 
 // TestSummarySaysASharedNoteOnce: a note that several scenarios made

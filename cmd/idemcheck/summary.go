@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -109,7 +111,9 @@ func printSummary(w io.Writer, sum *results.Summary, unwritten int) {
 	if sum.OwnServerError != "" {
 		fmt.Fprintf(w, "\nthe server-fault scenarios ran alone on the run's server: a server of their own could not start: %s\n", sum.OwnServerError)
 	}
-	if len(scheduled) > 0 {
+	_, err := os.Stat(filepath.Join(sum.Dir, "report.md"))
+	report := err == nil // not where a full disk kept it from being written
+	if len(scheduled) > 0 && report {
 		fmt.Fprintf(w, "\nfault schedules of %s (a function of --seed %d): %s/report.md\n", strings.Join(scheduled, ", "), sum.Seed, sum.Dir)
 	}
 	for _, s := range sum.Scenarios {
@@ -133,7 +137,7 @@ func printSummary(w io.Writer, sum *results.Summary, unwritten int) {
 	if len(sum.Violations) > 0 {
 		fmt.Fprintf(w, "\nviolations (%d):\n", len(sum.Violations))
 		for i, v := range sum.Violations {
-			if i == 10 {
+			if i == 10 && report {
 				fmt.Fprintf(w, "  … %d more in %s/report.md\n", len(sum.Violations)-10, sum.Dir)
 				break
 			}

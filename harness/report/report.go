@@ -112,11 +112,10 @@ func (d *RunDir) Write(sum *results.Summary) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if err := writeFile(filepath.Join(d.Path, "report.md"), func(w io.Writer) error { return writeReport(w, sum) }); err != nil {
-		return err
+	// report.md, the verdict for a person, is written even when the
+	// history or a page was not (a disk that fills): it is small.
+	if rerr := writeFile(filepath.Join(d.Path, "report.md"), func(w io.Writer) error { return writeReport(w, sum) }); err != nil || rerr != nil {
+		return errors.Join(err, rerr)
 	}
 	// summary.json last: a directory that has one has its history whole.
 	// A process that dies while it writes them leaves no summary, and its

@@ -97,7 +97,9 @@ func TestRunsEndingAtOnceShareARoot(t *testing.T) {
 
 // TestSummaryIsWrittenLast: a run directory whose history could not be
 // written has no summary.json, so it is never read as a whole run (the
-// run's journal, kept, is recovered instead).
+// run's journal, kept, is recovered instead). Its report.md, the verdict
+// for a person, is written all the same (a full disk that took the
+// history left it out, and the summary pointed at it).
 func TestSummaryIsWrittenLast(t *testing.T) {
 	d, err := report.PrepareRunDir(t.TempDir(), "memory", "correct", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	if err != nil {
@@ -112,6 +114,9 @@ func TestSummaryIsWrittenLast(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d.Path, "summary.json")); err == nil {
 		t.Error("summary.json written though the history was not")
+	}
+	if _, err := os.Stat(filepath.Join(d.Path, "report.md")); err != nil {
+		t.Errorf("report.md not written beside a history that was not: %v", err)
 	}
 }
 
