@@ -62,7 +62,7 @@ func timesFor(f Factory) modelTimes {
 			mt.notes = append(mt.notes, fmt.Sprintf("model: a claim going stale, its takeover and a stale owner fenced not exercised: LockTTL %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget); a claim was held live through sleeps of %v a step, not through its whole lease", ttl, declared(f.LockTTL), ModelSleepBudget, longLeaseStep))
 		}
 		if ret > ModelSleepBudget {
-			mt.notes = append(mt.notes, fmt.Sprintf("model: a prune removing a key past its retention not exercised: retention %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget)", ret, declared(f.Retention), ModelSleepBudget))
+			mt.notes = append(mt.notes, fmt.Sprintf("model: a prune removing a key past its retention not exercised: retention %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget)", ret, retentionOrigin(f, 4), ModelSleepBudget))
 		}
 		return mt
 	}
@@ -77,6 +77,20 @@ func timesFor(f Factory) modelTimes {
 		cfg:      models.Config{LockTTL: ttl, Retention: ret, Semantics: sem},
 		advances: []time.Duration{time.Millisecond, ttl / 2, ttl, ret},
 	}
+}
+
+// retentionOrigin says, for notes, where the model test's retention
+// came from: declared, or times times the declared LockTTL (the
+// scenarios keep the suite's own then, and a note naming both would
+// read as a contradiction).
+func retentionOrigin(f Factory, times int) string {
+	switch {
+	case f.Retention > 0:
+		return " (declared)"
+	case f.LockTTL > 0:
+		return fmt.Sprintf(" (the model test's: %d times the declared LockTTL; the scenarios keep their own; Factory.Retention sets both)", times)
+	}
+	return ""
 }
 
 // declared is " (declared)" when the factory declared d, for notes.
