@@ -157,7 +157,7 @@ func storeErrors(s *results.ScenarioResult) string {
 		return ""
 	}
 	return fmt.Sprintf("%d of its %d store calls failed with an error that decides nothing; the first: %s "+
-		"(a store that retries its database's transient errors itself, and wraps in stores.ErrNotApplied an error whose transaction certainly rolled back, leaves the checkers fewer calls of unknown outcome)", n, len(ops), first)
+		"(the calls the scenario recorded, not those that warmed a pool up; a store that retries its database's transient errors itself, and wraps in stores.ErrNotApplied an error whose transaction certainly rolled back, leaves the checkers fewer calls of unknown outcome)", n, len(ops), first)
 }
 
 // RequireJudgedEnv names the environment variable that, set to any value,
