@@ -378,7 +378,7 @@ func Classify(xs []history.Exchange, fs []history.Fault, first, second history.C
 		if answered {
 			return CauseAfterDone, forgot
 		}
-		return CauseAfterError, what + released + rekeyed(first, second) + other
+		return CauseAfterError, what + released + rekeyed(first, second) + other + overlapped(xs, fs, first, second)
 	}
 	if x, ok := openRequest(xs, fs, first.Via, math.MinInt64, first.At, second.At+1); ok {
 		open := "no answer yet"
@@ -483,7 +483,7 @@ func expiredUnder(xs []history.Exchange, fs []history.Fault, first, second histo
 	return ""
 }
 
-// overlapped says, of an after-done pair, that a request to the instance
+// overlapped says, of an after-done or after-error pair, that a request to the instance
 // that made the second charge was sent before the first charge was made
 // and was still open at the second: the two requests were in the service
 // at once, and a check that did not see the other's claim (a SELECT, then

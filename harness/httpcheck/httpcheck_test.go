@@ -125,6 +125,21 @@ func TestAtMostOnceCauses(t *testing.T) {
 			t.Errorf("the overlapping request is not named: %s", r.Violations[0].Detail)
 		}
 	})
+	t.Run("after an error, the second's request open from before the first charge", func(t *testing.T) {
+		// A check-then-insert race across instances whose first charge
+		// the provider failed: said to be a release on error alone,
+		// though the service never released; the race is said too.
+		e := newEv()
+		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 502, "error")
+		e.chargeOutcome("o", "i1", 20, 30, history.OutcomeFailed)
+		e.x(1, "i2", history.PurposeRace, "k", "o", "b", 10, 90, 200, `{"charge":"ch_2"}`)
+		e.charge("o", "i2", 70)
+		r := e.result(t, AtMostOnce)
+		wantCause(t, r, CauseAfterError)
+		if !strings.Contains(r.Violations[0].Detail, "or a race: client 1's request on i2") {
+			t.Errorf("the overlapping request is not named: %s", r.Violations[0].Detail)
+		}
+	})
 	t.Run("after error a client saw", func(t *testing.T) {
 		e := newEv()
 		e.x(0, "i1", history.PurposeFirst, "k", "o", "b", 10, 50, 500, "error")
