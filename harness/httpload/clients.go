@@ -112,6 +112,12 @@ type keyState struct {
 	key, order, body string
 	amount           int  // the amount in body
 	settled          bool // the last answer was definite (2xx or 4xx but 409)
+	// contested says two of its requests may have been in the service
+	// at once: a race request went beside its first, or an attempt got
+	// no definite answer before the next went (its work may go on). An
+	// owner that lost its claim may then have saved over the key's
+	// answer unseen: the final probes read it back ([Load.Probe]).
+	contested bool
 }
 
 // Load runs the clients of one black-box run and remembers their keys.
@@ -197,6 +203,9 @@ func (l *Load) client(ctx context.Context, c int) {
 			mine = append(mine, ks)
 			a, b := pick(), pick()
 			var wg sync.WaitGroup
+			l.mu.Lock()
+			ks.contested = true
+			l.mu.Unlock()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -283,10 +292,11 @@ func (l *Load) operation(ctx context.Context, c int, first Target, pick func() T
 	t := first
 	for a := 1; a <= l.cfg.MaxAttempts && ctx.Err() == nil; a++ {
 		x, retryAfter := l.send(ctx, c, t, purpose, ks.key, true, ks.order, ks.body, a)
-		if history.Final(x.Status) {
-			l.mu.Lock()
-			ks.settled = true
-			l.mu.Unlock()
+		l.mu.Lock()
+		ks.settled = history.Final(x.Status)
+		ks.contested = ks.contested || !ks.settled && a < l.cfg.MaxAttempts
+		l.mu.Unlock()
+		if ks.settled {
 			return
 		}
 		if purpose != history.PurposeReuse { // a reuse stays one, for the checker

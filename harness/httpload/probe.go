@@ -32,6 +32,14 @@ const probeWorkers = 16
 // A 5xx with a Retry-After never ends them: it asks for a later try; nor
 // does a gateway's 502 or 504: the instance behind it may come back.
 //
+// A settled key that was contested (two of its requests may have been in
+// the service at once) is read back once, as a replay
+// ([history.PurposeReplay]), beside the probes: an owner that lost its
+// claim and saved over the key's answer after it was given (an unfenced
+// save) shows only to a later request, and the replay-fidelity checker
+// compares it with the key's first success. The count returned is of the
+// keys probed, not of those read back.
+//
 // The keys take turns, the one due soonest first: every key is probed
 // from the start of settle to its end, however many there are. Probing
 // them one after the other would leave the last keys one probe at the
@@ -42,22 +50,28 @@ const probeWorkers = 16
 // key goes out now and then beside the probes (sendFresh).
 func (l *Load) Probe(ctx context.Context, settle time.Duration) int {
 	l.mu.Lock()
-	var todo []*keyState
+	var todo, readBack []*keyState
 	for _, ks := range l.keys {
-		if !ks.settled {
+		switch {
+		case !ks.settled:
 			todo = append(todo, ks)
+		case ks.contested:
+			readBack = append(readBack, ks)
 		}
 	}
 	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, settle)
 	defer cancel()
-	q := newProbeQueue(len(todo))
+	q := newProbeQueue(len(todo) + len(readBack))
 	for i, ks := range todo {
 		q.push(&probing{ks: ks, target: i, pause: probePause})
 	}
+	for i, ks := range readBack {
+		q.push(&probing{ks: ks, target: len(todo) + i, readBack: true})
+	}
 	var refusing atomic.Int64 // keys whose last probe was refused, not over
 	var wg sync.WaitGroup
-	for range min(probeWorkers, len(todo)) {
+	for range min(probeWorkers, len(todo)+len(readBack)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -141,6 +155,7 @@ type probing struct {
 	pause     time.Duration
 	due       time.Time // when the next probe may go
 	refused   bool      // its last probe was answered [history.TryAgain]
+	readBack  bool      // a settled key read back once, not probed (see [Load.Probe])
 }
 
 // probeOnce sends p's next probe and says whether the key's probes are
@@ -149,6 +164,10 @@ func (l *Load) probeOnce(ctx context.Context, p *probing) bool {
 	p.attempt++
 	t := l.cfg.Targets[p.target%len(l.cfg.Targets)]
 	p.target++
+	if p.readBack {
+		l.send(ctx, -1, t, history.PurposeReplay, p.ks.key, true, p.ks.order, p.ks.body, p.attempt)
+		return true
+	}
 	x, wait := l.send(ctx, -1, t, history.PurposeProbe, p.ks.key, true, p.ks.order, p.ks.body, p.attempt)
 	p.refused = x.Answered() && history.TryAgain(x.Status)
 	if history.Final(x.Status) || ctx.Err() != nil {
