@@ -154,7 +154,7 @@ func (t availabilityTally) decide(e Evidence) Result {
 			return Result{Checker: Availability, Verdict: Pass, Detail: fmt.Sprintf(
 				"not judged: the %d Begins that met a live claim of their parameters each ran during a fault (one injected: a pause, a crash, a network or server fault; or the harness itself standing still, harness-stall), which excuses an error", t.excused)}
 		}
-		return Result{Checker: Availability, Verdict: Pass, Detail: "no Begin met a live claim of its parameters"}
+		return Result{Checker: Availability, Verdict: Pass, Detail: "no Begin was answered while a live claim of its parameters held its key (none was owed a 409; a Begin that waited for the claim to be saved was answered after)"}
 	}
 	timedOut := ""
 	if t.timedOut > 0 {

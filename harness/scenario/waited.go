@@ -1,0 +1,55 @@
+package scenario
+
+import (
+	"errors"
+
+	"github.com/idemcheck/idemcheck/harness/history"
+	"github.com/idemcheck/idemcheck/models"
+	"github.com/idemcheck/idemcheck/stores"
+)
+
+// waitedOnAClaim reports whether some Begin was called while another
+// client's claim of its key was live (after that claim's Begin returned,
+// before its owner called its save or release) and answered only once
+// that save or release had returned, with the key's decision, not in
+// flight: a store whose Begin waits for the claim's owner (a row lock, a
+// lock polled) and then answers. Such Begins met the live claim, though
+// none says so by its answer.
+func waitedOnAClaim(h *history.History) bool {
+	waited := false
+	_ = h.EachPart(func(p *history.History) error {
+		type live struct{ from, saving, saved int64 }
+		type end struct{ call, ret int64 }
+		lives := map[stores.KeyRef][]live{}
+		ops := p.Ops()
+		ends := map[stores.Token]end{} // each token's save or release
+		for _, op := range ops {
+			if (op.Input.Kind == models.Complete || op.Input.Kind == models.Release) && op.Output.Decided() && !op.Output.Fenced {
+				ends[op.Input.Token] = end{op.Call, op.Return}
+			}
+		}
+		for _, op := range ops {
+			if op.IsClaim() {
+				if e, ok := ends[op.Output.Decision.Token]; ok {
+					lives[op.Input.Key] = append(lives[op.Input.Key], live{op.Return, e.call, e.ret})
+				}
+			}
+		}
+		for _, op := range ops {
+			if op.Input.Kind != models.Begin || !op.Output.Decided() || op.Output.Decision.Outcome == stores.InFlight || op.IsClaim() {
+				continue
+			}
+			for _, l := range lives[op.Input.Key] {
+				if op.Call > l.from && op.Call < l.saving && op.Return > l.saved {
+					waited = true
+					return errWaited
+				}
+			}
+		}
+		return nil
+	})
+	return waited
+}
+
+// errWaited ends waitedOnAClaim's walk at its first find.
+var errWaited = errors.New("a Begin waited on a live claim")
