@@ -269,15 +269,15 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, usagef("http: %v", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return exitUsage, usagef("http: --out: %v", err)
+		return exitUsage, usagef("http: cannot write results to %s: %v", dir, unwrapPath(err))
 	}
 	// Marked as a run's directory: a later run says when it crashed
 	// (sayCrashed), as it does for a store run's.
 	if err := os.WriteFile(filepath.Join(dir, report.Marker), nil, 0o644); err != nil {
-		return exitUsage, usagef("http: --out: %v", err)
+		return exitUsage, usagef("http: cannot write results to %s: %v", dir, unwrapPath(err))
 	}
 	if err := report.ReserveEnd(dir); err != nil {
-		return exitUsage, usagef("http: --out: %v", err)
+		return exitUsage, usagef("http: cannot write results to %s: %v", dir, unwrapPath(err))
 	}
 	runID := fmt.Sprintf("r%d_%d", *seed, time.Now().UnixNano()%1e9)
 
