@@ -356,10 +356,12 @@ func printInterrupted(w io.Writer, sum *results.Summary) {
 	for _, s := range sum.Scenarios {
 		// Cut short: every run the interrupt left undecided, whether
 		// its workload or its checking was stopped.
-		switch s.Verdict {
-		case check.Skipped: // never ran: neither finished nor cut
-		case check.Unknown:
+		switch {
+		case s.Verdict == check.Skipped: // never ran: neither finished nor cut
+		case s.Verdict == check.Unknown:
 			cut = append(cut, s.ID().String())
+		case s.Cut != nil: // its journal stopped before its end: judged on what it recorded
+			cut = append(cut, fmt.Sprintf("%s (judged on what its journal recorded: %s)", s.ID(), s.Verdict))
 		default:
 			done = append(done, s.ID().String())
 		}
