@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemcheck/idemcheck/harness/check"
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/harness/results"
 	"github.com/idemcheck/idemcheck/harness/scenario"
@@ -119,5 +120,35 @@ func TestMeasureSaysTheStoreRefusedCalls(t *testing.T) {
 	n := run(history.Op{Err: "BEGIN IMMEDIATE: database is locked after 5000 ms"}, history.Op{Err: "again"})
 	if len(n) != 1 || !strings.Contains(n[0], "refused 2 of 3 calls as not applied (first: BEGIN IMMEDIATE: database is locked") {
 		t.Errorf("two refusals: notes %q", n)
+	}
+}
+
+// TestMeasureLeavesUndecidedAPassItsDeathsCut: a store whose process died
+// on its own at every traced call passed the scheduled scenarios, exit 0,
+// nearly all of their calls cut; a pass whose calls its deaths cut in
+// more than a tenth is undecided, saying why, and one cut less is a pass
+// with its note.
+func TestMeasureLeavesUndecidedAPassItsDeathsCut(t *testing.T) {
+	key := stores.KeyRef{Tenant: "t", Key: "k"}
+	died := stores.ErrProcessDied.Error() + " (it exited (exit status 1); its stderr: unknown fields {'trace'})"
+	run := func(cut, answered int) results.ScenarioResult {
+		h := history.New()
+		for range cut {
+			h.AddOp(history.Op{Client: 1, Input: models.Input{Kind: models.Begin, Key: key}, Output: models.Output{Unknown: true},
+				Call: 1, Return: history.Never, Err: died})
+		}
+		for range answered {
+			h.AddOp(history.Op{Client: 2, Input: models.Input{Kind: models.Begin, Key: key}, Output: models.Output{Decision: stores.Decision{Outcome: stores.InFlight}},
+				Call: 1, Return: 2})
+		}
+		res := results.ScenarioResult{Verdict: check.Pass}
+		measure(&res, h, history.NewLedger(), scenario.Record{})
+		return res
+	}
+	if r := run(96, 24); r.Verdict != check.Unknown || !strings.Contains(r.WhyUndecided(), "cutting 96 of 120 calls") || !strings.Contains(r.WhyUndecided(), "unknown fields") {
+		t.Errorf("96 of 120 calls cut: %s: %s", r.Verdict, r.WhyUndecided())
+	}
+	if r := run(1, 99); r.Verdict != check.Pass || len(r.Notes) != 1 {
+		t.Errorf("1 of 100 calls cut: %s, notes %q", r.Verdict, r.Notes)
 	}
 }

@@ -39,7 +39,7 @@ func BetweenCallsOnly(eps []EpisodeRecord) string {
 			return ""
 		}
 	}
-	return "interleaved only between store calls: the store passed no failpoint inside its calls (faults.Hit before each round trip), so no race inside one call (a read then a write) was explored"
+	return "interleaved only between store calls: the store passed no failpoint inside its calls (faults.Hit before each round trip), or its process died before it reached one, so no race inside one call (a read then a write) was explored"
 }
 
 // blockedStops counts the times an episode's client was taken to be
