@@ -116,7 +116,7 @@ func (c *Command) start(ctx context.Context, addr string, cfg *Config, died func
 	select {
 	case err = <-helloCh:
 	case <-time.After(HelloTimeout):
-		err = fmt.Errorf("exec store %q: no hello within %v", c.Line, HelloTimeout)
+		err = fmt.Errorf("exec store %q: no hello within %v: a store that started writes its hello at once and flushes every line it writes (a pipe is block-buffered in Python and C unless flushed: print(..., flush=True), fflush(stdout))", c.Line, HelloTimeout)
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
