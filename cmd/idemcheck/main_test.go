@@ -543,7 +543,10 @@ func TestWarnCostSaysTheDiskIsTooSmall(t *testing.T) {
 // findings of each repetition are told apart: they were printed twice
 // word for word, and the lists named every scenario twice.
 func TestSummaryNamesRepeatedScenariosOnce(t *testing.T) {
-	sum := &results.Summary{Store: "memory", Variant: "correct", Verdict: check.Pass, Dir: "/r/run", LockTTL: results.Duration(250 * time.Millisecond)}
+	sum := &results.Summary{Store: "memory", Variant: "correct", Verdict: check.Pass, Dir: t.TempDir(), LockTTL: results.Duration(250 * time.Millisecond)}
+	if err := os.WriteFile(filepath.Join(sum.Dir, "report.md"), nil, 0o644); err != nil { // the fault schedules are there
+		t.Fatal(err)
+	}
 	for rep := 0; rep < 2; rep++ {
 		sum.Scenarios = append(sum.Scenarios,
 			results.ScenarioResult{Name: "sched-race", Repetition: rep, Verdict: check.Pass, LockTTL: results.Duration(100 * time.Millisecond)},
