@@ -111,6 +111,9 @@ func ModelTest(t *testing.T, f Factory) {
 		t.Logf("note: %s", n)
 	}
 	failed, report := rapidrec.Check(t.Name(), modelProperty(f, "", &u))
+	if n := u.budget.note(); n != "" {
+		t.Logf("note: %s", n)
+	}
 	if why := u.openFailure(); why != "" {
 		t.Error(why + declaredHintLine(f, why))
 		return
@@ -179,6 +182,10 @@ func ModelProperty(f Factory, variant string) func(*rapid.T) {
 func modelProperty(f Factory, variant string, u *unknownCases) func(*rapid.T) {
 	return func(rt *rapid.T) {
 		if u != nil {
+			if !u.budget.begin() {
+				return // past ModelTimeBudget: said once rapid ends
+			}
+			defer u.budget.end(rt)
 			u.mu.Lock()
 			u.cases++
 			u.mu.Unlock()

@@ -28,6 +28,8 @@ type unknownCases struct {
 	// openErr is the first error of Factory.Open: the cases after it
 	// are skipped, and the model test fails saying it.
 	openErr error
+	// budget counts the cases against ModelTimeBudget.
+	budget caseBudget
 }
 
 // openFailed notes that Factory.Open failed.
