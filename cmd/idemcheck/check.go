@@ -352,12 +352,14 @@ func printInterrupted(w io.Writer, sum *results.Summary) {
 	if !sum.Interrupted {
 		return
 	}
-	var done, cut []string
+	var done, cut, unset []string
 	for _, s := range sum.Scenarios {
 		// Cut short: every run the interrupt left undecided, whether
 		// its workload or its checking was stopped.
 		switch {
 		case s.Verdict == check.Skipped: // never ran: neither finished nor cut
+		case s.Verdict == check.Unknown && strings.HasPrefix(s.Error, harness.SetupFailed):
+			unset = append(unset, s.ID().String()) // never started its workload
 		case s.Verdict == check.Unknown:
 			cut = append(cut, s.ID().String())
 		case s.Cut != nil: // its journal stopped before its end: judged on what it recorded
@@ -366,8 +368,12 @@ func printInterrupted(w io.Writer, sum *results.Summary) {
 			done = append(done, s.ID().String())
 		}
 	}
-	fmt.Fprintf(w, "\nINTERRUPTED: %d scenario run(s) finished (%s); cut short: %s; %d never ran (%s)\n",
+	fmt.Fprintf(w, "\nINTERRUPTED: %d scenario run(s) finished (%s); cut short: %s; %d never ran (%s)",
 		len(done), listOrNone(done), listOrNone(cut), len(sum.NotRun), listOrNone(sum.NotRun))
+	if len(unset) > 0 {
+		fmt.Fprintf(w, "; could not be set up: %s", strings.Join(unset, ", "))
+	}
+	fmt.Fprintln(w)
 	if sum.Stopped != "" {
 		fmt.Fprintf(w, "%s\n", sum.Stopped)
 	}
