@@ -43,10 +43,14 @@ func checkRetention(e Evidence, ops []history.Op) retentionTally {
 			probed[op.Input.Key] = op.Call
 		}
 	}
-	last := map[stores.KeyRef]int64{} // each key's last answer before its probe
+	last := map[stores.KeyRef]int64{} // each key's last answer before its probe (a call of unknown outcome: its call)
 	for _, op := range ops {
-		if at, ok := probed[op.Input.Key]; ok && op.Input.Kind != models.Prune && op.Client != *e.LeakProbe && op.Return < at && op.Return > last[op.Input.Key] {
-			last[op.Input.Key] = op.Return
+		end := op.Return
+		if op.Output.Unknown {
+			end = op.Call
+		}
+		if at, ok := probed[op.Input.Key]; ok && op.Input.Kind != models.Prune && op.Client != *e.LeakProbe && end < at && end > last[op.Input.Key] {
+			last[op.Input.Key] = end
 		}
 	}
 	for _, op := range ops {
