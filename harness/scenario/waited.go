@@ -8,17 +8,17 @@ import (
 	"github.com/idemcheck/idemcheck/stores"
 )
 
-// waitedOnAClaim reports whether some Begin was called while another
-// client's claim of its key was live (after that claim's Begin returned,
-// before its owner called its save or release) and answered only once
-// that save or release had returned, with the key's decision, not in
-// flight: a store whose Begin waits for the claim's owner (a row lock, a
-// lock polled) and then answers. Such Begins met the live claim, though
-// none says so by its answer.
+// waitedOnAClaim reports whether some Begin was called after another
+// client's claim of its key was asked for and before its owner called its
+// save or release, and was answered only once that save or release had
+// returned, with the key's decision, not in flight: a store whose Begin
+// waits for the claim's owner (a row lock, a lock polled) and then
+// answers, or one slow to answer it. Such a Begin came while the claim
+// was live, though it was decided once the claim was saved.
 func waitedOnAClaim(h *history.History) bool {
 	waited := false
 	_ = h.EachPart(func(p *history.History) error {
-		type live struct{ from, saving, saved int64 }
+		type live struct{ asked, saving, saved int64 }
 		type end struct{ call, ret int64 }
 		lives := map[stores.KeyRef][]live{}
 		ops := p.Ops()
@@ -31,7 +31,7 @@ func waitedOnAClaim(h *history.History) bool {
 		for _, op := range ops {
 			if op.IsClaim() {
 				if e, ok := ends[op.Output.Decision.Token]; ok {
-					lives[op.Input.Key] = append(lives[op.Input.Key], live{op.Return, e.call, e.ret})
+					lives[op.Input.Key] = append(lives[op.Input.Key], live{op.Call, e.call, e.ret})
 				}
 			}
 		}
@@ -40,7 +40,7 @@ func waitedOnAClaim(h *history.History) bool {
 				continue
 			}
 			for _, l := range lives[op.Input.Key] {
-				if op.Call > l.from && op.Call < l.saving && op.Return > l.saved {
+				if op.Call > l.asked && op.Call < l.saving && op.Return > l.saved {
 					waited = true
 					return errWaited
 				}

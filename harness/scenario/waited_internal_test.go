@@ -10,16 +10,16 @@ import (
 
 // TestWaitedOnAClaim: a store whose Begin waits for a live claim's owner
 // and then replays answers no Begin in flight; race said its losers came
-// once the winner had saved, the race not tested, though they came while
-// the claim was live. A Begin called while the claim was live and
-// answered once its save returned waited on it; one called after the
-// save began, or answered before it ended, did not.
+// once the winner had saved, though they came while the claim was live.
+// A Begin called after the claim was asked for and before its save began,
+// and answered once the save returned, came while it was live; one
+// called after the save began, or answered before it ended, did not.
 func TestWaitedOnAClaim(t *testing.T) {
 	k := stores.KeyRef{Tenant: "t", Key: "k"}
 	run := func(call, ret int64) bool {
 		h := history.New()
 		h.AddOp(history.Op{Client: 1, Input: models.Input{ID: 1, Kind: models.Begin, Key: k},
-			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "a"}}, Call: 0, Return: 10})
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: "a"}}, Call: 1, Return: 10})
 		h.AddOp(history.Op{Client: 1, Input: models.Input{ID: 2, Kind: models.Complete, Key: k, Token: "a"}, Call: 30, Return: 50})
 		h.AddOp(history.Op{Client: 2, Input: models.Input{ID: 3, Kind: models.Begin, Key: k},
 			Output: models.Output{Decision: stores.Decision{Outcome: stores.Replay}}, Call: call, Return: ret})
@@ -30,6 +30,7 @@ func TestWaitedOnAClaim(t *testing.T) {
 		want      bool
 	}{
 		{20, 60, true},  // came while live, answered once saved: waited
+		{5, 60, true},   // came while the claim was being decided
 		{40, 60, false}, // came while the save was under way
 		{20, 25, false}, // answered before the save: not a wait
 		{55, 56, false}, // came once saved
