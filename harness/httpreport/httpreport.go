@@ -332,16 +332,24 @@ func Overall(results []httpcheck.Result) string {
 // Closing is the run's verdict in one line, the last a run prints: the
 // checkers that failed, that a run was undecided, or that every checker
 // passed, naming those that had nothing to judge (a pass says what was
-// not judged).
+// not judged) and those whose pass carries notes (a service whose
+// instances ran one key's work at once, held to at-most-once by the
+// provider's key alone, ended on a bare PASS, its note above it).
 func Closing(results []httpcheck.Result) string {
-	var failed, idle []string
+	var failed, idle, noted []string
 	for _, r := range results {
 		switch {
 		case !r.Pass:
 			failed = append(failed, fmt.Sprintf("%s (%d violations)", r.Checker, len(r.Violations)))
 		case !r.Applied:
 			idle = append(idle, r.Checker)
+		case len(r.Notes) > 0:
+			noted = append(noted, r.Checker)
 		}
+	}
+	notes := ""
+	if len(noted) > 0 {
+		notes = fmt.Sprintf(" (read the notes of %s above)", strings.Join(noted, ", "))
 	}
 	switch Overall(results) {
 	case "FAIL":
@@ -350,9 +358,9 @@ func Closing(results []httpcheck.Result) string {
 		return "UNDECIDED: no violation, but not everything was judged (the \"not judged\" lines above)"
 	}
 	if len(idle) > 0 {
-		return fmt.Sprintf("PASS: every checker passed; %s had nothing to judge in this run (the lines above say why)", strings.Join(idle, ", "))
+		return fmt.Sprintf("PASS: every checker passed; %s had nothing to judge in this run (the lines above say why)%s", strings.Join(idle, ", "), notes)
 	}
-	return "PASS: every checker passed, each on what it judged"
+	return "PASS: every checker passed, each on what it judged" + notes
 }
 
 func ms(t int64) string { return history.Millis(t) }

@@ -148,18 +148,20 @@ func TestUndecided(t *testing.T) {
 
 // TestClosing: the last line says which checkers failed, that the run is
 // undecided, or that every checker passed, naming those with nothing to
-// judge.
+// judge and those whose pass carries notes.
 func TestClosing(t *testing.T) {
 	pass := httpcheck.Result{Checker: httpcheck.AtMostOnce, Applied: true, Pass: true}
 	idle := httpcheck.Result{Checker: httpcheck.Replay, Pass: true, Detail: "no answer came after a key's first success"}
 	fail := httpcheck.Result{Checker: httpcheck.Liveness, Applied: true, Violations: []httpcheck.Violation{{Checker: httpcheck.Liveness}}}
 	open := httpcheck.Result{Checker: httpcheck.Liveness, Applied: true, Pass: true, Unjudged: "1 keys held"}
+	noted := httpcheck.Result{Checker: httpcheck.Status, Applied: true, Pass: true, Notes: []string{"a fingerprint of the order alone not tested"}}
 	for _, tc := range []struct {
 		results []httpcheck.Result
 		want    string
 	}{
 		{[]httpcheck.Result{pass}, "PASS: every checker passed, each on what it judged"},
 		{[]httpcheck.Result{pass, idle}, "PASS: every checker passed; replay-fidelity had nothing to judge in this run (the lines above say why)"},
+		{[]httpcheck.Result{pass, noted}, "PASS: every checker passed, each on what it judged (read the notes of status-codes above)"},
 		{[]httpcheck.Result{pass, idle, fail}, "FAIL: liveness (1 violations)"},
 		{[]httpcheck.Result{pass, idle, open}, `UNDECIDED: no violation, but not everything was judged (the "not judged" lines above)`},
 	} {
