@@ -80,7 +80,7 @@ func checkRetention(e Evidence, ops []history.Op) retentionTally {
 // prunedBefore answers, for a moment, the latest call of a Prune that
 // returned before it with the store's answer: a Prune that failed (a full
 // disk, a lost connection) or was declared not applied may have pruned
-// nothing, and a key it left is no leak. Math.MinInt64 when none did.
+// nothing, and a key it left is no leak. math.MinInt64 when none did.
 func prunedBefore(ops []history.Op) func(at int64) int64 {
 	type done struct{ ret, call int64 }
 	var ps []done
