@@ -258,6 +258,12 @@ func options(f Factory) harness.Options {
 	if f.LockTTL > 0 {
 		o.LockTTL = f.LockTTL
 	}
+	if f.Clients > 0 {
+		o.Clients = f.Clients
+	}
+	if f.Keys > 0 {
+		o.Keys = f.Keys
+	}
 	// A final probe never waits a declared lease of minutes out: the keys
 	// a claim may still hold are left out, and the notes say so.
 	o.ProbeWait = WaitBudget
