@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"errors"
+	"time"
 
 	"github.com/idemcheck/idemcheck/harness/history"
 	"github.com/idemcheck/idemcheck/models"
@@ -53,3 +54,24 @@ func waitedOnAClaim(h *history.History) bool {
 
 // errWaited ends waitedOnAClaim's walk at its first find.
 var errWaited = errors.New("a Begin waited on a live claim")
+
+// ownerOf is the claim a takeover t (of ops, its key's calls) took over:
+// the latest other claim of the key answered before t was asked for.
+func ownerOf(ops []history.Op, t history.Op) (history.Op, bool) {
+	var owner history.Op
+	found := false
+	for _, o := range ops {
+		if o.IsClaim() && o.Return < t.Call && o.Output.Decision.Token != t.Output.Decision.Token && (!found || o.Return > owner.Return) {
+			owner, found = o, true
+		}
+	}
+	return owner, found
+}
+
+// takenEarly reports whether the takeover t (of ops, its key's calls) was
+// answered sooner than half of ttl after the claim it took over was
+// asked for: by any clock, that claim's lease had not run out.
+func takenEarly(ops []history.Op, t history.Op, ttl time.Duration) bool {
+	owner, found := ownerOf(ops, t)
+	return found && t.Return-owner.Call < int64(ttl/2)
+}

@@ -40,3 +40,29 @@ func TestWaitedOnAClaim(t *testing.T) {
 		}
 	}
 }
+
+// TestTakenEarly: a takeover answered sooner than half a LockTTL after
+// the claim it took over was asked for came inside that claim's lease
+// (a whole-second clock took claims over 15 to 38 ms into a 250 ms
+// lease, and race said the store was slow); one answered later may be a
+// slow owner's.
+func TestTakenEarly(t *testing.T) {
+	k := stores.KeyRef{Tenant: "t", Key: "k"}
+	claim := func(tok stores.Token, call, ret int64, takeover bool) history.Op {
+		return history.Op{Input: models.Input{Kind: models.Begin, Key: k},
+			Output: models.Output{Decision: stores.Decision{Outcome: stores.Claimed, Token: tok, Takeover: takeover}}, Call: call, Return: ret}
+	}
+	owner := claim("a", 1, 10, false)
+	const ttl = 250
+	for _, c := range []struct {
+		t    history.Op
+		want bool
+	}{
+		{claim("b", 40, 50, true), true},
+		{claim("b", 300, 310, true), false},
+	} {
+		if got := takenEarly([]history.Op{owner, c.t}, c.t, ttl); got != c.want {
+			t.Errorf("a takeover at [%d, %d] of a claim asked at 1, LockTTL %d: early %v, want %v", c.t.Call, c.t.Return, ttl, got, c.want)
+		}
+	}
+}
