@@ -438,11 +438,7 @@ func cmdHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) (int,
 	}()
 	go func() {
 		defer wg.Done()
-		if insts == nil {
-			problems, down = sched.Run(fctx, h, names, nil, proxies)
-		} else {
-			problems, down = sched.Run(fctx, h, names, insts, proxies)
-		}
+		problems, down = sched.Run(fctx, h, names, insts, proxies) // insts nil: targets started by someone else
 	}()
 	fmt.Fprintf(stderr, "idemcheck http: the load: %d clients for %v\n", *clients, *duration)
 	load.Run(ctx)

@@ -38,7 +38,7 @@ func timesFor(f Factory) modelTimes {
 	if c == stores.ServerClock {
 		ttl, ret := 30*time.Millisecond, 120*time.Millisecond
 		if f.LockTTL > 0 {
-			ttl, ret = f.LockTTL, 4*f.LockTTL
+			ttl, ret = f.LockTTL, modelRetentionLeases*f.LockTTL
 		}
 		if f.Retention > 0 {
 			ret = f.Retention
@@ -62,7 +62,7 @@ func timesFor(f Factory) modelTimes {
 			mt.notes = append(mt.notes, fmt.Sprintf("model: a claim going stale, its takeover and a stale owner fenced not exercised: LockTTL %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget); a claim was held live through sleeps of %v a step, not through its whole lease", ttl, declared(f.LockTTL), ModelSleepBudget, longLeaseStep))
 		}
 		if ret > ModelSleepBudget {
-			mt.notes = append(mt.notes, fmt.Sprintf("model: a prune removing a key past its retention not exercised: retention %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget)", ret, retentionOrigin(f, 4), ModelSleepBudget))
+			mt.notes = append(mt.notes, fmt.Sprintf("model: a prune removing a key past its retention not exercised: retention %v%s is past the model test's sleep budget of %v (idemtest.ModelSleepBudget)", ret, retentionOrigin(f), ModelSleepBudget))
 		}
 		return mt
 	}
@@ -79,18 +79,19 @@ func timesFor(f Factory) modelTimes {
 	}
 }
 
+// modelRetentionLeases is the model test's retention on a server clock
+// where the factory declares a LockTTL and no retention, in LockTTLs.
+const modelRetentionLeases = 4
+
 // retentionOrigin says, for notes, where the model test's retention
-// came from: declared, or times times the declared LockTTL (the
-// scenarios keep the suite's own then, and a note naming both would
-// read as a contradiction).
-func retentionOrigin(f Factory, times int) string {
-	switch {
-	case f.Retention > 0:
-		return " (declared)"
-	case f.LockTTL > 0:
-		return fmt.Sprintf(" (the model test's: %d times the declared LockTTL; the scenarios keep their own; Factory.Retention sets both)", times)
+// came from: declared, or modelRetentionLeases times the declared
+// LockTTL (the scenarios keep the suite's own then, and a note naming
+// both would read as a contradiction).
+func retentionOrigin(f Factory) string {
+	if f.Retention == 0 && f.LockTTL > 0 {
+		return fmt.Sprintf(" (the model test's: %d times the declared LockTTL; the scenarios keep their own; Factory.Retention sets both)", modelRetentionLeases)
 	}
-	return ""
+	return declared(f.Retention)
 }
 
 // declared is " (declared)" when the factory declared d, for notes.
