@@ -152,40 +152,47 @@ lint: vet fmt
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # The local images are built when Docker runs (build.sh skips those that
-# are up to date), in the background while lint compiles: on a fresh
-# machine both take minutes, one on the network and dpkg, the other on
-# the compiler. Their log goes to results/images.log and is printed when
-# lint ends. Without Docker, tests that need a server skip, or fail under
+# are up to date), in the background while the packages compile: on a
+# fresh machine both take a minute or more, one on the network and dpkg,
+# the other on the compiler. Their log goes to results/images.log and is
+# printed at the end. The plain pass starts each test binary once the
+# build has ended (scripts/after-images.sh as go test's -exec); the race
+# pass links no server (TestRacePassLinksNoServers) and starts at once.
+# Without Docker, tests that need a server skip, or fail under
 # IDEM_REQUIRE_SERVERS=1.
 #
 # Two passes run side by side, and every package runs in exactly one: the
 # RACE_PKGS under -race, every other package without it (TEST_P at once).
 # Most tests wait on servers, sleeps and lock expiry rather than compute,
-# so the passes overlap well on two cores: six packages at once (warm,
-# idle, 157 s against 206 s at four and 154 s at eight;
-# docs/performance.md). The race pass's output goes to
-# results/test-race.txt and is printed when it ends, so the two never
-# interleave; the target fails if either pass does. Lint has run go vet
-# on every package with every analyzer, so the passes do not vet again
-# (-vet=off: on a fresh machine go test's own vet took 22 of the plain
-# pass's 54 CPU-seconds of compiling).
+# so the passes overlap well on two cores: six packages at once
+# (docs/performance.md). Each pass vets what it compiles with every
+# analyzer (-vet=all, what go vet runs), so nothing is compiled twice;
+# staticcheck runs when the race pass ends, in the time the plain pass
+# spends waiting. Their output goes to results/test-race.txt and
+# results/staticcheck.txt and is printed at the end, so nothing
+# interleaves; the target fails if gofmt, either pass, staticcheck or the
+# images do.
 TEST_P ?= 6
 test:
-	@mkdir -p results
-	@images=; if docker info >/dev/null 2>&1; then \
-		echo "make test: building the images in the background while lint runs (results/images.log)"; \
-		bash images/build.sh > results/images.log 2>&1 & images=$$!; \
+	@mkdir -p results && rm -f results/images.done results/race-lint.rc
+	@$(MAKE) --no-print-directory fmt
+	@done=; if docker info >/dev/null 2>&1; then \
+		echo "make test: building the images in the background (results/images.log)"; \
+		{ bash images/build.sh > results/images.log 2>&1; echo $$? > results/images.done; } & \
+		done="$(CURDIR)/results/images.done"; \
 	else echo "make test: no Docker engine: tests that need Postgres or Redis will skip (IDEM_REQUIRE_SERVERS=1: fail)"; fi; \
-	$(MAKE) --no-print-directory lint; linted=$$?; built=0; \
-	if [ -n "$$images" ]; then wait $$images; built=$$?; echo "== the images (results/images.log):"; cat results/images.log; fi; \
-	if [ $$linted != 0 ] || [ $$built != 0 ]; then echo "make test: FAILED (lint: exit $$linted; the images: exit $$built)"; exit 1; fi
-	@echo "make test: $(RACE_PKGS) under -race (results/test-race.txt), every other package without, side by side"
-	@$(GO) test -count=1 -vet=off -race -timeout 12m $(RACE_PKGS) > results/test-race.txt 2>&1 & race=$$!; \
+	echo "make test: $(RACE_PKGS) under -race, then staticcheck (results/test-race.txt, results/staticcheck.txt); every other package without -race, side by side"; \
+	{ $(GO) test -count=1 -vet=all -race -timeout 12m $(RACE_PKGS) > results/test-race.txt 2>&1; raced=$$?; \
+	  $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./... > results/staticcheck.txt 2>&1; echo "$$raced $$?" > results/race-lint.rc; } & race=$$!; \
 	racepkgs="$$($(GO) list $(RACE_PKGS))" && first="$$($(GO) list $(FIRST_PKGS) | grep -vxF "$$racepkgs")" || exit 2; \
-	$(GO) test -count=1 -vet=off -p $(TEST_P) -timeout 18m $$first $$($(GO) list ./... | grep -vxF "$$racepkgs" | grep -vxF "$$first"); plain=$$?; \
-	wait $$race; raced=$$?; \
+	IDEM_IMAGES_DONE="$$done" $(GO) test -count=1 -vet=all -p $(TEST_P) -timeout 18m -exec "$(CURDIR)/scripts/after-images.sh" \
+		$$first $$($(GO) list ./... | grep -vxF "$$racepkgs" | grep -vxF "$$first"); plain=$$?; \
+	wait $$race; read -r raced linted < results/race-lint.rc || { raced=1; linted=1; }; \
 	echo "== the race pass (results/test-race.txt):"; cat results/test-race.txt; \
-	if [ $$plain != 0 ] || [ $$raced != 0 ]; then echo "make test: FAILED (without -race: exit $$plain; under -race: exit $$raced)"; exit 1; fi
+	echo "== staticcheck (results/staticcheck.txt):"; cat results/staticcheck.txt; \
+	built=0; if [ -n "$$done" ]; then wait; read -r built < results/images.done || built=1; echo "== the images (results/images.log):"; cat results/images.log; fi; \
+	if [ $$plain != 0 ] || [ $$raced != 0 ] || [ $$linted != 0 ] || [ $$built != 0 ]; then \
+		echo "make test: FAILED (without -race: exit $$plain; under -race: exit $$raced; staticcheck: exit $$linted; the images: exit $$built)"; exit 1; fi
 
 images:
 	bash images/build.sh
