@@ -88,7 +88,13 @@ func Probe(ctx context.Context, line string, env []string) (*Command, error) {
 // OnFatal sets f to hear the first protocol error of any of the command's
 // processes (once): a CLI cancels its run there, since a store that
 // breaks the protocol cannot be judged.
-func (c *Command) OnFatal(f func(error)) { c.onFatal = f }
+// It is guarded by the same lock as the error: the reader of a process
+// Probe started may still be reading when the CLI sets f.
+func (c *Command) OnFatal(f func(error)) {
+	c.fatalMu.Lock()
+	defer c.fatalMu.Unlock()
+	c.onFatal = f
+}
 
 // Fatal returns the first protocol error any of the command's processes
 // made, or nil.
@@ -104,9 +110,10 @@ func (c *Command) setFatal(err error) {
 	if first {
 		c.fatal = err
 	}
+	onFatal := c.onFatal
 	c.fatalMu.Unlock()
-	if first && c.onFatal != nil {
-		c.onFatal(err)
+	if first && onFatal != nil {
+		onFatal(err)
 	}
 }
 
