@@ -64,6 +64,7 @@ func TestExecConfigFile(t *testing.T) {
 // process, on drawn flags: every draw passes, and each draw's check
 // command, in the journal, names the store's command.
 func TestSoakOfAnExecStore(t *testing.T) {
+	t.Parallel()
 	cmd := jsExampleCmd(t)
 	out := t.TempDir()
 	// Draw seed 2: twenty scenario runs in about 4 s, idle.
@@ -118,6 +119,7 @@ func jsExampleCmd(t *testing.T) string {
 // passes it; seed 1's workers round plans a kill there, which cannot
 // happen on the correct variant, and the note says why.
 func TestWorkersSaysAFailpointNoWorkerPassed(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "check", "--store", "exec", "--cmd", jsExampleCmd(t), "--scenario", "workers", "--seed", "1", "--out", t.TempDir())
 	if code != exitPass {
 		t.Fatalf("exit %d:\n%s\n%s", code, stdout, stderr)
@@ -133,6 +135,7 @@ func TestWorkersSaysAFailpointNoWorkerPassed(t *testing.T) {
 // fault, not an error the store chose. Before the code said so, the same
 // run failed availability on both scenarios.
 func TestLossyLinkPassesStrictAvailability(t *testing.T) {
+	t.Parallel()
 	script, err := filepath.Abs("../../scripts/lossy-exec.py")
 	if err != nil {
 		t.Fatal(err)

@@ -159,6 +159,7 @@ func (w *watchedBuffer) String() string {
 // not (liveness, and whether anything was tested), and without a
 // violation the run is undecided (exit 3); recheck judges it the same way.
 func TestHTTPInterruptReports(t *testing.T) {
+	t.Parallel()
 	strict := []string{"--process-faults=false", "-H", "Authorization: Bearer s3cret", "--body-type", "form", "--body", "currency=EUR",
 		"--order-at", "ref", "--amount-at", "cents", "--duration", "20s"}
 	code, stdout, report, dir := blackboxIn(t, "strict", "idemcheck http: the load:", nil, strict...)
@@ -193,6 +194,7 @@ func TestHTTPInterruptReports(t *testing.T) {
 // payment id, passes with flags alone; without them it answers 400 to
 // everything, and the run fails first with "nothing was tested".
 func TestHTTPRequestShapeFromFlags(t *testing.T) {
+	t.Parallel()
 	shape := []string{"--process-faults=false", "-H", "Authorization: Bearer s3cret", "-H", "Host: pay.example.test", "--body-type", "form", "--body", "currency=EUR",
 		"--order-at", "ref", "--amount-at", "cents"}
 	code, stdout, report := blackbox(t, "strict", []string{"IDEM_TEST_HOST=pay.example.test"}, shape...)
@@ -219,6 +221,7 @@ func TestHTTPRequestShapeFromFlags(t *testing.T) {
 // replay one 500 for orders never charged (a service that saves every
 // error answers so too), and names the declaration that would.
 func TestHTTPDeadService(t *testing.T) {
+	t.Parallel()
 	code, _, report := blackbox(t, "dead500", nil, "--net-faults=false", "--process-faults=false")
 	if code != exitFail || !strings.HasPrefix(report, "NOTHING TESTED: the service answered 500 to ") {
 		t.Fatalf("exit %d, report:\n%s", code, report)
@@ -239,6 +242,7 @@ func TestHTTPDeadService(t *testing.T) {
 // recheck with the TTL declared then judges it as the declared run was,
 // without running it again.
 func TestHTTPLockedAfterKill(t *testing.T) {
+	t.Parallel()
 	args := []string{"--net-faults=false", "--fault-gap", "250ms", "--fault-window", "100ms", "--provider-latency", "150ms", "--provider-fail", "0"}
 	code, _, report := blackbox(t, "lock423", []string{"IDEM_TEST_DIR=" + t.TempDir()}, append(args, "--inflight-ttl", "1s")...)
 	if code != exitFail || !strings.Contains(report, "FAIL liveness") || !strings.Contains(report, "locked") || !strings.Contains(report, "423 (still locked)") {
@@ -267,6 +271,7 @@ func TestHTTPLockedAfterKill(t *testing.T) {
 // about the key, and a missing key refused 422 is refused: all are said,
 // not failed.
 func TestHTTPBehindALimiterAndATimeout(t *testing.T) {
+	t.Parallel()
 	code, _, report := blackbox(t, "guarded", nil, "--process-faults=false", "--clients", "8",
 		"--provider-latency", "60ms", "--provider-fail", "0")
 	if code != exitPass {
@@ -285,6 +290,7 @@ func TestHTTPBehindALimiterAndATimeout(t *testing.T) {
 // passes (a refusal is no violation) and its report says the
 // declaration looks wrong, as its keyless answers went unjudged.
 func TestHTTPKeyOptionalDeclaredWrongly(t *testing.T) {
+	t.Parallel()
 	code, _, report := blackbox(t, "strict", nil, "--net-faults=false", "--process-faults=false", "--key", "optional", "--settle", "1s",
 		"-H", "Authorization: Bearer s3cret", "--body-type", "form", "--body", "currency=EUR", "--order-at", "ref", "--amount-at", "cents")
 	if code != exitPass {
@@ -300,6 +306,7 @@ func TestHTTPKeyOptionalDeclaredWrongly(t *testing.T) {
 // says first, and that is no violation of the service's: undecided (exit
 // 3), not failed.
 func TestHTTPTooBusyToTest(t *testing.T) {
+	t.Parallel()
 	code, _, report := blackbox(t, "shedding", nil, "--process-faults=false", "--net-faults=false", "--attempts", "1", "--settle", "1s")
 	if code != exitUnknown || !strings.HasPrefix(report, "NOTHING TESTED: the service answered 503 to ") || !strings.Contains(report, "UNDECIDED answers") {
 		t.Fatalf("exit %d, report:\n%s", code, report)
@@ -311,6 +318,7 @@ func TestHTTPTooBusyToTest(t *testing.T) {
 // kill is charged again after the restart, and at-most-once fails
 // (after-done), whatever the answers say.
 func TestHTTPOwnIDForgetsOnRestart(t *testing.T) {
+	t.Parallel()
 	// 5 s (not the helper's 2 s): a key must be answered, its instance
 	// killed and the key sent again after the restart, and under make
 	// test's load a 2 s run sometimes had only kills before any answer
@@ -330,6 +338,7 @@ func TestHTTPOwnIDForgetsOnRestart(t *testing.T) {
 // the report (time, exit status, log tail), restarted, and the run ends
 // with a verdict (0 or 1), not 2.
 func TestHTTPCrashIsAnEvent(t *testing.T) {
+	t.Parallel()
 	code, _, report := blackbox(t, "crash", nil, "--net-faults=false", "--process-faults=false")
 	if code != exitPass && code != exitFail {
 		t.Fatalf("exit %d, report:\n%s", code, report)
@@ -344,6 +353,7 @@ func TestHTTPCrashIsAnEvent(t *testing.T) {
 // TestHTTPRecheck: a saved black-box run is judged again by recheck with
 // the policy it declared, and gets the same verdicts.
 func TestHTTPRecheck(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	code, stdout, stderr := runCLI(t, "http", "--cmd", serviceCmd(t, "dead500"), "--instances", "1", "--duration", "1s", "--settle", "1s",
 		"--clients", "2", "--net-faults=false", "--process-faults=false", "--key", "optional", "--out", out)
@@ -391,6 +401,7 @@ func cutHistory(t *testing.T, dir string) {
 // on flags: the strict service passes, and the report prints each
 // declaration (the in-flight TTL raising --settle).
 func TestHTTPConfigFile(t *testing.T) {
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "svc.json")
 	body := `{"cmd": "` + serviceCmd(t, "strict") + `", "instances": 1, "headers": ["Authorization: Bearer s3cret"],
 		"body_type": "form", "body": "currency=EUR", "order_at": "ref", "amount_at": "cents", "key_format": "uuid",

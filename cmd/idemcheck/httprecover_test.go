@@ -79,6 +79,7 @@ func killedHTTPRun(t *testing.T, mode string, env []string, until func(journal s
 // history and summary are written as a finished run's, and recheck then
 // judges the recovered run again the same way.
 func TestHTTPRecheckRecoversAKilledRun(t *testing.T) {
+	t.Parallel()
 	answered := func(j string) bool { return strings.Count(j, `"type":"exchange"`) >= 40 }
 	dir, root := killedHTTPRun(t, "strict", nil, answered, "--process-faults=false", "-H", "Authorization: Bearer s3cret",
 		"--body-type", "form", "--body", "currency=EUR", "--order-at", "ref", "--amount-at", "cents")

@@ -25,6 +25,7 @@ import (
 // its https:// URL, its certificate trusted by --cacert, or by
 // --insecure; untrusted, the run stops at once, in one line naming both.
 func TestHTTPOverTLS(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +69,7 @@ func TestHTTPOverTLS(t *testing.T) {
 // certificate trusted by --cacert; untrusted, the run stops at once (not
 // after --start-timeout), in one line.
 func TestHTTPStartsTLSInstances(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cert, key := selfSigned(t, dir)
 	env := []string{"IDEM_TEST_CERT=" + cert, "IDEM_TEST_KEY=" + key}

@@ -129,6 +129,7 @@ func recheckCuts(t *testing.T, dir string, want int) {
 // (exit 3), and its summary is written. A journal cut anywhere is
 // reported the same way.
 func TestRecheckReportsAKilledMutantsRun(t *testing.T) {
+	t.Parallel()
 	done := func(j string) bool { return lines(j, `"type":"done"`) >= 6 }
 	dir, out := killedRun(t, "mutants", done, "mutants", "--store", "memory", "--seeds", "1-40", "--parallel", "2", "--shrink", "0")
 	journal, _ := os.ReadFile(filepath.Join(dir, harness.JournalFile))
@@ -235,6 +236,7 @@ func TestRecheckReportsAKilledSoak(t *testing.T) {
 // once matched the drawn seeds against the draws' numbers and listed
 // every draw as never run.
 func TestRecheckReportsAKilledRandomFlagsSoak(t *testing.T) {
+	t.Parallel()
 	ended := func(j string) bool { return lines(j, `"type":"seed"`) >= 3 }
 	dir, _ := killedRun(t, "soak", ended, "soak", "--store", "memory", "--random-flags", "--draw-seed", "2", "--budget", "2s", "--seeds", "1-500", "--hogs", "0")
 	journal, _ := os.ReadFile(filepath.Join(dir, harness.JournalFile))

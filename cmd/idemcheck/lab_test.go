@@ -83,6 +83,7 @@ func TestLabTable(t *testing.T) {
 // card's figures and shape; a store that breaks the protocol is exit 2,
 // one line.
 func TestLabOnAnExecStore(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "lab", "--store", "exec", "--cmd", jsExampleCmd(t))
 	if code != exitPass || !regexp.MustCompile(`(?m)^\s+1\s+same-key\s+100\s+0\s+100\s+0$`).MatchString(stdout) || !strings.Contains(stdout, "SHAPE HOLDS") {
 		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
@@ -120,6 +121,7 @@ func TestLabBadInput(t *testing.T) {
 // seeds that ran are reported, and the run says it was interrupted
 // (exit 3), not a setup error.
 func TestLabInterruptReports(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var so, se bytes.Buffer

@@ -168,6 +168,7 @@ func TestList(t *testing.T) {
 // store passes every scenario with real concurrency, and the two classic
 // mutants fail with exit 1, naming the checker and the key.
 func TestCheckSQLite(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	code, stdout, stderr := runCLI(t, "check", "--store", "sqlite", "--json", "--out", out)
 	if code != exitPass {
@@ -366,6 +367,7 @@ func TestMemoryLimitKeepsTheRun(t *testing.T) {
 // each, with the drawn command (--retention drawn too). Each draw's files
 // are written, so that the reports meet the drawn flags too.
 func TestRandomFlagsSoak(t *testing.T) {
+	t.Parallel()
 	for _, store := range []string{"memory", "sqlite"} {
 		t.Run(store, func(t *testing.T) {
 			out := t.TempDir()
@@ -416,6 +418,7 @@ func TestRandomFlagsSoak(t *testing.T) {
 // past their retention) passes, and the summary says so in its own line,
 // with the flag that makes it a failure; with that flag the run fails.
 func TestCheckNamesFindings(t *testing.T) {
+	t.Parallel()
 	args := []string{"check", "--store", "memory", "--variant", "never-expire", "--scenario", "retention", "--out", t.TempDir()}
 	code, stdout, stderr := runCLI(t, args...)
 	if code != exitPass || !strings.Contains(stdout, "finding of retention (retention; a failure with --strict-retention): 8 of 8 keys kept past their retention") {
@@ -490,6 +493,7 @@ func TestRandomFlagsKeepTheScenarios(t *testing.T) {
 // store's mutants printed "PASS: 3 of 3 mutants killed" of a store
 // that has 8, and nothing else.
 func TestShardSaysItIsOne(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "mutants", "--store", "memory", "--shard", "2/9", "--out", t.TempDir())
 	if code != exitPass || !strings.Contains(stdout, "shard 2/9: the verdict above is of this shard's share of the mutants run only; 'idemcheck merge'") {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)

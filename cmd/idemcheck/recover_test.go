@@ -23,6 +23,7 @@ import (
 // summary.json, report.md and report.html. Until then the next check
 // names it (crashedRuns), and never a run still running.
 func TestRecheckRecoversAKilledRun(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +192,7 @@ func TestRecheckOfARunKilledAsItStarted(t *testing.T) {
 // passed with half the evidence, or failed with charges cut off. Recheck
 // says the file is not the whole run's, exit 2.
 func TestRecheckOfACutHistory(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	if code, stdout, stderr := runCLI(t, "check", "--store", "memory", "--scenario", "race,crash", "--out", out); code != exitPass {
 		t.Fatalf("exit %d:\n%s%s", code, stdout, stderr)
@@ -243,6 +245,7 @@ func TestRecheckInterruptedWhileLoading(t *testing.T) {
 // died there, saying how many lines it left out: recheck refused it
 // ("journal line 3: …", exit 2), and the run was lost.
 func TestRecheckOfAJournalBrokenMidway(t *testing.T) {
+	t.Parallel()
 	ran := func(j string) bool { return lines(j, `"type":"result"`) >= 1 }
 	dir, _ := killedRun(t, "memory-correct", ran, "check", "--store", "memory", "--scenario", "race,crash,mismatch,error,takeover", "--duration", "3s", "--parallel", "1")
 	path := filepath.Join(dir, harness.JournalFile)

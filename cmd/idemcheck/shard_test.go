@@ -150,6 +150,7 @@ func TestMergeOfNothingJudged(t *testing.T) {
 // its shard as its command line had it. An empty report, what the killed
 // shard printed, is refused with the way to recover it.
 func TestKilledShardMerges(t *testing.T) {
+	t.Parallel()
 	args := []string{"soak", "--store", "memory", "--scenario", "race,mismatch", "--seeds", "1-40", "--hogs", "0"}
 	dir := t.TempDir()
 	code, stdout, stderr := runCLI(t, append(slices.Clone(args), "--shard", "1/2", "--json", "--out", t.TempDir())...)

@@ -88,6 +88,7 @@ func TestARunThatCouldNotWriteIsNotADeadOne(t *testing.T) {
 // 2 as a broken setup, and leaves its last word; recheck then reports
 // the run from its journal as one that finished, not one that died.
 func TestABlackBoxRunThatCouldNotWrite(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	args := []string{"http", "--cmd", serviceCmd(t, "strict", cliEnv+"="), // the service is this test binary too, as a test
 		"--instances", "1", "--duration", "3s", "--settle", "1s",
