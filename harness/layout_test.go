@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -180,23 +181,7 @@ func TestFilesAlongTheirSeams(t *testing.T) {
 // fresh machine, and the tests that need a server run in the other pass
 // (harnesstest provisions none under -race).
 func TestRacePassLinksNoServers(t *testing.T) {
-	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(mk), "\nRACE_PKGS :=")
-	if !ok {
-		t.Fatal("the Makefile sets no RACE_PKGS")
-	}
-	var pkgs []string
-	for line := range strings.Lines(rest) {
-		line = strings.TrimSpace(line)
-		cont := strings.HasSuffix(line, "\\")
-		pkgs = append(pkgs, strings.Fields(strings.TrimSuffix(line, "\\"))...)
-		if !cont {
-			break
-		}
-	}
+	pkgs := makeVar(t, "RACE_PKGS")
 	if len(pkgs) == 0 {
 		t.Fatal("RACE_PKGS lists no package")
 	}
@@ -210,4 +195,48 @@ func TestRacePassLinksNoServers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestEveryLongPackageGetsASlot: make test's plain pass runs TEST_P test
+// binaries at once, more than the FIRST_PKGS it starts first: a long
+// package that waited for a slot ran a minute and more past the others.
+func TestEveryLongPackageGetsASlot(t *testing.T) {
+	first := makeVar(t, "FIRST_PKGS")
+	p := makeVar(t, "TEST_P")
+	if len(first) == 0 || len(p) != 1 {
+		t.Fatalf("the Makefile's FIRST_PKGS %v, TEST_P %v", first, p)
+	}
+	if n, err := strconv.Atoi(p[0]); err != nil || n <= len(first) {
+		t.Errorf("TEST_P is %s, want more than the %d FIRST_PKGS", p[0], len(first))
+	}
+}
+
+// makeVar returns the words of the Makefile variable name (set with :=
+// or ?=), continuation lines included; nil if it is not set.
+func makeVar(t *testing.T, name string) []string {
+	t.Helper()
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rest string
+	for _, op := range []string{" :=", " ?="} {
+		if _, r, ok := strings.Cut(string(mk), "\n"+name+op); ok {
+			rest = r
+			break
+		}
+	}
+	if rest == "" {
+		return nil
+	}
+	var words []string
+	for line := range strings.Lines(rest) {
+		line = strings.TrimSpace(line)
+		cont := strings.HasSuffix(line, "\\")
+		words = append(words, strings.Fields(strings.TrimSuffix(line, "\\"))...)
+		if !cont {
+			break
+		}
+	}
+	return words
 }
