@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idemcheck/idemcheck/internal/loopback"
 )
 
 // TestHTTPOverTLS: a service reachable only over TLS is tested through
@@ -26,12 +28,13 @@ import (
 // --insecure; untrusted, the run stops at once, in one line naming both.
 func TestHTTPOverTLS(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// The provider's port is bound and let go by each of the runs below:
+	// one the kernel handed out (":0") was handed to another test's
+	// connection in between when the tests ran in parallel.
+	provPort, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	provPort := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	ts := httptest.NewUnstartedServer(&testService{mode: "tls", provider: fmt.Sprintf("http://127.0.0.1:%d/charge", provPort), recs: map[string]*testRec{}})
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes of the untrusted run
 	ts.StartTLS()
