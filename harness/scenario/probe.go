@@ -132,10 +132,21 @@ func (e *Env) probeKey(ctx context.Context, rec *history.Recorder, k stores.KeyR
 		if waits == probeTries || calls >= probeCalls {
 			break
 		}
-		if e.pass(ctx, e.Config.LockTTL+time.Millisecond, e.Config.LockTTL+50*time.Millisecond) != nil {
+		if e.pass(ctx, e.leaseEnd()+time.Millisecond, e.leaseEnd()+50*time.Millisecond) != nil {
 			break
 		}
 	}
+}
+
+// leaseEnd is how long after its lock a claim of LockTTL may still hold
+// its key: the LockTTL, and for a store whose clock counts in steps
+// (stores.Semantics.ClockStep) the LockTTL rounded up to a step and a
+// step more ([models.Config.LatestEnd]). A probe sooner than that may
+// meet a claim the store still holds rightly: a whole-second store's
+// claim, held up to 2 s at a LockTTL of 250 ms, failed liveness in a
+// third of its sched-crash runs, the probe three LockTTLs on.
+func (e *Env) leaseEnd() time.Duration {
+	return models.Config{LockTTL: e.Config.LockTTL, Semantics: e.setup.Semantics}.LatestEnd(e.Config.LockTTL)
 }
 
 // pass lets time pass: a manual clock jumps by manual, a real one is
@@ -172,8 +183,8 @@ const (
 	probeCalls = 64
 )
 
-// ProbeAfterLockTTL moves the clock past every claim's LockTTL (a manual
-// clock jumps; a real one is waited for) and probes every key (see Probe):
+// ProbeAfterLockTTL moves the clock past every claim's LockTTL, its
+// clock step included (a manual clock jumps; a real one is waited for) and probes every key (see Probe):
 // a key still in flight at its last probe is stuck.
 //
 // On a real clock the wait is skipped when no claim can still be live
@@ -192,7 +203,7 @@ func (e *Env) ProbeAfterLockTTL(ctx context.Context, probeID int) {
 	case e.probeLimited():
 		e.PlanProbe()
 	case manual || len(e.heldKeys(true)) > 0:
-		if e.pass(ctx, 3*e.Config.LockTTL, e.Config.LockTTL+50*time.Millisecond) != nil {
+		if e.pass(ctx, e.leaseEnd()+2*e.Config.LockTTL, e.leaseEnd()+50*time.Millisecond) != nil {
 			return
 		}
 	}
@@ -209,7 +220,7 @@ func (e *Env) probeLimited() bool {
 	if _, manual := e.clock.(*faults.ManualClock); manual {
 		return false
 	}
-	return e.setup.ProbeWait > 0 && e.Config.LockTTL+probeWaitSlack > e.setup.ProbeWait
+	return e.setup.ProbeWait > 0 && e.leaseEnd()+probeWaitSlack > e.setup.ProbeWait
 }
 
 // PlanProbe, where the final probe may not wait LockTTL out
