@@ -166,10 +166,10 @@ lint: vet fmt
 # Most tests wait on servers, sleeps and lock expiry rather than compute,
 # so the passes overlap well on two cores: every one of the FIRST_PKGS at
 # once, and one more for the short ones (docs/performance.md; at six, the
-# last two of them waited a minute and more for a slot). Each pass vets what it compiles with every
-# analyzer (-vet=all, what go vet runs), so nothing is compiled twice;
-# staticcheck runs when the race pass ends, in the time the plain pass
-# spends waiting. Their output goes to results/test-race.txt and
+# last two of them waited a minute and more for a slot). Each pass vets
+# what it compiles with every analyzer (-vet=all, what go vet runs), so
+# nothing is compiled twice; staticcheck runs when the race pass ends,
+# in the time the plain pass spends waiting. Their output goes to results/test-race.txt and
 # results/staticcheck.txt and is printed at the end, so nothing
 # interleaves; the target fails if gofmt, either pass, staticcheck or the
 # images do.

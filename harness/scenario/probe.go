@@ -184,8 +184,9 @@ const (
 )
 
 // ProbeAfterLockTTL moves the clock past every claim's LockTTL, its
-// clock step included (a manual clock jumps; a real one is waited for) and probes every key (see Probe):
-// a key still in flight at its last probe is stuck.
+// clock step included (a manual clock jumps; a real one is waited for),
+// and probes every key (see Probe): a key still in flight at its last
+// probe is stuck.
 //
 // On a real clock the wait is skipped when no claim can still be live
 // (heldKeys): every claim was completed or released, and no Begin's
